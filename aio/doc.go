@@ -1,0 +1,26 @@
+// Package aio is the asynchronous MongoDB execution store: it implements execstore.Store by
+// turning every call into an operation value sent on a bounded request channel and served by
+// a bounded pool of workers (package pool), which run the commands built in package ops.
+//
+//	caller ──▶ validate ──▶ request channel (QueueDepth) ──▶ pool (Workers) ──▶ server
+//	   ▲                                                           │
+//	   └──────────────────────── Future ◀──────────────────────────┘
+//
+// What always holds:
+//   - Bad input is refused with execstore.ErrInvalid in the caller's goroutine, before anything
+//     is queued; nothing is written.
+//   - A call whose context ends before its operation was sent to the server returns the
+//     context's error, and the operation is guaranteed not to be applied. A write whose context
+//     ends after it was sent returns an error matching execstore.ErrOutcomeUnknown that wraps
+//     the context's error. Reads return the context's error.
+//   - A caller blocks while the request channel is full, for as long as its context allows; a
+//     context made by NonBlocking makes the call return execstore.ErrOverloaded instead.
+//   - A commit costs exactly one server command when a seq block is available: the outbox and
+//     spawn seqs come from blocks the store reserves ahead of need (package batch), and the
+//     trace index from the execution's own trace_next.
+//   - Close stops new calls (execstore.ErrClosed), drains queued and in-flight work within its
+//     context, and leaves no goroutine behind.
+//
+// The server profile (MongoDB or FerretDB) is detected at Open from buildInfo, or forced with
+// Options.Profile; each operation picks its formulation from it.
+package aio

@@ -1,0 +1,65 @@
+package aio
+
+import (
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/execstore/execstore/batch"
+	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/pool"
+)
+
+// Defaults of Options.
+const (
+	DefaultDatabase     = "execstore"
+	DefaultTraceMax     = 200
+	DefaultPingInterval = 100 * time.Millisecond
+)
+
+// Options configures a Store. The zero value is ready to use; every field documents its default.
+type Options struct {
+	// Database holds the executions and counters collections. Default DefaultDatabase.
+	Database string
+	// Workers bounds the server operations in flight. Default pool.DefaultWorkers (32).
+	Workers int
+	// QueueDepth bounds the requests waiting for a worker. Default pool.DefaultQueueDepth (1024).
+	QueueDepth int
+	// TraceMax is how many trace steps an execution keeps (the oldest are dropped in the same
+	// write that appends). Default DefaultTraceMax (200).
+	TraceMax int
+	// SeqBlockSize is how many outbox or spawn seqs one counter reservation takes.
+	// Default batch.DefaultBlockSize (256).
+	SeqBlockSize int64
+	// Profile forces the server profile instead of detecting it at Open. Default: detect.
+	Profile ops.Profile
+	// ClientOptions are applied to the client Open creates, after the URI. The store adds a
+	// command monitor of its own (chaining any monitor set here) to count server commands.
+	// Ignored by OpenClient.
+	ClientOptions *options.ClientOptions
+	// PingInterval is the first pause between connection attempts at Open; pauses grow
+	// exponentially up to 5s until Open's context ends. Default DefaultPingInterval.
+	PingInterval time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Database == "" {
+		o.Database = DefaultDatabase
+	}
+	if o.Workers <= 0 {
+		o.Workers = pool.DefaultWorkers
+	}
+	if o.QueueDepth <= 0 {
+		o.QueueDepth = pool.DefaultQueueDepth
+	}
+	if o.TraceMax <= 0 {
+		o.TraceMax = DefaultTraceMax
+	}
+	if o.SeqBlockSize <= 0 {
+		o.SeqBlockSize = batch.DefaultBlockSize
+	}
+	if o.PingInterval <= 0 {
+		o.PingInterval = DefaultPingInterval
+	}
+	return o
+}

@@ -1,0 +1,71 @@
+package aio
+
+import (
+	"context"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/ops"
+)
+
+// Load returns the execution, or (nil, nil) when there is none.
+func (s *Store) Load(ctx context.Context, id string) (*execstore.Execution, error) {
+	if err := execstore.ValidateID("id", id); err != nil {
+		return nil, err
+	}
+	return submit(ctx, s, opLoad, func(ctx context.Context) (*execstore.Execution, error) {
+		return ops.Load(ctx, s.env, id)
+	}).Wait(ctx)
+}
+
+// Loaded is the result of LoadForEvent.
+type Loaded struct {
+	Execution *execstore.Execution // nil for an unknown id
+	Processed bool                 // eventID is already in the dedupe set
+}
+
+// LoadForEvent returns the execution and whether eventID was already processed, in one round
+// trip; see execstore.Store.
+func (s *Store) LoadForEvent(ctx context.Context, id, eventID string) (*execstore.Execution, bool, error) {
+	l, err := s.LoadForEventAsync(ctx, id, eventID).Wait(ctx)
+	return l.Execution, l.Processed, err
+}
+
+// LoadForEventAsync submits LoadForEvent and returns at once.
+func (s *Store) LoadForEventAsync(ctx context.Context, id, eventID string) *Future[Loaded] {
+	if err := execstore.ValidateID("id", id); err != nil {
+		return failedFuture[Loaded](err)
+	}
+	if err := execstore.ValidateID("eventID", eventID); err != nil {
+		return failedFuture[Loaded](err)
+	}
+	return submit(ctx, s, opLoadForEvent, func(ctx context.Context) (Loaded, error) {
+		exe, hit, err := ops.LoadForEvent(ctx, s.env, id, eventID)
+		return Loaded{Execution: exe, Processed: hit}, err
+	})
+}
+
+// IsProcessed reports whether eventID is in the execution's dedupe set.
+func (s *Store) IsProcessed(ctx context.Context, id, eventID string) (bool, error) {
+	if err := execstore.ValidateID("id", id); err != nil {
+		return false, err
+	}
+	if err := execstore.ValidateID("eventID", eventID); err != nil {
+		return false, err
+	}
+	return submit(ctx, s, opIsProcessed, func(ctx context.Context) (bool, error) {
+		return ops.IsProcessed(ctx, s.env, id, eventID)
+	}).Wait(ctx)
+}
+
+// List returns one page of summaries; see execstore.Store.
+func (s *Store) List(ctx context.Context, q execstore.ListQuery) (execstore.Page, error) {
+	if err := execstore.ValidateListQuery(&q); err != nil {
+		return execstore.Page{}, err
+	}
+	if _, err := ops.DecodeCursor(q.Cursor); err != nil {
+		return execstore.Page{}, err
+	}
+	return submit(ctx, s, opList, func(ctx context.Context) (execstore.Page, error) {
+		return ops.List(ctx, s.env, q)
+	}).Wait(ctx)
+}

@@ -1,0 +1,80 @@
+package aio
+
+import (
+	"context"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/ops"
+)
+
+// PendingOutbox returns up to limit undelivered outbox entries (0: all) in relay order.
+func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]execstore.OutboxEntry, error) {
+	if err := execstore.ValidateLimit("limit", limit); err != nil {
+		return nil, err
+	}
+	return submit(ctx, s, opPendingOutbox, func(ctx context.Context) ([]execstore.OutboxEntry, error) {
+		return ops.PendingOutbox(ctx, s.env, limit)
+	}).Wait(ctx)
+}
+
+// AckOutbox removes exactly outbox entry seq of sourceID; idempotent.
+func (s *Store) AckOutbox(ctx context.Context, sourceID string, seq int64) error {
+	if err := execstore.ValidateID("sourceID", sourceID); err != nil {
+		return err
+	}
+	_, err := submit(ctx, s, opAckOutbox, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, ops.AckOutbox(ctx, s.env, sourceID, seq)
+	}).Wait(ctx)
+	return err
+}
+
+// PendingSpawns returns up to limit pending spawn intents (0: all) in relay order.
+func (s *Store) PendingSpawns(ctx context.Context, limit int) ([]execstore.SpawnEntry, error) {
+	if err := execstore.ValidateLimit("limit", limit); err != nil {
+		return nil, err
+	}
+	return submit(ctx, s, opPendingSpawns, func(ctx context.Context) ([]execstore.SpawnEntry, error) {
+		return ops.PendingSpawns(ctx, s.env, limit)
+	}).Wait(ctx)
+}
+
+// AckSpawn removes exactly spawn intent seq of parentID; idempotent.
+func (s *Store) AckSpawn(ctx context.Context, parentID string, seq int64) error {
+	if err := execstore.ValidateID("parentID", parentID); err != nil {
+		return err
+	}
+	_, err := submit(ctx, s, opAckSpawn, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, ops.AckSpawn(ctx, s.env, parentID, seq)
+	}).Wait(ctx)
+	return err
+}
+
+// DueTimers returns up to limit timers (0: all) with fire time <= now, earliest first.
+func (s *Store) DueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error) {
+	if err := execstore.ValidateFireAt("now", now); err != nil {
+		return nil, err
+	}
+	if err := execstore.ValidateLimit("limit", limit); err != nil {
+		return nil, err
+	}
+	return submit(ctx, s, opDueTimers, func(ctx context.Context) ([]execstore.DueTimer, error) {
+		return ops.DueTimers(ctx, s.env, now, limit)
+	}).Wait(ctx)
+}
+
+// DeleteTimer removes the timer at path only if it still fires at fireAt, and reports whether
+// it did.
+func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt float64) (bool, error) {
+	if err := execstore.ValidateID("id", id); err != nil {
+		return false, err
+	}
+	if err := execstore.ValidatePath("path", path); err != nil {
+		return false, err
+	}
+	if err := execstore.ValidateFireAt("fireAt", fireAt); err != nil {
+		return false, err
+	}
+	return submit(ctx, s, opDeleteTimer, func(ctx context.Context) (bool, error) {
+		return ops.DeleteTimer(ctx, s.env, id, path, fireAt)
+	}).Wait(ctx)
+}

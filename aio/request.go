@@ -1,0 +1,53 @@
+package aio
+
+import (
+	"context"
+
+	"github.com/execstore/execstore/pool"
+)
+
+type nonBlockingKey struct{}
+
+// NonBlocking returns a context whose calls never wait for room in the request channel: when
+// it is full they return execstore.ErrOverloaded at once.
+func NonBlocking(ctx context.Context) context.Context {
+	return context.WithValue(ctx, nonBlockingKey{}, true)
+}
+
+// request is one operation travelling through the pool.
+type request[T any] struct {
+	env  pool.Envelope
+	fut  *Future[T]
+	kind opKind
+	st   *Store
+	run  func(ctx context.Context) (T, error)
+}
+
+func (r *request[T]) Run(ctx context.Context) {
+	v, err := r.run(ctx)
+	r.st.stats.record(r.kind, err)
+	r.fut.set(v, err)
+}
+
+func (r *request[T]) Abort(err error) {
+	r.st.stats.record(r.kind, err)
+	var zero T
+	r.fut.set(zero, err)
+}
+
+// submit queues run as an operation of kind and returns its future.
+func submit[T any](ctx context.Context, s *Store, kind opKind, run func(ctx context.Context) (T, error)) *Future[T] {
+	r := &request[T]{kind: kind, st: s, run: run}
+	r.fut = newFuture[T](&r.env)
+	var err error
+	if nb, _ := ctx.Value(nonBlockingKey{}).(bool); nb {
+		err = s.pool.TrySubmit(ctx, &r.env, r)
+	} else {
+		err = s.pool.Submit(ctx, &r.env, r)
+	}
+	if err != nil {
+		s.stats.record(kind, err)
+		return failedFuture[T](err)
+	}
+	return r.fut
+}

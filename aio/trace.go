@@ -1,0 +1,37 @@
+package aio
+
+import (
+	"context"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/ops"
+)
+
+// AppendTrace records a trace step outside a commit; see execstore.Store. Two round trips.
+func (s *Store) AppendTrace(ctx context.Context, id string, step map[string]any) error {
+	if err := execstore.ValidateID("id", id); err != nil {
+		return err
+	}
+	if step == nil {
+		return execstore.Invalid("step", "must not be nil")
+	}
+	if _, err := execstore.EncodedSize("step", step); err != nil {
+		return err
+	}
+	_, err := submit(ctx, s, opAppendTrace, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, ops.AppendTrace(ctx, s.env, id, step)
+	}).Wait(ctx)
+	return err
+}
+
+// ReadTrace returns the kept trace steps, oldest first.
+func (s *Store) ReadTrace(ctx context.Context, id string) ([]execstore.TraceStep, error) {
+	if err := execstore.ValidateID("id", id); err != nil {
+		return nil, err
+	}
+	return submit(ctx, s, opReadTrace, func(ctx context.Context) ([]execstore.TraceStep, error) {
+		return ops.ReadTrace(ctx, s.env, id)
+	}).Wait(ctx)
+}
+
+var _ execstore.Store = (*Store)(nil)

@@ -1,0 +1,316 @@
+package execstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/aio"
+)
+
+// A commit with emits, spawns, timers, a processed id and a trace step is exactly one server
+// command once a seq block is available.
+func TestCommitIsOneServerCommand(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	e := newExe("e")
+	full := func(i int) execstore.Commit {
+		return execstore.Commit{
+			Emits:            []execstore.Emit{{TargetID: "t", Event: []byte("a")}, {Event: []byte("b")}},
+			ProcessedEventID: fmt.Sprintf("ev%d", i),
+			Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T.x", float64(i)), execstore.CancelTimer("U")},
+			Spawns:           []execstore.Spawn{{ChildID: fmt.Sprintf("c%d", i), RootPath: "F.A", Context: map[string]any{"i": i}}},
+			Trace:            map[string]any{"i": i},
+		}
+	}
+	// The first commit reserves the first seq blocks; let the prefetch settle.
+	_, err := h.store.Commit(bg, e, full(0))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return h.store.Stats().SeqBlocks >= 2 }, 5*time.Second, 10*time.Millisecond)
+	for i := 1; i <= 5; i++ {
+		h.cmds.reset()
+		_, err := h.store.Commit(bg, e, full(i))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"update"}, h.cmds.snapshot(), "commit %d", i)
+	}
+	// The create path is one command too.
+	h.cmds.reset()
+	_, err = h.store.Commit(bg, newExe("fresh"), full(9))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"insert"}, h.cmds.snapshot())
+	assert.EqualValues(t, 6, e.Version)
+}
+
+// LoadForEvent costs one round trip of latency: one aggregate on MongoDB, two finds issued
+// at once on FerretDB.
+func TestLoadForEventCommands(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	require.NoError(t, h.store.Save(bg, newExe("e")))
+	h.cmds.reset()
+	_, _, err := h.store.LoadForEvent(bg, "e", "x")
+	require.NoError(t, err)
+	if h.store.Profile().String() == "mongodb" {
+		assert.Equal(t, []string{"aggregate"}, h.cmds.snapshot())
+	} else {
+		assert.Equal(t, []string{"find", "find"}, h.cmds.snapshot())
+	}
+}
+
+// A context that ended before the call returns its error and writes nothing.
+func TestContextEndedBeforeSend(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	e := newExe("e")
+	_, err := h.store.Commit(ctx, e, execstore.Commit{Emits: []execstore.Emit{{Event: []byte("x")}}})
+	require.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, execstore.ErrOutcomeUnknown)
+	assert.EqualValues(t, 0, e.Version)
+	assert.Zero(t, h.count(t))
+	_, err = h.store.Load(ctx, "e")
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// A context that ends while the request waits in a full queue: the caller gets its context
+// error on time, and the withdrawn commit is never applied.
+func TestContextEndsWhileQueued(t *testing.T) {
+	h := newHarness(t, aio.Options{Workers: 1, QueueDepth: 64})
+	// Queue a burst of commits ahead of ours: the single worker needs far longer than 1ms to
+	// get through them.
+	futures := make([]*aio.Future[[]int64], 200)
+	for i := range futures {
+		c := newExe(fmt.Sprintf("filler%d", i))
+		futures[i] = h.store.CommitAsync(bg, c, execstore.Commit{})
+	}
+	ctx, cancel := context.WithTimeout(bg, time.Millisecond)
+	defer cancel()
+	e := newExe("late")
+	_, err := h.store.Commit(ctx, e, execstore.Commit{})
+	for _, f := range futures {
+		_, ferr := f.Wait(bg)
+		require.NoError(t, ferr)
+	}
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.NotErrorIs(t, err, execstore.ErrOutcomeUnknown, "the commit was still queued")
+	got, lerr := h.store.Load(bg, "late")
+	require.NoError(t, lerr)
+	assert.Nil(t, got, "a commit reported as not sent was applied")
+}
+
+// A write whose context ends after it was sent is never reported as a plain failure: either
+// it succeeded, or the error is ErrOutcomeUnknown wrapping the context error; a reload shows
+// the whole commit or none of it.
+func TestContextEndsAfterSend(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	var unknown, applied int
+	for i := range 30 {
+		id := fmt.Sprintf("e%d", i)
+		e := newExe(id)
+		require.NoError(t, h.store.Save(bg, e))
+		ctx, cancel := context.WithTimeout(bg, time.Duration(i%6)*200*time.Microsecond)
+		_, err := h.store.Commit(ctx, e, execstore.Commit{
+			Emits: []execstore.Emit{{Event: []byte(id)}}, ProcessedEventID: "p" + id,
+			Timers: []execstore.TimerOp{execstore.ScheduleTimer("t", 1)}})
+		cancel()
+		// A write whose caller gave up may still land a moment later: wait until the server
+		// has answered every write in flight, then read the document once, atomically.
+		require.NoError(t, h.store.Save(bg, newExe("barrier"+id)))
+		time.Sleep(20 * time.Millisecond)
+		doc := h.rawDoc(t, id)
+		version := rawInt(t, doc, "version")
+		whole := version == 2 && rawLen(t, doc, "processed") == 1 && rawInt(t, doc, "outbox_n") == 1 &&
+			rawLen(t, doc, "timers") == 1
+		none := version == 1 && rawLen(t, doc, "processed") == 0 && rawInt(t, doc, "outbox_n") == 0 &&
+			rawLen(t, doc, "timers") == 0
+		require.True(t, whole || none, "partial commit visible: %s", doc)
+		switch {
+		case err == nil:
+			applied++
+			assert.True(t, whole)
+		case errors.Is(err, execstore.ErrOutcomeUnknown):
+			unknown++
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+		default:
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.True(t, none, "a commit reported as not sent was applied")
+		}
+	}
+	t.Logf("applied %d, outcome unknown %d, of 30", applied, unknown)
+}
+
+// Many operations in flight from one goroutine through futures.
+func TestAsyncFutures(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	const n = 50
+	futures := make([]*aio.Future[[]int64], n)
+	exes := make([]*execstore.Execution, n)
+	for i := range n {
+		exes[i] = newExe(fmt.Sprintf("e%02d", i))
+		futures[i] = h.store.CommitAsync(bg, exes[i], execstore.Commit{Emits: []execstore.Emit{{Event: []byte{byte(i)}}}})
+	}
+	seen := map[int64]bool{}
+	for i, f := range futures {
+		<-f.Done()
+		seqs, err := f.Result()
+		require.NoError(t, err)
+		require.Len(t, seqs, 1)
+		assert.False(t, seen[seqs[0]], "seq %d handed out twice", seqs[0])
+		seen[seqs[0]] = true
+		assert.EqualValues(t, 1, exes[i].Version)
+	}
+	loads := make([]*aio.Future[aio.Loaded], n)
+	for i := range n {
+		loads[i] = h.store.LoadForEventAsync(bg, exes[i].ID, "x")
+	}
+	for i, f := range loads {
+		l, err := f.Wait(bg)
+		require.NoError(t, err)
+		require.NotNil(t, l.Execution)
+		assert.Equal(t, exes[i].ID, l.Execution.ID)
+		assert.False(t, l.Processed)
+	}
+}
+
+// Close drains queued work, then every call gets ErrClosed.
+func TestCloseDrainsThenRefuses(t *testing.T) {
+	h := newHarness(t, aio.Options{Workers: 2})
+	s := h.reopen(t, aio.Options{Workers: 2})
+	futures := make([]*aio.Future[[]int64], 30)
+	for i := range futures {
+		futures[i] = s.CommitAsync(bg, newExe(fmt.Sprintf("e%d", i)), execstore.Commit{})
+	}
+	require.NoError(t, s.Close(bg))
+	for _, f := range futures {
+		_, err := f.Result()
+		assert.NoError(t, err)
+	}
+	assert.EqualValues(t, 30, h.count(t))
+	_, err := s.Load(bg, "e1")
+	assert.ErrorIs(t, err, execstore.ErrClosed)
+	_, err = s.Commit(bg, newExe("after"), execstore.Commit{})
+	assert.ErrorIs(t, err, execstore.ErrClosed)
+	_, err = s.CommitAsync(bg, newExe("after"), execstore.Commit{}).Result()
+	assert.ErrorIs(t, err, execstore.ErrClosed)
+	require.NoError(t, s.Close(bg))
+}
+
+// A non-blocking submit to a full queue returns ErrOverloaded at once.
+func TestNonBlockingOverload(t *testing.T) {
+	h := newHarness(t, aio.Options{Workers: 1, QueueDepth: 1})
+	nb := aio.NonBlocking(bg)
+	var overloaded, ok int
+	futures := make([]*aio.Future[[]int64], 200)
+	for i := range futures {
+		futures[i] = h.store.CommitAsync(nb, newExe(fmt.Sprintf("e%d", i)), execstore.Commit{})
+	}
+	for _, f := range futures {
+		_, err := f.Result()
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, execstore.ErrOverloaded):
+			overloaded++
+		default:
+			t.Fatalf("unexpected: %v", err)
+		}
+	}
+	assert.Positive(t, overloaded)
+	assert.Positive(t, ok)
+	assert.EqualValues(t, ok, h.count(t))
+	assert.EqualValues(t, overloaded, h.store.Stats().Overloaded)
+}
+
+func TestStats(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	e := newExe("e")
+	require.NoError(t, h.store.Save(bg, e))
+	stale := *e
+	require.NoError(t, h.store.Save(bg, e))
+	require.ErrorIs(t, h.store.Save(bg, &stale), execstore.ErrConflict)
+	_, err := h.store.Load(bg, "e")
+	require.NoError(t, err)
+	st := h.store.Stats()
+	assert.EqualValues(t, 3, st.Ops["commit"].Calls)
+	assert.EqualValues(t, 1, st.Ops["commit"].Errors)
+	assert.EqualValues(t, 1, st.Ops["load"].Calls)
+	assert.EqualValues(t, 1, st.Conflicts)
+	assert.Positive(t, st.ServerCommands)
+	assert.Zero(t, st.Queued)
+	assert.Zero(t, st.InFlight)
+}
+
+// Bad input is refused with ErrInvalid naming the field, before any I/O; nothing is written.
+func TestBadInput(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	ok := func() *execstore.Execution { return newExe("ok") }
+	withExe := func(f func(*execstore.Execution)) *execstore.Execution { e := ok(); f(e); return e }
+	huge := make([]byte, execstore.MaxDocumentBytes)
+	commits := []struct {
+		name  string
+		exe   *execstore.Execution
+		c     execstore.Commit
+		field string
+	}{
+		{"nil execution", nil, execstore.Commit{}, "Execution"},
+		{"empty id", withExe(func(e *execstore.Execution) { e.ID = "" }), execstore.Commit{}, "Execution.ID"},
+		{"long id", withExe(func(e *execstore.Execution) { e.ID = strings.Repeat("x", 2000) }), execstore.Commit{}, "Execution.ID"},
+		{"nul id", withExe(func(e *execstore.Execution) { e.ID = "a\x00b" }), execstore.Commit{}, "Execution.ID"},
+		{"invalid utf8 id", withExe(func(e *execstore.Execution) { e.ID = "a\xffb" }), execstore.Commit{}, "Execution.ID"},
+		{"bad status", withExe(func(e *execstore.Execution) { e.Status = "NOPE" }), execstore.Commit{}, "Execution.Status"},
+		{"negative version", withExe(func(e *execstore.Execution) { e.Version = -1 }), execstore.Commit{}, "Execution.Version"},
+		{"huge snapshot", withExe(func(e *execstore.Execution) { e.Data = huge }), execstore.Commit{}, "Execution.Data"},
+		{"NaN fire time", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", math.NaN())}}, "Commit.Timers[0].FireAt"},
+		{"Inf fire time", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", math.Inf(1))}}, "Commit.Timers[0].FireAt"},
+		{"empty timer path", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("")}}, "Commit.Timers[0].Path"},
+		{"empty processed id", ok(), execstore.Commit{ProcessedEventID: "\x00"}, "Commit.ProcessedEventID"},
+		{"empty child id", ok(), execstore.Commit{Spawns: []execstore.Spawn{{RootPath: "x"}}}, "Commit.Spawns[0].ChildID"},
+		{"unencodable context", ok(), execstore.Commit{Spawns: []execstore.Spawn{{ChildID: "c", Context: map[string]any{"f": func() {}}}}}, "Commit.Spawns[0].Context"},
+		{"unencodable trace", ok(), execstore.Commit{Trace: map[string]any{"ch": make(chan int)}}, "Commit.Trace"},
+		{"huge emits", ok(), execstore.Commit{Emits: []execstore.Emit{{Event: huge[:9<<20]}, {Event: huge[:9<<20]}}}, "Commit"},
+	}
+	for _, c := range commits {
+		t.Run(c.name, func(t *testing.T) {
+			h.cmds.reset()
+			_, err := h.store.Commit(bg, c.exe, c.c)
+			require.ErrorIs(t, err, execstore.ErrInvalid)
+			var ie *execstore.InvalidError
+			require.ErrorAs(t, err, &ie)
+			assert.Equal(t, c.field, ie.Field)
+			assert.Empty(t, h.cmds.snapshot(), "bad input reached the server")
+		})
+	}
+	calls := map[string]func() error{
+		"Load empty":            func() error { _, err := h.store.Load(bg, ""); return err },
+		"LoadForEvent empty":    func() error { _, _, err := h.store.LoadForEvent(bg, "x", ""); return err },
+		"IsProcessed empty":     func() error { _, err := h.store.IsProcessed(bg, "", "e"); return err },
+		"List negative limit":   func() error { _, err := h.store.List(bg, execstore.ListQuery{Limit: -1}); return err },
+		"List bad status":       func() error { _, err := h.store.List(bg, execstore.ListQuery{Statuses: []execstore.Status{"x"}}); return err },
+		"List garbage cursor":   func() error { _, err := h.store.List(bg, execstore.ListQuery{Cursor: "%%"}); return err },
+		"PendingOutbox limit":   func() error { _, err := h.store.PendingOutbox(bg, -1); return err },
+		"PendingSpawns limit":   func() error { _, err := h.store.PendingSpawns(bg, -5); return err },
+		"AckOutbox empty":       func() error { return h.store.AckOutbox(bg, "", 1) },
+		"AckSpawn empty":        func() error { return h.store.AckSpawn(bg, "", 1) },
+		"DueTimers NaN":         func() error { _, err := h.store.DueTimers(bg, math.NaN(), 0); return err },
+		"DueTimers limit":       func() error { _, err := h.store.DueTimers(bg, 1, -1); return err },
+		"DeleteTimer NaN":       func() error { _, err := h.store.DeleteTimer(bg, "x", "p", math.NaN()); return err },
+		"DeleteTimer path":      func() error { _, err := h.store.DeleteTimer(bg, "x", "", 1); return err },
+		"AppendTrace nil":       func() error { return h.store.AppendTrace(bg, "x", nil) },
+		"AppendTrace encodable": func() error { return h.store.AppendTrace(bg, "x", map[string]any{"f": func() {}}) },
+		"ReadTrace empty":       func() error { _, err := h.store.ReadTrace(bg, ""); return err },
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			h.cmds.reset()
+			assert.ErrorIs(t, call(), execstore.ErrInvalid)
+			assert.Empty(t, h.cmds.snapshot(), "bad input reached the server")
+		})
+	}
+	assert.Zero(t, h.count(t))
+}

@@ -1,0 +1,83 @@
+package execstore
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Match them with errors.Is; inspect details with errors.As on the
+// corresponding *…Error type.
+var (
+	// ErrConflict: the commit's version guard failed; nothing was written. See ConflictError.
+	ErrConflict = errors.New("execstore: version conflict")
+	// ErrOutcomeUnknown: a write was sent but its result never came back; the server may or
+	// may not have applied it. Reload before doing anything else. See OutcomeUnknownError.
+	ErrOutcomeUnknown = errors.New("execstore: outcome unknown")
+	// ErrClosed: the store is closed, or closing, and takes no new calls.
+	ErrClosed = errors.New("execstore: store closed")
+	// ErrOverloaded: a non-blocking submit found the request queue full.
+	ErrOverloaded = errors.New("execstore: request queue full")
+	// ErrInvalid: bad input, refused before any I/O. See InvalidError.
+	ErrInvalid = errors.New("execstore: invalid input")
+	// ErrNotFound: the operation needs an execution that does not exist.
+	ErrNotFound = errors.New("execstore: execution not found")
+)
+
+// NoVersion is ConflictError.Found when no document exists.
+const NoVersion int64 = -1
+
+// ConflictError reports a failed version guard. It matches ErrConflict.
+type ConflictError struct {
+	ExecutionID string
+	Expected    int64 // the version the caller committed against
+	Found       int64 // the stored version, or NoVersion when there is no document
+}
+
+func (e *ConflictError) Error() string {
+	found := "none"
+	if e.Found != NoVersion {
+		found = fmt.Sprint(e.Found)
+	}
+	return fmt.Sprintf("execstore: conflict on execution %q: expected version %d, found %s",
+		e.ExecutionID, e.Expected, found)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// OutcomeUnknownError reports a write whose effect is unknown. It matches ErrOutcomeUnknown
+// and unwraps to the cause (a context error, a network error, …).
+type OutcomeUnknownError struct {
+	Op          string // the operation, e.g. "commit"
+	ExecutionID string
+	Err         error
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	return fmt.Sprintf("execstore: %s of execution %q: outcome unknown (reload before retrying): %v",
+		e.Op, e.ExecutionID, e.Err)
+}
+
+// Is makes errors.Is(err, ErrOutcomeUnknown) true.
+func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }
+
+// Unwrap returns the cause.
+func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
+
+// InvalidError reports bad input, naming the offending field. It matches ErrInvalid.
+type InvalidError struct {
+	Field  string // e.g. "Execution.ID", "Commit.Timers[2].FireAt"
+	Reason string
+}
+
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("execstore: invalid %s: %s", e.Field, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// Invalid returns an *InvalidError for field.
+func Invalid(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}

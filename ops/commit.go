@@ -1,0 +1,284 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/execstore/execstore"
+)
+
+// CommitPlan is the one write a commit issues: Update guarded by Filter when the execution
+// exists (Version > 0), Insert when it is being created (Version 0).
+type CommitPlan struct {
+	ID         string
+	Expected   int64  // the version the caller loaded
+	Filter     bson.D // {_id, version[, trace_next]}
+	Update     bson.D
+	Insert     bson.D // the whole new document; nil unless Expected == 0
+	OutboxSeqs []int64
+	TraceNext  int64 // the execution's trace_next after the commit
+}
+
+// Seqs are the seqs a commit's outbox entries and spawn intents get, in emit/spawn order.
+type Seqs struct {
+	Outbox []int64
+	Spawns []int64
+}
+
+// BuildCommit builds the commit of exe and c. exe and c must have passed
+// execstore.ValidateCommit; seqs must hold one seq per emit and per spawn.
+func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Seqs) (CommitPlan, error) {
+	newVersion := exe.Version + 1
+	p := CommitPlan{ID: exe.ID, Expected: exe.Version, OutboxSeqs: seqs.Outbox, TraceNext: exe.TraceNext}
+
+	outbox := make(bson.D, 0, len(c.Emits))
+	for i, e := range c.Emits {
+		outbox = append(outbox, bson.E{Key: strconv.FormatInt(seqs.Outbox[i], 10), Value: outboxDoc{
+			Seq: seqs.Outbox[i], Version: newVersion, TargetID: nullable(e.TargetID), Event: nonNil(e.Event)}})
+	}
+	spawns := make(bson.D, 0, len(c.Spawns))
+	for i, s := range c.Spawns {
+		ctxBytes, err := encodeMap(s.Context)
+		if err != nil {
+			return CommitPlan{}, execstore.Invalid("Commit.Spawns["+strconv.Itoa(i)+"].Context", "%v", err)
+		}
+		spawns = append(spawns, bson.E{Key: strconv.FormatInt(seqs.Spawns[i], 10), Value: spawnDoc{
+			Seq: seqs.Spawns[i], Version: newVersion, ChildID: s.ChildID, RootPath: s.RootPath, Context: ctxBytes}})
+	}
+	timers, cancels := foldTimers(c.Timers)
+
+	var step *traceDoc
+	if c.Trace != nil {
+		b, err := encodeMap(c.Trace)
+		if err != nil {
+			return CommitPlan{}, execstore.Invalid("Commit.Trace", "%v", err)
+		}
+		step = &traceDoc{Index: exe.TraceNext, Step: b}
+		p.TraceNext = exe.TraceNext + 1
+	}
+
+	if exe.Version == 0 {
+		p.Insert = buildInsert(env, exe, c, outbox, spawns, timers, step)
+		return p, nil
+	}
+
+	p.Filter = bson.D{{Key: fID, Value: exe.ID}, {Key: fVersion, Value: exe.Version}}
+	set := bson.D{
+		{Key: fVersion, Value: newVersion},
+		{Key: fData, Value: nonNil(exe.Data)},
+		{Key: fStatus, Value: string(exe.Status)},
+		{Key: fDefinition, Value: exe.DefinitionID},
+		{Key: fParent, Value: nullable(exe.ParentID)},
+	}
+	var unset bson.D
+	inc := bson.D{}
+	for _, e := range outbox {
+		set = append(set, bson.E{Key: fOutbox + "." + e.Key, Value: e.Value})
+	}
+	if len(outbox) > 0 {
+		inc = append(inc, bson.E{Key: fOutboxN, Value: int64(len(outbox))})
+	}
+	for _, e := range spawns {
+		set = append(set, bson.E{Key: fSpawns + "." + e.Key, Value: e.Value})
+	}
+	if len(spawns) > 0 {
+		inc = append(inc, bson.E{Key: fSpawnsN, Value: int64(len(spawns))})
+	}
+	for _, t := range timers {
+		set = append(set, bson.E{Key: fTimers + "." + t.Key, Value: t.Value})
+	}
+	for _, k := range cancels {
+		unset = append(unset, bson.E{Key: fTimers + "." + k, Value: ""})
+	}
+	update := bson.D{}
+	var push bson.D
+	if step != nil {
+		p.Filter = append(p.Filter, bson.E{Key: fTraceNext, Value: exe.TraceNext})
+		set = append(set, bson.E{Key: fTraceNext, Value: p.TraceNext})
+		ringSet, ringUnset, ringPush := traceRing(env, *step)
+		set = append(set, ringSet...)
+		unset = append(unset, ringUnset...)
+		push = ringPush
+	}
+	update = append(update, bson.E{Key: "$set", Value: set})
+	if len(unset) > 0 {
+		update = append(update, bson.E{Key: "$unset", Value: unset})
+	}
+	if len(inc) > 0 {
+		update = append(update, bson.E{Key: "$inc", Value: inc})
+	}
+	if len(push) > 0 {
+		update = append(update, bson.E{Key: "$push", Value: push})
+	}
+	if c.ProcessedEventID != "" {
+		update = append(update, bson.E{Key: "$addToSet", Value: bson.D{{Key: fProcessed, Value: c.ProcessedEventID}}})
+	}
+	p.Update = update
+	return p, nil
+}
+
+func buildInsert(env Env, exe *execstore.Execution, c *execstore.Commit, outbox, spawns, timers bson.D,
+	step *traceDoc) bson.D {
+	processed := bson.A{}
+	if c.ProcessedEventID != "" {
+		processed = append(processed, c.ProcessedEventID)
+	}
+	var trace any
+	if env.Profile == FerretDB {
+		ring := bson.D{}
+		if step != nil {
+			ring = append(ring, bson.E{Key: strconv.FormatInt(step.Index, 10), Value: *step})
+		}
+		trace = ring
+	} else {
+		ring := bson.A{}
+		if step != nil {
+			ring = append(ring, *step)
+		}
+		trace = ring
+	}
+	traceNext := exe.TraceNext
+	if step != nil {
+		traceNext++
+	}
+	return bson.D{
+		{Key: fID, Value: exe.ID},
+		{Key: fDefinition, Value: exe.DefinitionID},
+		{Key: fStatus, Value: string(exe.Status)},
+		{Key: fParent, Value: nullable(exe.ParentID)},
+		{Key: fVersion, Value: int64(1)},
+		{Key: fData, Value: nonNil(exe.Data)},
+		{Key: fOutbox, Value: outbox},
+		{Key: fOutboxN, Value: int64(len(outbox))},
+		{Key: fSpawns, Value: spawns},
+		{Key: fSpawnsN, Value: int64(len(spawns))},
+		{Key: fProcessed, Value: processed},
+		{Key: fTimers, Value: timers},
+		{Key: fTrace, Value: trace},
+		{Key: fTraceNext, Value: traceNext},
+	}
+}
+
+// foldTimers applies ops in order (the last op on a path wins) and returns the schedules as
+// {EncodeKey(path): fire_at} and the cancels as encoded keys.
+func foldTimers(ops []execstore.TimerOp) (schedules bson.D, cancels []string) {
+	last := make(map[string]int, len(ops))
+	for i, op := range ops {
+		last[op.Path] = i
+	}
+	schedules = bson.D{}
+	for i, op := range ops {
+		if last[op.Path] != i {
+			continue
+		}
+		if op.Cancel {
+			cancels = append(cancels, EncodeKey(op.Path))
+		} else {
+			schedules = append(schedules, bson.E{Key: EncodeKey(op.Path), Value: op.FireAt})
+		}
+	}
+	return schedules, cancels
+}
+
+// traceRing returns the update parts that append step to the trace ring and trim it to
+// env.TraceMax steps. MongoDB: $push with $each and $slice. FerretDB accepts $slice and
+// ignores it, so there the ring is a sub-document keyed by index: the step is $set under its
+// index and the keys that fall out of the window are $unset (a few behind the window too, so a
+// ring whose TraceMax was lowered shrinks back).
+func traceRing(env Env, step traceDoc) (set, unset, push bson.D) {
+	if env.Profile != FerretDB {
+		push = bson.D{{Key: fTrace, Value: bson.D{
+			{Key: "$each", Value: bson.A{step}},
+			{Key: "$slice", Value: -env.TraceMax},
+		}}}
+		return nil, nil, push
+	}
+	set = bson.D{{Key: fTrace + "." + strconv.FormatInt(step.Index, 10), Value: step}}
+	oldest := step.Index - int64(env.TraceMax) // the newest index to drop
+	for i := oldest; i >= 0 && i > oldest-traceShrinkPerWrite; i-- {
+		unset = append(unset, bson.E{Key: fTrace + "." + strconv.FormatInt(i, 10), Value: ""})
+	}
+	return set, unset, nil
+}
+
+// traceShrinkPerWrite is how many out-of-window trace keys one write removes on FerretDB.
+const traceShrinkPerWrite = 8
+
+// RunCommit executes plan. It returns nil when the commit won, a *execstore.ConflictError when
+// the version guard failed, errTraceMoved when only the trace index guard failed (nothing was
+// written; rebuild with a fresh TraceNext), and otherwise a classified write failure.
+func RunCommit(ctx context.Context, env Env, plan CommitPlan) error {
+	if err := ctx.Err(); err != nil {
+		return err // not sent: certainly not applied
+	}
+	if plan.Insert != nil {
+		_, err := env.Executions.InsertOne(ctx, plan.Insert)
+		if err == nil {
+			return nil
+		}
+		if !mongo.IsDuplicateKeyError(err) {
+			return writeFailure("commit", plan.ID, err)
+		}
+		found, _, rerr := readVersion(ctx, env, plan.ID)
+		if rerr != nil {
+			return rerr
+		}
+		return &execstore.ConflictError{ExecutionID: plan.ID, Expected: 0, Found: found}
+	}
+	res, err := env.Executions.UpdateOne(ctx, plan.Filter, plan.Update)
+	if err != nil {
+		return writeFailure("commit", plan.ID, err)
+	}
+	if res.MatchedCount == 1 {
+		return nil
+	}
+	found, traceNext, err := readVersion(ctx, env, plan.ID)
+	if err != nil {
+		return err
+	}
+	if found == plan.Expected {
+		return &TraceMovedError{TraceNext: traceNext}
+	}
+	return &execstore.ConflictError{ExecutionID: plan.ID, Expected: plan.Expected, Found: found}
+}
+
+// TraceMovedError reports a commit that lost only its trace-index guard (a concurrent
+// AppendTrace took the index). Nothing was written; retry with TraceNext.
+type TraceMovedError struct{ TraceNext int64 }
+
+func (e *TraceMovedError) Error() string { return "execstore: trace index moved" }
+
+// readVersion returns the stored version and trace_next of id, or NoVersion when there is no
+// document. Its errors are reported as the outcome of the conflict check: the commit itself is
+// known not to have been applied.
+func readVersion(ctx context.Context, env Env, id string) (version, traceNext int64, err error) {
+	var d execDoc
+	err = env.Executions.FindOne(ctx, bson.D{{Key: fID, Value: id}},
+		options.FindOne().SetProjection(bson.D{{Key: fVersion, Value: 1}, {Key: fTraceNext, Value: 1}})).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return execstore.NoVersion, 0, nil
+	}
+	if err != nil {
+		return 0, 0, readFailure("conflict check", id, err)
+	}
+	return d.Version, d.TraceNext, nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func encodeMap(m map[string]any) ([]byte, error) {
+	if m == nil {
+		m = map[string]any{}
+	}
+	return bson.Marshal(m)
+}

@@ -1,0 +1,17 @@
+// Package ops holds the document model of the store and, one operation per file, the exact
+// MongoDB commands each operation issues: pure builders (unit-tested without a server) and the
+// code that runs them against a collection.
+//
+// Guarantees every operation here keeps:
+//   - A commit is one single-document write (an update guarded by the loaded version, or an
+//     insert for a version-0 create): atomic on a standalone server, no transaction.
+//   - Reads project only what they return; the snapshot is never read by a relay or a sweep,
+//     and the dedupe set is never shipped to the client.
+//   - Keys built from caller text (timer paths) go through EncodeKey, which round-trips every
+//     string, so no input can address another field.
+//   - A write whose result did not come back is reported as *execstore.OutcomeUnknownError,
+//     never as a plain failure; a definite server refusal is reported as such.
+//
+// Where FerretDB lacks a MongoDB feature, the operation picks a formulation by Profile: the
+// MongoDB-native one on MongoDB, a correct equivalent on FerretDB.
+package ops

@@ -1,0 +1,106 @@
+package ops
+
+import (
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// Collection names.
+const (
+	ExecutionsCollection = "executions"
+	CountersCollection   = "counters"
+)
+
+// Field names of an executions document. See the README for the whole model.
+const (
+	fID         = "_id"
+	fDefinition = "definition_id"
+	fStatus     = "status"
+	fParent     = "parent_id" // null for a root
+	fVersion    = "version"
+	fData       = "data"
+	fOutbox     = "outbox"     // {"<seq>": outboxDoc}
+	fOutboxN    = "outbox_n"   // number of entries in outbox
+	fSpawns     = "spawns"     // {"<seq>": spawnDoc}
+	fSpawnsN    = "spawns_n"   // number of entries in spawns
+	fProcessed  = "processed"  // [event id, …]
+	fTimers     = "timers"     // {EncodeKey(path): fire_at}
+	fTrace      = "trace"      // MongoDB: [traceDoc, …]; FerretDB: {"<index>": traceDoc}
+	fTraceNext  = "trace_next" // the index the next trace step gets
+)
+
+// Profile is the kind of server the store talks to; operations pick their formulation by it.
+type Profile int
+
+// The server profiles.
+const (
+	MongoDB  Profile = iota + 1 // a real MongoDB: every native formulation
+	FerretDB                    // FerretDB: no aggregation $in, $push ignores $slice
+)
+
+func (p Profile) String() string {
+	switch p {
+	case MongoDB:
+		return "mongodb"
+	case FerretDB:
+		return "ferretdb"
+	}
+	return "unknown"
+}
+
+// Env is what an operation runs against.
+type Env struct {
+	Executions *mongo.Collection
+	Counters   *mongo.Collection
+	Profile    Profile
+	TraceMax   int // steps kept in a trace ring; at least 1
+}
+
+// execDoc is the projection of an executions document that loads decode.
+type execDoc struct {
+	ID           string  `bson:"_id"`
+	DefinitionID string  `bson:"definition_id"`
+	Status       string  `bson:"status"`
+	ParentID     *string `bson:"parent_id"`
+	Version      int64   `bson:"version"`
+	Data         []byte  `bson:"data"`
+	TraceNext    int64   `bson:"trace_next"`
+	Hit          bool    `bson:"hit"`
+}
+
+// outboxDoc is one outbox entry as stored.
+type outboxDoc struct {
+	Seq      int64   `bson:"seq"`
+	Version  int64   `bson:"v"`
+	TargetID *string `bson:"target_id"`
+	Event    []byte  `bson:"event"`
+}
+
+// spawnDoc is one spawn intent as stored. The context is kept as encoded BSON so that any
+// key the caller uses round-trips.
+type spawnDoc struct {
+	Seq      int64  `bson:"seq"`
+	Version  int64  `bson:"v"`
+	ChildID  string `bson:"child_id"`
+	RootPath string `bson:"root_path"`
+	Context  []byte `bson:"context"`
+}
+
+// traceDoc is one trace step as stored; the fields are kept as encoded BSON.
+type traceDoc struct {
+	Index int64  `bson:"index"`
+	Step  []byte `bson:"step"`
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

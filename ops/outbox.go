@@ -1,0 +1,37 @@
+package ops
+
+import (
+	"context"
+
+	"github.com/execstore/execstore"
+)
+
+// PendingOutbox returns up to limit undelivered outbox entries (0: all) in relay order: oldest
+// seq first, each source's entries in commit order.
+func PendingOutbox(ctx context.Context, env Env, limit int) ([]execstore.OutboxEntry, error) {
+	bySource, err := pendingEntries[outboxDoc](ctx, env, outboxField, "pending outbox")
+	if err != nil {
+		return nil, err
+	}
+	var all []execstore.OutboxEntry
+	var order []ordered
+	for source, docs := range bySource {
+		for _, d := range docs {
+			order = append(order, ordered{source: source, version: d.Version, seq: d.Seq, pos: len(all)})
+			all = append(all, execstore.OutboxEntry{
+				Seq: d.Seq, SourceID: source, Version: d.Version, TargetID: deref(d.TargetID), Event: nonNil(d.Event)})
+		}
+	}
+	order = limitTo(relayOrder(order), limit)
+	out := make([]execstore.OutboxEntry, len(order))
+	for i, o := range order {
+		out[i] = all[o.pos]
+	}
+	return out, nil
+}
+
+// AckOutbox removes exactly outbox entry seq of execution sourceID. One update by _id;
+// idempotent.
+func AckOutbox(ctx context.Context, env Env, sourceID string, seq int64) error {
+	return outboxField.ack(ctx, env, "ack outbox", sourceID, seq)
+}

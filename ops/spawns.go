@@ -1,0 +1,40 @@
+package ops
+
+import (
+	"context"
+
+	"github.com/execstore/execstore"
+)
+
+// PendingSpawns returns up to limit pending spawn intents (0: all) in relay order.
+func PendingSpawns(ctx context.Context, env Env, limit int) ([]execstore.SpawnEntry, error) {
+	byParent, err := pendingEntries[spawnDoc](ctx, env, spawnsField, "pending spawns")
+	if err != nil {
+		return nil, err
+	}
+	var all []execstore.SpawnEntry
+	var order []ordered
+	for parent, docs := range byParent {
+		for _, d := range docs {
+			m, err := decodeMap(d.Context)
+			if err != nil {
+				return nil, readFailure("pending spawns", parent, err)
+			}
+			order = append(order, ordered{source: parent, version: d.Version, seq: d.Seq, pos: len(all)})
+			all = append(all, execstore.SpawnEntry{
+				Seq: d.Seq, ParentID: parent, ChildID: d.ChildID, RootPath: d.RootPath, Context: m})
+		}
+	}
+	order = limitTo(relayOrder(order), limit)
+	out := make([]execstore.SpawnEntry, len(order))
+	for i, o := range order {
+		out[i] = all[o.pos]
+	}
+	return out, nil
+}
+
+// AckSpawn removes exactly spawn intent seq of execution parentID. One update by _id;
+// idempotent.
+func AckSpawn(ctx context.Context, env Env, parentID string, seq int64) error {
+	return spawnsField.ack(ctx, env, "ack spawn", parentID, seq)
+}

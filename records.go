@@ -1,0 +1,143 @@
+package execstore
+
+// Status is the lifecycle state of an execution.
+type Status string
+
+// The statuses an execution can be in.
+const (
+	Pending    Status = "PENDING"
+	Running    Status = "RUNNING"
+	Done       Status = "DONE"
+	Cancelled  Status = "CANCELLED"
+	Suspended  Status = "SUSPENDED"
+	Cancelling Status = "CANCELLING"
+	Failed     Status = "FAILED"
+)
+
+// Statuses lists every valid Status.
+var Statuses = []Status{Pending, Running, Done, Cancelled, Suspended, Cancelling, Failed}
+
+// Valid reports whether s is one of the statuses above.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Execution is one running instance of a workflow or statechart definition.
+type Execution struct {
+	ID           string
+	DefinitionID string
+	Status       Status
+	ParentID     string // "" for a root execution
+	// Version is the optimistic-concurrency counter: 0 before the first commit, incremented
+	// by each successful one. A commit is accepted only if the stored version still equals it.
+	Version int64
+	// Data is the engine's snapshot, opaque to the store and returned byte for byte.
+	Data []byte
+	// TraceNext is the index the next trace step of this execution will get. The store sets
+	// it on Load and on every successful Commit; callers leave it alone (a wrong value costs
+	// one extra round trip, never a wrong index).
+	TraceNext int64
+}
+
+// Emit is one outgoing event, written to the outbox by the commit that emits it.
+type Emit struct {
+	TargetID string // the execution to deliver to; "" for none
+	Event    []byte // opaque event bytes
+}
+
+// OutboxEntry is one undelivered event.
+type OutboxEntry struct {
+	Seq      int64  // unique across the store; increasing in commit order per source
+	SourceID string // the execution whose commit emitted it (pass it to AckOutbox)
+	Version  int64  // the version that commit created
+	TargetID string // "" for none
+	Event    []byte
+}
+
+// Spawn is the intent to create a child execution, written atomically with the parent's
+// commit and carried out afterwards by a relay.
+type Spawn struct {
+	ChildID  string
+	RootPath string         // the fork's region, e.g. "Fork.A"
+	Context  map[string]any // must be encodable as a BSON document; nil is kept as empty
+}
+
+// SpawnEntry is one pending spawn intent.
+type SpawnEntry struct {
+	Seq      int64
+	ParentID string // the execution that committed it (pass it to AckSpawn)
+	ChildID  string
+	RootPath string
+	Context  map[string]any
+}
+
+// TimerOp schedules or cancels the durable timer of one path. Build it with ScheduleTimer
+// or CancelTimer. At most one timer exists per (execution, path): scheduling replaces.
+type TimerOp struct {
+	Path   string
+	FireAt float64 // seconds since the Unix epoch; ignored when Cancel is set
+	Cancel bool
+}
+
+// ScheduleTimer returns the op that arms the timer at path to fire at fireAt.
+func ScheduleTimer(path string, fireAt float64) TimerOp {
+	return TimerOp{Path: path, FireAt: fireAt}
+}
+
+// CancelTimer returns the op that removes the timer at path, if any.
+func CancelTimer(path string) TimerOp { return TimerOp{Path: path, Cancel: true} }
+
+// DueTimer is a timer whose fire time has come.
+type DueTimer struct {
+	ExecutionID string
+	Path        string
+	FireAt      float64
+}
+
+// TraceStep is one recorded step of an execution's trace.
+type TraceStep struct {
+	Index  int64 // per execution, strictly increasing, 0-based
+	Fields map[string]any
+}
+
+// Commit is everything one handled event changes besides the snapshot. The zero Commit
+// writes the snapshot alone.
+type Commit struct {
+	Emits []Emit
+	// ProcessedEventID is added to the dedupe set; "" records nothing.
+	ProcessedEventID string
+	// Timers are applied in order; of two ops on the same path the last one wins.
+	Timers []TimerOp
+	Spawns []Spawn
+	// Trace is recorded as one trace step; nil records none.
+	Trace map[string]any
+}
+
+// Summary is what listing returns of an execution: never its snapshot.
+type Summary struct {
+	ID           string
+	DefinitionID string
+	Status       Status
+	ParentID     string
+	Version      int64
+}
+
+// ListQuery selects executions. Filters AND together; an empty filter matches everything.
+type ListQuery struct {
+	Statuses     []Status // any of these; empty for any status
+	DefinitionID string   // "" for any definition
+	RootsOnly    bool     // only executions without a parent
+	Limit        int      // page size; 0 means DefaultListLimit, at most MaxListLimit
+	Cursor       string   // "" for the first page, else a Page.NextCursor
+}
+
+// Page is one page of a listing.
+type Page struct {
+	Items      []Summary
+	NextCursor string // "" when this is the last page
+}

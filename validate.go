@@ -1,0 +1,188 @@
+package execstore
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"unicode/utf8"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Limits of what the store accepts. Input past them is refused with ErrInvalid before any I/O.
+const (
+	// MaxDocumentBytes is MongoDB's limit on one BSON document: an execution's snapshot,
+	// outbox, spawns, timers, dedupe set and trace together must stay below it.
+	MaxDocumentBytes = 16 * 1024 * 1024
+	// MaxIDBytes bounds execution ids, event ids and timer paths.
+	MaxIDBytes = 1024
+	// DefaultListLimit is the page size of a ListQuery with Limit 0.
+	DefaultListLimit = 100
+	// MaxListLimit is the largest page size List accepts.
+	MaxListLimit = 10000
+	// commitOverheadBytes is the room left for the document's own fields when a commit's
+	// payload alone is checked against MaxDocumentBytes.
+	commitOverheadBytes = 16 * 1024
+)
+
+// ValidateID checks an execution id, an event id or another key: non-empty, valid UTF-8, no
+// NUL byte, at most MaxIDBytes.
+func ValidateID(field, id string) error {
+	switch {
+	case id == "":
+		return Invalid(field, "must not be empty")
+	case len(id) > MaxIDBytes:
+		return Invalid(field, "is %d bytes, more than the %d allowed", len(id), MaxIDBytes)
+	case !utf8.ValidString(id):
+		return Invalid(field, "is not valid UTF-8")
+	case strings.IndexByte(id, 0) >= 0:
+		return Invalid(field, "contains a NUL byte")
+	}
+	return nil
+}
+
+// ValidatePath checks a timer path. Any non-empty text of at most MaxIDBytes is accepted:
+// paths are encoded before they become field names, so ".", "$" and NUL are fine.
+func ValidatePath(field, path string) error {
+	switch {
+	case path == "":
+		return Invalid(field, "must not be empty")
+	case len(path) > MaxIDBytes:
+		return Invalid(field, "is %d bytes, more than the %d allowed", len(path), MaxIDBytes)
+	}
+	return nil
+}
+
+// ValidateFireAt checks a timer fire time: a finite number.
+func ValidateFireAt(field string, t float64) error {
+	if math.IsNaN(t) || math.IsInf(t, 0) {
+		return Invalid(field, "must be a finite number, got %v", t)
+	}
+	return nil
+}
+
+// ValidateLimit checks a result limit: 0 (no limit, or the default) or positive.
+func ValidateLimit(field string, limit int) error {
+	if limit < 0 {
+		return Invalid(field, "must not be negative, got %d", limit)
+	}
+	return nil
+}
+
+// ValidateExecution checks everything a commit writes of exe itself.
+func ValidateExecution(exe *Execution) error {
+	if exe == nil {
+		return Invalid("Execution", "must not be nil")
+	}
+	if err := ValidateID("Execution.ID", exe.ID); err != nil {
+		return err
+	}
+	if exe.DefinitionID != "" {
+		if err := ValidateID("Execution.DefinitionID", exe.DefinitionID); err != nil {
+			return err
+		}
+	}
+	if exe.ParentID != "" {
+		if err := ValidateID("Execution.ParentID", exe.ParentID); err != nil {
+			return err
+		}
+	}
+	if !exe.Status.Valid() {
+		return Invalid("Execution.Status", "%q is not a known status", exe.Status)
+	}
+	if exe.Version < 0 {
+		return Invalid("Execution.Version", "must not be negative, got %d", exe.Version)
+	}
+	if exe.TraceNext < 0 {
+		return Invalid("Execution.TraceNext", "must not be negative, got %d", exe.TraceNext)
+	}
+	if len(exe.Data) > MaxDocumentBytes-commitOverheadBytes {
+		return Invalid("Execution.Data", "is %d bytes; the whole document must stay below MongoDB's %d-byte limit",
+			len(exe.Data), MaxDocumentBytes)
+	}
+	return nil
+}
+
+// ValidateCommit checks exe and c together, including their combined size.
+func ValidateCommit(exe *Execution, c *Commit) error {
+	if err := ValidateExecution(exe); err != nil {
+		return err
+	}
+	size := len(exe.Data)
+	for i, e := range c.Emits {
+		if e.TargetID != "" {
+			if err := ValidateID(fmt.Sprintf("Commit.Emits[%d].TargetID", i), e.TargetID); err != nil {
+				return err
+			}
+		}
+		size += len(e.Event) + len(e.TargetID)
+	}
+	if c.ProcessedEventID != "" {
+		if err := ValidateID("Commit.ProcessedEventID", c.ProcessedEventID); err != nil {
+			return err
+		}
+	}
+	for i, t := range c.Timers {
+		if err := ValidatePath(fmt.Sprintf("Commit.Timers[%d].Path", i), t.Path); err != nil {
+			return err
+		}
+		if !t.Cancel {
+			if err := ValidateFireAt(fmt.Sprintf("Commit.Timers[%d].FireAt", i), t.FireAt); err != nil {
+				return err
+			}
+		}
+	}
+	for i, s := range c.Spawns {
+		if err := ValidateID(fmt.Sprintf("Commit.Spawns[%d].ChildID", i), s.ChildID); err != nil {
+			return err
+		}
+		n, err := EncodedSize(fmt.Sprintf("Commit.Spawns[%d].Context", i), s.Context)
+		if err != nil {
+			return err
+		}
+		size += n + len(s.ChildID) + len(s.RootPath)
+	}
+	if c.Trace != nil {
+		n, err := EncodedSize("Commit.Trace", c.Trace)
+		if err != nil {
+			return err
+		}
+		size += n
+	}
+	if size > MaxDocumentBytes-commitOverheadBytes {
+		return Invalid("Commit", "carries %d bytes; the whole document must stay below MongoDB's %d-byte limit",
+			size, MaxDocumentBytes)
+	}
+	return nil
+}
+
+// EncodedSize returns the BSON size of m, or an ErrInvalid naming field when BSON cannot
+// encode it.
+func EncodedSize(field string, m map[string]any) (int, error) {
+	if m == nil {
+		return 0, nil
+	}
+	b, err := bson.Marshal(m)
+	if err != nil {
+		return 0, Invalid(field, "cannot be encoded as BSON: %v", err)
+	}
+	return len(b), nil
+}
+
+// ValidateListQuery checks q's filters and limit (the cursor is checked when decoded).
+func ValidateListQuery(q *ListQuery) error {
+	for i, s := range q.Statuses {
+		if !s.Valid() {
+			return Invalid(fmt.Sprintf("ListQuery.Statuses[%d]", i), "%q is not a known status", s)
+		}
+	}
+	if q.DefinitionID != "" {
+		if err := ValidateID("ListQuery.DefinitionID", q.DefinitionID); err != nil {
+			return err
+		}
+	}
+	if q.Limit < 0 || q.Limit > MaxListLimit {
+		return Invalid("ListQuery.Limit", "must be between 0 and %d, got %d", MaxListLimit, q.Limit)
+	}
+	return nil
+}
