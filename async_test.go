@@ -287,11 +287,14 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 	calls := map[string]func() error{
-		"Load empty":            func() error { _, err := h.store.Load(bg, ""); return err },
-		"LoadForEvent empty":    func() error { _, _, err := h.store.LoadForEvent(bg, "x", ""); return err },
-		"IsProcessed empty":     func() error { _, err := h.store.IsProcessed(bg, "", "e"); return err },
-		"List negative limit":   func() error { _, err := h.store.List(bg, execstore.ListQuery{Limit: -1}); return err },
-		"List bad status":       func() error { _, err := h.store.List(bg, execstore.ListQuery{Statuses: []execstore.Status{"x"}}); return err },
+		"Load empty":          func() error { _, err := h.store.Load(bg, ""); return err },
+		"LoadForEvent empty":  func() error { _, _, err := h.store.LoadForEvent(bg, "x", ""); return err },
+		"IsProcessed empty":   func() error { _, err := h.store.IsProcessed(bg, "", "e"); return err },
+		"List negative limit": func() error { _, err := h.store.List(bg, execstore.ListQuery{Limit: -1}); return err },
+		"List bad status": func() error {
+			_, err := h.store.List(bg, execstore.ListQuery{Statuses: []execstore.Status{"x"}})
+			return err
+		},
 		"List garbage cursor":   func() error { _, err := h.store.List(bg, execstore.ListQuery{Cursor: "%%"}); return err },
 		"PendingOutbox limit":   func() error { _, err := h.store.PendingOutbox(bg, -1); return err },
 		"PendingSpawns limit":   func() error { _, err := h.store.PendingSpawns(bg, -5); return err },
