@@ -1,0 +1,184 @@
+package ops
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/execstore/execstore"
+)
+
+func mustMarshal(t *testing.T, m map[string]any) []byte {
+	t.Helper()
+	b, err := bson.Marshal(m)
+	require.NoError(t, err)
+	return b
+}
+
+func fullCommit() *execstore.Commit {
+	return &execstore.Commit{
+		Emits:            []execstore.Emit{{TargetID: "p", Event: []byte("e1")}, {Event: []byte("e2")}},
+		ProcessedEventID: "evt",
+		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("F.A", 100), execstore.CancelTimer("G")},
+		Spawns:           []execstore.Spawn{{ChildID: "c", RootPath: "F.A", Context: map[string]any{"x": 1}}},
+		Trace:            map[string]any{"s": 1},
+	}
+}
+
+// The MongoDB update of a full commit: one CAS-guarded updateOne with $set, $unset, $inc,
+// $push with $slice for the trace ring, and $addToSet for the dedupe mark.
+func TestBuildCommitMongoDB(t *testing.T) {
+	env := Env{Profile: MongoDB, TraceMax: 200}
+	exe := &execstore.Execution{ID: "x", DefinitionID: "d", Status: execstore.Running, Version: 4, Data: []byte("snap"), TraceNext: 7}
+	p, err := BuildCommit(env, exe, fullCommit(), Seqs{Outbox: []int64{10, 11}, Spawns: []int64{3}})
+	require.NoError(t, err)
+	assert.Nil(t, p.Insert)
+	assert.Equal(t, []int64{10, 11}, p.OutboxSeqs)
+	assert.EqualValues(t, 8, p.TraceNext)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(4)}, {Key: "trace_next", Value: int64(7)}}, p.Filter)
+	p1 := "p"
+	step := traceDoc{Index: 7, Step: mustMarshal(t, map[string]any{"s": 1})}
+	assert.Equal(t, bson.D{
+		{Key: "$set", Value: bson.D{
+			{Key: "version", Value: int64(5)},
+			{Key: "data", Value: []byte("snap")},
+			{Key: "status", Value: "RUNNING"},
+			{Key: "definition_id", Value: "d"},
+			{Key: "parent_id", Value: (*string)(nil)},
+			{Key: "outbox.10", Value: outboxDoc{Seq: 10, Version: 5, TargetID: &p1, Event: []byte("e1")}},
+			{Key: "outbox.11", Value: outboxDoc{Seq: 11, Version: 5, Event: []byte("e2")}},
+			{Key: "spawns.3", Value: spawnDoc{Seq: 3, Version: 5, ChildID: "c", RootPath: "F.A", Context: mustMarshal(t, map[string]any{"x": 1})}},
+			{Key: "timers.F%2EA", Value: 100.0},
+			{Key: "trace_next", Value: int64(8)},
+		}},
+		{Key: "$unset", Value: bson.D{{Key: "timers.G", Value: ""}}},
+		{Key: "$inc", Value: bson.D{{Key: "outbox_n", Value: int64(2)}, {Key: "spawns_n", Value: int64(1)}}},
+		{Key: "$push", Value: bson.D{{Key: "trace", Value: bson.D{
+			{Key: "$each", Value: bson.A{step}},
+			{Key: "$slice", Value: -200},
+		}}}},
+		{Key: "$addToSet", Value: bson.D{{Key: "processed", Value: "evt"}}},
+	}, p.Update)
+}
+
+// On FerretDB ($slice is ignored there) the trace ring is keyed by index and trimmed with
+// $unset in the same update.
+func TestBuildCommitFerretDBTraceRing(t *testing.T) {
+	env := Env{Profile: FerretDB, TraceMax: 3}
+	exe := &execstore.Execution{ID: "x", Status: execstore.Running, Version: 9, TraceNext: 12}
+	p, err := BuildCommit(env, exe, &execstore.Commit{Trace: map[string]any{}}, Seqs{})
+	require.NoError(t, err)
+	set := p.Update[0].Value.(bson.D)
+	assert.Equal(t, bson.E{Key: "trace.12", Value: traceDoc{Index: 12, Step: mustMarshal(t, map[string]any{})}}, set[len(set)-1])
+	unset := p.Update[1]
+	assert.Equal(t, "$unset", unset.Key)
+	var keys []string
+	for _, e := range unset.Value.(bson.D) {
+		keys = append(keys, e.Key)
+	}
+	assert.Equal(t, []string{"trace.9", "trace.8", "trace.7", "trace.6", "trace.5", "trace.4", "trace.3", "trace.2"}, keys)
+	for _, e := range p.Update {
+		assert.NotEqual(t, "$push", e.Key)
+	}
+}
+
+// A snapshot-only commit has no $push, $inc, $unset or $addToSet and no trace guard.
+func TestBuildCommitSnapshotOnly(t *testing.T) {
+	env := Env{Profile: MongoDB, TraceMax: 200}
+	exe := &execstore.Execution{ID: "x", Status: execstore.Done, ParentID: "par", Version: 1, Data: []byte("s")}
+	p, err := BuildCommit(env, exe, &execstore.Commit{}, Seqs{})
+	require.NoError(t, err)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(1)}}, p.Filter)
+	require.Len(t, p.Update, 1)
+	assert.Equal(t, "$set", p.Update[0].Key)
+	assert.EqualValues(t, 0, p.TraceNext)
+}
+
+// Version 0 builds the whole document for an insert, with every embedded field present.
+func TestBuildCommitCreate(t *testing.T) {
+	for _, profile := range []Profile{MongoDB, FerretDB} {
+		env := Env{Profile: profile, TraceMax: 200}
+		exe := &execstore.Execution{ID: "x", DefinitionID: "d", Status: execstore.Pending, Data: []byte("s")}
+		p, err := BuildCommit(env, exe, fullCommit(), Seqs{Outbox: []int64{1, 2}, Spawns: []int64{5}})
+		require.NoError(t, err)
+		require.NotNil(t, p.Insert)
+		assert.Nil(t, p.Update)
+		var keys []string
+		for _, e := range p.Insert {
+			keys = append(keys, e.Key)
+		}
+		assert.Equal(t, []string{"_id", "definition_id", "status", "parent_id", "version", "data", "outbox", "outbox_n",
+			"spawns", "spawns_n", "processed", "timers", "trace", "trace_next"}, keys)
+		doc := map[string]any{}
+		for _, e := range p.Insert {
+			doc[e.Key] = e.Value
+		}
+		assert.Equal(t, int64(1), doc["version"])
+		assert.Equal(t, int64(2), doc["outbox_n"])
+		assert.Equal(t, bson.A{"evt"}, doc["processed"])
+		assert.Equal(t, bson.D{{Key: "F%2EA", Value: 100.0}}, doc["timers"]) // the cancel of G has nothing to cancel
+		assert.Equal(t, int64(1), doc["trace_next"])
+		if profile == FerretDB {
+			assert.IsType(t, bson.D{}, doc["trace"])
+		} else {
+			assert.IsType(t, bson.A{}, doc["trace"])
+		}
+	}
+}
+
+func TestFoldTimersLastOpWins(t *testing.T) {
+	sched, cancels := foldTimers([]execstore.TimerOp{
+		execstore.ScheduleTimer("a", 1), execstore.CancelTimer("a"),
+		execstore.CancelTimer("b"), execstore.ScheduleTimer("b", 2),
+		execstore.ScheduleTimer("c", 3), execstore.ScheduleTimer("c", 4),
+	})
+	assert.Equal(t, bson.D{{Key: "b", Value: 2.0}, {Key: "c", Value: 4.0}}, sched)
+	assert.Equal(t, []string{"a"}, cancels)
+}
+
+// The MongoDB formulation of LoadForEvent: $match by _id, then $project of the snapshot with a
+// server-side $in over $ifNull of the dedupe set.
+func TestLoadForEventPipeline(t *testing.T) {
+	p := LoadForEventPipeline("x", "ev")
+	require.Len(t, p, 2)
+	assert.Equal(t, bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: "x"}}}}, p[0])
+	project := p[1][0].Value.(bson.D)
+	assert.Equal(t, "$project", p[1][0].Key)
+	assert.Equal(t, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
+		"ev", bson.D{{Key: "$ifNull", Value: bson.A{"$processed", bson.A{}}}},
+	}}}}, project[len(project)-1])
+	for _, e := range project {
+		assert.NotEqual(t, "processed", e.Key, "the dedupe set must never be projected")
+		assert.NotEqual(t, "outbox", e.Key)
+	}
+}
+
+func TestAckCommands(t *testing.T) {
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "outbox.42", Value: bson.D{{Key: "$exists", Value: true}}}},
+		outboxField.AckFilter("x", 42))
+	assert.Equal(t, bson.D{
+		{Key: "$unset", Value: bson.D{{Key: "outbox.42", Value: ""}}},
+		{Key: "$inc", Value: bson.D{{Key: "outbox_n", Value: int64(-1)}}},
+	}, outboxField.AckUpdate(42))
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers.F%2EA", Value: 1.5}}, DeleteTimerFilter("x", "F.A", 1.5))
+}
+
+func TestRelayOrder(t *testing.T) {
+	// Source b's seqs do not grow with its versions (two processes took blocks out of order):
+	// b's entries stay in version order, everything else by seq.
+	in := []ordered{
+		{source: "a", version: 1, seq: 5, pos: 0},
+		{source: "b", version: 1, seq: 300, pos: 1},
+		{source: "b", version: 2, seq: 7, pos: 2},
+		{source: "a", version: 2, seq: 6, pos: 3},
+		{source: "c", version: 1, seq: 400, pos: 4},
+	}
+	out := relayOrder(in)
+	var pos []int
+	for _, o := range out {
+		pos = append(pos, o.pos)
+	}
+	assert.Equal(t, []int{0, 3, 1, 2, 4}, pos)
+}
