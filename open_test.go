@@ -1,0 +1,170 @@
+package execstore_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/ops"
+)
+
+// Open against an address where nothing listens keeps retrying until its context ends, then
+// names the address and never the credentials.
+func TestOpenUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	ctx, cancel := context.WithTimeout(bg, 700*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = aio.Open(ctx, "mongodb://alice:s3cr3t-pw@"+addr+"/?serverSelectionTimeoutMS=200", aio.Options{PingInterval: 50 * time.Millisecond})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), addr)
+	assert.NotContains(t, err.Error(), "s3cr3t-pw")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 10*time.Second)
+}
+
+// Open started before the server listens waits for it.
+func TestOpenWaitsForServer(t *testing.T) {
+	cs, err := connstring.Parse(server.URI)
+	require.NoError(t, err)
+	upstream := cs.Hosts[0]
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	uri := strings.Replace(server.URI, upstream, addr, 1)
+	if !strings.Contains(uri, "?") {
+		uri += "?"
+	} else {
+		uri += "&"
+	}
+	uri += "directConnection=true&serverSelectionTimeoutMS=300"
+
+	type result struct {
+		s   *aio.Store
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+		defer cancel()
+		s, err := aio.Open(ctx, uri, aio.Options{Database: testDatabase(t), PingInterval: 50 * time.Millisecond})
+		done <- result{s, err}
+	}()
+	time.Sleep(500 * time.Millisecond) // the server is "down" for this long
+	stop := forward(t, addr, upstream)
+	r := <-done
+	require.NoError(t, r.err)
+	e := newExe("e")
+	require.NoError(t, r.s.Save(bg, e))
+	require.NoError(t, r.s.Close(bg))
+	stop()
+}
+
+// forward relays TCP connections from listen to upstream until stop is called.
+func forward(t *testing.T, listen, upstream string) (stop func()) {
+	ln, err := net.Listen("tcp", listen)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, u)
+			mu.Unlock()
+			wg.Go(func() { _, _ = io.Copy(u, c); u.Close() })
+			wg.Go(func() { _, _ = io.Copy(c, u); c.Close() })
+		}
+	})
+	return func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	}
+}
+
+// The FerretDB formulations are correct on every server: forced on, the contract still holds.
+func TestForcedFerretDBProfile(t *testing.T) {
+	h := newHarness(t, aio.Options{Profile: ops.FerretDB, TraceMax: 2})
+	assert.Equal(t, ops.FerretDB, h.store.Profile())
+	e := newExe("e")
+	for i := range 4 {
+		_, err := h.store.Commit(bg, e, execstore.Commit{ProcessedEventID: "p" + string(rune('0'+i)), Trace: map[string]any{"i": int64(i)}})
+		require.NoError(t, err)
+	}
+	exe, hit, err := h.store.LoadForEvent(bg, "e", "p2")
+	require.NoError(t, err)
+	assert.True(t, hit)
+	assert.EqualValues(t, 4, exe.Version)
+	_, hit, err = h.store.LoadForEvent(bg, "e", "p9")
+	require.NoError(t, err)
+	assert.False(t, hit)
+	trace, err := h.store.ReadTrace(bg, "e")
+	require.NoError(t, err)
+	require.Len(t, trace, 2)
+	assert.Equal(t, []int64{2, 3}, []int64{trace[0].Index, trace[1].Index})
+	assert.Equal(t, 2, rawLen(t, h.rawDoc(t, "e"), "trace"))
+}
+
+// Two stores (two processes) committing the same execution with seq blocks taken out of
+// order: seqs stay unique, and the relay still sees that execution's entries in commit order.
+func TestSeqsAcrossProcesses(t *testing.T) {
+	h := newHarness(t, aio.Options{SeqBlockSize: 50})
+	other := h.reopen(t, aio.Options{SeqBlockSize: 50})
+	// other reserves its block first, so its seqs are lower than h.store's next block... or
+	// higher: either way the two processes interleave.
+	warm := newExe("warm")
+	_, err := other.Commit(bg, warm, execstore.Commit{Emits: []execstore.Emit{{Event: []byte("w")}}})
+	require.NoError(t, err)
+	e := newExe("e")
+	stores := []*aio.Store{h.store, other}
+	var all []int64
+	for i := range 6 {
+		seqs, err := stores[i%2].Commit(bg, e, execstore.Commit{Emits: []execstore.Emit{{Event: []byte{byte('0' + i)}}}})
+		require.NoError(t, err)
+		all = append(all, seqs...)
+	}
+	seen := map[int64]bool{}
+	for _, s := range all {
+		assert.False(t, seen[s], "seq %d twice", s)
+		seen[s] = true
+	}
+	pending, err := h.store.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	var order []string
+	for _, p := range pending {
+		if p.SourceID == "e" {
+			order = append(order, string(p.Event))
+		}
+	}
+	assert.Equal(t, []string{"0", "1", "2", "3", "4", "5"}, order)
+}
