@@ -11,6 +11,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 
 	"github.com/execstore/execstore"
@@ -167,4 +170,21 @@ func TestSeqsAcrossProcesses(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"0", "1", "2", "3", "4", "5"}, order)
+}
+
+// OpenClient uses the caller's client and leaves it connected at Close.
+func TestOpenClient(t *testing.T) {
+	client, err := mongo.Connect(options.Client().ApplyURI(server.URI))
+	require.NoError(t, err)
+	defer client.Disconnect(bg)
+	db := testDatabase(t)
+	s, err := aio.OpenClient(bg, client, aio.Options{Database: db})
+	require.NoError(t, err)
+	e := newExe("e")
+	require.NoError(t, s.Save(bg, e))
+	require.NoError(t, s.Close(bg))
+	n, err := client.Database(db).Collection("executions").CountDocuments(bg, bson.D{})
+	require.NoError(t, err, "the caller's client must stay usable")
+	assert.EqualValues(t, 1, n)
+	require.NoError(t, client.Database(db).Drop(bg))
 }
