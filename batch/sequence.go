@@ -86,10 +86,15 @@ func (s *Sequence) Take(ctx context.Context, n int, dst []int64) ([]int64, error
 }
 
 // startFetchLocked starts a background reservation unless one is in flight, and returns the
-// one in flight.
+// one in flight. After Close it starts none and returns a failed one.
 func (s *Sequence) startFetchLocked() *fetch {
 	if s.fetch != nil {
 		return s.fetch
+	}
+	if err := s.bg.Err(); err != nil {
+		f := &fetch{done: make(chan struct{}), err: err}
+		close(f.done)
+		return f
 	}
 	f := &fetch{done: make(chan struct{})}
 	s.fetch = f
@@ -122,8 +127,11 @@ func (s *Sequence) Reserved() int64 {
 	return s.reserved
 }
 
-// Close cancels a reservation in flight and waits for it to end.
+// Close cancels a reservation in flight and waits for it to end. Afterwards Take hands out
+// the seqs already reserved and then returns context.Canceled; it reserves no more.
 func (s *Sequence) Close() {
-	s.cancelBg()
+	s.mu.Lock()
+	s.cancelBg() // under mu, so no reservation starts after Wait below
+	s.mu.Unlock()
 	s.wg.Wait()
 }

@@ -2,22 +2,27 @@
 // goroutines.
 //
 // What always holds:
-//   - At most Workers tasks run at once; at most QueueDepth wait in the channel. A task is run
-//     at most once, and exactly one of Run or Abort is called for every accepted task.
+//   - At most Workers tasks run at once; at most QueueDepth wait in the channel, plus one
+//     taken off it that waits for a free worker. A task is run at most once, and exactly one
+//     of Run or Abort is called for every accepted task that is not withdrawn; the one
+//     exception is a Run that panics, which is followed by Abort with the panic.
 //   - Submit blocks while the channel is full, for as long as its context allows, so
 //     backpressure lands on the producer; TrySubmit never blocks and returns
 //     execstore.ErrOverloaded instead.
 //   - A task whose context ended while it waited in the channel is never run: it is aborted
 //     with the context's error. A waiting caller can withdraw its task (Withdraw) as long as no
 //     worker has claimed it, which is how a caller gets its context error on time even when
-//     every worker is busy.
+//     every worker is busy. A task is claimed only when a worker is free to run it.
 //   - After Close starts, Submit and TrySubmit return execstore.ErrClosed; everything already
 //     accepted is still run. If Close's context ends first, running tasks see their context
 //     cancelled and queued ones are aborted with execstore.ErrClosed; either way no goroutine
 //     of the pool outlives Close.
 //
 // Cost: one channel send and one receive per task, plus a hand-off to a worker goroutine that
-// is reused (sourcegraph/conc's pool); no allocation beyond the caller's Envelope.
+// is reused (sourcegraph/conc's pool). Beyond the caller's Envelope, a task that runs costs
+// five small allocations (about 250 bytes): the hand-off closure and the cancellable context
+// that Close cancels. A task aborted or withdrawn before it leaves the channel allocates
+// nothing.
 package pool
 
 import (
@@ -49,7 +54,8 @@ type Task interface {
 	// Close gives up waiting.
 	Run(ctx context.Context)
 	// Abort is called instead of Run when the task will never run: its context ended while it
-	// was queued (err is the context's error), or the pool closed under it (ErrClosed).
+	// was queued (err is the context's error), or the pool closed under it (ErrClosed). It is
+	// also called after Run panics, with an error carrying the panic value.
 	Abort(err error)
 }
 
@@ -162,31 +168,35 @@ func (p *Pool) enter() error {
 func (p *Pool) dispatch() {
 	defer close(p.drained)
 	for e := range p.queue {
-		if !e.state.CompareAndSwap(stateQueued, stateClaimed) {
-			continue // withdrawn by its caller
-		}
-		if p.stop.Err() != nil {
-			e.task.Abort(execstore.ErrClosed)
+		if e.state.Load() == stateWithdrawn {
 			continue
 		}
-		if err := e.ctx.Err(); err != nil {
-			e.task.Abort(err)
+		if p.stop.Err() != nil || e.ctx.Err() != nil {
+			p.run(e) // only aborts: not worth a worker
 			continue
 		}
-		p.inFlight.Add(1)
-		p.workers.Go(func() {
-			defer p.inFlight.Add(-1)
-			p.run(e)
-		})
+		// Go blocks while every worker is busy. e stays unclaimed until a worker picks it
+		// up, so its caller can still withdraw it meanwhile.
+		p.workers.Go(func() { p.run(e) })
 	}
 	p.workers.Wait()
 }
 
+// run claims e and runs or aborts it.
 func (p *Pool) run(e *Envelope) {
+	if !e.state.CompareAndSwap(stateQueued, stateClaimed) {
+		return // withdrawn by its caller
+	}
+	if p.stop.Err() != nil {
+		e.task.Abort(execstore.ErrClosed)
+		return
+	}
 	if err := e.ctx.Err(); err != nil {
 		e.task.Abort(err)
 		return
 	}
+	p.inFlight.Add(1)
+	defer p.inFlight.Add(-1)
 	ctx, cancel := context.WithCancel(e.ctx)
 	stop := context.AfterFunc(p.stop, cancel)
 	defer func() {
