@@ -1,0 +1,212 @@
+// Package embedded runs a MongoDB-compatible server inside the process, for tests,
+// benchmarks and local development where no MongoDB can be installed: FerretDB 1.24.2 on
+// SQLite, listening on 127.0.0.1, behind a front that makes its writes behave as MongoDB's.
+//
+// FerretDB alone does not make a single-document write atomic: two concurrent updates of
+// one document can both match it, and one of them is lost. When 20 callers race one
+// compare-and-set update, several of them are told they matched in most rounds while the
+// document keeps the change of only one; 16 writers of 25 $inc each have left 25 of 400.
+// The front is a wire-protocol proxy that lets one write command at a time into FerretDB,
+// so that through URI:
+//
+//   - concurrent writes to one document are serialized: a single-document update is atomic,
+//     and a compare-and-set filter such as {_id, version} matches for exactly one of the
+//     racing callers, as on MongoDB;
+//   - reads (find, aggregate without $out or $merge, count, getMore, hello, …) are never
+//     held back behind writes: they go to FerretDB at once;
+//   - every command still runs on FerretDB, with its results and its gaps.
+//
+// It does not:
+//
+//   - make FerretDB MongoDB: commands and operators FerretDB lacks or implements
+//     differently (aggregation expressions, $push with $slice, $pull by condition, $expr,
+//     TTL and partial indexes, …) behave as they do on FerretDB; in particular a bulk
+//     write of 100 updates or more is never answered, and FerretDB answers no write from
+//     any client after it;
+//   - provide transactions, change streams, replica-set or sharding behaviour: the server
+//     is one standalone node, and FerretDB has none of these;
+//   - make writes concurrent: writes from all clients queue for one slot, so write
+//     throughput is that of one writer (FerretDB's own ceiling on SQLite is hardly higher);
+//   - protect connections made to BareURI, which goes straight to FerretDB.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+)
+
+// Options configures Start. The zero value is ready to use.
+type Options struct {
+	// Dir is the SQLite data directory. It is created if missing and kept by Close.
+	// Default "": a new temporary directory, removed by Close.
+	Dir string
+
+	// Addr is the address the front listens on; URI names the address it got.
+	// Default "": "127.0.0.1:0", a free port on the loopback interface.
+	Addr string
+
+	// Logger receives FerretDB's log (attribute component=ferretdb) and the front's
+	// (component=front: broken connections at level warn, every request at debug).
+	// Default nil: both are discarded.
+	Logger *slog.Logger
+}
+
+// Server is a running FerretDB with its front. Its methods are safe for concurrent use.
+type Server struct {
+	uri     string
+	bareURI string
+
+	front  *front
+	cancel context.CancelFunc // stops FerretDB
+	done   chan struct{}      // closed when FerretDB's Run has returned; nil before it starts
+	tmpDir string             // removed by Close; "" when the caller gave Dir
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// readyPollInterval is how often Start retries its readiness check.
+const readyPollInterval = 20 * time.Millisecond
+
+// Start starts FerretDB and the front, and returns once both accept connections and
+// answer hello. ctx bounds only the start; the server runs until Close. On error nothing
+// is left running and a temporary directory it made is removed.
+func Start(ctx context.Context, opts Options) (_ *Server, err error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	addr := opts.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+
+	s := &Server{}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.Close())
+		}
+	}()
+
+	dir := opts.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "execstore-ferretdb-*"); err != nil {
+			return nil, fmt.Errorf("embedded: %w", err)
+		}
+		s.tmpDir = dir
+	} else if err = os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+
+	f, err := ferretdb.New(&ferretdb.Config{
+		Listener:  ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
+		Handler:   "sqlite",
+		SQLiteURL: sqliteURL(dir),
+		Logger:    logger.With("component", "ferretdb"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded: start FerretDB: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		_ = f.Run(runCtx) // it only returns nil
+	}()
+	s.bareURI = f.MongoDBURI()
+	bare, err := url.Parse(s.bareURI)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: FerretDB's URI %q: %w", s.bareURI, err)
+	}
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: front: %w", err)
+	}
+	s.front = startFront(ln, bare.Host, logger.With("component", "front"))
+	s.uri = (&url.URL{Scheme: "mongodb", Host: ln.Addr().String(), Path: "/"}).String()
+
+	if err := s.waitReady(ctx, ln.Addr().String()); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// sqliteURL returns the SQLite URI FerretDB wants for the directory dir: a file: URI whose
+// path ends with a slash.
+func sqliteURL(dir string) string {
+	p := filepath.ToSlash(dir)
+	if !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	return (&url.URL{Scheme: "file", Path: p, OmitHost: true}).String()
+}
+
+// waitReady polls hello through the front at addr, which also reaches FerretDB, until it
+// succeeds, ctx ends or FerretDB stops.
+func (s *Server) waitReady(ctx context.Context, addr string) error {
+	t := time.NewTicker(readyPollInterval)
+	defer t.Stop()
+	for {
+		err := hello(ctx, addr)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("embedded: server not ready: %w (last attempt: %v)", ctx.Err(), err)
+		case <-s.done:
+			return fmt.Errorf("embedded: FerretDB stopped during start (last attempt: %v)", err)
+		case <-t.C:
+		}
+	}
+}
+
+// URI returns the connection string of the front, mongodb://127.0.0.1:PORT/. Use it: it is
+// the server with MongoDB's single-document write atomicity.
+func (s *Server) URI() string { return s.uri }
+
+// BareURI returns the connection string of FerretDB itself, without the front. Writes made
+// through it are not atomic; it exists to show that, and for diagnosis.
+func (s *Server) BareURI() string { return s.bareURI }
+
+// Close stops the front and FerretDB, closing every connection to either, waits for all
+// their goroutines, and removes the data directory if Start made it. It may take up to
+// three seconds when clients of BareURI are still connected: FerretDB gives them that long.
+// Calls after the first return the first's result.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		// The front first: its connections to FerretDB close, so FerretDB does not wait
+		// for them.
+		if s.front != nil {
+			errs = append(errs, s.front.close())
+		}
+		if s.cancel != nil {
+			s.cancel()
+			<-s.done
+		}
+		if s.tmpDir != "" {
+			errs = append(errs, os.RemoveAll(s.tmpDir))
+		}
+		if err := errors.Join(errs...); err != nil {
+			s.closeErr = fmt.Errorf("embedded: close: %w", err)
+		}
+	})
+	return s.closeErr
+}

@@ -1,0 +1,442 @@
+package embedded
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/wiremessage"
+	"go.uber.org/goleak"
+)
+
+// These tests run the front in front of fakeUpstream, a stand-in for FerretDB that answers
+// as FerretDB does and records what it sees, so that the front's guarantees can be checked
+// without a server and deterministically.
+
+// ioTimeout bounds every read and write a test makes; none should come near it.
+const ioTimeout = 10 * time.Second
+
+// fakeUpstream answers every request on a connection with one OP_MSG {ok: 1}, in order, like
+// FerretDB, including requests sent with moreToCome. Some commands behave specially:
+//
+//	hold    waits until release is closed, then answers
+//	die     closes the connection without answering
+//	hello   sent with exhaustAllowed: answers with a stream of three replies
+//
+// Every command the front classifies as a write takes a little time, long enough for
+// overlapping writes to show in maxWrites.
+type fakeUpstream struct {
+	ln         net.Listener
+	release    chan struct{}
+	unholdOnce sync.Once
+	wg         sync.WaitGroup
+
+	writes    atomic.Int32 // writes being handled now
+	maxWrites atomic.Int32 // the most writes ever handled at once
+	received  atomic.Int32 // requests read
+
+	mu     sync.Mutex
+	events []string // "start cmd" and "end cmd", in order
+	conns  []net.Conn
+}
+
+func newFakeUpstream(t *testing.T) *fakeUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	u := &fakeUpstream{ln: ln, release: make(chan struct{})}
+	u.wg.Add(1)
+	go u.serve()
+	return u
+}
+
+func (u *fakeUpstream) addr() string { return u.ln.Addr().String() }
+
+// close stops the fake, releasing held commands, and waits for its goroutines.
+func (u *fakeUpstream) close() {
+	u.ln.Close()
+	u.unhold()
+	u.mu.Lock()
+	for _, c := range u.conns {
+		c.Close()
+	}
+	u.mu.Unlock()
+	u.wg.Wait()
+}
+
+// unhold lets held commands answer.
+func (u *fakeUpstream) unhold() {
+	u.unholdOnce.Do(func() { close(u.release) })
+}
+
+func (u *fakeUpstream) record(e string) {
+	u.mu.Lock()
+	u.events = append(u.events, e)
+	u.mu.Unlock()
+}
+
+func (u *fakeUpstream) eventLog() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.events...)
+}
+
+func (u *fakeUpstream) serve() {
+	defer u.wg.Done()
+	for {
+		c, err := u.ln.Accept()
+		if err != nil {
+			return
+		}
+		u.mu.Lock()
+		u.conns = append(u.conns, c)
+		u.mu.Unlock()
+		u.wg.Add(1)
+		go u.handle(c)
+	}
+}
+
+func (u *fakeUpstream) handle(c net.Conn) {
+	defer u.wg.Done()
+	defer c.Close()
+	r := bufio.NewReader(c)
+	var replyID int32
+	reply := func(responseTo int32, flags wiremessage.MsgFlag) error {
+		replyID++
+		_, err := c.Write(opMsg(replyID, responseTo, flags, bsoncore.NewDocumentBuilder().AppendDouble("ok", 1).Build(), nil, nil))
+		return err
+	}
+	for {
+		msg, err := readMessage(r, nil)
+		if err != nil {
+			return
+		}
+		u.received.Add(1)
+		req, err := classify(msg)
+		if err != nil {
+			return
+		}
+		u.record("start " + req.command)
+		if req.write {
+			n := u.writes.Add(1)
+			for m := u.maxWrites.Load(); n > m && !u.maxWrites.CompareAndSwap(m, n); m = u.maxWrites.Load() {
+			}
+			time.Sleep(time.Millisecond)
+		}
+		switch req.command {
+		case "hold":
+			<-u.release
+		case "die":
+			u.record("end die")
+			u.writes.Add(-1)
+			return
+		}
+		if req.write {
+			u.writes.Add(-1)
+		}
+		u.record("end " + req.command)
+
+		flags, _, _ := wiremessage.ReadMsgFlags(msg[headerLen:])
+		if req.command == "hello" && flags&wiremessage.ExhaustAllowed != 0 {
+			// A stream: each reply answers the one before it.
+			if reply(req.requestID, wiremessage.MoreToCome) != nil ||
+				reply(replyID, wiremessage.MoreToCome) != nil ||
+				reply(replyID, 0) != nil {
+				return
+			}
+			continue
+		}
+		if reply(req.requestID, 0) != nil {
+			return
+		}
+	}
+}
+
+// startTestFront starts a front before upstream, and stops both when the test ends.
+func startTestFront(t *testing.T, upstream *fakeUpstream) *front {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := startFront(ln, upstream.addr(), slog.New(slog.DiscardHandler))
+	t.Cleanup(func() {
+		assert.NoError(t, f.close())
+		upstream.close()
+	})
+	return f
+}
+
+// wireClient speaks the wire protocol over one connection.
+type wireClient struct {
+	t      *testing.T
+	c      net.Conn
+	r      *bufio.Reader
+	nextID int32
+}
+
+func dialClient(t *testing.T, addr string) *wireClient {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return &wireClient{t: t, c: c, r: bufio.NewReader(c)}
+}
+
+// send sends the command name with flags and returns its request id.
+func (w *wireClient) send(name string, flags wiremessage.MsgFlag) int32 {
+	w.t.Helper()
+	w.nextID++
+	require.NoError(w.t, w.c.SetWriteDeadline(time.Now().Add(ioTimeout)))
+	_, err := w.c.Write(command(w.nextID, flags, doc(name)))
+	require.NoError(w.t, err)
+	return w.nextID
+}
+
+// recv reads one reply, or returns the error that ended the connection.
+func (w *wireClient) recv() (header, error) {
+	w.t.Helper()
+	require.NoError(w.t, w.c.SetReadDeadline(time.Now().Add(ioTimeout)))
+	msg, err := readMessage(w.r, nil)
+	if err != nil {
+		return header{}, err
+	}
+	return parseHeader(msg)
+}
+
+// call sends name and reads its reply.
+func (w *wireClient) call(name string) {
+	w.t.Helper()
+	require.NoError(w.t, w.tryCall(name))
+}
+
+// tryCall sends name and reads its reply. Unlike call, it may run on any goroutine.
+func (w *wireClient) tryCall(name string) error {
+	w.nextID++
+	if err := w.c.SetDeadline(time.Now().Add(ioTimeout)); err != nil {
+		return err
+	}
+	if _, err := w.c.Write(command(w.nextID, 0, doc(name))); err != nil {
+		return err
+	}
+	msg, err := readMessage(w.r, nil)
+	if err != nil {
+		return err
+	}
+	h, err := parseHeader(msg)
+	if err != nil {
+		return err
+	}
+	if h.responseTo != w.nextID {
+		return fmt.Errorf("%s: reply to %d, want %d", name, h.responseTo, w.nextID)
+	}
+	return nil
+}
+
+// waitFor waits until cond holds, failing the test after ioTimeout.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(ioTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func hasEvent(u *fakeUpstream, e string) func() bool {
+	return func() bool {
+		for _, x := range u.eventLog() {
+			if x == e {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// concurrentWrites has clients×perClient writes made at once to addr.
+func concurrentWrites(t *testing.T, addr string, clients, perClient int) {
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for range clients {
+		c := dialClient(t, addr)
+		wg.Go(func() {
+			for range perClient {
+				if err := c.tryCall("update"); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestFrontSerializesWrites(t *testing.T) {
+	t.Run("without the front writes overlap", func(t *testing.T) {
+		u := newFakeUpstream(t)
+		defer u.close()
+		concurrentWrites(t, u.addr(), 8, 10)
+		assert.Greater(t, u.maxWrites.Load(), int32(1), "the fake cannot show overlapping writes")
+	})
+	t.Run("through the front they do not", func(t *testing.T) {
+		u := newFakeUpstream(t)
+		f := startTestFront(t, u)
+		concurrentWrites(t, f.addr().String(), 8, 10)
+		assert.Equal(t, int32(1), u.maxWrites.Load())
+		assert.Equal(t, int32(80), u.received.Load())
+	})
+}
+
+func TestFrontReadsPassWrites(t *testing.T) {
+	u := newFakeUpstream(t)
+	f := startTestFront(t, u)
+	addr := f.addr().String()
+
+	writer := dialClient(t, addr)
+	holdID := writer.send("hold", 0)
+	waitFor(t, "the held write to reach the server", hasEvent(u, "start hold"))
+
+	// A read goes through while the write is inside the server.
+	dialClient(t, addr).call("find")
+
+	// Another write waits for the held one to finish.
+	second := dialClient(t, addr)
+	updateID := second.send("update", 0)
+	time.Sleep(50 * time.Millisecond) // time for a wrongly forwarded write to arrive
+	u.unhold()
+
+	h, err := writer.recv()
+	require.NoError(t, err)
+	assert.Equal(t, holdID, h.responseTo)
+	h, err = second.recv()
+	require.NoError(t, err)
+	assert.Equal(t, updateID, h.responseTo)
+	assert.Equal(t, []string{"start hold", "start find", "end find", "end hold", "start update", "end update"}, u.eventLog())
+}
+
+func TestFrontFreesSlotWhenClientLeaves(t *testing.T) {
+	u := newFakeUpstream(t)
+	f := startTestFront(t, u)
+	addr := f.addr().String()
+
+	// A write the server never answers, whose client gives up.
+	stuck := dialClient(t, addr)
+	stuck.send("hold", 0)
+	waitFor(t, "the held write to reach the server", hasEvent(u, "start hold"))
+	require.NoError(t, stuck.c.Close())
+
+	dialClient(t, addr).call("update")
+}
+
+func TestFrontFreesSlotWhenServerDrops(t *testing.T) {
+	u := newFakeUpstream(t)
+	f := startTestFront(t, u)
+	addr := f.addr().String()
+
+	dying := dialClient(t, addr)
+	dying.send("die", 0)
+	_, err := dying.recv()
+	assert.ErrorIs(t, err, io.EOF, "the front closes the client's connection when the server closes its own")
+
+	dialClient(t, addr).call("update")
+}
+
+func TestFrontDropsAnswerToMoreToCome(t *testing.T) {
+	u := newFakeUpstream(t)
+	f := startTestFront(t, u)
+	c := dialClient(t, f.addr().String())
+
+	c.send("insert", wiremessage.MoreToCome)
+	c.send("insert", wiremessage.MoreToCome)
+	c.call("find") // the first reply the client reads answers find, not the inserts
+	c.call("update")
+	assert.Equal(t, int32(4), u.received.Load())
+	assert.Equal(t, int32(1), u.maxWrites.Load())
+}
+
+func TestFrontForwardsReplyStream(t *testing.T) {
+	u := newFakeUpstream(t)
+	f := startTestFront(t, u)
+	c := dialClient(t, f.addr().String())
+
+	id := c.send("hello", wiremessage.ExhaustAllowed)
+	for i := range 3 {
+		require.NoError(t, c.c.SetReadDeadline(time.Now().Add(ioTimeout)))
+		msg, err := readMessage(c.r, nil)
+		require.NoError(t, err)
+		h, err := parseHeader(msg)
+		require.NoError(t, err)
+		if i == 0 {
+			assert.Equal(t, id, h.responseTo)
+		}
+		assert.Equal(t, i < 2, moreToCome(msg), "reply %d", i)
+	}
+	c.call("update") // the link pairs replies with requests after the stream ended
+}
+
+func TestFrontDropsUnsupportedOpcode(t *testing.T) {
+	u := newFakeUpstream(t)
+	f := startTestFront(t, u)
+	c := dialClient(t, f.addr().String())
+
+	msg := command(1, 0, doc("insert"))
+	msg[12] = byte(wiremessage.OpCompressed & 0xff)
+	msg[13] = byte(wiremessage.OpCompressed >> 8)
+	_, err := c.c.Write(msg)
+	require.NoError(t, err)
+	_, err = c.recv()
+	assert.ErrorIs(t, err, io.EOF)
+	assert.Zero(t, u.received.Load(), "nothing reaches the server")
+
+	dialClient(t, f.addr().String()).call("update")
+}
+
+func TestFrontCloseEndsLinks(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	u := newFakeUpstream(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := startFront(ln, u.addr(), slog.New(slog.DiscardHandler))
+	addr := f.addr().String()
+
+	holder := dialClient(t, addr)
+	holder.send("hold", 0)
+	waitFor(t, "the held write to reach the server", hasEvent(u, "start hold"))
+	waiter := dialClient(t, addr)
+	waiter.send("update", 0) // waits for the slot
+	idle := dialClient(t, addr)
+	idle.call("ping")
+
+	require.NoError(t, f.close())
+	for _, c := range []*wireClient{holder, waiter, idle} {
+		_, err := c.recv()
+		assert.True(t, errors.Is(err, io.EOF) || isConnError(err), "got %v", err)
+		c.c.Close()
+	}
+	_, err = net.Dial("tcp", addr)
+	assert.Error(t, err, "the listener is closed")
+	u.close()
+	assert.NoError(t, f.close(), "close is idempotent")
+}
+
+// isConnError reports whether err comes from the connection (a reset, for one).
+func isConnError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op)
+}

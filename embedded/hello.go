@@ -1,0 +1,70 @@
+package embedded
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/wiremessage"
+)
+
+// helloTimeout bounds one readiness check when ctx has no earlier deadline.
+const helloTimeout = 2 * time.Second
+
+// hello connects to addr, sends {hello: 1} as an OP_MSG and checks that the reply says
+// ok: 1. It is the readiness check of Start: a server that answers it accepts connections
+// and runs commands.
+func hello(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, helloTimeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		if err := c.SetDeadline(deadline); err != nil {
+			return err
+		}
+	}
+
+	requestID := wiremessage.NextRequestID()
+	if _, err := c.Write(helloMessage(requestID)); err != nil {
+		return err
+	}
+	reply, err := readMessage(bufio.NewReader(c), nil)
+	if err != nil {
+		return err
+	}
+	h, err := parseHeader(reply)
+	if err != nil {
+		return err
+	}
+	if h.opCode != wiremessage.OpMsg || h.responseTo != requestID {
+		return fmt.Errorf("%w: hello answered by opcode %d to request %d", errMalformed, h.opCode, h.responseTo)
+	}
+	doc, err := msgCommand(reply[headerLen:])
+	if err != nil {
+		return err
+	}
+	if ok, _ := doc.Lookup("ok").AsFloat64OK(); ok != 1 {
+		return fmt.Errorf("hello failed: %s", doc)
+	}
+	return nil
+}
+
+// helloMessage returns an OP_MSG carrying {hello: 1, $db: "admin"}.
+func helloMessage(requestID int32) []byte {
+	idx, msg := wiremessage.AppendHeaderStart(nil, requestID, 0, wiremessage.OpMsg)
+	msg = wiremessage.AppendMsgFlags(msg, 0)
+	msg = wiremessage.AppendMsgSectionType(msg, wiremessage.SingleDocument)
+	msg = append(msg, bsoncore.NewDocumentBuilder().
+		AppendInt32("hello", 1).
+		AppendString("$db", "admin").
+		Build()...)
+	return bsoncore.UpdateLength(msg, idx, int32(len(msg[idx:])))
+}
