@@ -873,3 +873,72 @@ func TestListing(t *testing.T) {
 		assert.ErrorIs(t, err, execstore.ErrInvalid, "cursor %q", bad)
 	}
 }
+
+// The sweep's hint (timer_min) may be early, never late; a sweep that finds it stale repairs it.
+func TestTimerHint(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	e := newExe("e")
+	_, err := h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{
+		execstore.ScheduleTimer("A", 100), execstore.ScheduleTimer("B", 300)}})
+	require.NoError(t, err)
+	assert.EqualValues(t, 100, h.rawDoc(t, "e").Lookup("timer_min").Double())
+	_, err = h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("A")}})
+	require.NoError(t, err)
+	assert.EqualValues(t, 100, h.rawDoc(t, "e").Lookup("timer_min").Double(), "a cancel never raises the hint")
+
+	d, err := h.store.DueTimers(bg, 200, 0)
+	require.NoError(t, err)
+	assert.Empty(t, d)
+	assert.EqualValues(t, 300, h.rawDoc(t, "e").Lookup("timer_min").Double(), "the stale hint is repaired")
+
+	_, err = h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("C", 50)}})
+	require.NoError(t, err)
+	d, err = h.store.DueTimers(bg, 400, 0)
+	require.NoError(t, err)
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "C", FireAt: 50}, {ExecutionID: "e", Path: "B", FireAt: 300}}, d)
+
+	for _, x := range d {
+		removed, err := h.store.DeleteTimer(bg, x.ExecutionID, x.Path, x.FireAt)
+		require.NoError(t, err)
+		assert.True(t, removed)
+	}
+	d, err = h.store.DueTimers(bg, 1000, 0)
+	require.NoError(t, err)
+	assert.Empty(t, d)
+	_, err = h.rawDoc(t, "e").LookupErr("timer_min")
+	assert.Error(t, err, "no timer left: no hint")
+}
+
+// A limited sweep returns exactly the earliest due timers across many executions, even when
+// some hints are stale.
+func TestDueTimersLimit(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	var all []execstore.DueTimer
+	for i := range 20 {
+		e := newExe(fmt.Sprintf("e%02d", i))
+		at := float64((i*37)%20 + 1)
+		ops := []execstore.TimerOp{execstore.ScheduleTimer("x", at)}
+		if i%4 == 0 {
+			ops = append(ops, execstore.ScheduleTimer("early", 0.5)) // leaves a stale hint once cancelled
+		}
+		_, err := h.store.Commit(bg, e, execstore.Commit{Timers: ops})
+		require.NoError(t, err)
+		if i%4 == 0 {
+			_, err = h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("early")}})
+			require.NoError(t, err)
+		}
+		if at <= 15 {
+			all = append(all, execstore.DueTimer{ExecutionID: e.ID, Path: "x", FireAt: at})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].FireAt < all[j].FireAt })
+	for _, limit := range []int{1, 3, 7, len(all), 100} {
+		d, err := h.store.DueTimers(bg, 15, limit)
+		require.NoError(t, err)
+		want := all
+		if limit < len(all) {
+			want = all[:limit]
+		}
+		assert.Equal(t, want, d, "limit %d", limit)
+	}
+}

@@ -92,6 +92,9 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 		},
 		stats: stats,
 	}
+	if err := ops.EnsureIndexes(ctx, s.env); err != nil {
+		return nil, err
+	}
 	s.outboxSeq = batch.NewSequence(func(ctx context.Context, n int64) (int64, error) {
 		return ops.Reserve(ctx, s.env, ops.OutboxCounter, n)
 	}, opts.SeqBlockSize)

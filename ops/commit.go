@@ -96,6 +96,9 @@ func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Se
 		unset = append(unset, bson.E{Key: fTimers + "." + k, Value: ""})
 	}
 	update := bson.D{}
+	if at, ok := earliest(timers); ok {
+		update = append(update, bson.E{Key: "$min", Value: bson.D{{Key: fTimerMin, Value: at}}})
+	}
 	var push bson.D
 	if step != nil {
 		p.Filter = append(p.Filter, bson.E{Key: fTraceNext, Value: exe.TraceNext})
@@ -105,7 +108,7 @@ func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Se
 		unset = append(unset, ringUnset...)
 		push = ringPush
 	}
-	update = append(update, bson.E{Key: "$set", Value: set})
+	update = append(bson.D{{Key: "$set", Value: set}}, update...)
 	if len(unset) > 0 {
 		update = append(update, bson.E{Key: "$unset", Value: unset})
 	}
@@ -146,7 +149,7 @@ func buildInsert(env Env, exe *execstore.Execution, c *execstore.Commit, outbox,
 	if step != nil {
 		traceNext++
 	}
-	return bson.D{
+	doc := bson.D{
 		{Key: fID, Value: exe.ID},
 		{Key: fDefinition, Value: exe.DefinitionID},
 		{Key: fStatus, Value: string(exe.Status)},
@@ -162,6 +165,21 @@ func buildInsert(env Env, exe *execstore.Execution, c *execstore.Commit, outbox,
 		{Key: fTrace, Value: trace},
 		{Key: fTraceNext, Value: traceNext},
 	}
+	if at, ok := earliest(timers); ok {
+		doc = append(doc, bson.E{Key: fTimerMin, Value: at})
+	}
+	return doc
+}
+
+// earliest returns the earliest fire time of schedules ({key: fire_at}).
+func earliest(schedules bson.D) (float64, bool) {
+	var min float64
+	for i, e := range schedules {
+		if at := e.Value.(float64); i == 0 || at < min {
+			min = at
+		}
+	}
+	return min, len(schedules) > 0
 }
 
 // foldTimers applies ops in order (the last op on a path wins) and returns the schedules as

@@ -53,6 +53,7 @@ func TestBuildCommitMongoDB(t *testing.T) {
 			{Key: "timers.F%2EA", Value: 100.0},
 			{Key: "trace_next", Value: int64(8)},
 		}},
+		{Key: "$min", Value: bson.D{{Key: "timer_min", Value: 100.0}}},
 		{Key: "$unset", Value: bson.D{{Key: "timers.G", Value: ""}}},
 		{Key: "$inc", Value: bson.D{{Key: "outbox_n", Value: int64(2)}, {Key: "spawns_n", Value: int64(1)}}},
 		{Key: "$push", Value: bson.D{{Key: "trace", Value: bson.D{
@@ -73,6 +74,7 @@ func TestBuildCommitFerretDBTraceRing(t *testing.T) {
 	set := p.Update[0].Value.(bson.D)
 	assert.Equal(t, bson.E{Key: "trace.12", Value: traceDoc{Index: 12, Step: mustMarshal(t, map[string]any{})}}, set[len(set)-1])
 	unset := p.Update[1]
+	require.Len(t, p.Update, 2)
 	assert.Equal(t, "$unset", unset.Key)
 	var keys []string
 	for _, e := range unset.Value.(bson.D) {
@@ -110,7 +112,7 @@ func TestBuildCommitCreate(t *testing.T) {
 			keys = append(keys, e.Key)
 		}
 		assert.Equal(t, []string{"_id", "definition_id", "status", "parent_id", "version", "data", "outbox", "outbox_n",
-			"spawns", "spawns_n", "processed", "timers", "trace", "trace_next"}, keys)
+			"spawns", "spawns_n", "processed", "timers", "trace", "trace_next", "timer_min"}, keys)
 		doc := map[string]any{}
 		for _, e := range p.Insert {
 			doc[e.Key] = e.Value
@@ -120,6 +122,7 @@ func TestBuildCommitCreate(t *testing.T) {
 		assert.Equal(t, bson.A{"evt"}, doc["processed"])
 		assert.Equal(t, bson.D{{Key: "F%2EA", Value: 100.0}}, doc["timers"]) // the cancel of G has nothing to cancel
 		assert.Equal(t, int64(1), doc["trace_next"])
+		assert.Equal(t, 100.0, doc["timer_min"])
 		if profile == FerretDB {
 			assert.IsType(t, bson.D{}, doc["trace"])
 		} else {

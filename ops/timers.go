@@ -10,30 +10,68 @@ import (
 	"github.com/execstore/execstore"
 )
 
-// TimersPendingFilter selects the documents that hold at least one timer.
-func TimersPendingFilter() bson.D {
-	return bson.D{{Key: fTimers, Value: bson.D{{Key: "$ne", Value: bson.D{}}}}}
+// DueFilter selects the documents whose timer hint is due. timer_min is kept with $min when
+// a timer is scheduled and is never raised by a cancel or a delete, so it may be early, never
+// late: every document with a due timer matches, and the index on timer_min makes the sweep
+// examine only documents whose hint is due.
+func DueFilter(now float64) bson.D {
+	return bson.D{{Key: fTimerMin, Value: bson.D{{Key: "$lte", Value: now}}}}
+}
+
+// RepairHintCommand moves a stale hint from old to the earliest remaining fire time (or removes
+// it when no timer is left), only if no commit changed it in between.
+func RepairHintCommand(id string, old float64, remaining map[string]float64) (filter, update bson.D) {
+	filter = bson.D{{Key: fID, Value: id}, {Key: fTimerMin, Value: old}}
+	first := true
+	var min float64
+	for _, at := range remaining {
+		if first || at < min {
+			min, first = at, false
+		}
+	}
+	if first {
+		return filter, bson.D{{Key: "$unset", Value: bson.D{{Key: fTimerMin, Value: ""}}}}
+	}
+	return filter, bson.D{{Key: "$set", Value: bson.D{{Key: fTimerMin, Value: min}}}}
 }
 
 // DueTimers returns up to limit timers (0: all) with fire_at <= now, earliest first (ties by
-// execution id, then path). One find projecting only the timers; every fire time is checked
-// here, so a filter the server applies loosely cannot produce a timer that is not due.
+// execution id, then path). One find over the documents whose hint is due, in hint order, that
+// stops once no further document can hold an earlier timer than the limit already found. A
+// document whose hint turned out stale (no timer due) gets its hint repaired, one guarded
+// update each, so it is not read again. Every fire time is checked here.
 func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstore.DueTimer, error) {
-	cur, err := env.Executions.Find(ctx, TimersPendingFilter(),
-		options.Find().SetProjection(bson.D{{Key: fTimers, Value: 1}}))
+	cur, err := env.Executions.Find(ctx, DueFilter(now), options.Find().
+		SetProjection(bson.D{{Key: fTimers, Value: 1}, {Key: fTimerMin, Value: 1}}).
+		SetSort(bson.D{{Key: fTimerMin, Value: 1}}))
 	if err != nil {
 		return nil, readFailure("due timers", "", err)
 	}
 	defer cur.Close(ctx)
+	type stale struct {
+		id     string
+		hint   float64
+		timers map[string]float64
+	}
 	var out []execstore.DueTimer
+	var repairs []stale
 	for cur.Next(ctx) {
 		var doc struct {
-			ID     string             `bson:"_id"`
-			Timers map[string]float64 `bson:"timers"`
+			ID       string             `bson:"_id"`
+			Timers   map[string]float64 `bson:"timers"`
+			TimerMin float64            `bson:"timer_min"`
 		}
 		if err := cur.Decode(&doc); err != nil {
 			return nil, readFailure("due timers", "", err)
 		}
+		if limit > 0 && len(out) >= limit {
+			sortDue(out)
+			out = out[:limit]
+			if doc.TimerMin > out[limit-1].FireAt {
+				break // every later document's timers fire after the limit found
+			}
+		}
+		due := 0
 		for key, at := range doc.Timers {
 			if at > now {
 				continue
@@ -43,11 +81,26 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 				continue // not written by this store
 			}
 			out = append(out, execstore.DueTimer{ExecutionID: doc.ID, Path: path, FireAt: at})
+			due++
+		}
+		if due == 0 {
+			repairs = append(repairs, stale{id: doc.ID, hint: doc.TimerMin, timers: doc.Timers})
 		}
 	}
 	if err := cur.Err(); err != nil {
 		return nil, readFailure("due timers", "", err)
 	}
+	for _, r := range repairs {
+		filter, update := RepairHintCommand(r.id, r.hint, r.timers)
+		if _, err := env.Executions.UpdateOne(ctx, filter, update); err != nil {
+			break // a hint left early costs a later sweep one more read, nothing else
+		}
+	}
+	sortDue(out)
+	return limitTo(out, limit), nil
+}
+
+func sortDue(out []execstore.DueTimer) {
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.FireAt != b.FireAt {
@@ -58,7 +111,6 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 		}
 		return a.Path < b.Path
 	})
-	return limitTo(out, limit), nil
 }
 
 // DeleteTimerFilter and DeleteTimerUpdate remove the timer at path only while it still
