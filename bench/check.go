@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/execstore/execstore"
+)
+
+// loadConcurrency bounds the loads the checks run at once.
+const loadConcurrency = 16
+
+// maxListed bounds how many offenders a failed check names.
+const maxListed = 5
+
+// check is the verdict of one end-of-run check.
+type check struct {
+	name   string
+	ok     bool
+	detail string
+}
+
+// check verifies the run against the store's final state. An error means the state could not
+// be read; a failed check is a verdict, not an error.
+func (w *workload) check(ctx context.Context) ([]check, error) {
+	exes := make([]*execstore.Execution, len(w.ids))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(loadConcurrency)
+	for i, id := range w.ids {
+		g.Go(func() error {
+			exe, err := w.store.Load(gctx, id)
+			if err != nil {
+				return fmt.Errorf("loading %s for the checks: %w", id, err)
+			}
+			exes[i] = exe
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	pending, err := w.store.PendingOutbox(ctx, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reading the outbox for the checks: %w", err)
+	}
+	w.mu.Lock()
+	lastFire := w.maxFireAt
+	w.mu.Unlock()
+	// Every timer ever armed is due by then; the far horizon also catches a wrong fire time.
+	left, err := w.store.DueTimers(ctx, lastFire+3600, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reading the timers for the checks: %w", err)
+	}
+
+	return []check{
+		w.checkExactlyOnce(),
+		w.checkDedupe(),
+		w.checkNoEarlySkip(),
+		checkVersions(exes, w.commits.Load()),
+		checkSnapshots(exes, int(w.processedN.Load())),
+		checkTraces(exes, w.traced.Load()),
+		checkOutbox(pending),
+		w.checkAcks(),
+		checkTimers(left),
+	}, nil
+}
+
+// checkExactlyOnce: every event of the budget was emitted by exactly one successful commit
+// and processed by exactly one.
+func (w *workload) checkExactlyOnce() check {
+	c := check{name: "every emitted event processed exactly once"}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var bad []string
+	for n := range w.total {
+		e, p := w.emitted[n], w.processed[n]
+		if e != 1 || p != 1 {
+			bad = append(bad, fmt.Sprintf("%s emitted %d×, processed %d×", eventID(n), e, p))
+		}
+	}
+	for n := range w.emitted {
+		if n < 0 || n >= w.total {
+			bad = append(bad, fmt.Sprintf("event %d is outside the budget", n))
+		}
+	}
+	c.ok = len(bad) == 0
+	if c.ok {
+		c.detail = fmt.Sprintf("%d emitted, %d processed", len(w.emitted), len(w.processed))
+	} else {
+		c.detail = listed(bad)
+	}
+	return c
+}
+
+// checkDedupe: each event the relay delivered a second time was recognised as processed
+// by LoadForEvent and skipped. The handler that owns an execution handles its deliveries in
+// order, so the second copy always comes after the first one's commit.
+func (w *workload) checkDedupe() check {
+	dups, again := w.duplicates.Load(), w.redelivered.Load()
+	return check{
+		name:   "every redelivered event skipped by dedupe",
+		ok:     dups == again,
+		detail: fmt.Sprintf("%d redelivered, %d skipped", again, dups),
+	}
+}
+
+// checkNoEarlySkip: LoadForEvent never called an event processed before a commit had
+// processed it (such an event is lost).
+func (w *workload) checkNoEarlySkip() check {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := check{name: "no event called processed before it was", ok: len(w.skippedEarly) == 0}
+	if c.ok {
+		c.detail = "0 early skips"
+	} else {
+		c.detail = fmt.Sprintf("%d early skips: %s", len(w.skippedEarly), listed(w.skippedEarly))
+	}
+	return c
+}
+
+// checkVersions: the stored versions add up to the successful commits (each creates or
+// advances exactly one version).
+func checkVersions(exes []*execstore.Execution, commits int64) check {
+	c := check{name: "stored versions add up to the successful commits"}
+	var sum int64
+	var missing []string
+	for i, exe := range exes {
+		if exe == nil {
+			missing = append(missing, fmt.Sprintf("execution %d not found", i))
+			continue
+		}
+		sum += exe.Version
+	}
+	c.ok = len(missing) == 0 && sum == commits
+	c.detail = fmt.Sprintf("sum of versions %d, commits %d", sum, commits)
+	if len(missing) > 0 {
+		c.detail += "; " + listed(missing)
+	}
+	return c
+}
+
+// checkSnapshots: every stored snapshot counts one handled event per version past its
+// creation, and the counts add up to the events processed.
+func checkSnapshots(exes []*execstore.Execution, events int) check {
+	c := check{name: "snapshots count every processed event"}
+	var sum int
+	var bad []string
+	for _, exe := range exes {
+		if exe == nil {
+			continue // reported by checkVersions
+		}
+		var s snapshot
+		if err := json.Unmarshal(exe.Data, &s); err != nil {
+			bad = append(bad, fmt.Sprintf("%s: snapshot %q: %v", exe.ID, exe.Data, err))
+			continue
+		}
+		if int64(s.Handled) != exe.Version-1 {
+			bad = append(bad, fmt.Sprintf("%s: %d handled at version %d", exe.ID, s.Handled, exe.Version))
+		}
+		sum += s.Handled
+	}
+	c.ok = len(bad) == 0 && sum == events
+	c.detail = fmt.Sprintf("%d handled in snapshots, %d processed", sum, events)
+	if len(bad) > 0 {
+		c.detail += "; " + listed(bad)
+	}
+	return c
+}
+
+// checkTraces: the executions' trace indexes add up to the commits that carried a step.
+func checkTraces(exes []*execstore.Execution, traced int64) check {
+	var sum int64
+	for _, exe := range exes {
+		if exe != nil {
+			sum += exe.TraceNext
+		}
+	}
+	return check{
+		name:   "trace indexes add up to the traced commits",
+		ok:     sum == traced,
+		detail: fmt.Sprintf("sum of trace_next %d, traced commits %d", sum, traced),
+	}
+}
+
+func checkOutbox(pending []execstore.OutboxEntry) check {
+	c := check{name: "outbox empty at the end", ok: len(pending) == 0}
+	if c.ok {
+		c.detail = "0 pending"
+		return c
+	}
+	var first []string
+	for _, e := range pending {
+		first = append(first, fmt.Sprintf("seq %d of %s → %s", e.Seq, e.SourceID, e.TargetID))
+	}
+	c.detail = fmt.Sprintf("%d pending: %s", len(pending), listed(first))
+	return c
+}
+
+// checkAcks: an entry once acked never came back in a later scan.
+func (w *workload) checkAcks() check {
+	n := w.reappeared.Load()
+	return check{
+		name:   "no acked outbox entry came back",
+		ok:     n == 0,
+		detail: fmt.Sprintf("%d acks, %d reappeared", w.acks.Load(), n),
+	}
+}
+
+func checkTimers(left []execstore.DueTimer) check {
+	c := check{name: "no timer left after the final sweep", ok: len(left) == 0}
+	if c.ok {
+		c.detail = "0 left"
+		return c
+	}
+	var first []string
+	for _, t := range left {
+		first = append(first, fmt.Sprintf("%s %s at %.3f", t.ExecutionID, t.Path, t.FireAt))
+	}
+	c.detail = fmt.Sprintf("%d left: %s", len(left), listed(first))
+	return c
+}
+
+// listed joins the first few items of s, saying how many more there are.
+func listed(s []string) string {
+	if len(s) <= maxListed {
+		return strings.Join(s, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(s[:maxListed], "; "), len(s)-maxListed)
+}
