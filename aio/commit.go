@@ -29,24 +29,40 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 	if err := execstore.ValidateCommit(exe, &c); err != nil {
 		return failedFuture[[]int64](err)
 	}
-	return submit(ctx, s, opCommit, func(ctx context.Context) ([]int64, error) {
-		return s.commit(ctx, exe, &c)
+	var r *request[[]int64]
+	r = newRequest(s, opCommit, func(wctx context.Context) ([]int64, error) {
+		seqs, err := s.takeSeqs(wctx, &c)
+		if err != nil {
+			return nil, err
+		}
+		if s.group != nil && exe.Version > 0 {
+			// The worker's context ends when it returns; the batch answers to the caller's.
+			return nil, s.groupCommit(ctx, exe, &c, seqs, r.fut)
+		}
+		return s.commit(wctx, exe, &c, seqs)
 	})
+	return r.submit(ctx)
 }
 
-func (s *Store) commit(ctx context.Context, exe *execstore.Execution, c *execstore.Commit) ([]int64, error) {
+// takeSeqs takes the outbox and spawn seqs c needs from the prefetched blocks.
+func (s *Store) takeSeqs(ctx context.Context, c *execstore.Commit) (ops.Seqs, error) {
 	var seqs ops.Seqs
 	var err error
 	if len(c.Emits) > 0 {
 		if seqs.Outbox, err = s.outboxSeq.Take(ctx, len(c.Emits), make([]int64, 0, len(c.Emits))); err != nil {
-			return nil, err
+			return seqs, err
 		}
 	}
 	if len(c.Spawns) > 0 {
 		if seqs.Spawns, err = s.spawnSeq.Take(ctx, len(c.Spawns), make([]int64, 0, len(c.Spawns))); err != nil {
-			return nil, err
+			return seqs, err
 		}
 	}
+	return seqs, nil
+}
+
+// commit runs one commit alone: one insert or one guarded update.
+func (s *Store) commit(ctx context.Context, exe *execstore.Execution, c *execstore.Commit, seqs ops.Seqs) ([]int64, error) {
 	next := *exe
 	for range traceRetries {
 		plan, err := ops.BuildCommit(s.env, &next, c, seqs)

@@ -26,6 +26,7 @@ type Store struct {
 	env        ops.Env
 	info       ops.ServerInfo
 	pool       *pool.Pool
+	group      *batch.Coalescer[*commitItem] // nil when group commit is off
 	outboxSeq  *batch.Sequence
 	spawnSeq   *batch.Sequence
 	stats      *counters
@@ -101,6 +102,9 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 	s.spawnSeq = batch.NewSequence(func(ctx context.Context, n int64) (int64, error) {
 		return ops.Reserve(ctx, s.env, ops.SpawnCounter, n)
 	}, opts.SeqBlockSize)
+	if !opts.DisableGroupCommit {
+		s.group = newGroupCommit(s, opts)
+	}
 	s.pool = pool.New(pool.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
 	return s, nil
 }
@@ -116,6 +120,9 @@ func (s *Store) Server() ops.ServerInfo { return s.info }
 // outlives it.
 func (s *Store) Close(ctx context.Context) error {
 	err := s.pool.Close(ctx)
+	if s.group != nil {
+		s.group.Close()
+	}
 	s.outboxSeq.Close()
 	s.spawnSeq.Close()
 	if s.ownsClient {

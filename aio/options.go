@@ -15,6 +15,12 @@ const (
 	DefaultDatabase     = "execstore"
 	DefaultTraceMax     = 200
 	DefaultPingInterval = 100 * time.Millisecond
+
+	// DefaultGroupCommitMaxBatch caps a group commit's batch on MongoDB.
+	DefaultGroupCommitMaxBatch = 256
+	// FerretDBMaxBatch caps it on FerretDB, which never answers a bulk write of 100 updates
+	// or more.
+	FerretDBMaxBatch = 64
 )
 
 // Options configures a Store. The zero value is ready to use; every field documents its default.
@@ -37,6 +43,16 @@ type Options struct {
 	// command monitor of its own (chaining any monitor set here) to count server commands.
 	// Ignored by OpenClient.
 	ClientOptions *options.ClientOptions
+	// DisableGroupCommit makes every commit its own server command. By default, commits of
+	// existing executions that arrive while earlier ones are being written are coalesced into
+	// one bulk write (a lone commit still goes out at once, alone); creates always go alone.
+	DisableGroupCommit bool
+	// GroupCommitMaxBatch caps the commits in one bulk write. Default
+	// DefaultGroupCommitMaxBatch (256), or FerretDBMaxBatch (64) on FerretDB.
+	GroupCommitMaxBatch int
+	// GroupCommitInFlight bounds the bulk writes in flight at once.
+	// Default batch.DefaultMaxInFlight (4).
+	GroupCommitInFlight int
 	// PingInterval is the first pause between connection attempts at Open; pauses grow
 	// exponentially up to 5s until Open's context ends. Default DefaultPingInterval.
 	PingInterval time.Duration

@@ -2,6 +2,7 @@ package aio
 
 import (
 	"context"
+	"errors"
 
 	"github.com/execstore/execstore/pool"
 )
@@ -23,8 +24,15 @@ type request[T any] struct {
 	run  func(ctx context.Context) (T, error)
 }
 
+// errSettledLater is returned by a run function that handed its operation on (to a group
+// commit): the future is settled there, not by Run.
+var errSettledLater = errors.New("settled later")
+
 func (r *request[T]) Run(ctx context.Context) {
 	v, err := r.run(ctx)
+	if err == errSettledLater {
+		return
+	}
 	r.st.stats.record(r.kind, err)
 	r.fut.set(v, err)
 }
@@ -37,8 +45,18 @@ func (r *request[T]) Abort(err error) {
 
 // submit queues run as an operation of kind and returns its future.
 func submit[T any](ctx context.Context, s *Store, kind opKind, run func(ctx context.Context) (T, error)) *Future[T] {
+	return newRequest(s, kind, run).submit(ctx)
+}
+
+func newRequest[T any](s *Store, kind opKind, run func(ctx context.Context) (T, error)) *request[T] {
 	r := &request[T]{kind: kind, st: s, run: run}
 	r.fut = newFuture[T](&r.env)
+	return r
+}
+
+// submit queues r and returns its future.
+func (r *request[T]) submit(ctx context.Context) *Future[T] {
+	s, kind := r.st, r.kind
 	var err error
 	if nb, _ := ctx.Value(nonBlockingKey{}).(bool); nb {
 		err = s.pool.TrySubmit(ctx, &r.env, r)

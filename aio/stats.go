@@ -41,6 +41,8 @@ type Stats struct {
 	Overloaded     int64              // non-blocking submits refused
 	ServerCommands int64              // commands sent to the server (clients opened by Open only)
 	SeqBlocks      int64              // seq blocks reserved
+	GroupCommits   int64              // bulk writes issued by group commit
+	GroupedCommits int64              // commits written by those bulk writes
 }
 
 // OpStats counts one kind of operation.
@@ -52,6 +54,7 @@ type OpStats struct {
 type counters struct {
 	calls, errs                          [opKinds]atomic.Int64
 	conflicts, unknown, overloaded, cmds atomic.Int64
+	batches, batched                     atomic.Int64
 }
 
 func (c *counters) record(k opKind, err error) {
@@ -81,6 +84,8 @@ func (s *Store) Stats() Stats {
 		Overloaded:     s.stats.overloaded.Load(),
 		ServerCommands: s.stats.cmds.Load(),
 		SeqBlocks:      s.outboxSeq.Reserved() + s.spawnSeq.Reserved(),
+		GroupCommits:   s.stats.batches.Load(),
+		GroupedCommits: s.stats.batched.Load(),
 	}
 	for k := range opKinds {
 		st.Ops[opNames[k]] = OpStats{Calls: s.stats.calls[k].Load(), Errors: s.stats.errs[k].Load()}

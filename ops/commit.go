@@ -22,6 +22,7 @@ type CommitPlan struct {
 	Insert     bson.D // the whole new document; nil unless Expected == 0
 	OutboxSeqs []int64
 	TraceNext  int64 // the execution's trace_next after the commit
+	Token      int64 // the commit_token it stamps; 0 for none (see SetToken)
 }
 
 // Seqs are the seqs a commit's outbox entries and spawn intents get, in emit/spawn order.

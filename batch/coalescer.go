@@ -1,0 +1,160 @@
+package batch
+
+import (
+	"context"
+	"sync"
+
+	"github.com/execstore/execstore"
+)
+
+// Defaults of CoalescerConfig.
+const (
+	DefaultMaxItems    = 64
+	DefaultMaxBytes    = 4 << 20
+	DefaultMaxInFlight = 4
+)
+
+// CoalescerConfig bounds a Coalescer's batches.
+type CoalescerConfig struct {
+	MaxItems    int // items per batch; default DefaultMaxItems
+	MaxBytes    int // summed item sizes per batch (a single larger item still goes alone); default DefaultMaxBytes
+	MaxInFlight int // batches being flushed at once; default DefaultMaxInFlight
+}
+
+// Coalescer groups items submitted concurrently into batches and hands each batch to a flush
+// function. Its policy, after badger's write loop:
+//
+//   - No linger: an item that arrives while a flush slot is free goes out at once, with
+//     whatever else is already waiting. No timer ever delays an item.
+//   - Under load, while every slot is busy, the next batch accumulates; it goes out as soon as
+//     a slot frees, or waits for one once it reaches MaxItems or MaxBytes.
+//   - At most MaxInFlight batches are being flushed at any time; flush runs in a goroutine of
+//     its own and must settle every item of its batch.
+//   - Items are flushed in the order they were submitted, within and across batches that start
+//     in order (batches in flight at once may finish in any order).
+//   - Close flushes everything submitted before it and waits for every flush to return.
+type Coalescer[T any] struct {
+	in    chan T
+	size  func(T) int
+	flush func([]T)
+	cfg   CoalescerConfig
+	slots chan struct{}
+	wg    sync.WaitGroup
+	done  chan struct{}
+
+	mu     sync.RWMutex
+	closed bool
+}
+
+// NewCoalescer starts a Coalescer. size returns an item's weight against MaxBytes.
+func NewCoalescer[T any](cfg CoalescerConfig, size func(T) int, flush func([]T)) *Coalescer[T] {
+	if cfg.MaxItems <= 0 {
+		cfg.MaxItems = DefaultMaxItems
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	c := &Coalescer[T]{
+		in:    make(chan T, cfg.MaxItems),
+		size:  size,
+		flush: flush,
+		cfg:   cfg,
+		slots: make(chan struct{}, cfg.MaxInFlight),
+		done:  make(chan struct{}),
+	}
+	go c.loop()
+	return c
+}
+
+// Submit hands item to the next batch. It blocks while the intake is full, until ctx ends.
+// After Close it returns execstore.ErrClosed.
+func (c *Coalescer[T]) Submit(ctx context.Context, item T) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return execstore.ErrClosed
+	}
+	select {
+	case c.in <- item:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close flushes every submitted item and waits for all flushes to return.
+func (c *Coalescer[T]) Close() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.in)
+	}
+	c.mu.Unlock()
+	<-c.done
+}
+
+func (c *Coalescer[T]) loop() {
+	defer close(c.done)
+	var batch []T
+	bytes := 0
+	add := func(item T) {
+		batch = append(batch, item)
+		bytes += c.size(item)
+	}
+	full := func() bool { return len(batch) >= c.cfg.MaxItems || bytes >= c.cfg.MaxBytes }
+	open := true
+	for open || len(batch) > 0 {
+		if len(batch) == 0 {
+			item, ok := <-c.in
+			if !ok {
+				break
+			}
+			add(item)
+		}
+		if !full() && open {
+			select {
+			case c.slots <- struct{}{}:
+			case item, ok := <-c.in:
+				if ok {
+					add(item)
+				} else {
+					open = false
+				}
+				continue
+			}
+		} else {
+			c.slots <- struct{}{}
+		}
+		// A slot is ours: take what is already waiting, up to the caps, and go.
+		for open && !full() {
+			select {
+			case item, ok := <-c.in:
+				if !ok {
+					open = false
+					continue
+				}
+				add(item)
+				continue
+			default:
+			}
+			break
+		}
+		c.launch(batch)
+		batch, bytes = nil, 0
+	}
+	c.wg.Wait()
+}
+
+func (c *Coalescer[T]) launch(batch []T) {
+	c.wg.Add(1)
+	go func() {
+		defer func() {
+			<-c.slots
+			c.wg.Done()
+		}()
+		c.flush(batch)
+	}()
+}
