@@ -185,3 +185,36 @@ func TestRelayOrder(t *testing.T) {
 	}
 	assert.Equal(t, []int{0, 3, 1, 2, 4}, pos)
 }
+
+// BenchmarkBuildCommit measures building the update of a full commit (an emit, a dedupe mark,
+// a timer, a spawn and a trace step) and of a snapshot-only one.
+func BenchmarkBuildCommit(b *testing.B) {
+	env := Env{Profile: MongoDB, TraceMax: 200}
+	exe := &execstore.Execution{ID: "exe-1", DefinitionID: "d", Status: execstore.Running, Version: 7,
+		Data: make([]byte, 512), TraceNext: 3}
+	full := execstore.Commit{
+		Emits:            []execstore.Emit{{TargetID: "exe-2", Event: make([]byte, 128)}},
+		ProcessedEventID: "evt-1",
+		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("Wait.T", 1e9)},
+		Spawns:           []execstore.Spawn{{ChildID: "c", RootPath: "F.A", Context: map[string]any{"x": 1}}},
+		Trace:            map[string]any{"step": "s"},
+	}
+	seqs := Seqs{Outbox: []int64{41}, Spawns: []int64{9}}
+	b.Run("full", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if _, err := BuildCommit(env, exe, &full, seqs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("typical", func(b *testing.B) {
+		typical := execstore.Commit{Emits: full.Emits, ProcessedEventID: "evt-1", Timers: full.Timers}
+		b.ReportAllocs()
+		for range b.N {
+			if _, err := BuildCommit(env, exe, &typical, Seqs{Outbox: []int64{41}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
