@@ -13,9 +13,9 @@ import (
 	"github.com/execstore/execstore/aio"
 )
 
-// The contract holds with group commit off as well as on (the default the rest of the suite
-// runs with).
-func TestWithoutGroupCommit(t *testing.T) {
+// The contract holds with group commit and coalescing off as well as on (the default the rest
+// of the suite runs with).
+func TestWithoutGrouping(t *testing.T) {
 	singleCommits = true
 	defer func() { singleCommits = false }()
 	for name, test := range map[string]func(*testing.T){
@@ -27,7 +27,8 @@ func TestWithoutGroupCommit(t *testing.T) {
 		"LoadForEventUnderCommits": TestLoadForEventUnderCommits, "ConcurrentSavesOneWinner": TestConcurrentSavesOneWinner,
 		"ConcurrentCommitsOneOutboxEntry": TestConcurrentCommitsOneOutboxEntry, "RelayAcksWhileCommitting": TestRelayAcksWhileCommitting,
 		"CommitIsOneServerCommand": TestCommitIsOneServerCommand, "ContextEndsAfterSend": TestContextEndsAfterSend,
-		"TraceAppendsRacingCommits": TestTraceAppendsRacingCommits,
+		"TraceAppendsRacingCommits": TestTraceAppendsRacingCommits, "ConcurrentLoadsAndAcks": TestConcurrentLoadsAndAcks,
+		"Listing": TestListing, "LoadForEvent": TestLoadForEvent,
 	} {
 		t.Run(name, test)
 	}
@@ -35,6 +36,7 @@ func TestWithoutGroupCommit(t *testing.T) {
 		h := newHarness(t, aio.Options{})
 		commitConcurrently(t, h, 8, 5)
 		assert.Zero(t, h.store.Stats().GroupCommits)
+		assert.Zero(t, h.store.Stats().CoalescedBatches)
 	})
 }
 
@@ -166,5 +168,62 @@ func TestTraceAppendsRacingCommits(t *testing.T) {
 		if s.Fields["c"] == int64(commits-1) {
 			assert.Equal(t, s.Index+1, e.TraceNext, "the caller's TraceNext follows its last step")
 		}
+	}
+}
+
+// Loads, LoadForEvent calls and acks issued concurrently each get their own answer, and with
+// coalescing on they share server commands.
+func TestConcurrentLoadsAndAcks(t *testing.T) {
+	h := newHarness(t, aio.Options{Workers: 64})
+	const n = 40
+	seqs := make([]int64, n)
+	for i := range n {
+		e := newExe(fmt.Sprintf("e%02d", i))
+		e.Data = []byte(fmt.Sprintf("snapshot %d", i))
+		s, err := h.store.Commit(bg, e, execstore.Commit{ProcessedEventID: fmt.Sprintf("p%d", i),
+			Emits: []execstore.Emit{{Event: []byte{byte(i)}}}})
+		require.NoError(t, err)
+		seqs[i] = s[0]
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		id := fmt.Sprintf("e%02d", i)
+		wg.Go(func() {
+			got, err := h.store.Load(bg, id)
+			if assert.NoError(t, err) && assert.NotNil(t, got) {
+				assert.Equal(t, fmt.Sprintf("snapshot %d", i), string(got.Data))
+			}
+		})
+		wg.Go(func() {
+			got, hit, err := h.store.LoadForEvent(bg, id, fmt.Sprintf("p%d", i))
+			if assert.NoError(t, err) && assert.NotNil(t, got) {
+				assert.True(t, hit)
+				assert.Equal(t, id, got.ID)
+			}
+			_, hit, err = h.store.LoadForEvent(bg, id, fmt.Sprintf("p%d", i+1))
+			assert.NoError(t, err)
+			assert.False(t, hit)
+		})
+		wg.Go(func() {
+			got, err := h.store.Load(bg, "missing"+id)
+			assert.NoError(t, err)
+			assert.Nil(t, got)
+		})
+		wg.Go(func() {
+			assert.NoError(t, h.store.AckOutbox(bg, id, seqs[i]))
+			assert.NoError(t, h.store.AckOutbox(bg, id, seqs[i])) // again: a no-op
+		})
+	}
+	wg.Wait()
+	pending, err := h.store.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	assert.Empty(t, pending)
+	for i := range n {
+		assert.EqualValues(t, 0, rawInt(t, h.rawDoc(t, fmt.Sprintf("e%02d", i)), "outbox_n"))
+	}
+	st := h.store.Stats()
+	t.Logf("%d loads and acks in %d coalesced commands", st.CoalescedOps, st.CoalescedBatches)
+	if !singleCommits {
+		assert.Less(t, st.CoalescedBatches, st.CoalescedOps, "nothing was coalesced")
 	}
 }

@@ -55,13 +55,15 @@ func (l *commandLog) snapshot() []string {
 	return append([]string(nil), l.names...)
 }
 
-// singleCommits makes newHarness turn group commit off; TestWithoutGroupCommit sets it.
+// singleCommits makes newHarness turn group commit and coalescing off; TestWithoutGrouping
+// sets it.
 var singleCommits bool
 
 func newHarness(t testing.TB, opts aio.Options) *harness {
 	t.Helper()
 	if singleCommits {
 		opts.DisableGroupCommit = true
+		opts.DisableCoalescing = true
 	}
 	if opts.Database == "" {
 		opts.Database = testDatabase(t)

@@ -80,7 +80,11 @@ func (s *Store) flushCommits(items []*commitItem) {
 	if len(live) == 0 {
 		return
 	}
-	ctx, release := allDone(live)
+	ctxs := make([]context.Context, len(live))
+	for i, it := range live {
+		ctxs[i] = it.ctx
+	}
+	ctx, release := allDone(ctxs)
 	defer release()
 	plans := make([]*ops.CommitPlan, len(live))
 	for i, it := range live {
@@ -136,15 +140,15 @@ func (s *Store) settleCommitWon(it *commitItem, traceNext int64) {
 	it.fut.set(it.plan.OutboxSeqs, nil)
 }
 
-// allDone returns a context that ends once every item's context has ended, so that a batch is
+// allDone returns a context that ends once every one of ctxs has ended, so that a batch is
 // abandoned only when no caller is waiting for it any more.
-func allDone(items []*commitItem) (context.Context, func()) {
+func allDone(ctxs []context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var left atomic.Int64
-	left.Store(int64(len(items)))
-	stops := make([]func() bool, len(items))
-	for i, it := range items {
-		stops[i] = context.AfterFunc(it.ctx, func() {
+	left.Store(int64(len(ctxs)))
+	stops := make([]func() bool, len(ctxs))
+	for i, c := range ctxs {
+		stops[i] = context.AfterFunc(c, func() {
 			if left.Add(-1) == 0 {
 				cancel()
 			}

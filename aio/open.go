@@ -27,6 +27,8 @@ type Store struct {
 	info       ops.ServerInfo
 	pool       *pool.Pool
 	group      *batch.Coalescer[*commitItem] // nil when group commit is off
+	writes     *batch.Coalescer[*writeItem]  // nil when coalescing is off
+	loads      *batch.Coalescer[*loadItem]   // nil when coalescing is off
 	outboxSeq  *batch.Sequence
 	spawnSeq   *batch.Sequence
 	stats      *counters
@@ -105,6 +107,9 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 	if !opts.DisableGroupCommit {
 		s.group = newGroupCommit(s, opts)
 	}
+	if !opts.DisableCoalescing {
+		newCoalescers(s, opts)
+	}
 	s.pool = pool.New(pool.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
 	return s, nil
 }
@@ -122,6 +127,10 @@ func (s *Store) Close(ctx context.Context) error {
 	err := s.pool.Close(ctx)
 	if s.group != nil {
 		s.group.Close()
+	}
+	if s.writes != nil {
+		s.writes.Close()
+		s.loads.Close()
 	}
 	s.outboxSeq.Close()
 	s.spawnSeq.Close()

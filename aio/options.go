@@ -47,10 +47,16 @@ type Options struct {
 	// existing executions that arrive while earlier ones are being written are coalesced into
 	// one bulk write (a lone commit still goes out at once, alone); creates always go alone.
 	DisableGroupCommit bool
-	// GroupCommitMaxBatch caps the commits in one bulk write. Default
+	// DisableCoalescing makes every ack and load its own server command. By default, acks
+	// that arrive while earlier ones are being written go out as one bulk write, plain loads as
+	// one find by _id $in, and (on MongoDB) LoadForEvent calls as one aggregation; a lone call
+	// still goes out at once.
+	DisableCoalescing bool
+	// GroupCommitMaxBatch caps the commits in one bulk write, and the acks or loads in one
+	// coalesced command. Default
 	// DefaultGroupCommitMaxBatch (256), or FerretDBMaxBatch (64) on FerretDB.
 	GroupCommitMaxBatch int
-	// GroupCommitInFlight bounds the bulk writes in flight at once.
+	// GroupCommitInFlight bounds the batches in flight at once, for each kind of batch.
 	// Default batch.DefaultMaxInFlight (4).
 	GroupCommitInFlight int
 	// PingInterval is the first pause between connection attempts at Open; pauses grow

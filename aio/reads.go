@@ -12,9 +12,14 @@ func (s *Store) Load(ctx context.Context, id string) (*execstore.Execution, erro
 	if err := execstore.ValidateID("id", id); err != nil {
 		return nil, err
 	}
-	return submit(ctx, s, opLoad, func(ctx context.Context) (*execstore.Execution, error) {
-		return ops.Load(ctx, s.env, id)
-	}).Wait(ctx)
+	var r *request[*execstore.Execution]
+	r = newRequest(s, opLoad, func(wctx context.Context) (*execstore.Execution, error) {
+		if s.loads != nil {
+			return nil, s.coalescedLoad(ctx, id, r.fut)
+		}
+		return ops.Load(wctx, s.env, id)
+	})
+	return r.submit(ctx).Wait(ctx)
 }
 
 // Loaded is the result of LoadForEvent.
@@ -38,10 +43,15 @@ func (s *Store) LoadForEventAsync(ctx context.Context, id, eventID string) *Futu
 	if err := execstore.ValidateID("eventID", eventID); err != nil {
 		return failedFuture[Loaded](err)
 	}
-	return submit(ctx, s, opLoadForEvent, func(ctx context.Context) (Loaded, error) {
-		exe, hit, err := ops.LoadForEvent(ctx, s.env, id, eventID)
+	var r *request[Loaded]
+	r = newRequest(s, opLoadForEvent, func(wctx context.Context) (Loaded, error) {
+		if s.loads != nil && s.env.Profile == ops.MongoDB {
+			return Loaded{}, s.coalescedLoadForEvent(ctx, id, eventID, r.fut)
+		}
+		exe, hit, err := ops.LoadForEvent(wctx, s.env, id, eventID)
 		return Loaded{Execution: exe, Processed: hit}, err
 	})
+	return r.submit(ctx)
 }
 
 // IsProcessed reports whether eventID is in the execution's dedupe set.

@@ -22,10 +22,7 @@ func (s *Store) AckOutbox(ctx context.Context, sourceID string, seq int64) error
 	if err := execstore.ValidateID("sourceID", sourceID); err != nil {
 		return err
 	}
-	_, err := submit(ctx, s, opAckOutbox, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, ops.AckOutbox(ctx, s.env, sourceID, seq)
-	}).Wait(ctx)
-	return err
+	return s.idempotentWrite(ctx, opAckOutbox, ops.OutboxAckWrite(sourceID, seq))
 }
 
 // PendingSpawns returns up to limit pending spawn intents (0: all) in relay order.
@@ -43,10 +40,7 @@ func (s *Store) AckSpawn(ctx context.Context, parentID string, seq int64) error 
 	if err := execstore.ValidateID("parentID", parentID); err != nil {
 		return err
 	}
-	_, err := submit(ctx, s, opAckSpawn, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, ops.AckSpawn(ctx, s.env, parentID, seq)
-	}).Wait(ctx)
-	return err
+	return s.idempotentWrite(ctx, opAckSpawn, ops.SpawnAckWrite(parentID, seq))
 }
 
 // DueTimers returns up to limit timers (0: all) with fire time <= now, earliest first.

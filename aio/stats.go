@@ -43,6 +43,10 @@ type Stats struct {
 	SeqBlocks      int64              // seq blocks reserved
 	GroupCommits   int64              // bulk writes issued by group commit
 	GroupedCommits int64              // commits written by those bulk writes
+	// CoalescedBatches counts the commands that served coalesced acks and loads;
+	// CoalescedOps the acks and loads they served.
+	CoalescedBatches int64
+	CoalescedOps     int64
 }
 
 // OpStats counts one kind of operation.
@@ -55,6 +59,7 @@ type counters struct {
 	calls, errs                          [opKinds]atomic.Int64
 	conflicts, unknown, overloaded, cmds atomic.Int64
 	batches, batched                     atomic.Int64
+	coalesced, coalescedOps              atomic.Int64
 }
 
 func (c *counters) record(k opKind, err error) {
@@ -76,16 +81,18 @@ func (c *counters) record(k opKind, err error) {
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
 	st := Stats{
-		Queued:         s.pool.Len(),
-		InFlight:       s.pool.InFlight(),
-		Ops:            make(map[string]OpStats, opKinds),
-		Conflicts:      s.stats.conflicts.Load(),
-		OutcomeUnknown: s.stats.unknown.Load(),
-		Overloaded:     s.stats.overloaded.Load(),
-		ServerCommands: s.stats.cmds.Load(),
-		SeqBlocks:      s.outboxSeq.Reserved() + s.spawnSeq.Reserved(),
-		GroupCommits:   s.stats.batches.Load(),
-		GroupedCommits: s.stats.batched.Load(),
+		Queued:           s.pool.Len(),
+		InFlight:         s.pool.InFlight(),
+		Ops:              make(map[string]OpStats, opKinds),
+		Conflicts:        s.stats.conflicts.Load(),
+		OutcomeUnknown:   s.stats.unknown.Load(),
+		Overloaded:       s.stats.overloaded.Load(),
+		ServerCommands:   s.stats.cmds.Load(),
+		SeqBlocks:        s.outboxSeq.Reserved() + s.spawnSeq.Reserved(),
+		GroupCommits:     s.stats.batches.Load(),
+		GroupedCommits:   s.stats.batched.Load(),
+		CoalescedBatches: s.stats.coalesced.Load(),
+		CoalescedOps:     s.stats.coalescedOps.Load(),
 	}
 	for k := range opKinds {
 		st.Ops[opNames[k]] = OpStats{Calls: s.stats.calls[k].Load(), Errors: s.stats.errs[k].Load()}

@@ -119,3 +119,24 @@ func TestSettleBatchUnanswered(t *testing.T) {
 		{"moved", 4, 16, &readBackDoc{Version: 8}, "unknown"},
 	})
 }
+
+// Many LoadForEvent calls in one aggregation (MongoDB): match by _id $in, and pick each
+// document's own event id by its position in ids before the server-side $in.
+func TestLoadForEventsPipeline(t *testing.T) {
+	p := LoadForEventsPipeline([]string{"a", "b"}, []string{"ea", "eb"})
+	require.Len(t, p, 2)
+	assert.Equal(t, bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{"a", "b"}}}}}}}, p[0])
+	project := p[1][0].Value.(bson.D)
+	assert.Equal(t, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
+		bson.D{{Key: "$arrayElemAt", Value: bson.A{bson.A{"ea", "eb"}, bson.D{{Key: "$indexOfArray", Value: bson.A{bson.A{"a", "b"}, "$_id"}}}}}},
+		bson.D{{Key: "$ifNull", Value: bson.A{"$processed", bson.A{}}}},
+	}}}}, project[len(project)-1])
+}
+
+func TestIdempotentWrites(t *testing.T) {
+	w := OutboxAckWrite("x", 5)
+	assert.Equal(t, outboxField.AckFilter("x", 5), w.Filter)
+	assert.Equal(t, outboxField.AckUpdate(5), w.Update)
+	w = SpawnAckWrite("y", 6)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "y"}, {Key: "spawns.6", Value: bson.D{{Key: "$exists", Value: true}}}}, w.Filter)
+}

@@ -29,9 +29,3 @@ func PendingOutbox(ctx context.Context, env Env, limit int) ([]execstore.OutboxE
 	}
 	return out, nil
 }
-
-// AckOutbox removes exactly outbox entry seq of execution sourceID. One update by _id;
-// idempotent.
-func AckOutbox(ctx context.Context, env Env, sourceID string, seq int64) error {
-	return outboxField.ack(ctx, env, "ack outbox", sourceID, seq)
-}

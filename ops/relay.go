@@ -44,15 +44,6 @@ func (f relayField) AckUpdate(seq int64) bson.D {
 
 func (f relayField) entryKey(seq int64) string { return f.name + "." + strconv.FormatInt(seq, 10) }
 
-// ack runs the ack of one entry. One update by _id.
-func (f relayField) ack(ctx context.Context, env Env, op, id string, seq int64) error {
-	_, err := env.Executions.UpdateOne(ctx, f.AckFilter(id, seq), f.AckUpdate(seq))
-	if err != nil {
-		return writeFailure(op, id, err)
-	}
-	return nil
-}
-
 // pendingEntries reads every entry of field f from the documents that hold some, grouped by
 // document id. One find projecting only the field.
 func pendingEntries[T any](ctx context.Context, env Env, f relayField, op string) (map[string][]T, error) {

@@ -32,9 +32,3 @@ func PendingSpawns(ctx context.Context, env Env, limit int) ([]execstore.SpawnEn
 	}
 	return out, nil
 }
-
-// AckSpawn removes exactly spawn intent seq of execution parentID. One update by _id;
-// idempotent.
-func AckSpawn(ctx context.Context, env Env, parentID string, seq int64) error {
-	return spawnsField.ack(ctx, env, "ack spawn", parentID, seq)
-}

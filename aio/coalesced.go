@@ -1,0 +1,192 @@
+package aio
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/batch"
+	"github.com/execstore/execstore/ops"
+)
+
+// Coalesced operations other than commits: acks (idempotent writes) go out as one bulk write,
+// plain loads as one find by _id $in, and on MongoDB LoadForEvent calls as one aggregation.
+// Each follows the batch.Coalescer policy: no linger when idle, accumulation while earlier
+// batches are in flight.
+
+// writeItem is one idempotent write waiting for its batch.
+type writeItem struct {
+	ctx  context.Context
+	kind opKind
+	w    ops.IdempotentWrite
+	fut  *Future[struct{}]
+}
+
+// loadItem is one Load or LoadForEvent waiting for its batch.
+type loadItem struct {
+	ctx      context.Context
+	id       string
+	event    string // LoadForEvent only
+	load     *Future[*execstore.Execution]
+	forEvent *Future[Loaded]
+}
+
+func newCoalescers(s *Store, opts Options) {
+	max := opts.GroupCommitMaxBatch
+	if max <= 0 {
+		max = DefaultGroupCommitMaxBatch
+		if s.env.Profile == ops.FerretDB {
+			max = FerretDBMaxBatch
+		}
+	}
+	cfg := batch.CoalescerConfig{MaxItems: max, MaxInFlight: opts.GroupCommitInFlight}
+	s.writes = batch.NewCoalescer(cfg, func(*writeItem) int { return 128 }, s.flushWrites)
+	s.loads = batch.NewCoalescer(cfg, func(*loadItem) int { return 64 }, s.flushLoads)
+}
+
+// idempotentWrite runs w through the write coalescer, or alone when coalescing is off.
+func (s *Store) idempotentWrite(ctx context.Context, kind opKind, w ops.IdempotentWrite) error {
+	var r *request[struct{}]
+	r = newRequest(s, kind, func(wctx context.Context) (struct{}, error) {
+		if s.writes == nil {
+			return struct{}{}, ops.RunIdempotentWrites(wctx, s.env, []ops.IdempotentWrite{w})[0]
+		}
+		if err := s.writes.Submit(ctx, &writeItem{ctx: ctx, kind: kind, w: w, fut: r.fut}); err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, errSettledLater
+	})
+	_, err := r.submit(ctx).Wait(ctx)
+	return err
+}
+
+func (s *Store) flushWrites(items []*writeItem) {
+	live, ctxs := items[:0:0], []context.Context(nil)
+	for _, it := range items {
+		if err := it.ctx.Err(); err != nil {
+			s.settleWrite(it, err)
+			continue
+		}
+		live, ctxs = append(live, it), append(ctxs, it.ctx)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, release := allDone(ctxs)
+	defer release()
+	writes := make([]ops.IdempotentWrite, len(live))
+	for i, it := range live {
+		writes[i] = it.w
+	}
+	s.stats.coalesced.Add(1)
+	s.stats.coalescedOps.Add(int64(len(live)))
+	errs := ops.RunIdempotentWrites(ctx, s.env, writes)
+	for i, it := range live {
+		s.settleWrite(it, callerCause(it.ctx, errs[i]))
+	}
+}
+
+func (s *Store) settleWrite(it *writeItem, err error) {
+	s.stats.record(it.kind, err)
+	it.fut.set(struct{}{}, err)
+}
+
+// coalescedLoad hands a Load to the load coalescer.
+func (s *Store) coalescedLoad(ctx context.Context, id string, fut *Future[*execstore.Execution]) error {
+	if err := s.loads.Submit(ctx, &loadItem{ctx: ctx, id: id, load: fut}); err != nil {
+		return err
+	}
+	return errSettledLater
+}
+
+// coalescedLoadForEvent hands a LoadForEvent to the load coalescer (MongoDB only).
+func (s *Store) coalescedLoadForEvent(ctx context.Context, id, event string, fut *Future[Loaded]) error {
+	if err := s.loads.Submit(ctx, &loadItem{ctx: ctx, id: id, event: event, forEvent: fut}); err != nil {
+		return err
+	}
+	return errSettledLater
+}
+
+func (s *Store) flushLoads(items []*loadItem) {
+	var plain, forEvent, alone []*loadItem
+	var ctxs []context.Context
+	seen := map[string]bool{}
+	for _, it := range items {
+		if err := it.ctx.Err(); err != nil {
+			s.settleLoad(it, nil, err)
+			continue
+		}
+		ctxs = append(ctxs, it.ctx)
+		switch {
+		case it.load != nil:
+			plain = append(plain, it)
+		case seen[it.id]:
+			alone = append(alone, it) // the aggregation answers each id once
+		default:
+			seen[it.id] = true
+			forEvent = append(forEvent, it)
+		}
+	}
+	if len(ctxs) == 0 {
+		return
+	}
+	ctx, release := allDone(ctxs)
+	defer release()
+	if len(plain) > 0 {
+		ids := make([]string, len(plain))
+		for i, it := range plain {
+			ids[i] = it.id
+		}
+		s.stats.coalesced.Add(1)
+		s.stats.coalescedOps.Add(int64(len(plain)))
+		found, err := ops.LoadMany(ctx, s.env, ids)
+		for _, it := range plain {
+			s.settleLoad(it, &ops.LoadedForEvent{Execution: cloneExecution(found[it.id])}, callerCause(it.ctx, err))
+		}
+	}
+	if len(forEvent) > 0 {
+		ids, events := make([]string, len(forEvent)), make([]string, len(forEvent))
+		for i, it := range forEvent {
+			ids[i], events[i] = it.id, it.event
+		}
+		s.stats.coalesced.Add(1)
+		s.stats.coalescedOps.Add(int64(len(forEvent)))
+		found, err := ops.LoadForEvents(ctx, s.env, ids, events)
+		for _, it := range forEvent {
+			l := found[it.id]
+			s.settleLoad(it, &l, callerCause(it.ctx, err))
+		}
+	}
+	for _, it := range alone {
+		exe, hit, err := ops.LoadForEvent(it.ctx, s.env, it.id, it.event)
+		s.settleLoad(it, &ops.LoadedForEvent{Execution: exe, Processed: hit}, err)
+	}
+}
+
+// cloneExecution gives each caller an execution of its own when several loaded the same id.
+func cloneExecution(e *execstore.Execution) *execstore.Execution {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	c.Data = bytes.Clone(e.Data)
+	return &c
+}
+
+func (s *Store) settleLoad(it *loadItem, l *ops.LoadedForEvent, err error) {
+	if it.load != nil {
+		s.stats.record(opLoad, err)
+		var exe *execstore.Execution
+		if err == nil {
+			exe = l.Execution
+		}
+		it.load.set(exe, err)
+		return
+	}
+	s.stats.record(opLoadForEvent, err)
+	var out Loaded
+	if err == nil {
+		out = Loaded{Execution: l.Execution, Processed: l.Processed}
+	}
+	it.forEvent.set(out, err)
+}
