@@ -74,6 +74,10 @@ type Store interface {
 	// re-schedule that raced a sweep survives. It reports whether a timer was removed.
 	DeleteTimer(ctx context.Context, id, path string, fireAt float64) (bool, error)
 
+	// DeleteTimers is DeleteTimer for many timers at once (a sweep's result), in as few
+	// server commands as the server allows; it does not report which timers it removed.
+	DeleteTimers(ctx context.Context, timers []DueTimer) error
+
 	// AppendTrace records a trace step outside a commit. It stamps the step with the next
 	// index of the execution's trace and keeps only the last TraceMax steps. The execution
 	// must exist (ErrNotFound otherwise); its version is not changed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -949,4 +950,34 @@ func TestDueTimersLimit(t *testing.T) {
 		}
 		assert.Equal(t, want, d, "limit %d", limit)
 	}
+}
+
+// DeleteTimers removes a sweep's timers in bulk, still guarded by each fire time.
+func TestDeleteTimers(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	for i := range 10 {
+		e := newExe(fmt.Sprintf("e%d", i))
+		_, err := h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{
+			execstore.ScheduleTimer("a.b", float64(i)), execstore.ScheduleTimer("$c", 100)}})
+		require.NoError(t, err)
+	}
+	due, err := h.store.DueTimers(bg, 50, 0)
+	require.NoError(t, err)
+	require.Len(t, due, 10)
+	// e3 re-schedules a.b after the sweep read it: its new timer must survive.
+	e3, err := h.store.Load(bg, "e3")
+	require.NoError(t, err)
+	_, err = h.store.Commit(bg, e3, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a.b", 60)}})
+	require.NoError(t, err)
+	h.cmds.reset()
+	require.NoError(t, h.store.DeleteTimers(bg, due))
+	assert.Equal(t, []string{"update"}, h.cmds.snapshot(), "one bulk write")
+	left, err := h.store.DueTimers(bg, 1000, 0)
+	require.NoError(t, err)
+	require.Len(t, left, 11)
+	assert.Equal(t, execstore.DueTimer{ExecutionID: "e3", Path: "a.b", FireAt: 60}, left[0])
+	require.NoError(t, h.store.DeleteTimers(bg, due)) // again: a no-op
+	require.NoError(t, h.store.DeleteTimers(bg, nil))
+	err = h.store.DeleteTimers(bg, []execstore.DueTimer{{ExecutionID: "x", Path: "p", FireAt: math.NaN()}})
+	assert.ErrorIs(t, err, execstore.ErrInvalid)
 }

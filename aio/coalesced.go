@@ -32,14 +32,7 @@ type loadItem struct {
 }
 
 func newCoalescers(s *Store, opts Options) {
-	max := opts.GroupCommitMaxBatch
-	if max <= 0 {
-		max = DefaultGroupCommitMaxBatch
-		if s.env.Profile == ops.FerretDB {
-			max = FerretDBMaxBatch
-		}
-	}
-	cfg := batch.CoalescerConfig{MaxItems: max, MaxInFlight: opts.GroupCommitInFlight}
+	cfg := batch.CoalescerConfig{MaxItems: s.maxBatch, MaxInFlight: opts.GroupCommitInFlight}
 	s.writes = batch.NewCoalescer(cfg, func(*writeItem) int { return 128 }, s.flushWrites)
 	s.loads = batch.NewCoalescer(cfg, func(*loadItem) int { return 64 }, s.flushLoads)
 }

@@ -30,15 +30,8 @@ func commitItemSize(it *commitItem) int {
 }
 
 func newGroupCommit(s *Store, opts Options) *batch.Coalescer[*commitItem] {
-	max := opts.GroupCommitMaxBatch
-	if max <= 0 {
-		max = DefaultGroupCommitMaxBatch
-		if s.env.Profile == ops.FerretDB {
-			max = FerretDBMaxBatch
-		}
-	}
 	return batch.NewCoalescer(batch.CoalescerConfig{
-		MaxItems:    max,
+		MaxItems:    s.maxBatch,
 		MaxInFlight: opts.GroupCommitInFlight,
 	}, commitItemSize, s.flushCommits)
 }

@@ -29,6 +29,7 @@ type Store struct {
 	group      *batch.Coalescer[*commitItem] // nil when group commit is off
 	writes     *batch.Coalescer[*writeItem]  // nil when coalescing is off
 	loads      *batch.Coalescer[*loadItem]   // nil when coalescing is off
+	maxBatch   int                           // operations per bulk command
 	outboxSeq  *batch.Sequence
 	spawnSeq   *batch.Sequence
 	stats      *counters
@@ -104,6 +105,13 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 	s.spawnSeq = batch.NewSequence(func(ctx context.Context, n int64) (int64, error) {
 		return ops.Reserve(ctx, s.env, ops.SpawnCounter, n)
 	}, opts.SeqBlockSize)
+	s.maxBatch = opts.GroupCommitMaxBatch
+	if s.maxBatch <= 0 {
+		s.maxBatch = DefaultGroupCommitMaxBatch
+		if s.env.Profile == ops.FerretDB {
+			s.maxBatch = FerretDBMaxBatch
+		}
+	}
 	if !opts.DisableGroupCommit {
 		s.group = newGroupCommit(s, opts)
 	}

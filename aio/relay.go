@@ -2,6 +2,8 @@ package aio
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/ops"
@@ -71,4 +73,30 @@ func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt float64
 	return submit(ctx, s, opDeleteTimer, func(ctx context.Context) (bool, error) {
 		return ops.DeleteTimer(ctx, s.env, id, path, fireAt)
 	}).Wait(ctx)
+}
+
+// DeleteTimers removes each of timers only if it still fires at its FireAt, in one bulk write
+// per batch (a sweep's whole result at once). Unlike DeleteTimer it does not say which timers
+// it removed: a bulk write's totals cannot tell.
+func (s *Store) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) error {
+	writes := make([]ops.IdempotentWrite, len(timers))
+	for i, t := range timers {
+		if err := execstore.ValidateID(fmt.Sprintf("timers[%d].ExecutionID", i), t.ExecutionID); err != nil {
+			return err
+		}
+		if err := execstore.ValidatePath(fmt.Sprintf("timers[%d].Path", i), t.Path); err != nil {
+			return err
+		}
+		if err := execstore.ValidateFireAt(fmt.Sprintf("timers[%d].FireAt", i), t.FireAt); err != nil {
+			return err
+		}
+		writes[i] = ops.DeleteTimerWrite(t.ExecutionID, t.Path, t.FireAt)
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	_, err := submit(ctx, s, opDeleteTimer, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, errors.Join(ops.RunIdempotentWritesChunked(ctx, s.env, writes, s.maxBatch)...)
+	}).Wait(ctx)
+	return err
 }

@@ -30,6 +30,11 @@ func SpawnAckWrite(parentID string, seq int64) IdempotentWrite {
 	return IdempotentWrite{Op: "ack spawn", ID: parentID, Filter: spawnsField.AckFilter(parentID, seq), Update: spawnsField.AckUpdate(seq)}
 }
 
+// DeleteTimerWrite is DeleteTimer as an IdempotentWrite.
+func DeleteTimerWrite(id, path string, fireAt float64) IdempotentWrite {
+	return IdempotentWrite{Op: "delete timer", ID: id, Filter: DeleteTimerFilter(id, path, fireAt), Update: DeleteTimerUpdate(path)}
+}
+
 // RunIdempotentWrites runs writes as one unordered bulk write and returns each one's outcome.
 // Since each write is idempotent, a write that matched nothing is done too (its entry was
 // already gone). When the server refused part of the bulk (its per-operation error indexes
@@ -63,6 +68,18 @@ func RunIdempotentWrites(ctx context.Context, env Env, writes []IdempotentWrite)
 	}
 	for i, w := range writes {
 		errs[i] = writeFailure(w.Op, w.ID, err)
+	}
+	return errs
+}
+
+// RunIdempotentWritesChunked runs writes in bulk writes of at most max each, one after the
+// other, and returns each write's outcome.
+func RunIdempotentWritesChunked(ctx context.Context, env Env, writes []IdempotentWrite, max int) []error {
+	errs := make([]error, 0, len(writes))
+	for len(writes) > 0 {
+		n := min(max, len(writes))
+		errs = append(errs, RunIdempotentWrites(ctx, env, writes[:n])...)
+		writes = writes[n:]
 	}
 	return errs
 }
