@@ -24,12 +24,14 @@ func DecodeCursor(c string) (string, error) {
 	if c == "" {
 		return "", nil
 	}
-	b, err := base64.RawURLEncoding.DecodeString(c)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
 	if err != nil || len(b) < 2 || b[0] != cursorVersion {
 		return "", execstore.Invalid("ListQuery.Cursor", "is not a cursor returned by List")
 	}
 	id := string(b[1:])
-	if execstore.ValidateID("ListQuery.Cursor", id) != nil {
+	// The decoder skips newlines and tolerates stray padding bits; only the canonical form
+	// of a cursor is one.
+	if execstore.ValidateID("ListQuery.Cursor", id) != nil || EncodeCursor(id) != c {
 		return "", execstore.Invalid("ListQuery.Cursor", "is not a cursor returned by List")
 	}
 	return id, nil
