@@ -14,6 +14,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 
 	"github.com/execstore/execstore"
@@ -187,4 +189,21 @@ func TestOpenClient(t *testing.T) {
 	require.NoError(t, err, "the caller's client must stay usable")
 	assert.EqualValues(t, 1, n)
 	require.NoError(t, client.Database(db).Drop(bg))
+}
+
+// Write and read concerns are options; an acknowledged, journaled commit reads back.
+func TestConcernOptions(t *testing.T) {
+	h := newHarness(t, aio.Options{WriteConcern: writeconcern.Journaled(), ReadConcern: readconcern.Local()})
+	e := newExe("e")
+	h.cmds.reset()
+	require.NoError(t, h.store.Save(bg, e))
+	got, err := h.store.Load(bg, "e")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, got.Version)
+	insert := h.cmds.command("insert")
+	require.NotNil(t, insert)
+	assert.True(t, insert.Lookup("writeConcern", "j").Boolean(), "insert sent without j:true: %s", insert)
+	find := h.cmds.command("find")
+	require.NotNil(t, find)
+	assert.Equal(t, "local", find.Lookup("readConcern", "level").StringValue(), "find: %s", find)
 }

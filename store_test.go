@@ -32,22 +32,36 @@ type harness struct {
 
 // commandLog records the commands a store's client sends.
 type commandLog struct {
-	mu    sync.Mutex
-	names []string
+	mu       sync.Mutex
+	names    []string
+	commands []bson.Raw
 }
 
 func (l *commandLog) monitor() *event.CommandMonitor {
 	return &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
 		l.mu.Lock()
 		l.names = append(l.names, e.CommandName)
+		l.commands = append(l.commands, append(bson.Raw(nil), e.Command...))
 		l.mu.Unlock()
 	}}
 }
 
 func (l *commandLog) reset() {
 	l.mu.Lock()
-	l.names = nil
+	l.names, l.commands = nil, nil
 	l.mu.Unlock()
+}
+
+// command returns the last command named name that was sent.
+func (l *commandLog) command(name string) bson.Raw {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.names) - 1; i >= 0; i-- {
+		if l.names[i] == name {
+			return l.commands[i]
+		}
+	}
+	return nil
 }
 
 func (l *commandLog) snapshot() []string {

@@ -83,7 +83,14 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 			return nil, err
 		}
 	}
-	db := client.Database(opts.Database)
+	dbOpts := options.Database()
+	if opts.WriteConcern != nil {
+		dbOpts.SetWriteConcern(opts.WriteConcern)
+	}
+	if opts.ReadConcern != nil {
+		dbOpts.SetReadConcern(opts.ReadConcern)
+	}
+	db := client.Database(opts.Database, dbOpts)
 	s := &Store{
 		client:     client,
 		ownsClient: owns,

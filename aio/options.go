@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/execstore/execstore/batch"
 	"github.com/execstore/execstore/ops"
@@ -59,6 +61,13 @@ type Options struct {
 	// GroupCommitInFlight bounds the batches in flight at once, for each kind of batch.
 	// Default batch.DefaultMaxInFlight (4).
 	GroupCommitInFlight int
+	// WriteConcern applies to every write. Default nil: the client's (the URI's), which is
+	// the server's default when the URI sets none. On a replica set use
+	// writeconcern.Majority() with journaling, so an acknowledged commit survives a failover.
+	WriteConcern *writeconcern.WriteConcern
+	// ReadConcern applies to every read. Default nil: the client's. On a replica set,
+	// readconcern.Majority() reads only what a failover cannot roll back.
+	ReadConcern *readconcern.ReadConcern
 	// PingInterval is the first pause between connection attempts at Open; pauses grow
 	// exponentially up to 5s until Open's context ends. Default DefaultPingInterval.
 	PingInterval time.Duration
