@@ -20,6 +20,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/ops"
 )
 
 // harness is one store on a database of its own, plus a raw view of that database.
@@ -994,4 +995,38 @@ func TestDeleteTimers(t *testing.T) {
 	require.NoError(t, h.store.DeleteTimers(bg, nil))
 	err = h.store.DeleteTimers(bg, []execstore.DueTimer{{ExecutionID: "x", Path: "p", FireAt: math.NaN()}})
 	assert.ErrorIs(t, err, execstore.ErrInvalid)
+}
+
+// With a dedupe window the set stays bounded, keeps at least the last window's ids, and
+// LoadForEvent agrees with IsProcessed throughout.
+func TestDedupeWindow(t *testing.T) {
+	for _, profile := range []ops.Profile{0, ops.FerretDB} {
+		t.Run(fmt.Sprintf("profile=%v", profile), func(t *testing.T) {
+			const window, events = 3, 14
+			h := newHarness(t, aio.Options{DedupeWindow: window, Profile: profile})
+			e := newExe("e")
+			for i := range events {
+				_, err := h.store.Commit(bg, e, execstore.Commit{ProcessedEventID: fmt.Sprintf("ev%d", i)})
+				require.NoError(t, err)
+				doc := h.rawDoc(t, "e")
+				kept := rawLen(t, doc, "processed_0") + rawLen(t, doc, "processed_1")
+				assert.LessOrEqual(t, kept, 2*window, "after %d commits", i+1)
+				for j := 0; j <= i; j++ {
+					id := fmt.Sprintf("ev%d", j)
+					hit, err := h.store.IsProcessed(bg, "e", id)
+					require.NoError(t, err)
+					if i-j < window {
+						assert.True(t, hit, "%s dropped after %d commits", id, i+1)
+					}
+					if i-j >= 2*window {
+						assert.False(t, hit, "%s kept after %d commits", id, i+1)
+					}
+					_, lhit, err := h.store.LoadForEvent(bg, "e", id)
+					require.NoError(t, err)
+					assert.Equal(t, hit, lhit, "%s", id)
+				}
+			}
+			assert.EqualValues(t, events, e.Version)
+		})
+	}
 }

@@ -96,10 +96,11 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 		ownsClient: owns,
 		info:       info,
 		env: ops.Env{
-			Executions: db.Collection(ops.ExecutionsCollection),
-			Counters:   db.Collection(ops.CountersCollection),
-			Profile:    info.Profile,
-			TraceMax:   opts.TraceMax,
+			Executions:   db.Collection(ops.ExecutionsCollection),
+			Counters:     db.Collection(ops.CountersCollection),
+			Profile:      info.Profile,
+			TraceMax:     opts.TraceMax,
+			DedupeWindow: opts.DedupeWindow,
 		},
 		stats: stats,
 	}

@@ -36,6 +36,13 @@ type Options struct {
 	// TraceMax is how many trace steps an execution keeps (the oldest are dropped in the same
 	// write that appends). Default DefaultTraceMax (200).
 	TraceMax int
+	// DedupeWindow bounds each execution's dedupe set: when positive, the set keeps the event
+	// ids of at least the last DedupeWindow commits and of at most the last 2×DedupeWindow,
+	// trimmed in the same atomic update that adds (on every server). An event redelivered
+	// after falling out of the window is processed again. Default 0: every id is kept and the
+	// set grows with every processed event. Every store on a database must use the same
+	// window.
+	DedupeWindow int
 	// SeqBlockSize is how many outbox or spawn seqs one counter reservation takes.
 	// Default batch.DefaultBlockSize (256).
 	SeqBlockSize int64

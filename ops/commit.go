@@ -109,6 +109,9 @@ func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Se
 		unset = append(unset, ringUnset...)
 		push = ringPush
 	}
+	if dset, _ := dedupeUpdate(env, newVersion, c.ProcessedEventID); len(dset) > 0 {
+		set = append(set, dset...)
+	}
 	update = append(bson.D{{Key: "$set", Value: set}}, update...)
 	if len(unset) > 0 {
 		update = append(update, bson.E{Key: "$unset", Value: unset})
@@ -119,8 +122,8 @@ func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Se
 	if len(push) > 0 {
 		update = append(update, bson.E{Key: "$push", Value: push})
 	}
-	if c.ProcessedEventID != "" {
-		update = append(update, bson.E{Key: "$addToSet", Value: bson.D{{Key: fProcessed, Value: c.ProcessedEventID}}})
+	if _, add := dedupeUpdate(env, newVersion, c.ProcessedEventID); len(add) > 0 {
+		update = append(update, bson.E{Key: "$addToSet", Value: add})
 	}
 	p.Update = update
 	return p, nil
@@ -128,10 +131,6 @@ func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Se
 
 func buildInsert(env Env, exe *execstore.Execution, c *execstore.Commit, outbox, spawns, timers bson.D,
 	step *traceDoc) bson.D {
-	processed := bson.A{}
-	if c.ProcessedEventID != "" {
-		processed = append(processed, c.ProcessedEventID)
-	}
 	var trace any
 	if env.Profile == FerretDB {
 		ring := bson.D{}
@@ -161,11 +160,13 @@ func buildInsert(env Env, exe *execstore.Execution, c *execstore.Commit, outbox,
 		{Key: fOutboxN, Value: int64(len(outbox))},
 		{Key: fSpawns, Value: spawns},
 		{Key: fSpawnsN, Value: int64(len(spawns))},
-		{Key: fProcessed, Value: processed},
-		{Key: fTimers, Value: timers},
-		{Key: fTrace, Value: trace},
-		{Key: fTraceNext, Value: traceNext},
 	}
+	doc = append(doc, dedupeInsert(env, c.ProcessedEventID)...)
+	doc = append(doc,
+		bson.E{Key: fTimers, Value: timers},
+		bson.E{Key: fTrace, Value: trace},
+		bson.E{Key: fTraceNext, Value: traceNext},
+	)
 	if at, ok := earliest(timers); ok {
 		doc = append(doc, bson.E{Key: fTimerMin, Value: at})
 	}

@@ -144,7 +144,7 @@ func TestFoldTimersLastOpWins(t *testing.T) {
 // The MongoDB formulation of LoadForEvent: $match by _id, then $project of the snapshot with a
 // server-side $in over $ifNull of the dedupe set.
 func TestLoadForEventPipeline(t *testing.T) {
-	p := LoadForEventPipeline("x", "ev")
+	p := LoadForEventPipeline(Env{}, "x", "ev")
 	require.Len(t, p, 2)
 	assert.Equal(t, bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: "x"}}}}, p[0])
 	project := p[1][0].Value.(bson.D)

@@ -111,7 +111,7 @@ func LoadMany(ctx context.Context, env Env, ids []string) (map[string]*execstore
 // distinct ids: one aggregation that matches the documents by _id $in and projects, for each,
 // the snapshot and a server-side $in of its own event id over its dedupe set. The event id of
 // a document is picked from the parallel arrays by the document's position in ids.
-func LoadForEventsPipeline(ids, eventIDs []string) mongo.Pipeline {
+func LoadForEventsPipeline(env Env, ids, eventIDs []string) mongo.Pipeline {
 	idArr := make(bson.A, len(ids))
 	evArr := make(bson.A, len(eventIDs))
 	for i := range ids {
@@ -121,7 +121,7 @@ func LoadForEventsPipeline(ids, eventIDs []string) mongo.Pipeline {
 	project := bson.D{}
 	project = append(project, loadProjection...)
 	project = append(project, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
-		event, bson.D{{Key: "$ifNull", Value: bson.A{"$" + fProcessed, bson.A{}}}},
+		event, dedupeSetExpr(env),
 	}}}})
 	return mongo.Pipeline{
 		{{Key: "$match", Value: bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: idArr}}}}}},
@@ -138,7 +138,7 @@ type LoadedForEvent struct {
 // LoadForEvents runs LoadForEventsPipeline (MongoDB only; ids must be distinct) and returns
 // the answers by id.
 func LoadForEvents(ctx context.Context, env Env, ids, eventIDs []string) (map[string]LoadedForEvent, error) {
-	cur, err := env.Executions.Aggregate(ctx, LoadForEventsPipeline(ids, eventIDs))
+	cur, err := env.Executions.Aggregate(ctx, LoadForEventsPipeline(env, ids, eventIDs))
 	if err != nil {
 		return nil, readFailure("load for event", "", err)
 	}

@@ -16,22 +16,16 @@ import (
 // LoadForEventPipeline is the MongoDB formulation of LoadForEvent: one aggregation that
 // matches the document by _id and projects the snapshot together with a server-side $in over
 // the dedupe set, so the set itself never leaves the server.
-func LoadForEventPipeline(id, eventID string) mongo.Pipeline {
+func LoadForEventPipeline(env Env, id, eventID string) mongo.Pipeline {
 	project := bson.D{}
 	project = append(project, loadProjection...)
 	project = append(project, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
-		eventID, bson.D{{Key: "$ifNull", Value: bson.A{"$" + fProcessed, bson.A{}}}},
+		eventID, dedupeSetExpr(env),
 	}}}})
 	return mongo.Pipeline{
 		{{Key: "$match", Value: bson.D{{Key: fID, Value: id}}}},
 		{{Key: "$project", Value: project}},
 	}
-}
-
-// UnprocessedFilter is the FerretDB formulation's second query: the document by _id if and
-// only if eventID is not in its dedupe set.
-func UnprocessedFilter(id, eventID string) bson.D {
-	return bson.D{{Key: fID, Value: id}, {Key: fProcessed, Value: bson.D{{Key: "$ne", Value: eventID}}}}
 }
 
 // LoadForEvent returns the execution and whether eventID is in its dedupe set, in one round
@@ -55,7 +49,7 @@ func LoadForEvent(ctx context.Context, env Env, id, eventID string) (*execstore.
 }
 
 func loadForEventAggregate(ctx context.Context, env Env, id, eventID string) (*execstore.Execution, bool, error) {
-	cur, err := env.Executions.Aggregate(ctx, LoadForEventPipeline(id, eventID))
+	cur, err := env.Executions.Aggregate(ctx, LoadForEventPipeline(env, id, eventID))
 	if err != nil {
 		return nil, false, readFailure("load for event", id, err)
 	}
@@ -80,7 +74,7 @@ func loadForEventFinds(ctx context.Context, env Env, id, eventID string) (exe *e
 		return ignoreNoDocuments(docErr)
 	})
 	g.Go(func() error {
-		openErr = env.Executions.FindOne(gctx, UnprocessedFilter(id, eventID),
+		openErr = env.Executions.FindOne(gctx, UnprocessedFilter(env, id, eventID),
 			options.FindOne().SetProjection(bson.D{{Key: fVersion, Value: 1}})).Decode(&open)
 		return ignoreNoDocuments(openErr)
 	})

@@ -54,6 +54,9 @@ type Env struct {
 	Counters   *mongo.Collection
 	Profile    Profile
 	TraceMax   int // steps kept in a trace ring; at least 1
+	// DedupeWindow, when positive, bounds the dedupe set to the event ids of the last
+	// DedupeWindow to 2×DedupeWindow commits; 0 keeps every id. See dedupe.go.
+	DedupeWindow int
 }
 
 // execDoc is the projection of an executions document that loads decode.

@@ -9,14 +9,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// ProcessedFilter matches the execution only if eventID is in its dedupe set.
-func ProcessedFilter(id, eventID string) bson.D {
-	return bson.D{{Key: fID, Value: id}, {Key: fProcessed, Value: eventID}}
-}
-
 // IsProcessed reports whether eventID is in the dedupe set of id. One find projecting _id.
 func IsProcessed(ctx context.Context, env Env, id, eventID string) (bool, error) {
-	err := env.Executions.FindOne(ctx, ProcessedFilter(id, eventID),
+	err := env.Executions.FindOne(ctx, ProcessedFilter(env, id, eventID),
 		options.FindOne().SetProjection(bson.D{{Key: fID, Value: 1}})).Err()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return false, nil

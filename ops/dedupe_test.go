@@ -1,0 +1,56 @@
+package ops
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+func TestDedupeUpdateUnbounded(t *testing.T) {
+	set, add := dedupeUpdate(Env{}, 7, "ev")
+	assert.Nil(t, set)
+	assert.Equal(t, bson.D{{Key: "processed", Value: "ev"}}, add)
+	set, add = dedupeUpdate(Env{}, 7, "")
+	assert.Nil(t, set)
+	assert.Nil(t, add)
+}
+
+// With a window of 3, versions 3..5 write processed_1, 6..8 processed_0, …; the first
+// version of a generation resets its array.
+func TestDedupeUpdateWindow(t *testing.T) {
+	env := Env{DedupeWindow: 3}
+	cases := []struct {
+		version  int64
+		set, add bson.D
+	}{
+		{2, nil, bson.D{{Key: "processed_0", Value: "ev"}}},
+		{3, bson.D{{Key: "processed_1", Value: bson.A{"ev"}}}, nil},
+		{4, nil, bson.D{{Key: "processed_1", Value: "ev"}}},
+		{6, bson.D{{Key: "processed_0", Value: bson.A{"ev"}}}, nil},
+		{9, bson.D{{Key: "processed_1", Value: bson.A{"ev"}}}, nil},
+	}
+	for _, c := range cases {
+		set, add := dedupeUpdate(env, c.version, "ev")
+		assert.Equal(t, c.set, set, "v%d", c.version)
+		assert.Equal(t, c.add, add, "v%d", c.version)
+	}
+	// A generation starts even on a commit that records no id.
+	set, add := dedupeUpdate(env, 6, "")
+	assert.Equal(t, bson.D{{Key: "processed_0", Value: bson.A{}}}, set)
+	assert.Nil(t, add)
+}
+
+func TestDedupeFilters(t *testing.T) {
+	env := Env{DedupeWindow: 5}
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "$or", Value: bson.A{
+		bson.D{{Key: "processed_0", Value: "e"}}, bson.D{{Key: "processed_1", Value: "e"}}}}}, ProcessedFilter(env, "x", "e"))
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"},
+		{Key: "processed_0", Value: bson.D{{Key: "$ne", Value: "e"}}},
+		{Key: "processed_1", Value: bson.D{{Key: "$ne", Value: "e"}}}}, UnprocessedFilter(env, "x", "e"))
+	assert.Equal(t, bson.D{{Key: "$concatArrays", Value: bson.A{
+		bson.D{{Key: "$ifNull", Value: bson.A{"$processed_0", bson.A{}}}},
+		bson.D{{Key: "$ifNull", Value: bson.A{"$processed_1", bson.A{}}}},
+	}}}, dedupeSetExpr(env))
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "processed", Value: "e"}}, ProcessedFilter(Env{}, "x", "e"))
+}
