@@ -3,14 +3,18 @@ package aio
 import (
 	"context"
 	"errors"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/ops"
 )
 
-// traceRetries bounds how often a commit is rebuilt after losing only its trace-index guard
-// to a concurrent AppendTrace (nothing was written each time).
-const traceRetries = 8
+// traceRetryLimit bounds how long a commit keeps being rebuilt after losing only its
+// trace-index guard to concurrent AppendTrace calls (nothing was written each time); the
+// caller's context bounds it too.
+const traceRetryLimit = 10 * time.Second
 
 // Commit atomically writes exe at exe.Version+1 with everything in c; see execstore.Store.
 func (s *Store) Commit(ctx context.Context, exe *execstore.Execution, c execstore.Commit) ([]int64, error) {
@@ -64,23 +68,38 @@ func (s *Store) takeSeqs(ctx context.Context, c *execstore.Commit) (ops.Seqs, er
 // commit runs one commit alone: one insert or one guarded update.
 func (s *Store) commit(ctx context.Context, exe *execstore.Execution, c *execstore.Commit, seqs ops.Seqs) ([]int64, error) {
 	next := *exe
-	for range traceRetries {
+	var pause *backoff.ExponentialBackOff
+	for {
 		plan, err := ops.BuildCommit(s.env, &next, c, seqs)
 		if err != nil {
 			return nil, err
 		}
 		err = ops.RunCommit(ctx, s.env, plan)
 		var moved *ops.TraceMovedError
-		if errors.As(err, &moved) {
-			next.TraceNext = moved.TraceNext
+		if !errors.As(err, &moved) {
+			if err != nil {
+				return nil, err
+			}
+			exe.Version++
+			exe.TraceNext = plan.TraceNext
+			return plan.OutboxSeqs, nil
+		}
+		// Appends took the index; nothing was written. Retry with the fresh one, pausing
+		// more and more so a burst of appends cannot starve the commit.
+		next.TraceNext = moved.TraceNext
+		if pause == nil {
+			pause = backoff.NewExponentialBackOff()
+			pause.InitialInterval, pause.MaxInterval, pause.MaxElapsedTime = time.Millisecond, 50*time.Millisecond, traceRetryLimit
 			continue
 		}
-		if err != nil {
-			return nil, err
+		d := pause.NextBackOff()
+		if d == backoff.Stop {
+			return nil, errors.New("execstore: commit kept losing its trace index to concurrent trace appends; nothing was written")
 		}
-		exe.Version++
-		exe.TraceNext = plan.TraceNext
-		return plan.OutboxSeqs, nil
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	return nil, errors.New("execstore: commit lost its trace index to concurrent trace appends too often")
 }
