@@ -271,6 +271,7 @@ func TestBadInput(t *testing.T) {
 		{"empty timer path", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("")}}, "Commit.Timers[0].Path"},
 		{"empty processed id", ok(), execstore.Commit{ProcessedEventID: "\x00"}, "Commit.ProcessedEventID"},
 		{"empty child id", ok(), execstore.Commit{Spawns: []execstore.Spawn{{RootPath: "x"}}}, "Commit.Spawns[0].ChildID"},
+		{"invalid root path", ok(), execstore.Commit{Spawns: []execstore.Spawn{{ChildID: "c", RootPath: "F\xff"}}}, "Commit.Spawns[0].RootPath"},
 		{"unencodable context", ok(), execstore.Commit{Spawns: []execstore.Spawn{{ChildID: "c", Context: map[string]any{"f": func() {}}}}}, "Commit.Spawns[0].Context"},
 		{"unencodable trace", ok(), execstore.Commit{Trace: map[string]any{"ch": make(chan int)}}, "Commit.Trace"},
 		{"huge emits", ok(), execstore.Commit{Emits: []execstore.Emit{{Event: huge[:9<<20]}, {Event: huge[:9<<20]}}}, "Commit"},

@@ -17,6 +17,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
@@ -1029,4 +1030,62 @@ func TestDedupeWindow(t *testing.T) {
 			assert.EqualValues(t, events, e.Version)
 		})
 	}
+}
+
+// A sweep's hint repair never hides a timer scheduled after the sweep read the document.
+func TestTimerHintRepairRacesCommit(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	e := newExe("e")
+	_, err := h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("C", 50)}})
+	require.NoError(t, err)
+	removed, err := h.store.DeleteTimer(bg, "e", "C", 50)
+	require.NoError(t, err)
+	require.True(t, removed)
+	// The sweep reads the document now: no timer, hint 50 at this version...
+	readVersion := e.Version
+	// ...a commit schedules P@200 (the hint stays 50: $min)...
+	_, err = h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("P", 200)}})
+	require.NoError(t, err)
+	// ...and the sweep's repair, computed from what it read, arrives late.
+	filter, update := ops.RepairHintCommand("e", readVersion, 50, map[string]float64{})
+	res, err := h.db.Collection("executions").UpdateOne(bg, filter, update)
+	require.NoError(t, err)
+	assert.Zero(t, res.MatchedCount, "a stale repair applied")
+	due, err := h.store.DueTimers(bg, 1000, 0)
+	require.NoError(t, err)
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "P", FireAt: 200}}, due)
+}
+
+// LoadForEvent racing the creation of its execution never calls an unprocessed event
+// processed.
+func TestLoadForEventRacesCreate(t *testing.T) {
+	h := newHarness(t, aio.Options{Workers: 8})
+	for i := range 60 {
+		id := fmt.Sprintf("new%d", i)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					exe, hit, err := h.store.LoadForEvent(bg, id, "never")
+					assert.NoError(t, err)
+					assert.False(t, hit, "an event nobody processed was reported processed (exe %v)", exe != nil)
+				}
+			})
+		}
+		require.NoError(t, h.store.Save(bg, newExe(id)))
+		close(stop)
+		wg.Wait()
+	}
+}
+
+// An unacknowledged write concern would make every commit's outcome unknown: refused at Open.
+func TestOpenRefusesUnacknowledgedWrites(t *testing.T) {
+	_, err := aio.Open(bg, server.URI, aio.Options{Database: testDatabase(t), WriteConcern: writeconcern.Unacknowledged()})
+	require.ErrorIs(t, err, execstore.ErrInvalid)
 }

@@ -121,11 +121,13 @@ func ValidateCommit(exe *Execution, c *Commit) error {
 		if err := ValidateID("Commit.ProcessedEventID", c.ProcessedEventID); err != nil {
 			return err
 		}
+		size += len(c.ProcessedEventID)
 	}
 	for i, t := range c.Timers {
 		if err := ValidatePath(fmt.Sprintf("Commit.Timers[%d].Path", i), t.Path); err != nil {
 			return err
 		}
+		size += len(t.Path) + 16
 		if !t.Cancel {
 			if err := ValidateFireAt(fmt.Sprintf("Commit.Timers[%d].FireAt", i), t.FireAt); err != nil {
 				return err
@@ -135,6 +137,11 @@ func ValidateCommit(exe *Execution, c *Commit) error {
 	for i, s := range c.Spawns {
 		if err := ValidateID(fmt.Sprintf("Commit.Spawns[%d].ChildID", i), s.ChildID); err != nil {
 			return err
+		}
+		if s.RootPath != "" {
+			if err := ValidateID(fmt.Sprintf("Commit.Spawns[%d].RootPath", i), s.RootPath); err != nil {
+				return err
+			}
 		}
 		n, err := EncodedSize(fmt.Sprintf("Commit.Spawns[%d].Context", i), s.Context)
 		if err != nil {

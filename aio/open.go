@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/batch"
 	"github.com/execstore/execstore/ops"
 	"github.com/execstore/execstore/pool"
@@ -76,6 +77,9 @@ func OpenClient(ctx context.Context, client *mongo.Client, opts Options) (*Store
 }
 
 func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, stats *counters) (*Store, error) {
+	if opts.WriteConcern != nil && !opts.WriteConcern.Acknowledged() {
+		return nil, execstore.Invalid("Options.WriteConcern", "must be acknowledged: a commit's outcome is its whole point")
+	}
 	info := ops.ServerInfo{Profile: opts.Profile}
 	if opts.Profile == 0 {
 		var err error
@@ -119,6 +123,9 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 		if s.env.Profile == ops.FerretDB {
 			s.maxBatch = FerretDBMaxBatch
 		}
+	}
+	if s.env.Profile == ops.FerretDB && s.maxBatch > FerretDBBatchLimit {
+		s.maxBatch = FerretDBBatchLimit // it never answers a bulk write of 100 updates or more
 	}
 	if !opts.DisableGroupCommit {
 		s.group = newGroupCommit(s, opts)

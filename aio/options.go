@@ -23,6 +23,8 @@ const (
 	// FerretDBMaxBatch caps it on FerretDB, which never answers a bulk write of 100 updates
 	// or more.
 	FerretDBMaxBatch = 64
+	// FerretDBBatchLimit is the largest batch used on FerretDB, whatever the option says.
+	FerretDBBatchLimit = 99
 )
 
 // Options configures a Store. The zero value is ready to use; every field documents its default.
@@ -62,8 +64,8 @@ type Options struct {
 	// still goes out at once.
 	DisableCoalescing bool
 	// GroupCommitMaxBatch caps the commits in one bulk write, and the acks or loads in one
-	// coalesced command. Default
-	// DefaultGroupCommitMaxBatch (256), or FerretDBMaxBatch (64) on FerretDB.
+	// coalesced command. Default DefaultGroupCommitMaxBatch (256), or FerretDBMaxBatch (64)
+	// on FerretDB, where it is never more than FerretDBBatchLimit (99).
 	GroupCommitMaxBatch int
 	// GroupCommitInFlight bounds the batches in flight at once, for each kind of batch.
 	// Default batch.DefaultMaxInFlight (4).

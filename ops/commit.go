@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -262,7 +263,10 @@ func RunCommit(ctx context.Context, env Env, plan CommitPlan) error {
 		return err
 	}
 	if found == plan.Expected {
-		return &TraceMovedError{TraceNext: traceNext}
+		if len(plan.Filter) > 2 { // the trace guard is what missed
+			return &TraceMovedError{TraceNext: traceNext}
+		}
+		return fmt.Errorf("execstore: commit of %q matched nothing at version %d, which the execution still has; nothing was written", plan.ID, found)
 	}
 	return &execstore.ConflictError{ExecutionID: plan.ID, Expected: plan.Expected, Found: found}
 }

@@ -128,7 +128,10 @@ func TestLoadForEventsPipeline(t *testing.T) {
 	assert.Equal(t, bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{"a", "b"}}}}}}}, p[0])
 	project := p[1][0].Value.(bson.D)
 	assert.Equal(t, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
-		bson.D{{Key: "$arrayElemAt", Value: bson.A{bson.A{"ea", "eb"}, bson.D{{Key: "$indexOfArray", Value: bson.A{bson.A{"a", "b"}, "$_id"}}}}}},
+		bson.D{{Key: "$arrayElemAt", Value: bson.A{
+			bson.D{{Key: "$literal", Value: bson.A{"ea", "eb"}}},
+			bson.D{{Key: "$indexOfArray", Value: bson.A{bson.D{{Key: "$literal", Value: bson.A{"a", "b"}}}, "$_id"}}},
+		}}},
 		bson.D{{Key: "$ifNull", Value: bson.A{"$processed", bson.A{}}}},
 	}}}}, project[len(project)-1])
 }

@@ -150,7 +150,7 @@ func TestLoadForEventPipeline(t *testing.T) {
 	project := p[1][0].Value.(bson.D)
 	assert.Equal(t, "$project", p[1][0].Key)
 	assert.Equal(t, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
-		"ev", bson.D{{Key: "$ifNull", Value: bson.A{"$processed", bson.A{}}}},
+		bson.D{{Key: "$literal", Value: "ev"}}, bson.D{{Key: "$ifNull", Value: bson.A{"$processed", bson.A{}}}},
 	}}}}, project[len(project)-1])
 	for _, e := range project {
 		assert.NotEqual(t, "processed", e.Key, "the dedupe set must never be projected")

@@ -103,3 +103,7 @@ func dedupeInsert(env Env, eventID string) bson.D {
 	}
 	return d
 }
+
+// literal wraps a caller's value for an aggregation expression, where a string starting with
+// "$" would otherwise be read as a field path or a variable.
+func literal(v any) bson.D { return bson.D{{Key: "$literal", Value: v}} }

@@ -117,7 +117,7 @@ func LoadForEventsPipeline(env Env, ids, eventIDs []string) mongo.Pipeline {
 	for i := range ids {
 		idArr[i], evArr[i] = ids[i], eventIDs[i]
 	}
-	event := bson.D{{Key: "$arrayElemAt", Value: bson.A{evArr, bson.D{{Key: "$indexOfArray", Value: bson.A{idArr, "$" + fID}}}}}}
+	event := bson.D{{Key: "$arrayElemAt", Value: bson.A{literal(evArr), bson.D{{Key: "$indexOfArray", Value: bson.A{literal(idArr), "$" + fID}}}}}}
 	project := bson.D{}
 	project = append(project, loadProjection...)
 	project = append(project, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{

@@ -20,7 +20,7 @@ func LoadForEventPipeline(env Env, id, eventID string) mongo.Pipeline {
 	project := bson.D{}
 	project = append(project, loadProjection...)
 	project = append(project, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
-		eventID, dedupeSetExpr(env),
+		literal(eventID), dedupeSetExpr(env),
 	}}}})
 	return mongo.Pipeline{
 		{{Key: "$match", Value: bson.D{{Key: fID, Value: id}}}},
@@ -33,7 +33,7 @@ func LoadForEventPipeline(env Env, id, eventID string) mongo.Pipeline {
 // so there it issues two finds at once: the load, and a find of the version at which the
 // document did not yet hold eventID (UnprocessedFilter). Their answers are combined so that
 // "not processed" is only reported for the very version returned; a version that moved between
-// the two reads is read again.
+// the two reads is read again, and a missing "not yet processed" answer is confirmed.
 func LoadForEvent(ctx context.Context, env Env, id, eventID string) (*execstore.Execution, bool, error) {
 	if env.Profile != FerretDB {
 		return loadForEventAggregate(ctx, env, id, eventID)
@@ -85,9 +85,16 @@ func loadForEventFinds(ctx context.Context, env Env, id, eventID string) (exe *e
 		return nil, false, true, nil
 	}
 	if openErr != nil {
-		// No version without eventID was found: it was processed at or before some version,
-		// and dedupe marks are never removed, so it counts as processed.
-		return doc.execution(), true, true, nil
+		// No version without eventID was seen. That proves it processed only if the document
+		// existed when that find ran: it may have been created since. Ask directly.
+		hit, err := IsProcessed(ctx, env, id, eventID)
+		if err != nil {
+			return nil, false, false, err
+		}
+		if hit {
+			return doc.execution(), true, true, nil
+		}
+		return nil, false, false, nil // read the pair again
 	}
 	if open.Version != doc.Version {
 		return nil, false, false, nil

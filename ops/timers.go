@@ -18,10 +18,12 @@ func DueFilter(now float64) bson.D {
 	return bson.D{{Key: fTimerMin, Value: bson.D{{Key: "$lte", Value: now}}}}
 }
 
-// RepairHintCommand moves a stale hint from old to the earliest remaining fire time (or removes
-// it when no timer is left), only if no commit changed it in between.
-func RepairHintCommand(id string, old float64, remaining map[string]float64) (filter, update bson.D) {
-	filter = bson.D{{Key: fID, Value: id}, {Key: fTimerMin, Value: old}}
+// RepairHintCommand moves a stale hint from old to the earliest fire time among the timers the
+// sweep read at version (or removes it when there were none), only if the document is still at
+// that version: timers are added only by commits, and every commit moves the version, so a
+// timer scheduled after the read can never be left without its hint.
+func RepairHintCommand(id string, version int64, old float64, remaining map[string]float64) (filter, update bson.D) {
+	filter = bson.D{{Key: fID, Value: id}, {Key: fVersion, Value: version}, {Key: fTimerMin, Value: old}}
 	first := true
 	var min float64
 	for _, at := range remaining {
@@ -42,16 +44,17 @@ func RepairHintCommand(id string, old float64, remaining map[string]float64) (fi
 // update each, so it is not read again. Every fire time is checked here.
 func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstore.DueTimer, error) {
 	cur, err := env.Executions.Find(ctx, DueFilter(now), options.Find().
-		SetProjection(bson.D{{Key: fTimers, Value: 1}, {Key: fTimerMin, Value: 1}}).
+		SetProjection(bson.D{{Key: fTimers, Value: 1}, {Key: fTimerMin, Value: 1}, {Key: fVersion, Value: 1}}).
 		SetSort(bson.D{{Key: fTimerMin, Value: 1}}))
 	if err != nil {
 		return nil, readFailure("due timers", "", err)
 	}
 	defer cur.Close(ctx)
 	type stale struct {
-		id     string
-		hint   float64
-		timers map[string]float64
+		id      string
+		version int64
+		hint    float64
+		timers  map[string]float64
 	}
 	var out []execstore.DueTimer
 	var repairs []stale
@@ -60,6 +63,7 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 			ID       string             `bson:"_id"`
 			Timers   map[string]float64 `bson:"timers"`
 			TimerMin float64            `bson:"timer_min"`
+			Version  int64              `bson:"version"`
 		}
 		if err := cur.Decode(&doc); err != nil {
 			return nil, readFailure("due timers", "", err)
@@ -84,14 +88,14 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 			due++
 		}
 		if due == 0 {
-			repairs = append(repairs, stale{id: doc.ID, hint: doc.TimerMin, timers: doc.Timers})
+			repairs = append(repairs, stale{id: doc.ID, version: doc.Version, hint: doc.TimerMin, timers: doc.Timers})
 		}
 	}
 	if err := cur.Err(); err != nil {
 		return nil, readFailure("due timers", "", err)
 	}
 	for _, r := range repairs {
-		filter, update := RepairHintCommand(r.id, r.hint, r.timers)
+		filter, update := RepairHintCommand(r.id, r.version, r.hint, r.timers)
 		if _, err := env.Executions.UpdateOne(ctx, filter, update); err != nil {
 			break // a hint left early costs a later sweep one more read, nothing else
 		}
