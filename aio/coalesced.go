@@ -20,6 +20,7 @@ type writeItem struct {
 	kind opKind
 	w    ops.IdempotentWrite
 	fut  *Future[struct{}]
+	hand *handoff
 }
 
 // loadItem is one Load or LoadForEvent waiting for its batch.
@@ -29,6 +30,31 @@ type loadItem struct {
 	event    string // LoadForEvent only
 	load     *Future[*execstore.Execution]
 	forEvent *Future[Loaded]
+	hand     *handoff
+}
+
+// takeLive sends the items that are still wanted and returns them with their contexts; the
+// others are settled here (context ended or store closing: never sent) or were withdrawn.
+func takeLive[T any](s *Store, items []T, ctxOf func(T) context.Context, handOf func(T) *handoff) ([]T, []context.Context) {
+	var live []T
+	var ctxs []context.Context
+	for _, it := range items {
+		h := handOf(it)
+		err := ctxOf(it).Err()
+		if err == nil && s.stop.Err() != nil {
+			err = execstore.ErrClosed
+		}
+		if err != nil {
+			if h.state.CompareAndSwap(handQueued, handWithdrawn) {
+				h.withdraw(err)
+			}
+			continue
+		}
+		if h.send() {
+			live, ctxs = append(live, it), append(ctxs, ctxOf(it))
+		}
+	}
+	return live, ctxs
 }
 
 func newCoalescers(s *Store, opts Options) {
@@ -44,28 +70,31 @@ func (s *Store) idempotentWrite(ctx context.Context, kind opKind, w ops.Idempote
 		if s.writes == nil {
 			return struct{}{}, ops.RunIdempotentWrites(wctx, s.env, []ops.IdempotentWrite{w})[0]
 		}
-		if err := s.writes.Submit(ctx, &writeItem{ctx: ctx, kind: kind, w: w, fut: r.fut}); err != nil {
-			return struct{}{}, err
-		}
+		it := &writeItem{ctx: ctx, kind: kind, w: w, fut: r.fut}
+		it.hand = r.fut.handTo(func(ctxErr error) error {
+			return &execstore.OutcomeUnknownError{Op: w.Op, ExecutionID: w.ID, Err: ctxErr}
+		}, func(err error) { s.stats.record(kind, err) })
+		submitHanded(ctx, s.writes, it, it.hand)
 		return struct{}{}, errSettledLater
 	})
 	_, err := r.submit(ctx).Wait(ctx)
 	return err
 }
 
-func (s *Store) flushWrites(items []*writeItem) {
-	live, ctxs := items[:0:0], []context.Context(nil)
-	for _, it := range items {
-		if err := it.ctx.Err(); err != nil {
-			s.settleWrite(it, err)
-			continue
-		}
-		live, ctxs = append(live, it), append(ctxs, it.ctx)
+// submitHanded hands item to c; if c refuses it, the operation is settled with the refusal.
+func submitHanded[T any](ctx context.Context, c *batch.Coalescer[T], item T, h *handoff) {
+	if err := c.Submit(ctx, item); err != nil && h.state.CompareAndSwap(handQueued, handWithdrawn) {
+		h.withdraw(err)
 	}
+}
+
+func (s *Store) flushWrites(items []*writeItem) {
+	live, ctxs := takeLive(s, items, func(it *writeItem) context.Context { return it.ctx },
+		func(it *writeItem) *handoff { return it.hand })
 	if len(live) == 0 {
 		return
 	}
-	ctx, release := allDone(ctxs)
+	ctx, release := allDone(s.stop, ctxs)
 	defer release()
 	writes := make([]ops.IdempotentWrite, len(live))
 	for i, it := range live {
@@ -80,36 +109,38 @@ func (s *Store) flushWrites(items []*writeItem) {
 }
 
 func (s *Store) settleWrite(it *writeItem, err error) {
+	if !it.hand.settle() {
+		return
+	}
 	s.stats.record(it.kind, err)
 	it.fut.set(struct{}{}, err)
 }
 
+// readAbandoned is the error of a read whose caller gave up after it was sent.
+func readAbandoned(ctxErr error) error { return ctxErr }
+
 // coalescedLoad hands a Load to the load coalescer.
 func (s *Store) coalescedLoad(ctx context.Context, id string, fut *Future[*execstore.Execution]) error {
-	if err := s.loads.Submit(ctx, &loadItem{ctx: ctx, id: id, load: fut}); err != nil {
-		return err
-	}
+	it := &loadItem{ctx: ctx, id: id, load: fut}
+	it.hand = fut.handTo(readAbandoned, func(err error) { s.stats.record(opLoad, err) })
+	submitHanded(ctx, s.loads, it, it.hand)
 	return errSettledLater
 }
 
 // coalescedLoadForEvent hands a LoadForEvent to the load coalescer (MongoDB only).
 func (s *Store) coalescedLoadForEvent(ctx context.Context, id, event string, fut *Future[Loaded]) error {
-	if err := s.loads.Submit(ctx, &loadItem{ctx: ctx, id: id, event: event, forEvent: fut}); err != nil {
-		return err
-	}
+	it := &loadItem{ctx: ctx, id: id, event: event, forEvent: fut}
+	it.hand = fut.handTo(readAbandoned, func(err error) { s.stats.record(opLoadForEvent, err) })
+	submitHanded(ctx, s.loads, it, it.hand)
 	return errSettledLater
 }
 
 func (s *Store) flushLoads(items []*loadItem) {
 	var plain, forEvent, alone []*loadItem
-	var ctxs []context.Context
+	live, ctxs := takeLive(s, items, func(it *loadItem) context.Context { return it.ctx },
+		func(it *loadItem) *handoff { return it.hand })
 	seen := map[string]bool{}
-	for _, it := range items {
-		if err := it.ctx.Err(); err != nil {
-			s.settleLoad(it, nil, err)
-			continue
-		}
-		ctxs = append(ctxs, it.ctx)
+	for _, it := range live {
 		switch {
 		case it.load != nil:
 			plain = append(plain, it)
@@ -123,7 +154,7 @@ func (s *Store) flushLoads(items []*loadItem) {
 	if len(ctxs) == 0 {
 		return
 	}
-	ctx, release := allDone(ctxs)
+	ctx, release := allDone(s.stop, ctxs)
 	defer release()
 	if len(plain) > 0 {
 		ids := make([]string, len(plain))
@@ -167,6 +198,9 @@ func cloneExecution(e *execstore.Execution) *execstore.Execution {
 }
 
 func (s *Store) settleLoad(it *loadItem, l *ops.LoadedForEvent, err error) {
+	if !it.hand.settle() {
+		return
+	}
 	if it.load != nil {
 		s.stats.record(opLoad, err)
 		var exe *execstore.Execution

@@ -5,11 +5,16 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync/atomic"
+	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/batch"
 	"github.com/execstore/execstore/ops"
 )
+
+// settleTimeout bounds the read that settles a group commit's outcomes after the bulk write,
+// which runs even when every caller has given up (Close giving up ends it sooner).
+const settleTimeout = 5 * time.Second
 
 // commitItem is one commit waiting in, or flushed by, the group commit.
 type commitItem struct {
@@ -19,6 +24,7 @@ type commitItem struct {
 	seqs ops.Seqs
 	plan ops.CommitPlan
 	fut  *Future[[]int64]
+	hand *handoff
 }
 
 func commitItemSize(it *commitItem) int {
@@ -37,7 +43,7 @@ func newGroupCommit(s *Store, opts Options) *batch.Coalescer[*commitItem] {
 }
 
 // groupCommit hands a commit of an existing execution to the group commit. The future is
-// settled by flushCommits.
+// settled by flushCommits, or by the caller giving up (see handoff).
 func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, c *execstore.Commit, seqs ops.Seqs, fut *Future[[]int64]) error {
 	plan, err := ops.BuildCommit(s.env, exe, c, seqs)
 	if err != nil {
@@ -45,8 +51,13 @@ func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, c *ex
 	}
 	plan.SetToken(commitToken())
 	it := &commitItem{ctx: ctx, exe: exe, c: c, seqs: seqs, plan: plan, fut: fut}
+	it.hand = fut.handTo(func(ctxErr error) error {
+		return &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: exe.ID, Err: ctxErr}
+	}, func(err error) { s.stats.record(opCommit, err) })
 	if err := s.group.Submit(ctx, it); err != nil {
-		return err
+		if it.hand.state.CompareAndSwap(handQueued, handWithdrawn) {
+			it.hand.withdraw(err)
+		}
 	}
 	return errSettledLater
 }
@@ -60,24 +71,34 @@ func commitToken() int64 {
 	}
 }
 
-// flushCommits writes one batch of commits as one bulk write and settles each future.
+// flushCommits writes one batch of commits as one bulk write and settles each future. A
+// commit whose caller withdrew it is skipped; one whose caller abandoned it after it was sent
+// is written, but neither its future nor the caller's execution is touched afterwards.
 func (s *Store) flushCommits(items []*commitItem) {
-	live := items[:0:0]
+	var live []*commitItem
+	var ctxs []context.Context
 	for _, it := range items {
 		if err := it.ctx.Err(); err != nil {
-			s.settleCommit(it, err) // not sent
+			if it.hand.state.CompareAndSwap(handQueued, handWithdrawn) {
+				it.hand.withdraw(err) // never sent
+			}
 			continue
 		}
-		live = append(live, it)
+		if s.stop.Err() != nil {
+			if it.hand.state.CompareAndSwap(handQueued, handWithdrawn) {
+				it.hand.withdraw(execstore.ErrClosed)
+			}
+			continue
+		}
+		if !it.hand.send() {
+			continue // withdrawn by its caller
+		}
+		live, ctxs = append(live, it), append(ctxs, it.ctx)
 	}
 	if len(live) == 0 {
 		return
 	}
-	ctxs := make([]context.Context, len(live))
-	for i, it := range live {
-		ctxs[i] = it.ctx
-	}
-	ctx, release := allDone(ctxs)
+	ctx, release := allDone(s.stop, ctxs)
 	defer release()
 	plans := make([]*ops.CommitPlan, len(live))
 	for i, it := range live {
@@ -85,25 +106,33 @@ func (s *Store) flushCommits(items []*commitItem) {
 	}
 	s.stats.batches.Add(1)
 	s.stats.batched.Add(int64(len(live)))
-	errs := ops.RunCommitBatch(ctx, s.env, plans)
+	settleCtx, cancelSettle := context.WithTimeout(s.stop, settleTimeout)
+	defer cancelSettle()
+	errs := ops.RunCommitBatch(ctx, settleCtx, s.env, plans)
+	var moved []int
 	for i, it := range live {
-		err := errs[i]
-		var moved *ops.TraceMovedError
-		if errors.As(err, &moved) {
-			// Nothing was written; finish it alone with the fresh trace index.
-			next := *it.exe
-			next.TraceNext = moved.TraceNext
-			if _, err = s.commit(it.ctx, &next, it.c, it.seqs); err == nil {
-				it.exe.Version, it.exe.TraceNext = next.Version, next.TraceNext
-				s.settleCommitWon(it, next.TraceNext)
-				continue
-			}
+		var tm *ops.TraceMovedError
+		switch {
+		case errors.As(errs[i], &tm):
+			moved = append(moved, i) // after the others are settled
+		case errs[i] != nil:
+			s.settleCommit(it, callerCause(it.ctx, errs[i]))
+		default:
+			s.settleCommitWon(it, it.plan.Expected+1, it.plan.TraceNext)
 		}
-		if err != nil {
-			s.settleCommit(it, callerCause(it.ctx, err))
+	}
+	for _, i := range moved {
+		// Nothing was written: finish it alone with the fresh trace index.
+		it := live[i]
+		var tm *ops.TraceMovedError
+		errors.As(errs[i], &tm)
+		next := *it.exe
+		next.TraceNext = tm.TraceNext
+		if _, err := s.commit(it.ctx, &next, it.c, it.seqs); err != nil {
+			s.settleCommit(it, err)
 			continue
 		}
-		s.settleCommitWon(it, it.plan.TraceNext)
+		s.settleCommitWon(it, next.Version, next.TraceNext)
 	}
 }
 
@@ -122,24 +151,30 @@ func callerCause(ctx context.Context, err error) error {
 }
 
 func (s *Store) settleCommit(it *commitItem, err error) {
+	if !it.hand.settle() {
+		return // abandoned: its caller was answered already
+	}
 	s.stats.record(opCommit, err)
 	it.fut.set(nil, err)
 }
 
-func (s *Store) settleCommitWon(it *commitItem, traceNext int64) {
-	it.exe.Version = it.plan.Expected + 1
+func (s *Store) settleCommitWon(it *commitItem, version, traceNext int64) {
+	if !it.hand.settle() {
+		return // abandoned: the caller reloads, its execution is not touched
+	}
+	it.exe.Version = version
 	it.exe.TraceNext = traceNext
 	s.stats.record(opCommit, nil)
 	it.fut.set(it.plan.OutboxSeqs, nil)
 }
 
 // allDone returns a context that ends once every one of ctxs has ended, so that a batch is
-// abandoned only when no caller is waiting for it any more.
-func allDone(ctxs []context.Context) (context.Context, func()) {
+// abandoned only when no caller is waiting for it any more, or when stop ends (Close gave up).
+func allDone(stop context.Context, ctxs []context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var left atomic.Int64
 	left.Store(int64(len(ctxs)))
-	stops := make([]func() bool, len(ctxs))
+	stops := make([]func() bool, len(ctxs), len(ctxs)+1)
 	for i, c := range ctxs {
 		stops[i] = context.AfterFunc(c, func() {
 			if left.Add(-1) == 0 {
@@ -147,9 +182,10 @@ func allDone(ctxs []context.Context) (context.Context, func()) {
 			}
 		})
 	}
+	stops = append(stops, context.AfterFunc(stop, cancel))
 	return ctx, func() {
-		for _, stop := range stops {
-			stop()
+		for _, unregister := range stops {
+			unregister()
 		}
 		cancel()
 	}

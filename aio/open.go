@@ -31,6 +31,8 @@ type Store struct {
 	writes     *batch.Coalescer[*writeItem]  // nil when coalescing is off
 	loads      *batch.Coalescer[*loadItem]   // nil when coalescing is off
 	maxBatch   int                           // operations per bulk command
+	stop       context.Context               // ends when Close gives up waiting
+	stopNow    context.CancelFunc
 	outboxSeq  *batch.Sequence
 	spawnSeq   *batch.Sequence
 	stats      *counters
@@ -108,6 +110,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 		},
 		stats: stats,
 	}
+	s.stop, s.stopNow = context.WithCancel(context.Background())
 	if err := ops.EnsureIndexes(ctx, s.env); err != nil {
 		return nil, err
 	}
@@ -148,13 +151,30 @@ func (s *Store) Server() ops.ServerInfo { return s.info }
 // outlives it.
 func (s *Store) Close(ctx context.Context) error {
 	err := s.pool.Close(ctx)
-	if s.group != nil {
-		s.group.Close()
+	if err != nil {
+		s.stopNow() // batches still queued are refused, those in flight cancelled
 	}
-	if s.writes != nil {
-		s.writes.Close()
-		s.loads.Close()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		if s.group != nil {
+			s.group.Close()
+		}
+		if s.writes != nil {
+			s.writes.Close()
+			s.loads.Close()
+		}
+	}()
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		s.stopNow()
+		<-drained
+		if err == nil {
+			err = ctx.Err()
+		}
 	}
+	s.stopNow()
 	s.outboxSeq.Close()
 	s.spawnSeq.Close()
 	if s.ownsClient {

@@ -3,7 +3,6 @@ package ops
 import (
 	"context"
 	"errors"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -26,10 +25,6 @@ func (p *CommitPlan) SetToken(token int64) {
 	p.Token = token
 }
 
-// readBackTimeout bounds the read that settles a group commit's outcomes when the callers'
-// contexts have all ended.
-const readBackTimeout = 5 * time.Second
-
 // RunCommitBatch runs the updates of plans (none of them a create; each with a distinct
 // token) as one unordered bulk write, and returns each plan's outcome as RunCommit would:
 // nil when it won, *execstore.ConflictError, *TraceMovedError, or a classified failure.
@@ -48,7 +43,10 @@ const readBackTimeout = 5 * time.Second
 // A bulk write whose answer never came back may still be running on the server: the read-back
 // then settles only the wins (its own token) and the certain losses (another commit wrote
 // expected+1), and reports the rest as outcome unknown.
-func RunCommitBatch(ctx context.Context, env Env, plans []*CommitPlan) []error {
+//
+// The read-back runs on settleCtx, not ctx: it must settle the outcomes even when every
+// caller has given up, and it stops only when settleCtx ends.
+func RunCommitBatch(ctx, settleCtx context.Context, env Env, plans []*CommitPlan) []error {
 	errs := make([]error, len(plans))
 	if err := ctx.Err(); err != nil {
 		for i := range errs {
@@ -87,9 +85,7 @@ func RunCommitBatch(ctx context.Context, env Env, plans []*CommitPlan) []error {
 			answered = false
 		}
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
-	defer cancel()
-	found, rerr := readBack(rctx, env, plans)
+	found, rerr := readBack(settleCtx, env, plans)
 	if rerr != nil {
 		cause := bulkErr
 		if cause == nil {

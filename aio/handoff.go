@@ -1,0 +1,48 @@
+package aio
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// handoff tracks an operation a worker passed on to a coalescer, so that its caller can still
+// give up on time. Exactly one side wins each transition:
+//
+//	queued ──flush──▶ sent ──flush──▶ settled
+//	   │                 │
+//	   └─caller─▶ withdrawn (never sent: the caller gets ctx.Err())
+//	                     └─caller─▶ abandoned (sent: the caller gets the abandon error;
+//	                                the flush then touches neither the future nor the caller's data)
+type handoff struct {
+	state    atomic.Int32
+	abandon  func(ctxErr error) error // the error of an abandoned operation
+	withdraw func(err error)          // settles the future of a withdrawn or abandoned operation
+}
+
+const (
+	handQueued int32 = iota
+	handSent
+	handWithdrawn
+	handSettled
+	handAbandoned
+)
+
+// send marks the operation sent; false means its caller withdrew it.
+func (h *handoff) send() bool { return h.state.CompareAndSwap(handQueued, handSent) }
+
+// settle claims the right to settle the operation; false means its caller abandoned it.
+func (h *handoff) settle() bool { return h.state.CompareAndSwap(handSent, handSettled) }
+
+// giveUp is called by a caller whose context ended: it withdraws a queued operation or
+// abandons a sent one, settling the future itself, and reports whether it did.
+func (h *handoff) giveUp(ctx context.Context) bool {
+	switch {
+	case h.state.CompareAndSwap(handQueued, handWithdrawn):
+		h.withdraw(ctx.Err())
+		return true
+	case h.state.CompareAndSwap(handSent, handAbandoned):
+		h.withdraw(h.abandon(ctx.Err()))
+		return true
+	}
+	return false
+}
