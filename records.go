@@ -52,7 +52,7 @@ type Emit struct {
 
 // OutboxEntry is one undelivered event.
 type OutboxEntry struct {
-	Seq      int64  // unique across the store; increasing in commit order per source
+	Seq      int64  // unique across the store; see the README on ordering
 	SourceID string // the execution whose commit emitted it (pass it to AckOutbox)
 	Version  int64  // the version that commit created
 	TargetID string // "" for none

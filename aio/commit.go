@@ -27,8 +27,10 @@ func (s *Store) Save(ctx context.Context, exe *execstore.Execution) error {
 	return err
 }
 
-// CommitAsync submits the commit and returns at once. exe must not be read or changed until
-// the future is done: on success the store sets exe.Version and exe.TraceNext.
+// CommitAsync submits the commit and returns at once. exe, and the slices and maps c holds,
+// must not be read or changed until the future is done: they are read when the commit is
+// built and sent, and on success the store sets exe.Version and exe.TraceNext. A caller whose
+// Wait returned ErrOutcomeUnknown may use exe again at once: the store no longer touches it.
 func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c execstore.Commit) *Future[[]int64] {
 	if err := execstore.ValidateCommit(exe, &c); err != nil {
 		return failedFuture[[]int64](err)

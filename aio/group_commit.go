@@ -27,13 +27,7 @@ type commitItem struct {
 	hand *handoff
 }
 
-func commitItemSize(it *commitItem) int {
-	n := len(it.exe.Data) + 256
-	for _, e := range it.c.Emits {
-		n += len(e.Event) + len(e.TargetID)
-	}
-	return n
-}
+func commitItemSize(it *commitItem) int { return it.plan.Bytes }
 
 func newGroupCommit(s *Store, opts Options) *batch.Coalescer[*commitItem] {
 	return batch.NewCoalescer(batch.CoalescerConfig{

@@ -17,7 +17,7 @@ const (
 // CoalescerConfig bounds a Coalescer's batches.
 type CoalescerConfig struct {
 	MaxItems    int // items per batch; default DefaultMaxItems
-	MaxBytes    int // summed item sizes per batch (a single larger item still goes alone); default DefaultMaxBytes
+	MaxBytes    int // a batch closes once its summed item sizes reach it; default DefaultMaxBytes
 	MaxInFlight int // batches being flushed at once; default DefaultMaxInFlight
 }
 
@@ -27,7 +27,8 @@ type CoalescerConfig struct {
 //   - No linger: an item that arrives while a flush slot is free goes out at once, with
 //     whatever else is already waiting. No timer ever delays an item.
 //   - Under load, while every slot is busy, the next batch accumulates; it goes out as soon as
-//     a slot frees, or waits for one once it reaches MaxItems or MaxBytes.
+//     a slot frees, or waits for one once it reaches MaxItems or MaxBytes (the item that
+//     reaches MaxBytes is the batch's last, so a batch exceeds it by at most one item).
 //   - At most MaxInFlight batches are being flushed at any time; flush runs in a goroutine of
 //     its own and must settle every item of its batch.
 //   - Items are flushed in the order they were submitted, within and across batches that start

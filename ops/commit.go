@@ -24,6 +24,7 @@ type CommitPlan struct {
 	OutboxSeqs []int64
 	TraceNext  int64 // the execution's trace_next after the commit
 	Token      int64 // the commit_token it stamps; 0 for none (see SetToken)
+	Bytes      int   // about how many bytes the write carries
 }
 
 // Seqs are the seqs a commit's outbox entries and spawn intents get, in emit/spawn order.
@@ -37,6 +38,13 @@ type Seqs struct {
 func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Seqs) (CommitPlan, error) {
 	newVersion := exe.Version + 1
 	p := CommitPlan{ID: exe.ID, Expected: exe.Version, OutboxSeqs: seqs.Outbox, TraceNext: exe.TraceNext}
+	p.Bytes = 256 + len(exe.Data) + len(c.ProcessedEventID)
+	for _, e := range c.Emits {
+		p.Bytes += 64 + len(e.Event) + len(e.TargetID)
+	}
+	for _, t := range c.Timers {
+		p.Bytes += 32 + len(t.Path)
+	}
 
 	outbox := make(bson.D, 0, len(c.Emits))
 	for i, e := range c.Emits {
@@ -49,6 +57,7 @@ func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Se
 		if err != nil {
 			return CommitPlan{}, execstore.Invalid("Commit.Spawns["+strconv.Itoa(i)+"].Context", "%v", err)
 		}
+		p.Bytes += 64 + len(ctxBytes) + len(s.ChildID) + len(s.RootPath)
 		spawns = append(spawns, bson.E{Key: strconv.FormatInt(seqs.Spawns[i], 10), Value: spawnDoc{
 			Seq: seqs.Spawns[i], Version: newVersion, ChildID: s.ChildID, RootPath: s.RootPath, Context: ctxBytes}})
 	}
@@ -61,6 +70,7 @@ func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Se
 			return CommitPlan{}, execstore.Invalid("Commit.Trace", "%v", err)
 		}
 		step = &traceDoc{Index: exe.TraceNext, Step: b}
+		p.Bytes += 64 + len(b)
 		p.TraceNext = exe.TraceNext + 1
 	}
 
@@ -209,8 +219,9 @@ func foldTimers(ops []execstore.TimerOp) (schedules bson.D, cancels []string) {
 // traceRing returns the update parts that append step to the trace ring and trim it to
 // env.TraceMax steps. MongoDB: $push with $each and $slice. FerretDB accepts $slice and
 // ignores it, so there the ring is a sub-document keyed by index: the step is $set under its
-// index and the keys that fall out of the window are $unset (a few behind the window too, so a
-// ring whose TraceMax was lowered shrinks back).
+// index and the keys that fall out of the window are $unset. After TraceMax is lowered by more
+// than traceShrinkPerWrite, older keys stay stored on FerretDB (ReadTrace still returns only the
+// last TraceMax steps); MongoDB's $slice trims them all.
 func traceRing(env Env, step traceDoc) (set, unset, push bson.D) {
 	if env.Profile != FerretDB {
 		push = bson.D{{Key: fTrace, Value: bson.D{

@@ -79,8 +79,9 @@ func RunCommitBatch(ctx, settleCtx context.Context, env Env, plans []*CommitPlan
 			if res != nil {
 				matched = res.MatchedCount
 			}
-		case errors.As(err, &ce) && !mongo.IsNetworkError(err) && !mongo.IsTimeout(err):
-			matched = 0 // the command as a whole was refused
+		case errors.As(err, &ce) && !mongo.IsNetworkError(err) && !mongo.IsTimeout(err) &&
+			!ce.HasErrorLabel("RetryableWriteError") && res != nil:
+			matched = res.MatchedCount // the server refused the command
 		default:
 			answered = false
 		}
