@@ -13,19 +13,22 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 )
 
-// stallProxy relays TCP connections to upstream and can hold every byte while stalled.
+// stallProxy relays TCP connections to upstream. It can hold every byte while stalled, hold
+// only the server's answers while answersStalled, and reset every connection.
 type stallProxy struct {
-	ln      net.Listener
-	stalled atomic.Bool
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	conns   []net.Conn
+	ln             net.Listener
+	stalled        atomic.Bool
+	answersStalled atomic.Bool
+	wg             sync.WaitGroup
+	mu             sync.Mutex
+	conns          []net.Conn
 }
 
 func newStallProxy(t *testing.T, upstream string) *stallProxy {
@@ -46,20 +49,20 @@ func newStallProxy(t *testing.T, upstream string) *stallProxy {
 			p.mu.Lock()
 			p.conns = append(p.conns, c, u)
 			p.mu.Unlock()
-			p.wg.Go(func() { p.pipe(u, c) })
-			p.wg.Go(func() { p.pipe(c, u) })
+			p.wg.Go(func() { p.pipe(u, c, &p.stalled) })
+			p.wg.Go(func() { p.pipe(c, u, &p.answersStalled) })
 		}
 	})
 	t.Cleanup(p.close)
 	return p
 }
 
-func (p *stallProxy) pipe(dst, src net.Conn) {
+func (p *stallProxy) pipe(dst, src net.Conn, held *atomic.Bool) {
 	defer dst.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		for n > 0 && p.stalled.Load() {
+		for n > 0 && (p.stalled.Load() || held.Load()) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		if n > 0 {
@@ -76,8 +79,19 @@ func (p *stallProxy) pipe(dst, src net.Conn) {
 	}
 }
 
+// reset closes every connection relayed so far, as a network failure would.
+func (p *stallProxy) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
 func (p *stallProxy) close() {
 	p.stalled.Store(false)
+	p.answersStalled.Store(false)
 	p.ln.Close()
 	p.mu.Lock()
 	for _, c := range p.conns {
@@ -91,10 +105,7 @@ func (p *stallProxy) close() {
 // context error on time (never sent), one whose batch was sent gets ErrOutcomeUnknown on
 // time, and Close returns within its context.
 func TestCallersAnsweredOnTimeWhileServerStalls(t *testing.T) {
-	cs, err := connstring.Parse(server.URI)
-	require.NoError(t, err)
-	proxy := newStallProxy(t, cs.Hosts[0])
-	uri := strings.Replace(server.URI, cs.Hosts[0], proxy.ln.Addr().String(), 1)
+	proxy, uri := proxied(t)
 	s, err := aio.Open(bg, uri, aio.Options{Database: testDatabase(t), GroupCommitInFlight: 1})
 	require.NoError(t, err)
 
@@ -132,4 +143,116 @@ func TestCallersAnsweredOnTimeWhileServerStalls(t *testing.T) {
 	_, err = stuck.Result()
 	assert.Error(t, err)
 
+}
+
+// proxied returns a stallProxy in front of the test server and the URI that goes through it.
+func proxied(t *testing.T) (*stallProxy, string) {
+	t.Helper()
+	cs, err := connstring.Parse(server.URI)
+	require.NoError(t, err)
+	proxy := newStallProxy(t, cs.Hosts[0])
+	uri := strings.Replace(server.URI, cs.Hosts[0], proxy.ln.Addr().String(), 1)
+	if !strings.Contains(uri, "?") {
+		uri += "?"
+	} else {
+		uri += "&"
+	}
+	return proxy, uri + "directConnection=true&heartbeatFrequencyMS=500"
+}
+
+// A connection reset after a commit was sent: ErrOutcomeUnknown, and a reload shows the whole
+// commit (the server got it) or none of it (it did not) — never part. The store recovers by
+// itself, and the collection's invariants hold.
+func TestConnectionResetAfterSend(t *testing.T) {
+	for _, mode := range []struct {
+		name       string
+		answerOnly bool // the request reaches the server; only its answer is lost
+		grouped    bool
+	}{
+		{"request lost, single", false, false}, {"answer lost, single", true, false},
+		{"request lost, group", false, true}, {"answer lost, group", true, true},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			proxy, uri := proxied(t)
+			h := newHarness(t, aio.Options{})
+			s, err := aio.Open(bg, uri, aio.Options{Database: h.opts.Database, DisableGroupCommit: !mode.grouped})
+			require.NoError(t, err)
+			defer s.Close(bg)
+			e := newExe("e")
+			// Reserve the seq blocks first, so the reset hits the commit itself.
+			_, err = s.Commit(bg, e, execstore.Commit{Emits: []execstore.Emit{{Event: []byte("warm")}},
+				Spawns: []execstore.Spawn{{ChildID: "warm"}}})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return s.Stats().SeqBlocks >= 2 }, 5*time.Second, 10*time.Millisecond)
+			for round := range 3 {
+				if mode.answerOnly {
+					proxy.answersStalled.Store(true)
+				} else {
+					proxy.stalled.Store(true)
+				}
+				c := execstore.Commit{
+					Emits:            []execstore.Emit{{TargetID: "t", Event: []byte{byte(round)}}},
+					ProcessedEventID: "p" + string(rune('a'+round)),
+					Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T", float64(round))},
+					Spawns:           []execstore.Spawn{{ChildID: "c" + string(rune('a'+round)), RootPath: "F.A"}},
+					Trace:            map[string]any{"r": int64(round)},
+				}
+				before := *e
+				f := s.CommitAsync(bg, e, c)
+				time.Sleep(100 * time.Millisecond) // sent, and (answer lost) applied
+				proxy.reset()
+				proxy.stalled.Store(false)
+				proxy.answersStalled.Store(false)
+				_, err := f.Wait(bg)
+				if err == nil {
+					// A group commit settles its outcome with a read after the failure: it may
+					// prove the commit won. It is never a guess.
+					require.True(t, mode.grouped && mode.answerOnly, "round %d: success reported for a lost request", round)
+				} else {
+					require.ErrorIs(t, err, execstore.ErrOutcomeUnknown, "round %d", round)
+				}
+				// Recover as a runtime would: reload, then go on.
+				got, err := s.Load(bg, "e")
+				require.NoError(t, err, "the store did not recover")
+				checkInvariants(t, h)
+				doc := h.rawDoc(t, "e")
+				applied := rawInt(t, doc, "version") == before.Version+1
+				if mode.answerOnly {
+					assert.True(t, applied, "the server had the commit")
+				} else {
+					assert.False(t, applied, "the server never got the commit")
+				}
+				*e = *got
+			}
+		})
+	}
+}
+
+// checkInvariants checks every execution of h's database: each outbox entry and spawn intent
+// belongs to a committed version, the pending counts match, no dedupe mark or trace step is
+// there without the commits that wrote them.
+func checkInvariants(t *testing.T, h *harness) {
+	t.Helper()
+	cur, err := h.db.Collection("executions").Find(bg, bson.D{})
+	require.NoError(t, err)
+	defer cur.Close(bg)
+	for cur.Next(bg) {
+		doc := cur.Current
+		id := doc.Lookup("_id").StringValue()
+		version := rawInt(t, doc, "version")
+		for _, field := range []string{"outbox", "spawns"} {
+			elems, err := doc.Lookup(field).Document().Elements()
+			require.NoError(t, err)
+			assert.EqualValues(t, len(elems), rawInt(t, doc, field+"_n"), "%s: %s_n", id, field)
+			for _, el := range elems {
+				v, ok := el.Value().Document().Lookup("v").AsInt64OK()
+				assert.True(t, ok)
+				assert.LessOrEqual(t, v, version, "%s: %s entry from version %d beyond %d", id, field, v, version)
+			}
+		}
+		marks := rawLen(t, doc, "processed")
+		assert.LessOrEqual(t, int64(marks), version, "%s: more dedupe marks than commits", id)
+		assert.LessOrEqual(t, rawInt(t, doc, "trace_next"), version+1000, "%s", id)
+	}
+	require.NoError(t, cur.Err())
 }
