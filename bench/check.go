@@ -6,13 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/execstore/execstore"
 )
-
-// loadConcurrency bounds the loads the checks run at once.
-const loadConcurrency = 16
 
 // maxListed bounds how many offenders a failed check names.
 const maxListed = 5
@@ -24,48 +19,26 @@ type check struct {
 	detail string
 }
 
-// check verifies the run against the store's final state. An error means the state could not
-// be read; a failed check is a verdict, not an error.
+// check verifies the run against the store's final state.
 func (w *workload) check(ctx context.Context) ([]check, error) {
-	exes := make([]*execstore.Execution, len(w.ids))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(loadConcurrency)
-	for i, id := range w.ids {
-		g.Go(func() error {
-			exe, err := w.store.Load(gctx, id)
-			if err != nil {
-				return fmt.Errorf("loading %s for the checks: %w", id, err)
-			}
-			exes[i] = exe
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	pending, err := w.store.PendingOutbox(ctx, 0)
-	if err != nil {
-		return nil, fmt.Errorf("reading the outbox for the checks: %w", err)
-	}
 	w.mu.Lock()
 	lastFire := w.maxFireAt
 	w.mu.Unlock()
 	// Every timer ever armed is due by then; the far horizon also catches a wrong fire time.
-	left, err := w.store.DueTimers(ctx, lastFire+3600, 0)
+	st, err := w.store.final(ctx, w.ids, lastFire+3600)
 	if err != nil {
-		return nil, fmt.Errorf("reading the timers for the checks: %w", err)
+		return nil, fmt.Errorf("reading the final state for the checks: %w", err)
 	}
-
 	return []check{
 		w.checkExactlyOnce(),
 		w.checkDedupe(),
 		w.checkNoEarlySkip(),
-		checkVersions(exes, w.commits.Load()),
-		checkSnapshots(exes, int(w.processedN.Load())),
-		checkTraces(exes, w.traced.Load()),
-		checkOutbox(pending),
+		checkVersions(st.exes, w.commits.Load()),
+		checkSnapshots(st.exes, int(w.processedN.Load())),
+		checkTraces(st.exes, w.traced.Load()),
+		checkOutbox(st.pending),
 		w.checkAcks(),
-		checkTimers(left),
+		checkTimers(st.timers),
 	}, nil
 }
 
@@ -123,43 +96,46 @@ func (w *workload) checkNoEarlySkip() check {
 }
 
 // checkVersions: the stored versions add up to the successful commits (each creates or
-// advances exactly one version).
-func checkVersions(exes []*execstore.Execution, commits int64) check {
+// advances exactly one version), and no store found its own document inconsistent.
+func checkVersions(exes []storedExecution, commits int64) check {
 	c := check{name: "stored versions add up to the successful commits"}
 	var sum int64
-	var missing []string
-	for i, exe := range exes {
-		if exe == nil {
-			missing = append(missing, fmt.Sprintf("execution %d not found", i))
+	var bad []string
+	for _, exe := range exes {
+		switch {
+		case !exe.found:
+			bad = append(bad, fmt.Sprintf("execution %s not found", exe.id))
 			continue
+		case exe.problem != "":
+			bad = append(bad, fmt.Sprintf("%s: %s", exe.id, exe.problem))
 		}
-		sum += exe.Version
+		sum += exe.version
 	}
-	c.ok = len(missing) == 0 && sum == commits
+	c.ok = len(bad) == 0 && sum == commits
 	c.detail = fmt.Sprintf("sum of versions %d, commits %d", sum, commits)
-	if len(missing) > 0 {
-		c.detail += "; " + listed(missing)
+	if len(bad) > 0 {
+		c.detail += "; " + listed(bad)
 	}
 	return c
 }
 
 // checkSnapshots: every stored snapshot counts one handled event per version past its
 // creation, and the counts add up to the events processed.
-func checkSnapshots(exes []*execstore.Execution, events int) check {
+func checkSnapshots(exes []storedExecution, events int) check {
 	c := check{name: "snapshots count every processed event"}
 	var sum int
 	var bad []string
 	for _, exe := range exes {
-		if exe == nil {
+		if !exe.found {
 			continue // reported by checkVersions
 		}
 		var s snapshot
-		if err := json.Unmarshal(exe.Data, &s); err != nil {
-			bad = append(bad, fmt.Sprintf("%s: snapshot %q: %v", exe.ID, exe.Data, err))
+		if err := json.Unmarshal(exe.data, &s); err != nil {
+			bad = append(bad, fmt.Sprintf("%s: snapshot %q: %v", exe.id, exe.data, err))
 			continue
 		}
-		if int64(s.Handled) != exe.Version-1 {
-			bad = append(bad, fmt.Sprintf("%s: %d handled at version %d", exe.ID, s.Handled, exe.Version))
+		if int64(s.Handled) != exe.version-1 {
+			bad = append(bad, fmt.Sprintf("%s: %d handled at version %d", exe.id, s.Handled, exe.version))
 		}
 		sum += s.Handled
 	}
@@ -171,22 +147,20 @@ func checkSnapshots(exes []*execstore.Execution, events int) check {
 	return c
 }
 
-// checkTraces: the executions' trace indexes add up to the commits that carried a step.
-func checkTraces(exes []*execstore.Execution, traced int64) check {
+// checkTraces: the trace steps the store recorded add up to the commits that carried one.
+func checkTraces(exes []storedExecution, traced int64) check {
 	var sum int64
 	for _, exe := range exes {
-		if exe != nil {
-			sum += exe.TraceNext
-		}
+		sum += exe.traced
 	}
 	return check{
-		name:   "trace indexes add up to the traced commits",
+		name:   "trace steps add up to the traced commits",
 		ok:     sum == traced,
-		detail: fmt.Sprintf("sum of trace_next %d, traced commits %d", sum, traced),
+		detail: fmt.Sprintf("%d recorded, %d traced commits", sum, traced),
 	}
 }
 
-func checkOutbox(pending []execstore.OutboxEntry) check {
+func checkOutbox(pending []pendingEntry) check {
 	c := check{name: "outbox empty at the end", ok: len(pending) == 0}
 	if c.ok {
 		c.detail = "0 pending"

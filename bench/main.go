@@ -1,54 +1,109 @@
-// Command bench drives an engine-like workload through the asynchronous execution store
-// (package aio) and reports what it costs, then checks that the run was correct.
+// Command bench measures the execution store against the design it replaces and against the
+// server's own ceiling, on one server in one run, and checks that every measured run was
+// correct.
 //
 // Usage:
 //
-//	go run ./bench [-uri URI] [-executions N] [-events N] [-concurrency N] [-db NAME]
-//	               [-seed N] [-redeliver F] [-timeout D]
+//	go run ./bench [-uri URI] [-executions N] [-events N] [-concurrency 1,8,64]
+//	               [-variants seed-port,aio,aio+batch,raw] [-rtt D] [-quick=false] [-out DIR]
+//	               [-rounds N] [-seed N] [-redeliver F] [-timeout D] [-run-timeout D] [-keep]
+//	go run ./bench -scaling [-uri URI] [-scaling-sizes 1000,100000] [-scaling-due 20]
 //
 // Without -uri (and without MONGODB_URI in the environment) it starts the embedded server
 // (FerretDB on SQLite behind its write-serializing front, package embedded) in this process.
+// With -rtt every client of the measured variants reaches the server through an in-process
+// TCP proxy (toxiproxy) that delays each direction by half of D, so that round trips cost what
+// they cost on a network.
 //
-// The workload is the runtime loop of a workflow engine. N executions are created, each with
-// one start event in its outbox. A relay goroutine reads the pending outbox, hands every entry
-// to the handler goroutine that owns the target execution, and acks it. A handler loads the
-// execution together with its dedupe verdict for the event (LoadForEvent), skips the event if
-// it was already processed, and otherwise commits the changed snapshot with the event's dedupe
-// mark, a timer operation, every tenth event a trace step, and one new event for another
-// execution while the event budget lasts. A timer sweeper deletes due timers with the guarded
-// delete. The relay withholds the ack of a seeded fraction of entries (-redeliver), as a relay
-// that stops between delivering and acking would, so those events arrive twice and the
-// handlers' dedupe must skip the second copy.
+// # The workload
 //
-// How to read the report:
+// It is the runtime loop of a workflow engine. N executions are created, the first ones with
+// one start event in their outbox. A relay goroutine reads the pending outbox, hands the
+// entries of each scan to the handler goroutines that own their targets, then acks them one
+// at a time while the handlers work. A handler loads
+// the execution together with its dedupe verdict for the event, skips the event if it was
+// already processed, and otherwise commits the changed snapshot with the event's dedupe mark,
+// a timer operation, every tenth event a trace step, and one new event for another execution
+// while the event budget lasts. A timer sweeper deletes due timers with the guarded delete.
+// The relay withholds the ack of a seeded fraction of entries (-redeliver), as a relay that
+// stops between delivering and acking would, so those events arrive twice and the handlers'
+// dedupe must skip the second copy.
 //
-//   - throughput and wall time run from the first delivery to the moment the last event is
-//     processed and the outbox is drained; creating the executions is timed apart ("seeding").
-//   - commit and LoadForEvent latencies are per call as the caller sees them: queueing in the
-//     store's request channel included, percentiles by nearest rank.
-//   - server commands per event counts every command the store's client sent in that window
-//     (loads, commits, outbox scans and acks, timer sweeps, seq-block reservations), divided
-//     by the events processed. It does not depend on the server's speed, so it compares
-//     designs and servers fairly; "store operations" breaks the calls down by kind.
-//   - on the embedded server every write goes through one slot and FerretDB is the ceiling:
-//     absolute figures say little about MongoDB, ratios within one run say more. FerretDB's
-//     SQLite backend uses the primary key only for a filter made of _id alone; every other
-//     filter the store sends (the version-guarded commit, the ack, the guarded timer delete,
-//     the dedupe half of LoadForEvent) scans the collection up to the match, decoding each
-//     document it passes, and the outbox and timer scans decode them all. Latency there grows
-//     with -executions and with the documents' size, and the dedupe set grows with every
-//     event, so throughput falls as a run goes on. The defaults finish in well under a minute
-//     on a 2-core machine.
-//   - heap in use is the process's live Go heap after a collection; with the embedded server
-//     it includes FerretDB's, but not SQLite's, which allocates outside the Go heap.
+// # The variants
 //
-// The run fails, with a non-zero exit status, if any end-of-run check fails: every emitted
-// event processed exactly once, every redelivered copy skipped by dedupe and no event called
-// processed before it was, stored versions, snapshots and trace indexes agreeing with the
-// successful commits, an empty outbox, no acked outbox entry coming back, and no timer left
-// after the final sweep. It also fails at once, naming the missing events, when the outbox is
-// empty and no delivery is in flight before the budget is processed (events were lost), when
-// a store call fails, and when -timeout ends the run.
+// For each -concurrency level (the number of handler goroutines) every variant runs in turn,
+// -rounds times over, each run on a fresh database of the same server:
+//
+//   - seed-port: the design this store replaces, ported as it is specified, synchronously,
+//     over the bare driver (seedport.go): outbox as an array, one counter findAndModify per
+//     commit that emits and per traced step, a {_id, version} compare-and-set update, a load
+//     and a separate dedupe read, whole-collection scans for the outbox and the timers, acks
+//     by {"outbox.seq": seq} with $pull of the exact entry.
+//   - aio: this module's asynchronous store with group commit and coalescing off
+//     (DisableGroupCommit, DisableCoalescing): every call is its own command.
+//   - aio+batch: the same store with its defaults: concurrent commits go out as one bulk
+//     write, concurrent acks as another, concurrent loads as one find.
+//   - raw: no store at all: per event the commit's update and the ack's update, as the store
+//     would send them, over the bare driver at the same concurrency. It is the server's
+//     ceiling for this work, and has no relay, no loads, no sweeps and no logic to check
+//     beyond every update matching.
+//
+// # Reading the output
+//
+// Progress goes to stderr. stdout gets one table row per (variant, concurrency):
+//
+//   - events/s: events processed divided by the wall time from the first delivery until the
+//     last event was processed and the outbox drained; creating the executions is not in it.
+//     With -rounds above 1, the median of the rounds (each round's figure is in the JSON).
+//   - p50 ms, p99 ms: latency of one event's handling as the handler sees it, by nearest
+//     rank: from the start of its load to the end of its successful commit, conflict retries
+//     included (duplicates skipped are not counted), over every round. For raw: its two
+//     updates. At high concurrency it is mostly time queued for the server.
+//   - cmds/event: server commands the variant's clients sent in that window (loads, dedupe
+//     reads, commits, counter reservations, outbox scans and acks, timer sweeps, getMores),
+//     counted by a driver command monitor on each client, divided by the events processed.
+//     It does not depend on the server's speed: it is the figure that carries over to
+//     another server. A second table breaks it down by command name.
+//   - ×seed-port, ×raw: events/s divided by the seed-port's, or the raw run's, at the same
+//     concurrency in this run.
+//   - heap MiB: the Go heap in use after a collection, before the run's setup and at the end
+//     of its window; with the embedded server it includes FerretDB's, not SQLite's.
+//   - checks: "ok" when every end-of-run check passed. seed-port, aio and aio+batch are
+//     checked against the final state: every event emitted once and processed once, every
+//     redelivered copy skipped by dedupe and none skipped early, stored versions adding up to
+//     the successful commits, snapshots counting the processed events, trace steps adding up
+//     to the traced commits, an empty outbox, no acked entry coming back, no timer left after a
+//     final sweep. raw is checked for every update having matched. A failed check is listed
+//     under the table and makes the exit status 1.
+//
+// DIR/bench-results.json holds the same rows with more fields: each round's events/s, the
+// commands by name, the variant's own counters (conflicts, duplicates, timers fired; for aio
+// and aio+batch the store's calls by operation and its group commits), and call_ms, the p50
+// and p99 of each kind of store call as the workload saw it (load_for_event, commit, ack,
+// pending_outbox, due_timers, delete_timer). A store's updates beyond its commits, acks and
+// timer deletes are its own housekeeping: for aio, the timer-hint repairs its sweep makes. And
+// DIR/bench.png charts events/s against concurrency, one line per variant.
+//
+// The default run is sized (-quick) to finish within a minute on a 2-core machine with the
+// embedded server; -quick=false runs larger ones. A single round's ratios move with whatever
+// else the machine is doing; -rounds 3 steadies them.
+//
+// On the embedded server absolute figures say little about MongoDB: writes from every client
+// go through one slot, and FerretDB's SQLite backend uses the primary key only for a filter
+// made of _id alone, so every other filter (a compare-and-set, an ack, a dedupe read, a guarded
+// timer delete) scans the collection and costs in proportion to its size. Keep -executions in
+// the tens to low hundreds there, and compare designs by the ratios and by cmds/event.
+//
+// # Scaling
+//
+// -scaling measures instead the timer sweep at several collection sizes, with the same number
+// of due timers each time: the store's sweep (a find on the timer_min hint, which an index
+// serves on MongoDB) against the seed's (a whole-collection find of every document holding
+// timers, fire times checked by the client). The executions are inserted in bulk, shaped as
+// the store creates them, after the store has created its indexes. It reports the time per
+// sweep (the median of up to -scaling-reps), the commands per sweep and, from explain, the
+// documents and keys the server examined (MongoDB) or its SQLite plan (FerretDB, whose SQLite
+// backend scans for both).
 package main
 
 import (
@@ -59,35 +114,57 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
-
-	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/aio"
-	"github.com/execstore/execstore/embedded"
-	"github.com/execstore/execstore/ops"
 )
 
-// cleanupTimeout bounds closing the store, dropping the database and stopping the server,
-// which run even after the run's own context has ended.
+// Sizes of a run when none is given: quick ones, which keep the default run within a minute
+// on a 2-core machine with the embedded server, and full ones (-quick=false).
+const (
+	quickExecutions = 64
+	quickEvents     = 100
+	fullExecutions  = 128
+	fullEvents      = 1000
+)
+
+// cleanupTimeout bounds closing clients, dropping databases and stopping the server, which
+// run even after the run's own context has ended.
 const cleanupTimeout = 30 * time.Second
+
+// Variant names, in the order they run and are reported.
+const (
+	variantSeedPort = "seed-port"
+	variantAIO      = "aio"
+	variantBatch    = "aio+batch"
+	variantRaw      = "raw"
+)
+
+var allVariants = []string{variantSeedPort, variantAIO, variantBatch, variantRaw}
 
 // config is what the flags select.
 type config struct {
 	uri         string // "" for the embedded server
 	executions  int
 	events      int
-	concurrency int
-	db          string // "" for a fresh database, dropped at the end
+	concurrency []int
+	variants    []string
+	rtt         time.Duration
+	quick       bool
+	out         string
 	seed        uint64
 	redeliver   float64
 	timeout     time.Duration
+	runTimeout  time.Duration
+	keep        bool
+	rounds      int
+
+	scaling      bool
+	scalingSizes []int
+	scalingDue   int
+	scalingReps  int
 }
 
 func main() {
@@ -104,52 +181,141 @@ func main() {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var cfg config
+	var concurrency, variants, sizes string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&cfg.uri, "uri", os.Getenv("MONGODB_URI"),
 		"MongoDB URI to run against (default $MONGODB_URI; empty: the embedded server, started in this process)")
-	fs.IntVar(&cfg.executions, "executions", 100, "executions to create")
-	fs.IntVar(&cfg.events, "events", 600, "events to process in total, the executions' start events included")
-	fs.IntVar(&cfg.concurrency, "concurrency", 8, "handler goroutines")
-	fs.StringVar(&cfg.db, "db", "",
-		"database to use; it must hold no executions and is kept at the end (default: a fresh one, dropped at the end)")
+	fs.IntVar(&cfg.executions, "executions", 0,
+		fmt.Sprintf("executions each run creates (default %d, or %d with -quick=false)", quickExecutions, fullExecutions))
+	fs.IntVar(&cfg.events, "events", 0,
+		fmt.Sprintf("events each run processes, the start events included (default %d, or %d with -quick=false)", quickEvents, fullEvents))
+	fs.StringVar(&concurrency, "concurrency", "1,8,64", "handler goroutines: a comma-separated list of levels, each measured")
+	fs.StringVar(&variants, "variants", strings.Join(allVariants, ","), "variants to measure, comma-separated")
+	fs.DurationVar(&cfg.rtt, "rtt", 0,
+		"round-trip latency added between the clients and the server by an in-process proxy, in whole milliseconds (0: no proxy)")
+	fs.BoolVar(&cfg.quick, "quick", true,
+		"size the runs so that the default run finishes within a minute on 2 cores; -quick=false for larger runs")
+	fs.StringVar(&cfg.out, "out", "bench-out", "directory for bench-results.json and bench.png (bench-scaling.json with -scaling)")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of every random choice of the workload")
 	fs.Float64Var(&cfg.redeliver, "redeliver", 0.05,
 		"fraction of outbox entries the relay delivers twice by withholding the first ack")
-	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "bound on the whole run")
+	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "bound on the whole benchmark")
+	fs.DurationVar(&cfg.runTimeout, "run-timeout", 3*time.Minute, "bound on one run (one variant at one concurrency)")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep each run's database instead of dropping it")
+	fs.IntVar(&cfg.rounds, "rounds", 1,
+		"rounds per concurrency level: each runs every variant in turn; events/s is the median of the rounds")
+	fs.BoolVar(&cfg.scaling, "scaling", false, "measure the timer sweep at several collection sizes instead of the workload")
+	fs.StringVar(&sizes, "scaling-sizes", "1000,100000", "collection sizes for -scaling, comma-separated")
+	fs.IntVar(&cfg.scalingDue, "scaling-due", 20, "due timers in the collection for -scaling")
+	fs.IntVar(&cfg.scalingReps, "scaling-reps", 5, "sweeps timed per size and design for -scaling (the median is reported)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	var err error
+	if cfg.concurrency, err = parseInts("-concurrency", concurrency); err != nil {
+		return config{}, err
+	}
+	if cfg.scalingSizes, err = parseInts("-scaling-sizes", sizes); err != nil {
+		return config{}, err
+	}
+	if cfg.variants, err = parseVariants(variants); err != nil {
+		return config{}, err
+	}
+	if cfg.executions == 0 {
+		cfg.executions = quickExecutions
+		if !cfg.quick {
+			cfg.executions = fullExecutions
+		}
+	}
+	if cfg.events == 0 {
+		cfg.events = quickEvents
+		if !cfg.quick {
+			cfg.events = fullEvents
+		}
+	}
 	switch {
 	case cfg.executions < 1:
 		return config{}, fmt.Errorf("-executions must be at least 1, got %d", cfg.executions)
 	case cfg.events < 1:
 		return config{}, fmt.Errorf("-events must be at least 1, got %d", cfg.events)
-	case cfg.concurrency < 1:
-		return config{}, fmt.Errorf("-concurrency must be at least 1, got %d", cfg.concurrency)
+	case cfg.rtt < 0 || cfg.rtt%time.Millisecond != 0:
+		return config{}, fmt.Errorf("-rtt must be a non-negative whole number of milliseconds, got %v", cfg.rtt)
 	case !(cfg.redeliver >= 0 && cfg.redeliver <= 1):
 		return config{}, fmt.Errorf("-redeliver must be between 0 and 1, got %v", cfg.redeliver)
-	case cfg.timeout <= 0:
-		return config{}, fmt.Errorf("-timeout must be positive, got %v", cfg.timeout)
+	case cfg.rounds < 1:
+		return config{}, fmt.Errorf("-rounds must be at least 1, got %d", cfg.rounds)
+	case cfg.timeout <= 0 || cfg.runTimeout <= 0:
+		return config{}, fmt.Errorf("-timeout and -run-timeout must be positive")
+	case cfg.scalingDue < 1:
+		return config{}, fmt.Errorf("-scaling-due must be at least 1, got %d", cfg.scalingDue)
+	case cfg.scalingReps < 1:
+		return config{}, fmt.Errorf("-scaling-reps must be at least 1, got %d", cfg.scalingReps)
+	}
+	for _, n := range cfg.scalingSizes {
+		if n < cfg.scalingDue {
+			return config{}, fmt.Errorf("-scaling-sizes: %d is smaller than -scaling-due %d", n, cfg.scalingDue)
+		}
 	}
 	return cfg, nil
 }
 
-// run performs one benchmark run and returns the process exit status.
+// parseInts parses a comma-separated list of positive integers.
+func parseInts(name, s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s: %q is not a positive integer", name, f)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// parseVariants parses the -variants list and returns it in the order of allVariants.
+func parseVariants(s string) ([]string, error) {
+	var picked []string
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(allVariants, f) {
+			return nil, fmt.Errorf("-variants: unknown variant %q (known: %s)", f, strings.Join(allVariants, ", "))
+		}
+		picked = append(picked, f)
+	}
+	var out []string
+	for _, v := range allVariants {
+		if slices.Contains(picked, v) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// run performs the benchmark and returns the process exit status.
 func run(cfg config) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 
-	status, err := bench(ctx, cfg)
+	var status int
+	var err error
+	if cfg.scaling {
+		status, err = scaling(ctx, cfg)
+	} else {
+		status, err = bench(ctx, cfg)
+	}
 	if err != nil {
 		switch {
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			err = fmt.Errorf("%w (the run is bounded by -timeout %v)", err, cfg.timeout)
+			err = fmt.Errorf("%w (the benchmark is bounded by -timeout %v)", err, cfg.timeout)
 		case ctx.Err() != nil:
 			err = fmt.Errorf("interrupted: %w", err)
 		}
@@ -159,156 +325,72 @@ func run(cfg config) int {
 	return status
 }
 
-// bench sets up the server, the database and the store, runs the workload, reports and
-// checks. Everything it set up is torn down before it returns, whatever happened.
+// bench runs every variant at every concurrency level, reports and charts. Everything it set
+// up is torn down before it returns, whatever happened.
 func bench(ctx context.Context, cfg config) (status int, err error) {
-	srv, err := startServer(ctx, cfg.uri)
+	t0 := time.Now()
+	env, err := startEnvironment(ctx, cfg)
 	if err != nil {
 		return 1, err
 	}
-	defer func() { err = errors.Join(err, srv.close()) }()
+	defer func() { err = errors.Join(err, env.close()) }()
 
-	dbName, dropAtEnd := cfg.db, false
-	if dbName == "" {
-		dbName, dropAtEnd = freshDatabaseName(), true
-	}
-	store, err := aio.Open(ctx, srv.uri, aio.Options{Database: dbName})
-	if err != nil {
-		return 1, err
-	}
-	defer func() {
-		cctx, cancel := cleanupContext(ctx)
-		defer cancel()
-		err = errors.Join(err, store.Close(cctx))
-		if dropAtEnd {
-			err = errors.Join(err, dropDatabase(cctx, srv.uri, dbName))
+	stamp := time.Now().UTC().Format("20060102_150405")
+	runs := len(cfg.concurrency) * cfg.rounds * len(cfg.variants)
+	prog := startProgress(os.Stderr, runs, cfg.events)
+	var results []runResult
+	var runErr error
+levels:
+	for _, conc := range cfg.concurrency {
+		byVariant := make(map[string][]measured)
+		for round := range cfg.rounds {
+			for _, name := range cfg.variants {
+				spec := runSpec{
+					variant:     name,
+					concurrency: conc,
+					database:    fmt.Sprintf("bench_%s_%d_%s_c%d_r%d", stamp, os.Getpid(), databaseSafe(name), conc, round),
+				}
+				m, err := env.measureRun(ctx, cfg, spec, prog)
+				if err != nil {
+					runErr = fmt.Errorf("%s at concurrency %d: %w", name, conc, err)
+					break levels
+				}
+				byVariant[name] = append(byVariant[name], m)
+			}
 		}
-	}()
-
-	if !dropAtEnd {
-		page, err := store.List(ctx, execstore.ListQuery{Limit: 1})
-		if err != nil {
-			return 1, fmt.Errorf("inspecting database %q: %w", dbName, err)
-		}
-		if len(page.Items) > 0 {
-			return 1, fmt.Errorf("database %q already holds executions; name an empty one, or omit -db for a fresh one", dbName)
-		}
-	}
-
-	w := newWorkload(cfg, store)
-	stopProgress := startProgress(os.Stderr, w)
-	res, err := w.run(ctx)
-	stopProgress()
-	if err != nil {
-		return 1, err
-	}
-	checks, err := w.check(ctx)
-	if err != nil {
-		return 1, err
-	}
-
-	info := runInfo{
-		server:   srv.describe(store),
-		profile:  store.Profile().String(),
-		database: dbName,
-		dropped:  dropAtEnd,
-		embedded: srv.embedded != nil,
-	}
-	writeReport(os.Stdout, cfg, info, res)
-	if !writeChecks(os.Stdout, checks) {
-		return 1, nil
-	}
-	return 0, nil
-}
-
-// server is the server a run talks to: the embedded one, or the one a URI names.
-type server struct {
-	uri      string
-	embedded *embedded.Server // nil for a URI
-}
-
-func startServer(ctx context.Context, uri string) (*server, error) {
-	if uri != "" {
-		return &server{uri: uri}, nil
-	}
-	fmt.Fprintln(os.Stderr, "bench: starting the embedded server")
-	e, err := embedded.Start(ctx, embedded.Options{})
-	if err != nil {
-		return nil, err
-	}
-	return &server{uri: e.URI(), embedded: e}, nil
-}
-
-func (s *server) close() error {
-	if s.embedded == nil {
-		return nil
-	}
-	return s.embedded.Close()
-}
-
-// describe names the server without credentials.
-func (s *server) describe(store *aio.Store) string {
-	info := store.Server()
-	if s.embedded != nil {
-		version := info.FerretDBVersion
-		if v := linkedFerretDB(); v != "" {
-			version = v
-		}
-		return fmt.Sprintf("embedded %s (in-process, SQLite, write-serializing front)", ferretDB(version))
-	}
-	hosts := "(unparsable URI)"
-	if cs, err := connstring.Parse(s.uri); err == nil && len(cs.Hosts) > 0 {
-		hosts = strings.Join(cs.Hosts, ",")
-	}
-	if info.Profile == ops.FerretDB {
-		return fmt.Sprintf("%s (%s)", hosts, ferretDB(info.FerretDBVersion))
-	}
-	return fmt.Sprintf("%s (MongoDB %s)", hosts, info.Version)
-}
-
-// ferretDB names FerretDB with the version it reports, when it reports one.
-func ferretDB(version string) string {
-	if version == "" || version == "unknown" {
-		return "FerretDB"
-	}
-	return "FerretDB " + version
-}
-
-// linkedFerretDB returns the version of the FerretDB module built into this binary, which
-// the embedded server reports only as "unknown"; "" when it cannot be told.
-func linkedFerretDB() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	for _, m := range bi.Deps {
-		if m.Path == "github.com/FerretDB/FerretDB" {
-			return strings.TrimPrefix(m.Version, "v")
+		for _, name := range cfg.variants {
+			results = append(results, newRunResult(cfg, env.description, byVariant[name]))
 		}
 	}
-	return ""
+	prog.stop()
+
+	fillRatios(results)
+	writeTable(os.Stdout, cfg, env.description, results)
+	if len(results) > 0 {
+		files, ferr := writeOutputs(cfg, env.description, results)
+		if ferr != nil {
+			fmt.Fprintln(os.Stderr, "bench:", ferr)
+			status = 1
+		}
+		for _, f := range files {
+			fmt.Fprintf(os.Stdout, "wrote %s\n", f)
+		}
+	}
+	fmt.Fprintf(os.Stdout, "total time %.1f s\n", time.Since(t0).Seconds())
+	if runErr != nil {
+		return 1, runErr
+	}
+	for _, r := range results {
+		if !r.ChecksPassed {
+			status = 1
+		}
+	}
+	return status, nil
 }
 
-// freshDatabaseName returns a database name no earlier run used.
-func freshDatabaseName() string {
-	return fmt.Sprintf("bench_%s_%d", time.Now().UTC().Format("20060102_150405"), os.Getpid())
-}
-
-// dropDatabase drops the run's database over a client of its own, so its commands are not
-// counted as the store's.
-func dropDatabase(ctx context.Context, uri, name string) error {
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		return fmt.Errorf("dropping database %q: %w", name, err)
-	}
-	err = client.Database(name).Drop(ctx)
-	if derr := client.Disconnect(ctx); err == nil {
-		err = derr
-	}
-	if err != nil {
-		return fmt.Errorf("dropping database %q: %w", name, err)
-	}
-	return nil
+// databaseSafe turns a variant name into part of a database name.
+func databaseSafe(s string) string {
+	return strings.NewReplacer("+", "_", "-", "_").Replace(s)
 }
 
 // cleanupContext returns a context for tearing down: it outlives ctx's cancellation but is

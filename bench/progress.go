@@ -12,58 +12,113 @@ import (
 // Progress refresh rates: a terminal gets a line rewritten in place, anything else (a log, a
 // pipe) an appended line now and then.
 const (
-	progressTerminal = 250 * time.Millisecond
+	progressTerminal = 200 * time.Millisecond
 	progressLog      = 5 * time.Second
+	progressBarWidth = 24
 )
 
-// startProgress reports w's progress on out until the returned function is called.
-func startProgress(out io.Writer, w *workload) (stop func()) {
-	interactive := isTerminal(out)
+// progress reports on stderr which run is going and how far it is, with a bar over all runs.
+type progress struct {
+	out         io.Writer
+	interactive bool
+	runs        int
+	events      int
+
+	mu      sync.Mutex
+	done    int // runs finished
+	variant string
+	conc    int
+	loop    *loop // nil while setting up a run
+	started time.Time
+
+	stopc chan struct{}
+	wg    sync.WaitGroup
+}
+
+// startProgress reports until stop is called; runs is the number of runs to come.
+func startProgress(out io.Writer, runs, events int) *progress {
+	p := &progress{out: out, interactive: isTerminal(out), runs: runs, events: events, stopc: make(chan struct{})}
 	every := progressLog
-	if interactive {
+	if p.interactive {
 		every = progressTerminal
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
+	p.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer p.wg.Done()
 		t := time.NewTicker(every)
 		defer t.Stop()
 		width := 0
 		for {
 			select {
-			case <-done:
-				if interactive && width > 0 {
-					fmt.Fprintf(out, "\r%s\r", strings.Repeat(" ", width))
+			case <-p.stopc:
+				if p.interactive && width > 0 {
+					fmt.Fprintf(p.out, "\r%s\r", strings.Repeat(" ", width))
 				}
 				return
 			case <-t.C:
 			}
-			line := progressLine(w)
-			if interactive {
-				fmt.Fprintf(out, "\r%-*s", width, line)
-				width = max(width, len(line))
+			line := p.line()
+			if line == "" {
+				continue
+			}
+			if p.interactive {
+				fmt.Fprintf(p.out, "\r%-*s", width, line)
+				width = max(width, len([]rune(line)))
 			} else {
-				fmt.Fprintln(out, line)
+				fmt.Fprintln(p.out, line)
 			}
 		}
 	}()
-	return func() {
-		close(done)
-		wg.Wait()
-	}
+	return p
 }
 
-func progressLine(w *workload) string {
-	n := w.processedN.Load()
-	started := w.started.Load()
-	if started == 0 {
-		return fmt.Sprintf("bench: creating %d executions", len(w.ids))
+// setup announces the run about to be set up.
+func (p *progress) setup(variant string, conc int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.variant, p.conc, p.loop = variant, conc, nil
+}
+
+// begin announces that the run's window opened, measured by l.
+func (p *progress) begin(l *loop) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.loop, p.started = l, time.Now()
+}
+
+// end announces that the run finished.
+func (p *progress) end() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done++
+	p.loop = nil
+}
+
+func (p *progress) stop() {
+	close(p.stopc)
+	p.wg.Wait()
+}
+
+func (p *progress) line() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.variant == "" {
+		return ""
 	}
-	elapsed := time.Since(time.Unix(0, started)).Seconds()
-	return fmt.Sprintf("bench: %d/%d events  %.0f events/s  %d conflicts  %d duplicates skipped",
-		n, w.total, float64(n)/max(elapsed, 1e-9), w.conflicts.Load(), w.duplicates.Load())
+	var frac float64
+	var detail string
+	if p.loop == nil {
+		detail = "setting up"
+	} else {
+		n := p.loop.processed.Load()
+		frac = float64(n) / float64(max(p.events, 1))
+		elapsed := time.Since(p.started).Seconds()
+		detail = fmt.Sprintf("%d/%d events  %.0f events/s", n, p.events, float64(n)/max(elapsed, 1e-9))
+	}
+	overall := (float64(p.done) + min(frac, 1)) / float64(max(p.runs, 1))
+	filled := int(overall * progressBarWidth)
+	bar := strings.Repeat("█", filled) + strings.Repeat("░", progressBarWidth-filled)
+	return fmt.Sprintf("bench %s %d/%d  %s ×%d: %s", bar, min(p.done+1, p.runs), p.runs, p.variant, p.conc, detail)
 }
 
 // isTerminal reports whether out is a character device, such as a terminal.

@@ -1,128 +1,284 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/execstore/execstore/aio"
 )
 
-// runInfo describes where a run ran.
-type runInfo struct {
-	server   string
-	profile  string
-	database string
-	dropped  bool
-	embedded bool
+// runResult is one (variant, concurrency) row of the report and of bench-results.json.
+type runResult struct {
+	Variant          string  `json:"variant"`
+	Concurrency      int     `json:"concurrency"`
+	RTTms            float64 `json:"rtt_ms"`
+	EventsPerS       float64 `json:"events_per_s"`
+	P50ms            float64 `json:"p50_ms"`
+	P99ms            float64 `json:"p99_ms"`
+	CommandsPerEvent float64 `json:"commands_per_event"`
+	Server           string  `json:"server"`
+
+	RatioSeedPort *float64 `json:"ratio_to_seed_port,omitempty"` // events/s over seed-port's at this concurrency
+	RatioRaw      *float64 `json:"ratio_to_raw,omitempty"`       // events/s over raw's at this concurrency
+
+	Rounds           int       `json:"rounds"`
+	EventsPerSRounds []float64 `json:"events_per_s_rounds,omitempty"` // each round's, when more than one
+
+	Events          int64              `json:"events"`
+	DuplicatesSeen  int64              `json:"duplicates_skipped"`
+	Executions      int                `json:"executions"`
+	WallS           float64            `json:"wall_s"`
+	SetupS          float64            `json:"setup_s"`
+	MaxMs           float64            `json:"max_ms"`
+	Commands        int64              `json:"commands"`
+	CommandsPerName map[string]float64 `json:"commands_per_event_by_name"`
+	Counts          map[string]int64   `json:"counts"`
+	CallMs          map[string]callMs  `json:"call_ms,omitempty"` // store calls as the workload saw them
+	HeapStartMiB    float64            `json:"heap_start_mib"`
+	HeapEndMiB      float64            `json:"heap_end_mib"`
+	ChecksPassed    bool               `json:"checks_passed"`
+	FailedChecks    []string           `json:"failed_checks,omitempty"`
 }
 
-// opOrder is the order the store's operations are listed in.
-var opOrder = []string{
-	"load_for_event", "commit", "pending_outbox", "ack_outbox", "due_timers", "delete_timer",
-	"load", "is_processed", "list", "pending_spawns", "ack_spawn", "append_trace", "read_trace",
-}
-
-// writeReport prints the measurements.
-func writeReport(out io.Writer, cfg config, info runInfo, r results) {
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	defer tw.Flush()
-	p := func(label, format string, args ...any) {
-		fmt.Fprintf(tw, "%s\t%s\n", label, fmt.Sprintf(format, args...))
+// newRunResult summarizes the rounds of one (variant, concurrency): events/s is the median
+// of the rounds' rates, the latency percentiles are over every round's events, commands per
+// event over all of them.
+func newRunResult(cfg config, server string, runs []measured) runResult {
+	spec := runs[0].spec
+	r := runResult{
+		Variant:         spec.variant,
+		Concurrency:     spec.concurrency,
+		RTTms:           float64(cfg.rtt) / float64(time.Millisecond),
+		Server:          server,
+		Executions:      cfg.executions,
+		Rounds:          len(runs),
+		CommandsPerName: map[string]float64{},
+		Counts:          map[string]int64{},
+		HeapStartMiB:    round(mebibytes(runs[0].window.heapStart), 2),
+		ChecksPassed:    true,
 	}
-	events := float64(max(r.events, 1))
-
-	fmt.Fprintln(tw, "execstore bench: engine workload through the async store")
-	fmt.Fprintln(tw)
-	p("server", "%s", info.server)
-	p("profile", "%s", info.profile)
-	db := info.database
-	if info.dropped {
-		db += " (fresh, dropped at exit)"
+	var latencies []time.Duration
+	calls := map[string][]time.Duration{}
+	var rates []float64
+	var wall, setup time.Duration
+	cmds := commandCounts{}
+	for _, m := range runs {
+		w := m.window
+		r.Events += w.processed
+		r.DuplicatesSeen += w.skipped
+		wall += w.wall
+		setup += w.setup
+		rates = append(rates, float64(w.processed)/max(w.wall.Seconds(), 1e-9))
+		latencies = append(latencies, w.latencies...)
+		for k, v := range w.commands {
+			cmds[k] += v
+		}
+		for k, v := range w.counts {
+			r.Counts[k] += v
+		}
+		for k, v := range w.callTimes {
+			calls[k] = append(calls[k], v...)
+		}
+		r.HeapEndMiB = max(r.HeapEndMiB, round(mebibytes(w.heapEnd), 2))
+		for _, c := range m.checks {
+			if !c.ok {
+				r.ChecksPassed = false
+				r.FailedChecks = append(r.FailedChecks, fmt.Sprintf("%s: %s", c.name, c.detail))
+			}
+		}
 	}
-	p("database", "%s", db)
-	p("workload", "%d executions, %d events, %d handlers, seed %d, redeliver %g",
-		cfg.executions, cfg.events, cfg.concurrency, cfg.seed, cfg.redeliver)
-	p("seeding", "%d executions created in %s", cfg.executions, seconds(r.seedTime))
-	fmt.Fprintln(tw)
-	p("events processed", "%d (%d start, %d emitted by handlers)", r.events, r.startEvts, r.events-r.startEvts)
-	p("wall time", "%s", seconds(r.wall))
-	p("throughput", "%.1f events/s", events/max(r.wall.Seconds(), 1e-9))
-	p("commit", "%s", latencies(r.commitLats))
-	p("LoadForEvent", "%s", latencies(r.loads))
-	cmds := r.after.ServerCommands - r.before.ServerCommands
-	p("server commands", "%.2f per event (%d in all)", float64(cmds)/events, cmds)
-	p("conflicts", "%d", r.conflicts)
-	p("duplicates skipped", "%d (%d deliveries repeated by the relay)", r.duplicates, r.redelivered)
-	p("timers", "%d armed, %d cancels, %d fired, %d stale deletes",
-		r.timersArmed, r.timersCancelled, r.timersFired, r.staleDeletes)
-	p("trace steps", "%d", r.traced)
-	heapNote := ""
-	if info.embedded {
-		heapNote = " (whole process, embedded server included)"
+	slices.Sort(rates)
+	r.EventsPerS = round(median(rates), 2)
+	if len(rates) > 1 {
+		for _, x := range rates {
+			r.EventsPerSRounds = append(r.EventsPerSRounds, round(x, 2))
+		}
 	}
-	p("heap in use", "%s at start, %s at end%s", mib(r.heapStart), mib(r.heapEnd), heapNote)
-	fmt.Fprintln(tw)
-
-	fmt.Fprintln(tw, "store operations\tcalls\tper event\terrors")
-	for _, name := range opNames(r.after.Ops) {
-		b, a := r.before.Ops[name], r.after.Ops[name]
-		calls, errs := a.Calls-b.Calls, a.Errors-b.Errors
-		if calls == 0 {
+	events := float64(max(r.Events, 1))
+	r.Commands = cmds.total()
+	r.CommandsPerEvent = round(float64(r.Commands)/events, 3)
+	for name, n := range cmds {
+		r.CommandsPerName[name] = round(float64(n)/events, 3)
+	}
+	r.WallS = round(wall.Seconds(), 3)
+	r.SetupS = round(setup.Seconds(), 3)
+	for k, d := range calls {
+		if len(d) == 0 {
 			continue
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%.2f\t%d\n", name, calls, float64(calls)/events, errs)
+		if r.CallMs == nil {
+			r.CallMs = make(map[string]callMs)
+		}
+		s := sortedDurations(d)
+		r.CallMs[k] = callMs{Calls: len(s), P50: round(millis(percentile(s, 50)), 3), P99: round(millis(percentile(s, 99)), 3)}
 	}
-	fmt.Fprintln(tw)
+	if len(latencies) > 0 {
+		s := sortedDurations(latencies)
+		r.P50ms = round(millis(percentile(s, 50)), 3)
+		r.P99ms = round(millis(percentile(s, 99)), 3)
+		r.MaxMs = round(millis(s[len(s)-1]), 3)
+	}
+	return r
 }
 
-// opNames returns the operation names of ops, those of opOrder first, in its order, and any
-// others after them, sorted.
-func opNames(ops map[string]aio.OpStats) []string {
-	names := slices.Clone(opOrder)
-	var rest []string
-	for name := range ops {
-		if !slices.Contains(opOrder, name) {
-			rest = append(rest, name)
-		}
-	}
-	slices.Sort(rest)
-	return append(names, rest...)
+// callMs is the latency of one kind of store call.
+type callMs struct {
+	Calls int     `json:"calls"`
+	P50   float64 `json:"p50"`
+	P99   float64 `json:"p99"`
 }
 
-// writeChecks prints the checks' verdicts and the overall one, and reports whether all passed.
-func writeChecks(out io.Writer, checks []check) bool {
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "checks")
-	passed := true
-	for _, c := range checks {
-		verdict := "ok"
-		if !c.ok {
-			verdict, passed = "FAIL", false
+// median returns the median of the sorted, non-empty s.
+func median(s []float64) float64 {
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// fillRatios sets each result's ratios to the seed-port's and the raw run's events/s at the
+// same concurrency, where those were measured.
+func fillRatios(results []runResult) {
+	by := func(variant string, conc int) *runResult {
+		for i := range results {
+			if results[i].Variant == variant && results[i].Concurrency == conc {
+				return &results[i]
+			}
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", verdict, c.name, c.detail)
+		return nil
+	}
+	for i := range results {
+		r := &results[i]
+		if s := by(variantSeedPort, r.Concurrency); s != nil && s.EventsPerS > 0 {
+			v := round(r.EventsPerS/s.EventsPerS, 3)
+			r.RatioSeedPort = &v
+		}
+		if s := by(variantRaw, r.Concurrency); s != nil && s.EventsPerS > 0 {
+			v := round(r.EventsPerS/s.EventsPerS, 3)
+			r.RatioRaw = &v
+		}
+	}
+}
+
+// sortResults orders results by concurrency, then variant in allVariants order.
+func sortResults(results []runResult) []runResult {
+	s := slices.Clone(results)
+	slices.SortStableFunc(s, func(a, b runResult) int {
+		if a.Concurrency != b.Concurrency {
+			return a.Concurrency - b.Concurrency
+		}
+		return slices.Index(allVariants, a.Variant) - slices.Index(allVariants, b.Variant)
+	})
+	return s
+}
+
+// writeTable prints the results table, the commands per event by name, and the failed
+// checks.
+func writeTable(out io.Writer, cfg config, server string, results []runResult) {
+	rtt := "none"
+	if cfg.rtt > 0 {
+		rtt = cfg.rtt.String() + " (in-process proxy)"
+	}
+	fmt.Fprintf(out, "execstore bench: %s\n", server)
+	fmt.Fprintf(out, "%d executions, %d events per run, %d round(s), redeliver %g, seed %d, added round trip %s\n\n",
+		cfg.executions, cfg.events, cfg.rounds, cfg.redeliver, cfg.seed, rtt)
+	if len(results) == 0 {
+		fmt.Fprintln(out, "no run completed")
+		return
+	}
+	results = sortResults(results)
+
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "variant\tconcurrency\tevents/s\tp50 ms\tp99 ms\tcmds/event\t×seed-port\t×raw\theap MiB\tchecks\t")
+	for _, r := range results {
+		checks := "ok"
+		if !r.ChecksPassed {
+			checks = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%s\t%s\t%.0f→%.0f\t%s\t\n",
+			r.Variant, r.Concurrency, r.EventsPerS, r.P50ms, r.P99ms, r.CommandsPerEvent,
+			ratio(r.RatioSeedPort), ratio(r.RatioRaw), r.HeapStartMiB, r.HeapEndMiB, checks)
 	}
 	tw.Flush()
-	if passed {
-		fmt.Fprintln(out, "PASS")
-	} else {
-		fmt.Fprintln(out, "FAIL: the run broke the store's contract (see the checks above)")
+
+	names := map[string]bool{}
+	for _, r := range results {
+		for n := range r.CommandsPerName {
+			names[n] = true
+		}
 	}
-	return passed
+	cols := slices.Sorted(maps.Keys(names))
+	fmt.Fprintln(out, "\nserver commands per event, by command")
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "variant\tconcurrency\t%s\t\n", strings.Join(cols, "\t"))
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%d\t", r.Variant, r.Concurrency)
+		for _, c := range cols {
+			if v, ok := r.CommandsPerName[c]; ok {
+				fmt.Fprintf(tw, "%.2f\t", v)
+			} else {
+				fmt.Fprint(tw, "-\t")
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+
+	var failed []string
+	for _, r := range results {
+		for _, f := range r.FailedChecks {
+			failed = append(failed, fmt.Sprintf("  %s ×%d: %s", r.Variant, r.Concurrency, f))
+		}
+	}
+	fmt.Fprintln(out)
+	if len(failed) > 0 {
+		fmt.Fprintln(out, "FAIL: failed checks")
+		for _, f := range failed {
+			fmt.Fprintln(out, f)
+		}
+	} else {
+		fmt.Fprintln(out, "PASS: every end-of-run check passed")
+	}
 }
 
-// latencies formats the p50 and p99 of d.
-func latencies(d []time.Duration) string {
-	if len(d) == 0 {
-		return "no calls"
+// writeOutputs writes DIR/bench-results.json and DIR/bench.png and returns their paths.
+func writeOutputs(cfg config, server string, results []runResult) ([]string, error) {
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return nil, err
 	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return fmt.Sprintf("p50 %s  p99 %s  max %s  (%d calls)",
-		millis(percentile(s, 50)), millis(percentile(s, 99)), millis(s[len(s)-1]), len(s))
+	results = sortResults(results)
+	jsonPath := filepath.Join(cfg.out, "bench-results.json")
+	if err := writeJSON(jsonPath, results); err != nil {
+		return nil, err
+	}
+	pngPath := filepath.Join(cfg.out, "bench.png")
+	if err := writeChart(pngPath, cfg, server, results); err != nil {
+		return []string{jsonPath}, fmt.Errorf("writing %s: %w", pngPath, err)
+	}
+	return []string{jsonPath, pngPath}, nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func ratio(r *float64) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", *r)
 }
 
 // percentile returns the nearest-rank p-th percentile of the sorted, non-empty s.
@@ -131,10 +287,11 @@ func percentile(s []time.Duration, p float64) time.Duration {
 	return s[min(max(rank, 1), len(s))-1]
 }
 
-func millis(d time.Duration) string {
-	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func mebibytes(b uint64) float64 { return float64(b) / (1 << 20) }
+
+func round(x float64, places int) float64 {
+	p := math.Pow(10, float64(places))
+	return math.Round(x*p) / p
 }
-
-func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
-
-func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

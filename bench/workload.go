@@ -5,17 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
-	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/aio"
 )
 
 // Shape of the workload.
@@ -27,18 +26,17 @@ const (
 	timerMinMS   = 10       // timers are armed timerMinMS…timerMaxMS ahead
 	timerMaxMS   = 100
 	maxAttempts  = 16 // commits of one event lost to conflicts before the run gives up
+	createLimit  = 16 // executions created at once during setup
 )
 
-// Pacing of the relay and the sweeper. Both scan the whole executions collection on every
-// call, so they are paced rather than run flat out: a scan costs the server about as much as
-// a few commits.
+// Pacing of the relay and the sweep. Both scan the executions collection on every call, so
+// they are paced rather than run flat out: a scan costs the server about as much as a few
+// commits.
 const (
-	relayLimit    = 256                    // outbox entries per PendingOutbox call
-	relayMinGap   = 50 * time.Millisecond  // least time between the starts of two partial scans
-	relayIdle     = 250 * time.Millisecond // longest pause between scans when no commit is seen
-	sweepBatch    = 128                    // timers per DueTimers call
-	sweepInterval = 250 * time.Millisecond
-	inboxDepth    = 256 // deliveries queued per handler
+	relayLimit  = 256                    // outbox entries per pending-outbox call
+	relayMinGap = 50 * time.Millisecond  // least time between the starts of two partial scans
+	relayIdle   = 250 * time.Millisecond // longest pause between scans when no commit is seen
+	sweepBatch  = 128                    // timers per due-timers call
 )
 
 // Streams of the per-event random sources, so that each choice about an event is the same
@@ -48,10 +46,56 @@ const (
 	streamRedeliver = 2 // the relay's choice to withhold the first ack
 )
 
+// execStore is what the engine workload needs of a store: the calls an engine makes, and
+// what the checks read at the end. The async store and the seed port implement it.
+type execStore interface {
+	name() string
+	// open connects and prepares the fresh database.
+	open(ctx context.Context) error
+	// loadForEvent returns the execution and whether eventID was already processed.
+	loadForEvent(ctx context.Context, id, eventID string) (*execstore.Execution, bool, error)
+	// commit writes exe at exe.Version+1 with c, or fails with an error matching
+	// execstore.ErrConflict; on success it advances exe.Version. Version 0 creates.
+	commit(ctx context.Context, exe *execstore.Execution, c execstore.Commit) error
+	pendingOutbox(ctx context.Context, limit int) ([]pendingEntry, error)
+	ackOutbox(ctx context.Context, e pendingEntry) error
+	dueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error)
+	deleteTimer(ctx context.Context, t execstore.DueTimer) (bool, error)
+	// final reads what the checks need: every execution of ids, in that order, the pending
+	// outbox and the timers due by horizon.
+	final(ctx context.Context, ids []string, horizon float64) (finalState, error)
+	commands() commandCounts
+	counts() map[string]int64
+	close(ctx context.Context) error
+}
+
+// pendingEntry is an undelivered outbox entry.
+type pendingEntry struct {
+	execstore.OutboxEntry
+	stored bson.Raw // the entry as stored, for a store that acks by the whole entry; else nil
+}
+
+// finalState is what the checks read of a store at the end of a run.
+type finalState struct {
+	exes    []storedExecution
+	pending []pendingEntry
+	timers  []execstore.DueTimer
+}
+
+// storedExecution is one execution as stored at the end of a run.
+type storedExecution struct {
+	id      string
+	found   bool
+	version int64
+	data    []byte
+	traced  int64  // trace steps the store recorded
+	problem string // an inconsistency the store found in its own document; "" for none
+}
+
 // event is the payload of every outbox entry.
-type event struct {
+type eventPayload struct {
 	ID string `json:"id"`
-	N  int    `json:"n"` // events are numbered 0…events-1
+	N  int    `json:"n"`
 }
 
 // snapshot is the executions' Data.
@@ -60,53 +104,25 @@ type snapshot struct {
 	Last    string `json:"last,omitempty"`
 }
 
-// delivery is one outbox entry handed to a handler.
-type delivery struct {
-	target string
-	id     string
-	n      int
-}
-
-// results is what a run measured.
-type results struct {
-	seedTime   time.Duration
-	wall       time.Duration
-	events     int   // distinct events processed
-	startEvts  int   // of which start events
-	commits    int64 // successful commits, the creating ones included
-	loads      []time.Duration
-	commitLats []time.Duration
-	before     aio.Stats // at the first delivery
-	after      aio.Stats // once the last event was processed and the outbox drained
-	heapStart  uint64
-	heapEnd    uint64
-
-	conflicts, duplicates, redelivered, reappeared, acks    int64
-	timersArmed, timersCancelled, timersFired, staleDeletes int64
-	traced                                                  int64
-}
-
-// workload is one run of the engine simulation.
+// workload is one run of the engine simulation over an execStore; it is the variant the
+// loop drives for every design that has a store.
 type workload struct {
 	cfg   config
-	store *aio.Store
+	store execStore
 	ids   []string       // execution ids
 	index map[string]int // execution id → position in ids
 	total int            // event budget
-
-	inboxes []chan delivery // one per handler
-	kick    chan struct{}   // a commit happened: the relay may have work
+	kick  chan struct{}  // a commit happened: the relay may have work
 
 	mu           sync.Mutex
 	emitted      map[int]int // event number → successful commits that emitted it
 	processed    map[int]int // event number → successful commits that processed it
-	skippedEarly []string    // events LoadForEvent called processed before any commit processed them
+	skippedEarly []string    // events called processed before any commit processed them
 	maxFireAt    float64     // latest fire time ever armed
-	loads        []time.Duration
-	commitLat    []time.Duration
+
+	timings opTimings // store calls as the workload sees them, by kind
 
 	processedN  atomic.Int64 // distinct events processed
-	inFlight    atomic.Int64 // deliveries handed to a handler and not yet handled
 	commits     atomic.Int64
 	traced      atomic.Int64
 	conflicts   atomic.Int64
@@ -118,159 +134,113 @@ type workload struct {
 	cancelled   atomic.Int64
 	fired       atomic.Int64
 	stale       atomic.Int64
-	started     atomic.Int64 // UnixNano of the first delivery; 0 before
 }
 
-func newWorkload(cfg config, store *aio.Store) *workload {
+func newEngine(cfg config, store execStore) *workload {
 	w := &workload{
 		cfg:       cfg,
 		store:     store,
-		ids:       make([]string, cfg.executions),
-		index:     make(map[string]int, cfg.executions),
+		ids:       executionIDs(cfg.executions),
 		total:     cfg.events,
-		inboxes:   make([]chan delivery, cfg.concurrency),
 		kick:      make(chan struct{}, 1),
 		emitted:   make(map[int]int, cfg.events),
 		processed: make(map[int]int, cfg.events),
 	}
-	for i := range w.ids {
-		w.ids[i] = fmt.Sprintf("exe-%06d", i)
-		w.index[w.ids[i]] = i
-	}
-	for i := range w.inboxes {
-		w.inboxes[i] = make(chan delivery, inboxDepth)
+	w.index = make(map[string]int, len(w.ids))
+	for i, id := range w.ids {
+		w.index[id] = i
 	}
 	return w
 }
 
-// run creates the executions, processes the event budget and returns the measurements.
-func (w *workload) run(ctx context.Context) (results, error) {
-	var res results
-	res.heapStart = heapInUse()
-
-	t0 := time.Now()
-	if err := w.seed(ctx); err != nil {
-		return res, err
+func executionIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("exe-%06d", i)
 	}
-	res.seedTime = time.Since(t0)
-
-	res.before = w.store.Stats()
-	t0 = time.Now()
-	w.started.Store(t0.UnixNano())
-	if err := w.process(ctx); err != nil {
-		return res, err
-	}
-	res.wall = time.Since(t0)
-	res.after = w.store.Stats()
-	res.heapEnd = heapInUse()
-
-	if err := w.finalSweep(ctx); err != nil {
-		return res, err
-	}
-
-	w.mu.Lock()
-	res.loads, res.commitLats = w.loads, w.commitLat
-	w.mu.Unlock()
-	res.events = int(w.processedN.Load())
-	res.startEvts = min(w.cfg.executions, w.total)
-	res.commits = w.commits.Load()
-	res.conflicts = w.conflicts.Load()
-	res.duplicates = w.duplicates.Load()
-	res.redelivered = w.redelivered.Load()
-	res.reappeared = w.reappeared.Load()
-	res.acks = w.acks.Load()
-	res.timersArmed = w.armed.Load()
-	res.timersCancelled = w.cancelled.Load()
-	res.timersFired = w.fired.Load()
-	res.staleDeletes = w.stale.Load()
-	res.traced = w.traced.Load()
-	return res, nil
+	return ids
 }
 
-// seed creates every execution at version 1, the first ones with their start event in the
-// outbox addressed to themselves. The creates are submitted together and awaited after.
-func (w *workload) seed(ctx context.Context) error {
+func (w *workload) name() string                          { return w.store.name() }
+func (w *workload) callTimes() map[string][]time.Duration { return w.timings.snapshot() }
+func (w *workload) commands() commandCounts               { return w.store.commands() }
+func (w *workload) close(ctx context.Context) error       { return w.store.close(ctx) }
+
+func (w *workload) counts() map[string]int64 {
+	c := map[string]int64{
+		"conflicts":          w.conflicts.Load(),
+		"duplicates_skipped": w.duplicates.Load(),
+		"redelivered":        w.redelivered.Load(),
+		"acks":               w.acks.Load(),
+		"timers_armed":       w.armed.Load(),
+		"timers_cancelled":   w.cancelled.Load(),
+		"timers_fired":       w.fired.Load(),
+		"stale_deletes":      w.stale.Load(),
+		"traced":             w.traced.Load(),
+	}
+	for k, v := range w.store.counts() {
+		c[k] = v
+	}
+	return c
+}
+
+// setup opens the store and creates every execution at version 1, the first ones with their
+// start event in the outbox addressed to themselves.
+func (w *workload) setup(ctx context.Context) error {
+	if err := w.store.open(ctx); err != nil {
+		return err
+	}
 	data, err := json.Marshal(snapshot{})
 	if err != nil {
 		return err
 	}
-	futures := make([]*aio.Future[[]int64], len(w.ids))
-	for i, id := range w.ids {
-		exe := &execstore.Execution{ID: id, DefinitionID: definitionID, Status: execstore.Running, Data: data}
-		var c execstore.Commit
-		if i < w.total {
-			c.Emits = []execstore.Emit{{TargetID: id, Event: encodeEvent(i)}}
-		}
-		futures[i] = w.store.CommitAsync(ctx, exe, c)
-	}
-	var errs []error
-	for i, f := range futures {
-		if _, err := f.Wait(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("creating execution %s: %w", w.ids[i], err))
-			continue
-		}
-		w.commits.Add(1)
-		if i < w.total {
-			w.mu.Lock()
-			w.emitted[i]++
-			w.mu.Unlock()
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// process runs the relay, the handlers and the timer sweeper until every event of the
-// budget is processed and the outbox is drained, or until one of them fails.
-func (w *workload) process(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	var handlers sync.WaitGroup
-	for _, inbox := range w.inboxes {
-		handlers.Add(1)
+	g.SetLimit(createLimit)
+	for i, id := range w.ids {
 		g.Go(func() error {
-			defer handlers.Done()
-			return w.handler(gctx, inbox)
+			exe := &execstore.Execution{ID: id, DefinitionID: definitionID, Status: execstore.Running, Data: data}
+			var c execstore.Commit
+			if i < w.total {
+				c.Emits = []execstore.Emit{{TargetID: id, Event: encodeEvent(i)}}
+			}
+			if err := w.store.commit(gctx, exe, c); err != nil {
+				return fmt.Errorf("creating execution %s: %w", id, err)
+			}
+			w.commits.Add(1)
+			if i < w.total {
+				w.mu.Lock()
+				w.emitted[i]++
+				w.mu.Unlock()
+			}
+			return nil
 		})
 	}
-	g.Go(func() error {
-		defer func() {
-			for _, inbox := range w.inboxes {
-				close(inbox)
-			}
-		}()
-		return w.relay(gctx)
-	})
-	stopSweep := make(chan struct{})
-	g.Go(func() error { return w.sweeper(gctx, stopSweep) })
-	g.Go(func() error {
-		handlers.Wait()
-		close(stopSweep)
-		return nil
-	})
 	return g.Wait()
 }
 
 // relay scans the outbox, hands every entry to the handler of its target and acks it. It
 // returns once the budget is processed and a scan finds the outbox empty. After a partial
 // scan it waits for a commit (or relayIdle), and never scans again within relayMinGap.
-func (w *workload) relay(ctx context.Context) error {
+func (w *workload) relay(ctx context.Context, h handoff) error {
 	acked := make(map[int64]bool) // seq → acked (false: delivered, ack withheld)
 	idle := time.NewTimer(relayIdle)
 	defer idle.Stop()
 	for {
 		scanned := time.Now()
-		entries, err := w.store.PendingOutbox(ctx, relayLimit)
+		entries, err := w.store.pendingOutbox(ctx, relayLimit)
+		w.timings.add("pending_outbox", scanned)
 		if err != nil {
-			return fmt.Errorf("PendingOutbox: %w", err)
+			return fmt.Errorf("pending outbox: %w", err)
 		}
 		if len(entries) == 0 {
 			if w.processedN.Load() >= int64(w.total) {
 				return nil
 			}
-			if err := w.checkStalled(ctx); err != nil {
+			if err := w.checkStalled(ctx, h); err != nil {
 				return err
 			}
 		}
-		if err := w.relayEntries(ctx, entries, acked); err != nil {
+		if err := w.relayEntries(ctx, h, entries, acked); err != nil {
 			return err
 		}
 		if len(entries) == relayLimit {
@@ -293,11 +263,13 @@ func (w *workload) relay(ctx context.Context) error {
 	}
 }
 
-// relayEntries hands each entry to the handler of its target and then acks it, one entry at
-// a time. An entry whose ack is withheld is delivered again by the next scan.
-func (w *workload) relayEntries(ctx context.Context, entries []execstore.OutboxEntry, acked map[int64]bool) error {
+// relayEntries hands every entry of a scan to the handler of its target, then acks them one
+// at a time, so that the handlers work on the scan while the relay acks it. An entry whose
+// ack is withheld is delivered again by the next scan.
+func (w *workload) relayEntries(ctx context.Context, h handoff, entries []pendingEntry, acked map[int64]bool) error {
+	var toAck []pendingEntry
 	for _, e := range entries {
-		d, err := w.parseEntry(e)
+		d, err := w.parseEntry(e.OutboxEntry)
 		if err != nil {
 			return err
 		}
@@ -308,18 +280,21 @@ func (w *workload) relayEntries(ctx context.Context, entries []execstore.OutboxE
 				w.reappeared.Add(1)
 			}
 		}
-		w.inFlight.Add(1)
-		select {
-		case w.inboxes[w.route(d.target)] <- d:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := h.deliver(ctx, d); err != nil {
+			return err
 		}
 		if !seen && w.withholdAck(d.n) {
 			acked[e.Seq] = false
 			continue
 		}
-		if err := w.store.AckOutbox(ctx, e.SourceID, e.Seq); err != nil {
-			return fmt.Errorf("AckOutbox(%s, %d): %w", e.SourceID, e.Seq, err)
+		toAck = append(toAck, e)
+	}
+	for _, e := range toAck {
+		t0 := time.Now()
+		err := w.store.ackOutbox(ctx, e)
+		w.timings.add("ack", t0)
+		if err != nil {
+			return fmt.Errorf("ack outbox (%s, %d): %w", e.SourceID, e.Seq, err)
 		}
 		acked[e.Seq] = true
 		w.acks.Add(1)
@@ -331,13 +306,13 @@ func (w *workload) relayEntries(ctx context.Context, entries []execstore.OutboxE
 // processed. If no delivery is in flight either, nothing can ever emit the missing events:
 // a second scan, made once the handlers are known to be idle, tells a commit that landed
 // during the first scan from a lost event.
-func (w *workload) checkStalled(ctx context.Context) error {
-	if w.inFlight.Load() > 0 {
+func (w *workload) checkStalled(ctx context.Context, h handoff) error {
+	if h.inFlight() > 0 {
 		return nil
 	}
-	entries, err := w.store.PendingOutbox(ctx, 1)
+	entries, err := w.store.pendingOutbox(ctx, 1)
 	if err != nil {
-		return fmt.Errorf("PendingOutbox: %w", err)
+		return fmt.Errorf("pending outbox: %w", err)
 	}
 	if len(entries) > 0 || w.processedN.Load() >= int64(w.total) {
 		return nil
@@ -369,49 +344,22 @@ func (w *workload) checkStalled(ctx context.Context) error {
 	return errors.New(msg)
 }
 
-// route picks the handler that owns an execution, so that one execution's events are
-// handled one at a time, in delivery order.
-func (w *workload) route(target string) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(target))
-	return int(h.Sum32() % uint32(len(w.inboxes)))
-}
-
 // withholdAck reports whether the relay delivers event n without acking it the first time.
 func (w *workload) withholdAck(n int) bool {
 	return w.cfg.redeliver > 0 && eventRand(w.cfg.seed, n, streamRedeliver).Float64() < w.cfg.redeliver
 }
 
-// handler processes the deliveries of its inbox until the relay closes it.
-func (w *workload) handler(ctx context.Context, inbox <-chan delivery) error {
-	var loads, commits []time.Duration
-	defer func() {
-		w.mu.Lock()
-		w.loads = append(w.loads, loads...)
-		w.commitLat = append(w.commitLat, commits...)
-		w.mu.Unlock()
-	}()
-	for d := range inbox {
-		err := w.handle(ctx, d, &loads, &commits)
-		w.inFlight.Add(-1)
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // handle processes one delivery: dedupe check, snapshot change, commit, retried on conflict.
-func (w *workload) handle(ctx context.Context, d delivery, loads, commits *[]time.Duration) error {
+func (w *workload) handle(ctx context.Context, d delivery) (bool, error) {
 	for attempt := 1; ; attempt++ {
 		t0 := time.Now()
-		exe, done, err := w.store.LoadForEvent(ctx, d.target, d.id)
-		*loads = append(*loads, time.Since(t0))
+		exe, done, err := w.store.loadForEvent(ctx, d.target, d.id)
+		w.timings.add("load_for_event", t0)
 		if err != nil {
-			return fmt.Errorf("LoadForEvent(%s, %s): %w", d.target, d.id, err)
+			return false, fmt.Errorf("load for event (%s, %s): %w", d.target, d.id, err)
 		}
 		if exe == nil {
-			return fmt.Errorf("event %s is addressed to %s, which does not exist", d.id, d.target)
+			return false, fmt.Errorf("event %s is addressed to %s, which does not exist", d.id, d.target)
 		}
 		if done {
 			w.duplicates.Add(1)
@@ -420,52 +368,54 @@ func (w *workload) handle(ctx context.Context, d delivery, loads, commits *[]tim
 				w.skippedEarly = append(w.skippedEarly, fmt.Sprintf("%s at %s version %d", d.id, d.target, exe.Version))
 			}
 			w.mu.Unlock()
-			return nil
+			return false, nil
 		}
 		var snap snapshot
 		if err := json.Unmarshal(exe.Data, &snap); err != nil {
-			return fmt.Errorf("execution %s: snapshot %q: %w", exe.ID, exe.Data, err)
+			return false, fmt.Errorf("execution %s: snapshot %q: %w", exe.ID, exe.Data, err)
 		}
 		snap.Handled++
 		snap.Last = d.id
 		if exe.Data, err = json.Marshal(snap); err != nil {
-			return err
+			return false, err
 		}
-		c, p := w.commitFor(d, snap.Handled)
+		c, p := eventCommit(w.cfg.seed, w.ids, w.index, w.total, d, snap.Handled)
 
 		t0 = time.Now()
-		_, err = w.store.Commit(ctx, exe, c)
-		*commits = append(*commits, time.Since(t0))
+		err = w.store.commit(ctx, exe, c)
+		w.timings.add("commit", t0)
 		if errors.Is(err, execstore.ErrConflict) {
 			w.conflicts.Add(1)
 			if attempt == maxAttempts {
-				return fmt.Errorf("event %s: %d commits of %s in a row lost to conflicts: %w", d.id, attempt, d.target, err)
+				return false, fmt.Errorf("event %s: %d commits of %s in a row lost to conflicts: %w", d.id, attempt, d.target, err)
 			}
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("committing %s for event %s: %w", d.target, d.id, err)
+			return false, fmt.Errorf("committing %s for event %s: %w", d.target, d.id, err)
 		}
 		w.committed(d, c, p)
-		return nil
+		return true, nil
 	}
 }
 
 // plan is what a handler's commit did, for the bookkeeping after it succeeds.
 type plan struct {
 	child  int     // the event emitted, or -1
+	target string  // the execution it is addressed to
 	fireAt float64 // the timer armed, 0 when the commit cancels it
 }
 
-// commitFor builds the commit that processes d. Its choices come from the event's own random
-// source, so a retried commit makes the same ones.
-func (w *workload) commitFor(d delivery, handled int) (execstore.Commit, plan) {
-	r := eventRand(w.cfg.seed, d.n, streamHandle)
+// eventCommit builds the commit that processes d, for a run of the given seed, executions and
+// event budget. Its choices come from the event's own random source, so a retried commit
+// makes the same ones, and every variant makes the same ones.
+func eventCommit(seed uint64, ids []string, index map[string]int, total int, d delivery, handled int) (execstore.Commit, plan) {
+	r := eventRand(seed, d.n, streamHandle)
 	c := execstore.Commit{ProcessedEventID: d.id}
 	p := plan{child: -1}
-	if child := d.n + len(w.ids); child < w.total {
-		c.Emits = []execstore.Emit{{TargetID: w.other(r, d.target), Event: encodeEvent(child)}}
-		p.child = child
+	if child := d.n + len(ids); child < total {
+		p.child, p.target = child, otherExecution(r, ids, index, d.target)
+		c.Emits = []execstore.Emit{{TargetID: p.target, Event: encodeEvent(child)}}
 	}
 	if r.IntN(cancelOneIn) == 0 {
 		c.Timers = []execstore.TimerOp{execstore.CancelTimer(timerPath)}
@@ -480,16 +430,16 @@ func (w *workload) commitFor(d delivery, handled int) (execstore.Commit, plan) {
 	return c, p
 }
 
-// other picks an execution other than self (self when it is the only one).
-func (w *workload) other(r *rand.Rand, self string) string {
-	if len(w.ids) == 1 {
+// otherExecution picks an execution other than self (self when it is the only one).
+func otherExecution(r *rand.Rand, ids []string, index map[string]int, self string) string {
+	if len(ids) == 1 {
 		return self
 	}
-	i := r.IntN(len(w.ids) - 1)
-	if i >= w.index[self] {
+	i := r.IntN(len(ids) - 1)
+	if i >= index[self] {
 		i++
 	}
-	return w.ids[i]
+	return ids[i]
 }
 
 // committed records a successful handler commit.
@@ -520,37 +470,23 @@ func (w *workload) committed(d delivery, c execstore.Commit, p plan) {
 	}
 }
 
-// sweeper deletes due timers every sweepInterval until stop is closed.
-func (w *workload) sweeper(ctx context.Context, stop <-chan struct{}) error {
-	t := time.NewTicker(sweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		if err := w.sweep(ctx, unixSeconds(time.Now())); err != nil {
-			return err
-		}
-	}
-}
-
 // sweep deletes the timers due at now, each with the guarded delete: a timer re-armed or
 // cancelled since the scan is left alone and counted as a stale delete.
 func (w *workload) sweep(ctx context.Context, now float64) error {
 	for {
-		due, err := w.store.DueTimers(ctx, now, sweepBatch)
+		t0 := time.Now()
+		due, err := w.store.dueTimers(ctx, now, sweepBatch)
+		w.timings.add("due_timers", t0)
 		if err != nil {
-			return fmt.Errorf("DueTimers: %w", err)
+			return fmt.Errorf("due timers: %w", err)
 		}
 		removed := 0
 		for _, t := range due {
-			ok, err := w.store.DeleteTimer(ctx, t.ExecutionID, t.Path, t.FireAt)
+			t0 := time.Now()
+			ok, err := w.store.deleteTimer(ctx, t)
+			w.timings.add("delete_timer", t0)
 			if err != nil {
-				return fmt.Errorf("DeleteTimer(%s, %s, %.3f): %w", t.ExecutionID, t.Path, t.FireAt, err)
+				return fmt.Errorf("delete timer (%s, %s, %.3f): %w", t.ExecutionID, t.Path, t.FireAt, err)
 			}
 			if ok {
 				removed++
@@ -565,9 +501,9 @@ func (w *workload) sweep(ctx context.Context, now float64) error {
 	}
 }
 
-// finalSweep waits until every timer ever armed is due and sweeps once more, so that none
-// may be left.
-func (w *workload) finalSweep(ctx context.Context) error {
+// finish waits until every timer ever armed is due and sweeps once more, so that none may be
+// left.
+func (w *workload) finish(ctx context.Context) error {
 	w.mu.Lock()
 	last := w.maxFireAt
 	w.mu.Unlock()
@@ -584,7 +520,7 @@ func (w *workload) finalSweep(ctx context.Context) error {
 // parseEntry turns an outbox entry into a delivery, refusing one this run cannot have
 // written.
 func (w *workload) parseEntry(e execstore.OutboxEntry) (delivery, error) {
-	var ev event
+	var ev eventPayload
 	if err := json.Unmarshal(e.Event, &ev); err != nil {
 		return delivery{}, fmt.Errorf("outbox entry %d of %s: event %q: %w", e.Seq, e.SourceID, e.Event, err)
 	}
@@ -598,7 +534,7 @@ func (w *workload) parseEntry(e execstore.OutboxEntry) (delivery, error) {
 func eventID(n int) string { return fmt.Sprintf("ev-%07d", n) }
 
 func encodeEvent(n int) []byte {
-	b, err := json.Marshal(event{ID: eventID(n), N: n})
+	b, err := json.Marshal(eventPayload{ID: eventID(n), N: n})
 	if err != nil {
 		panic(err) // a struct of a string and an int always encodes
 	}
@@ -610,12 +546,29 @@ func eventRand(seed uint64, n int, stream uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, uint64(n)<<4|stream))
 }
 
-func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+// opTimings records how long store calls take, by kind.
+type opTimings struct {
+	mu sync.Mutex
+	by map[string][]time.Duration
+}
 
-// heapInUse returns the live heap after a collection.
-func heapInUse() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapInuse
+// add records a call of kind that started at t0 and has just returned.
+func (t *opTimings) add(kind string, t0 time.Time) {
+	d := time.Since(t0)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.by == nil {
+		t.by = make(map[string][]time.Duration)
+	}
+	t.by[kind] = append(t.by[kind], d)
+}
+
+func (t *opTimings) snapshot() map[string][]time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string][]time.Duration, len(t.by))
+	for k, v := range t.by {
+		out[k] = slices.Clone(v)
+	}
+	return out
 }

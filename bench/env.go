@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
+
+	"github.com/execstore/execstore/embedded"
+	"github.com/execstore/execstore/ops"
+)
+
+// environment is what every run of a benchmark shares: the server, the proxy in front of it
+// and a client of the harness's own.
+type environment struct {
+	embedded  *embedded.Server // nil when -uri names the server
+	uri       string           // the server's own URI
+	clientURI string           // what the measured clients connect to: the proxy's with -rtt
+	proxy     *latencyProxy    // nil without -rtt
+	admin     *mongo.Client    // straight to the server, never counted: drops databases
+	info      ops.ServerInfo
+
+	description string // the server, without credentials
+}
+
+// startEnvironment starts the embedded server unless cfg names one, connects the harness's
+// own client, detects the server and, with -rtt, starts the latency proxy. On error nothing
+// is left running.
+func startEnvironment(ctx context.Context, cfg config) (_ *environment, err error) {
+	e := &environment{uri: cfg.uri}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, e.close())
+		}
+	}()
+	if e.uri == "" {
+		fmt.Fprintln(os.Stderr, "bench: starting the embedded server")
+		if e.embedded, err = embedded.Start(ctx, embedded.Options{}); err != nil {
+			return nil, err
+		}
+		e.uri = e.embedded.URI()
+	}
+	if e.admin, err = mongo.Connect(options.Client().ApplyURI(e.uri)); err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", hostsOf(e.uri), err)
+	}
+	if e.info, err = ops.Detect(ctx, e.admin); err != nil {
+		return nil, err
+	}
+	e.description = e.describe()
+	e.clientURI = e.uri
+	if cfg.rtt > 0 {
+		if e.proxy, e.clientURI, err = proxied(e.uri, cfg.rtt); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+func (e *environment) close() error {
+	ctx, cancel := cleanupContext(context.Background())
+	defer cancel()
+	var err error
+	if e.proxy != nil {
+		e.proxy.close()
+	}
+	if e.admin != nil {
+		err = errors.Join(err, e.admin.Disconnect(ctx))
+	}
+	if e.embedded != nil {
+		err = errors.Join(err, e.embedded.Close())
+	}
+	return err
+}
+
+// dropDatabase drops a run's database over the harness's own client, so its commands are not
+// counted as the variant's.
+func (e *environment) dropDatabase(ctx context.Context, name string) error {
+	if err := e.admin.Database(name).Drop(ctx); err != nil {
+		return fmt.Errorf("dropping database %q: %w", name, err)
+	}
+	return nil
+}
+
+// describe names the server without credentials.
+func (e *environment) describe() string {
+	if e.embedded != nil {
+		version := e.info.FerretDBVersion
+		if v := linkedFerretDB(); v != "" {
+			version = v
+		}
+		return fmt.Sprintf("embedded %s (in-process, SQLite, write-serializing front)", ferretDB(version))
+	}
+	if e.info.Profile == ops.FerretDB {
+		return fmt.Sprintf("%s (%s)", hostsOf(e.uri), ferretDB(e.info.FerretDBVersion))
+	}
+	return fmt.Sprintf("%s (MongoDB %s)", hostsOf(e.uri), e.info.Version)
+}
+
+// hostsOf returns the hosts a URI names, without credentials.
+func hostsOf(uri string) string {
+	cs, err := connstring.Parse(uri)
+	if err != nil || len(cs.Hosts) == 0 {
+		return "(unparsable URI)"
+	}
+	return strings.Join(cs.Hosts, ",")
+}
+
+// ferretDB names FerretDB with the version it reports, when it reports one.
+func ferretDB(version string) string {
+	if version == "" || version == "unknown" {
+		return "FerretDB"
+	}
+	return "FerretDB " + version
+}
+
+// linkedFerretDB returns the version of the FerretDB module built into this binary, which
+// the embedded server reports only as "unknown"; "" when it cannot be told.
+func linkedFerretDB() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, m := range bi.Deps {
+		if m.Path == "github.com/FerretDB/FerretDB" {
+			return strings.TrimPrefix(m.Version, "v")
+		}
+	}
+	return ""
+}
