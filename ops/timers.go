@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
@@ -13,7 +14,7 @@ import (
 // DueFilter selects the documents whose timer hint is due. timer_min is kept with $min when
 // a timer is scheduled and is never raised by a cancel or a delete, so it may be early, never
 // late: every document with a due timer matches, and the index on timer_min makes the sweep
-// examine only documents whose hint is due.
+// examine only documents whose hint is due (or whose next timer is within repairHorizon).
 func DueFilter(now float64) bson.D {
 	return bson.D{{Key: fTimerMin, Value: bson.D{{Key: "$lte", Value: now}}}}
 }
@@ -40,8 +41,9 @@ func RepairHintCommand(id string, version int64, old float64, remaining map[stri
 // DueTimers returns up to limit timers (0: all) with fire_at <= now, earliest first (ties by
 // execution id, then path). One find over the documents whose hint is due, in hint order, that
 // stops once no further document can hold an earlier timer than the limit already found. A
-// document whose hint turned out stale (no timer due) gets its hint repaired, one guarded
-// update each, so it is not read again. Every fire time is checked here.
+// document whose hint turned out stale (no timer due, and none within repairHorizon) gets its
+// hint repaired by a guarded update, all of them in one bulk write, so it is not read again.
+// Every fire time is checked here.
 func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstore.DueTimer, error) {
 	cur, err := env.Executions.Find(ctx, DueFilter(now), options.Find().
 		SetProjection(bson.D{{Key: fTimers, Value: 1}, {Key: fTimerMin, Value: 1}, {Key: fVersion, Value: 1}}).
@@ -87,21 +89,41 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 			out = append(out, execstore.DueTimer{ExecutionID: doc.ID, Path: path, FireAt: at})
 			due++
 		}
-		if due == 0 {
+		if due == 0 && worthRepair(doc.Timers, now) {
 			repairs = append(repairs, stale{id: doc.ID, version: doc.Version, hint: doc.TimerMin, timers: doc.Timers})
 		}
 	}
 	if err := cur.Err(); err != nil {
 		return nil, readFailure("due timers", "", err)
 	}
-	for _, r := range repairs {
-		filter, update := RepairHintCommand(r.id, r.version, r.hint, r.timers)
-		if _, err := env.Executions.UpdateOne(ctx, filter, update); err != nil {
-			break // a hint left early costs a later sweep one more read, nothing else
+	if len(repairs) > 0 {
+		models := make([]mongo.WriteModel, len(repairs))
+		for i, r := range repairs {
+			filter, update := RepairHintCommand(r.id, r.version, r.hint, r.timers)
+			models[i] = mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update)
 		}
+		// A repair that fails leaves a hint early: a later sweep reads that document once
+		// more, nothing else.
+		_, _ = env.Executions.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 	}
 	sortDue(out)
 	return limitTo(out, limit), nil
+}
+
+// repairHorizon is how far beyond the sweep's now a stale hint's next timer must lie before
+// the sweep repairs it. A document whose next timer is nearer is simply read again by the
+// next sweeps until it is due (part of the same find), which costs less than a write.
+const repairHorizon = 60.0
+
+// worthRepair reports whether a document whose hint was due but which holds no due timer
+// should have its hint repaired: when no timer is left, or the next one is far off.
+func worthRepair(timers map[string]float64, now float64) bool {
+	for _, at := range timers {
+		if at <= now+repairHorizon {
+			return false
+		}
+	}
+	return true
 }
 
 func sortDue(out []execstore.DueTimer) {
