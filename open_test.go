@@ -2,10 +2,8 @@ package execstore_test
 
 import (
 	"context"
-	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -72,49 +70,13 @@ func TestOpenWaitsForServer(t *testing.T) {
 		done <- result{s, err}
 	}()
 	time.Sleep(500 * time.Millisecond) // the server is "down" for this long
-	stop := forward(t, addr, upstream)
+	proxy := newStallProxyAt(t, addr, upstream)
 	r := <-done
 	require.NoError(t, r.err)
 	e := newExe("e")
 	require.NoError(t, r.s.Save(bg, e))
 	require.NoError(t, r.s.Close(bg))
-	stop()
-}
-
-// forward relays TCP connections from listen to upstream until stop is called.
-func forward(t *testing.T, listen, upstream string) (stop func()) {
-	ln, err := net.Listen("tcp", listen)
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", upstream)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, u)
-			mu.Unlock()
-			wg.Go(func() { _, _ = io.Copy(u, c); u.Close() })
-			wg.Go(func() { _, _ = io.Copy(c, u); c.Close() })
-		}
-	})
-	return func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	}
+	proxy.close()
 }
 
 // The FerretDB formulations are correct on every server: forced on, the contract still holds.

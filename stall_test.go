@@ -32,7 +32,12 @@ type stallProxy struct {
 }
 
 func newStallProxy(t *testing.T, upstream string) *stallProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return newStallProxyAt(t, "127.0.0.1:0", upstream)
+}
+
+// newStallProxyAt is newStallProxy listening on listen.
+func newStallProxyAt(t *testing.T, listen, upstream string) *stallProxy {
+	ln, err := net.Listen("tcp", listen)
 	require.NoError(t, err)
 	p := &stallProxy{ln: ln}
 	p.wg.Go(func() {
