@@ -32,6 +32,7 @@ package embedded
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,6 +56,12 @@ type Options struct {
 	// Addr is the address the front listens on; URI names the address it got.
 	// Default "": "127.0.0.1:0", a free port on the loopback interface.
 	Addr string
+
+	// TLS, when set, makes the front accept only TLS connections with this configuration
+	// (its Certificates are the server's); URI then carries tls=true, and clients need the
+	// issuing CA (tlsCAFile=…). FerretDB itself stays behind the front on loopback.
+	// Default nil: plain TCP.
+	TLS *tls.Config
 
 	// Logger receives FerretDB's log (attribute component=ferretdb) and the front's
 	// (component=front: broken connections at level warn, every request at debug).
@@ -138,10 +145,17 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded: front: %w", err)
 	}
+	front := &url.URL{Scheme: "mongodb", Host: ln.Addr().String(), Path: "/"}
+	dial := plainDial(ln.Addr().String())
+	if opts.TLS != nil {
+		ln = tls.NewListener(ln, opts.TLS)
+		front.RawQuery = "tls=true"
+		dial = tlsDial(ln.Addr().String())
+	}
 	s.front = startFront(ln, bare.Host, logger.With("component", "front"))
-	s.uri = (&url.URL{Scheme: "mongodb", Host: ln.Addr().String(), Path: "/"}).String()
+	s.uri = front.String()
 
-	if err := s.waitReady(ctx, ln.Addr().String()); err != nil {
+	if err := s.waitReady(ctx, dial); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -157,13 +171,13 @@ func sqliteURL(dir string) string {
 	return (&url.URL{Scheme: "file", Path: p, OmitHost: true}).String()
 }
 
-// waitReady polls hello through the front at addr, which also reaches FerretDB, until it
+// waitReady polls hello through the front (dial reaches it), which also reaches FerretDB, until it
 // succeeds, ctx ends or FerretDB stops.
-func (s *Server) waitReady(ctx context.Context, addr string) error {
+func (s *Server) waitReady(ctx context.Context, dial dialFunc) error {
 	t := time.NewTicker(readyPollInterval)
 	defer t.Stop()
 	for {
-		err := hello(ctx, addr)
+		err := hello(ctx, dial)
 		if err == nil {
 			return nil
 		}

@@ -3,6 +3,7 @@ package embedded
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"time"
@@ -14,14 +15,32 @@ import (
 // helloTimeout bounds one readiness check when ctx has no earlier deadline.
 const helloTimeout = 2 * time.Second
 
-// hello connects to addr, sends {hello: 1} as an OP_MSG and checks that the reply says
+// dialFunc opens a connection to the front.
+type dialFunc func(ctx context.Context) (net.Conn, error)
+
+func plainDial(addr string) dialFunc {
+	return func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+}
+
+// tlsDial connects with TLS without verifying the certificate: it only checks that the
+// server's own front, on loopback, completes a handshake and answers.
+func tlsDial(addr string) dialFunc {
+	return func(ctx context.Context) (net.Conn, error) {
+		d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+}
+
+// hello connects through dial, sends {hello: 1} as an OP_MSG and checks that the reply says
 // ok: 1. It is the readiness check of Start: a server that answers it accepts connections
 // and runs commands.
-func hello(ctx context.Context, addr string) error {
+func hello(ctx context.Context, dial dialFunc) error {
 	ctx, cancel := context.WithTimeout(ctx, helloTimeout)
 	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := dial(ctx)
 	if err != nil {
 		return err
 	}
