@@ -1089,3 +1089,68 @@ func TestOpenRefusesUnacknowledgedWrites(t *testing.T) {
 	_, err := aio.Open(bg, server.URI, aio.Options{Database: testDatabase(t), WriteConcern: writeconcern.Unacknowledged()})
 	require.ErrorIs(t, err, execstore.ErrInvalid)
 }
+
+// Ids, event ids and targets holding ".", "$", the fullwidth stop, spaces and non-ASCII text
+// round-trip through every operation.
+func TestOddIdsRoundTrip(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	ids := []string{"a.b", "$set", "$$ROOT", "Fork．A", "x y", "ünï 日本", "%2E", "_id", "a$b.c"}
+	for i, id := range ids {
+		event := "$ev." + id
+		e := &execstore.Execution{ID: id, DefinitionID: "def." + id, Status: execstore.Running, ParentID: "$p." + id}
+		seqs, err := h.store.Commit(bg, e, execstore.Commit{
+			Emits:            []execstore.Emit{{TargetID: ids[(i+1)%len(ids)], Event: []byte(event)}},
+			ProcessedEventID: event,
+			Spawns:           []execstore.Spawn{{ChildID: "$child." + id, RootPath: "R." + id}},
+			Timers:           []execstore.TimerOp{execstore.ScheduleTimer(id, float64(i+1))},
+			Trace:            map[string]any{id: id},
+		})
+		require.NoError(t, err, id)
+		got, hit, err := h.store.LoadForEvent(bg, id, event)
+		require.NoError(t, err, id)
+		require.NotNil(t, got, id)
+		assert.True(t, hit, id)
+		assert.Equal(t, "$p."+id, got.ParentID)
+		_, hit, err = h.store.LoadForEvent(bg, id, "$other")
+		require.NoError(t, err)
+		assert.False(t, hit, id)
+		p, err := h.store.IsProcessed(bg, id, event)
+		require.NoError(t, err)
+		assert.True(t, p, id)
+		trace, err := h.store.ReadTrace(bg, id)
+		require.NoError(t, err)
+		require.Len(t, trace, 1)
+		assert.Equal(t, id, trace[0].Fields[id])
+		page, err := h.store.List(bg, execstore.ListQuery{DefinitionID: "def." + id})
+		require.NoError(t, err)
+		require.Len(t, page.Items, 1, id)
+		assert.Equal(t, id, page.Items[0].ID)
+		require.NoError(t, h.store.AckOutbox(bg, id, seqs[0]))
+	}
+	due, err := h.store.DueTimers(bg, 100, 0)
+	require.NoError(t, err)
+	require.Len(t, due, len(ids))
+	for i, d := range due {
+		assert.Equal(t, ids[i], d.ExecutionID)
+		assert.Equal(t, ids[i], d.Path)
+	}
+	spawns, err := h.store.PendingSpawns(bg, 0)
+	require.NoError(t, err)
+	assert.Len(t, spawns, len(ids))
+	pending, err := h.store.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	assert.Empty(t, pending)
+	var all []string
+	for q := (execstore.ListQuery{Limit: 2}); ; {
+		page, err := h.store.List(bg, q)
+		require.NoError(t, err)
+		for _, s := range page.Items {
+			all = append(all, s.ID)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		q.Cursor = page.NextCursor
+	}
+	assert.ElementsMatch(t, ids, all)
+}
