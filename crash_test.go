@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,12 +124,18 @@ func (g *engine) run(ctx context.Context, handlers int) error {
 	return relayErr
 }
 
+// longRuns reports whether EXECSTORE_LONG=1 asks for the long crash and overload runs.
+func longRuns() bool { return os.Getenv("EXECSTORE_LONG") == "1" }
+
 // The store is killed mid-run (closed without draining), reopened, and the runtime recovers
 // by relaying the outbox again: every emitted event is processed exactly once, and no
 // execution is behind its last acknowledged commit.
 func TestCrashAndRecover(t *testing.T) {
 	h := newHarness(t, aio.Options{})
-	const executions, maxVersion = 24, 10
+	executions, maxVersion := 24, int64(10)
+	if longRuns() {
+		executions, maxVersion = 200, 40
+	}
 	g := &engine{store: h.store, executions: executions, maxVersion: maxVersion, acked: map[string]int64{}}
 	for i := range executions {
 		id := fmt.Sprintf("x%d", i)

@@ -63,7 +63,11 @@ func TestOverloadSheds(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(1500 * time.Millisecond)
+	overload := 1500 * time.Millisecond
+	if longRuns() {
+		overload = 30 * time.Second
+	}
+	time.Sleep(overload)
 	close(stop)
 	wg.Wait()
 
