@@ -14,6 +14,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/ops"
 )
 
 // A commit with emits, spawns, timers, a processed id and a trace step is exactly one server
@@ -317,4 +318,33 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 	assert.Zero(t, h.count(t))
+}
+
+// A commit that would grow the stored document past 16 MiB is refused by the server with an
+// error matching ErrInvalid — a definite refusal, never an unknown outcome or a retry loop —
+// and nothing of it is written.
+func TestDocumentGrowthPastLimit(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	e := newExe("big")
+	e.Data = make([]byte, 6<<20)
+	_, err := h.store.Commit(bg, e, execstore.Commit{Emits: []execstore.Emit{{Event: make([]byte, 5<<20)}}})
+	require.NoError(t, err)
+	_, err = h.store.Commit(bg, e, execstore.Commit{Emits: []execstore.Emit{{Event: make([]byte, 6<<20)}}})
+	if h.store.Profile() == ops.FerretDB {
+		// Measured: FerretDB 1.24.2 stores the 17 MiB document MongoDB would refuse. The
+		// mapping of MongoDB's refusal is unit-tested in ops (TestWriteFailureTooLarge).
+		require.NoError(t, err)
+		t.Log("FerretDB accepted a document past 16 MiB; the refusal is MongoDB's")
+		return
+	}
+	require.Error(t, err)
+	assert.ErrorIs(t, err, execstore.ErrInvalid, "got %v", err)
+	assert.NotErrorIs(t, err, execstore.ErrOutcomeUnknown)
+	assert.EqualValues(t, 1, e.Version)
+	got, err := h.store.Load(bg, "big")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, got.Version)
+	pending, err := h.store.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	assert.Len(t, pending, 1)
 }
