@@ -111,7 +111,8 @@ func (p *stallProxy) close() {
 // time, and Close returns within its context.
 func TestCallersAnsweredOnTimeWhileServerStalls(t *testing.T) {
 	proxy, uri := proxied(t)
-	s, err := aio.Open(bg, uri, aio.Options{Database: testDatabase(t), GroupCommitInFlight: 1})
+	h := newHarness(t, aio.Options{})
+	s, err := aio.Open(bg, uri, aio.Options{Database: h.opts.Database, GroupCommitInFlight: 1})
 	require.NoError(t, err)
 
 	a, b := newExe("a"), newExe("b")

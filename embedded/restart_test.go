@@ -11,6 +11,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
@@ -133,4 +136,26 @@ func TestStoreSurvivesServerRestart(t *testing.T) {
 		assert.True(t, events[c.event], "acknowledged event %s lost", c.event)
 	}
 	assert.NotEmpty(t, acked)
+
+	// The collection's invariants: each outbox entry belongs to a committed version, and the
+	// pending count matches the entries.
+	docs, err := store.PendingOutbox(ctx, 0)
+	require.NoError(t, err)
+	for _, p := range docs {
+		got, err := store.Load(ctx, p.SourceID)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, p.Version, got.Version, "outbox entry %d beyond its execution's version", p.Seq)
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(second.URI()))
+	require.NoError(t, err)
+	defer client.Disconnect(ctx)
+	cur, err := client.Database("restart").Collection("executions").Find(ctx, bson.D{})
+	require.NoError(t, err)
+	for cur.Next(ctx) {
+		elems, err := cur.Current.Lookup("outbox").Document().Elements()
+		require.NoError(t, err)
+		n, _ := cur.Current.Lookup("outbox_n").AsInt64OK()
+		assert.EqualValues(t, len(elems), n, "outbox_n of %s", cur.Current.Lookup("_id"))
+	}
+	require.NoError(t, cur.Err())
 }
