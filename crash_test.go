@@ -30,7 +30,8 @@ type engine struct {
 	events     chan string // "target|event"
 
 	mu    sync.Mutex
-	acked map[string]int64 // the last acknowledged version of each execution
+	acked map[string]int64   // the last acknowledged version of each execution
+	fired map[string]float64 // the latest fire time of each execution's timer the sweep fired
 }
 
 func (g *engine) target(source string, version int64) string {
@@ -48,7 +49,10 @@ func (g *engine) handle(ctx context.Context, target, event string) error {
 		if done {
 			return nil
 		}
-		c := execstore.Commit{ProcessedEventID: event}
+		// Every commit re-arms the execution's timer, to fire at its new version number: due at
+		// once for the sweep (which runs with a far-off now), so the last one must be fired.
+		c := execstore.Commit{ProcessedEventID: event,
+			Timers: []execstore.TimerOp{execstore.ScheduleTimer("wake", float64(exe.Version+1))}}
 		if next := exe.Version + 1; next < g.maxVersion {
 			c.Emits = []execstore.Emit{{TargetID: g.target(exe.ID, next), Event: []byte(fmt.Sprintf("%s/%d", exe.ID, next))}}
 		}
@@ -87,12 +91,26 @@ func (g *engine) run(ctx context.Context, handlers int) error {
 	}
 	var relayErr error
 	for idle := 0; idle < 5; {
+		due, err := g.store.DueTimers(ctx, 1e9, 200)
+		if err != nil {
+			relayErr = err
+			break
+		}
+		g.mu.Lock()
+		for _, d := range due {
+			g.fired[d.ExecutionID] = max(g.fired[d.ExecutionID], d.FireAt) // fired before deleted: at least once
+		}
+		g.mu.Unlock()
+		if err := g.store.DeleteTimers(ctx, due); err != nil {
+			relayErr = err
+			break
+		}
 		pending, err := g.store.PendingOutbox(ctx, 200)
 		if err != nil {
 			relayErr = err
 			break
 		}
-		if len(pending) == 0 {
+		if len(pending) == 0 && len(due) == 0 {
 			idle++
 			time.Sleep(20 * time.Millisecond)
 			continue
@@ -128,15 +146,17 @@ func (g *engine) run(ctx context.Context, handlers int) error {
 func longRuns() bool { return os.Getenv("EXECSTORE_LONG") == "1" }
 
 // The store is killed mid-run (closed without draining), reopened, and the runtime recovers
-// by relaying the outbox again: every emitted event is processed exactly once, and no
-// execution is behind its last acknowledged commit.
+// by relaying the outbox and sweeping due timers again: every emitted event is processed
+// exactly once, every execution's last timer is fired, and no execution is behind its last
+// acknowledged commit.
 func TestCrashAndRecover(t *testing.T) {
 	h := newHarness(t, aio.Options{})
 	executions, maxVersion := 24, int64(10)
 	if longRuns() {
 		executions, maxVersion = 200, 40
 	}
-	g := &engine{store: h.store, executions: executions, maxVersion: maxVersion, acked: map[string]int64{}}
+	g := &engine{store: h.store, executions: executions, maxVersion: maxVersion,
+		acked: map[string]int64{}, fired: map[string]float64{}}
 	for i := range executions {
 		id := fmt.Sprintf("x%d", i)
 		_, err := h.store.Commit(bg, &execstore.Execution{ID: id, DefinitionID: "chain", Status: execstore.Running},
@@ -199,6 +219,14 @@ func TestCrashAndRecover(t *testing.T) {
 	for id, v := range g.acked {
 		assert.GreaterOrEqual(t, finals[id], v, "%s is behind its last acknowledged commit", id)
 	}
+	for id, v := range finals {
+		if v >= 2 {
+			assert.EqualValues(t, v, g.fired[id], "%s: its last timer (due at %d) was never fired", id, v)
+		}
+	}
+	due, err := second.DueTimers(bg, 1e9, 0)
+	require.NoError(t, err)
+	assert.Empty(t, due, "timers left after recovery")
 	pending, err := second.PendingOutbox(bg, 0)
 	require.NoError(t, err)
 	assert.Empty(t, pending)

@@ -69,7 +69,7 @@ func TestOpenWaitsForServer(t *testing.T) {
 		s, err := aio.Open(ctx, uri, aio.Options{Database: testDatabase(t), PingInterval: 50 * time.Millisecond})
 		done <- result{s, err}
 	}()
-	time.Sleep(500 * time.Millisecond) // the server is "down" for this long
+	time.Sleep(2 * time.Second) // the server is "down" for this long
 	proxy := newStallProxyAt(t, addr, upstream)
 	r := <-done
 	require.NoError(t, r.err)

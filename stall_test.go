@@ -204,6 +204,7 @@ func TestConnectionResetAfterSend(t *testing.T) {
 					Trace:            map[string]any{"r": int64(round)},
 				}
 				before := *e
+				prior := h.rawDoc(t, "e")
 				f := s.CommitAsync(bg, e, c)
 				time.Sleep(100 * time.Millisecond) // sent, and (answer lost) applied
 				proxy.reset()
@@ -223,6 +224,18 @@ func TestConnectionResetAfterSend(t *testing.T) {
 				checkInvariants(t, h)
 				doc := h.rawDoc(t, "e")
 				applied := rawInt(t, doc, "version") == before.Version+1
+				// The whole commit or none of it: snapshot version, outbox entry, dedupe mark,
+				// timer, spawn intent and trace step together.
+				parts := map[string]bool{
+					"outbox": rawInt(t, doc, "outbox_n") == rawInt(t, prior, "outbox_n")+1,
+					"dedupe": containsString(t, doc, "processed", c.ProcessedEventID),
+					"timer":  doc.Lookup("timers", "T").Type == bson.TypeDouble && doc.Lookup("timers", "T").Double() == float64(round),
+					"spawn":  rawInt(t, doc, "spawns_n") == rawInt(t, prior, "spawns_n")+1,
+					"trace":  rawInt(t, doc, "trace_next") == rawInt(t, prior, "trace_next")+1,
+				}
+				for part, present := range parts {
+					assert.Equal(t, applied, present, "round %d: %s present=%v but the commit applied=%v", round, part, present, applied)
+				}
 				if mode.answerOnly {
 					assert.True(t, applied, "the server had the commit")
 				} else {
@@ -261,4 +274,16 @@ func checkInvariants(t *testing.T, h *harness) {
 		assert.LessOrEqual(t, rawInt(t, doc, "trace_next"), version+1000, "%s", id)
 	}
 	require.NoError(t, cur.Err())
+}
+
+func containsString(t *testing.T, doc bson.Raw, field, want string) bool {
+	t.Helper()
+	vals, err := doc.Lookup(field).Array().Values()
+	require.NoError(t, err)
+	for _, v := range vals {
+		if v.StringValue() == want {
+			return true
+		}
+	}
+	return false
 }
