@@ -114,6 +114,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -146,6 +147,7 @@ var allVariants = []string{variantSeedPort, variantAIO, variantBatch, variantRaw
 
 // config is what the flags select.
 type config struct {
+	cpuProfile  string // file for a CPU profile of the whole run; "" for none
 	uri         string // "" for the embedded server
 	executions  int
 	events      int
@@ -198,6 +200,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		"size the runs so that the default run finishes within a minute on 2 cores; -quick=false for larger runs")
 	fs.StringVar(&cfg.out, "out", "bench-out", "directory for bench-results.json and bench.png (bench-scaling.json with -scaling)")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of every random choice of the workload")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (the embedded server included) to this file")
 	fs.Float64Var(&cfg.redeliver, "redeliver", 0.05,
 		"fraction of outbox entries the relay delivers twice by withholding the first ack")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "bound on the whole benchmark")
@@ -300,6 +303,19 @@ func parseVariants(s string) ([]string, error) {
 
 // run performs the benchmark and returns the process exit status.
 func run(cfg config) int {
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
