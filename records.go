@@ -1,5 +1,7 @@
 package execstore
 
+import "sort"
+
 // Status is the lifecycle state of an execution.
 type Status string
 
@@ -140,4 +142,19 @@ type ListQuery struct {
 type Page struct {
 	Items      []Summary
 	NextCursor string // "" when this is the last page
+}
+
+// SortDueTimers puts timers in the order DueTimers returns them: earliest fire time first,
+// then by execution id, then by path.
+func SortDueTimers(timers []DueTimer) {
+	sort.Slice(timers, func(i, j int) bool {
+		a, b := timers[i], timers[j]
+		if a.FireAt != b.FireAt {
+			return a.FireAt < b.FireAt
+		}
+		if a.ExecutionID != b.ExecutionID {
+			return a.ExecutionID < b.ExecutionID
+		}
+		return a.Path < b.Path
+	})
 }

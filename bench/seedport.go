@@ -418,16 +418,7 @@ func (s *seedPort) dueTimers(ctx context.Context, now float64, limit int) ([]exe
 	if err := cur.Err(); err != nil {
 		return nil, err
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.FireAt != b.FireAt {
-			return a.FireAt < b.FireAt
-		}
-		if a.ExecutionID != b.ExecutionID {
-			return a.ExecutionID < b.ExecutionID
-		}
-		return a.Path < b.Path
-	})
+	execstore.SortDueTimers(out)
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"sort"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -71,7 +70,7 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 			return nil, readFailure("due timers", "", err)
 		}
 		if limit > 0 && len(out) >= limit {
-			sortDue(out)
+			execstore.SortDueTimers(out)
 			out = out[:limit]
 			if doc.TimerMin > out[limit-1].FireAt {
 				break // every later document's timers fire after the limit found
@@ -106,7 +105,7 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 		// more, nothing else.
 		_, _ = env.Executions.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 	}
-	sortDue(out)
+	execstore.SortDueTimers(out)
 	return limitTo(out, limit), nil
 }
 
@@ -124,19 +123,6 @@ func worthRepair(timers map[string]float64, now float64) bool {
 		}
 	}
 	return true
-}
-
-func sortDue(out []execstore.DueTimer) {
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.FireAt != b.FireAt {
-			return a.FireAt < b.FireAt
-		}
-		if a.ExecutionID != b.ExecutionID {
-			return a.ExecutionID < b.ExecutionID
-		}
-		return a.Path < b.Path
-	})
 }
 
 // DeleteTimerFilter and DeleteTimerUpdate remove the timer at path only while it still
