@@ -37,15 +37,6 @@ func ProcessedFilter(env Env, id, eventID string) bson.D {
 	return bson.D{{Key: fID, Value: id}, {Key: "$or", Value: or}}
 }
 
-// UnprocessedFilter matches the execution only if eventID is not in its dedupe set.
-func UnprocessedFilter(env Env, id, eventID string) bson.D {
-	f := bson.D{{Key: fID, Value: id}}
-	for _, field := range dedupeFields(env) {
-		f = append(f, bson.E{Key: field, Value: bson.D{{Key: "$ne", Value: eventID}}})
-	}
-	return f
-}
-
 // dedupeSetExpr is the aggregation expression of the whole dedupe set, [] when absent.
 func dedupeSetExpr(env Env) any {
 	fields := dedupeFields(env)

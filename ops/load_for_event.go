@@ -3,12 +3,11 @@ package ops
 import (
 	"context"
 	"errors"
-	"fmt"
+	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/execstore/execstore"
 )
@@ -29,23 +28,24 @@ func LoadForEventPipeline(env Env, id, eventID string) mongo.Pipeline {
 }
 
 // LoadForEvent returns the execution and whether eventID is in its dedupe set, in one round
-// trip of latency. On MongoDB it runs LoadForEventPipeline. FerretDB has no aggregation $in,
-// so there it issues two finds at once: the load, and a find of the version at which the
-// document did not yet hold eventID (UnprocessedFilter). Their answers are combined so that
-// "not processed" is only reported for the very version returned; a version that moved between
-// the two reads is read again, and a missing "not yet processed" answer is confirmed.
+// trip. On MongoDB it runs LoadForEventPipeline, so the dedupe set never leaves the server.
+// FerretDB has no aggregation $in, so there it is one find by _id that also returns the
+// dedupe set, and the membership test runs here. Both read one document at one version, so
+// the verdict always belongs to the execution returned. (A find by _id alone is also the
+// only filter FerretDB's SQLite backend serves from the primary key; a filter on the dedupe
+// set would scan the collection.)
 func LoadForEvent(ctx context.Context, env Env, id, eventID string) (*execstore.Execution, bool, error) {
 	if env.Profile != FerretDB {
 		return loadForEventAggregate(ctx, env, id, eventID)
 	}
-	const attempts = 5
-	for range attempts {
-		exe, hit, settled, err := loadForEventFinds(ctx, env, id, eventID)
-		if err != nil || settled {
-			return exe, hit, err
-		}
+	d, err := loadWithDedupeSet(ctx, env, id, loadProjection)
+	if err != nil {
+		return nil, false, readFailure("load for event", id, err)
 	}
-	return nil, false, fmt.Errorf("execstore: load for event of %q: the execution kept changing under %d reads", id, attempts)
+	if d == nil {
+		return nil, false, nil
+	}
+	return d.execution(), d.holds(eventID), nil
 }
 
 func loadForEventAggregate(ctx context.Context, env Env, id, eventID string) (*execstore.Execution, bool, error) {
@@ -63,48 +63,45 @@ func loadForEventAggregate(ctx context.Context, env Env, id, eventID string) (*e
 	return docs[0].execution(), docs[0].Hit, nil
 }
 
-func loadForEventFinds(ctx context.Context, env Env, id, eventID string) (exe *execstore.Execution, hit, settled bool, err error) {
-	var (
-		doc, open       execDoc
-		docErr, openErr error
-	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		docErr = env.Executions.FindOne(gctx, LoadFilter(id), options.FindOne().SetProjection(loadProjection)).Decode(&doc)
-		return ignoreNoDocuments(docErr)
-	})
-	g.Go(func() error {
-		openErr = env.Executions.FindOne(gctx, UnprocessedFilter(env, id, eventID),
-			options.FindOne().SetProjection(bson.D{{Key: fVersion, Value: 1}})).Decode(&open)
-		return ignoreNoDocuments(openErr)
-	})
-	if err := g.Wait(); err != nil {
-		return nil, false, false, readFailure("load for event", id, err)
-	}
-	if docErr != nil { // no document
-		return nil, false, true, nil
-	}
-	if openErr != nil {
-		// No version without eventID was seen. That proves it processed only if the document
-		// existed when that find ran: it may have been created since. Ask directly.
-		hit, err := IsProcessed(ctx, env, id, eventID)
-		if err != nil {
-			return nil, false, false, err
-		}
-		if hit {
-			return doc.execution(), true, true, nil
-		}
-		return nil, false, false, nil // read the pair again
-	}
-	if open.Version != doc.Version {
-		return nil, false, false, nil
-	}
-	return doc.execution(), false, true, nil
+// dedupeDoc is an executions document read together with its dedupe set.
+type dedupeDoc struct {
+	execDoc
+	dedupeSet
 }
 
-func ignoreNoDocuments(err error) error {
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil
+// dedupeSet is the dedupe set as stored: one of the fields or the other two (see dedupe.go).
+type dedupeSet struct {
+	Processed  []string `bson:"processed"`
+	Processed0 []string `bson:"processed_0"`
+	Processed1 []string `bson:"processed_1"`
+}
+
+// holds reports whether eventID is in the dedupe set, as ProcessedFilter would match it.
+func (d *dedupeSet) holds(eventID string) bool {
+	return slices.Contains(d.Processed, eventID) || slices.Contains(d.Processed0, eventID) ||
+		slices.Contains(d.Processed1, eventID)
+}
+
+// loadWithDedupeSet finds the document by _id with the fields of projection and the dedupe
+// set; nil, nil when there is none.
+func loadWithDedupeSet(ctx context.Context, env Env, id string, projection bson.D) (*dedupeDoc, error) {
+	p := slices.Clone(projection)
+	for _, f := range dedupeFields(env) {
+		p = append(p, bson.E{Key: f, Value: 1})
 	}
-	return err
+	raw, err := env.Executions.FindOne(ctx, LoadFilter(id), options.FindOne().SetProjection(p)).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var d dedupeDoc
+	if err := bson.Unmarshal(raw, &d.execDoc); err != nil {
+		return nil, err
+	}
+	if err := bson.Unmarshal(raw, &d.dedupeSet); err != nil {
+		return nil, err
+	}
+	return &d, nil
 }

@@ -9,8 +9,17 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// IsProcessed reports whether eventID is in the dedupe set of id. One find projecting _id.
+// IsProcessed reports whether eventID is in the dedupe set of id. One find: on MongoDB of
+// ProcessedFilter, projecting _id; on FerretDB, whose SQLite backend scans the collection for
+// any filter but _id alone, of the document by _id with its dedupe set.
 func IsProcessed(ctx context.Context, env Env, id, eventID string) (bool, error) {
+	if env.Profile == FerretDB {
+		d, err := loadWithDedupeSet(ctx, env, id, bson.D{{Key: fID, Value: 1}})
+		if err != nil {
+			return false, readFailure("is processed", id, err)
+		}
+		return d != nil && d.holds(eventID), nil
+	}
 	err := env.Executions.FindOne(ctx, ProcessedFilter(env, id, eventID),
 		options.FindOne().SetProjection(bson.D{{Key: fID, Value: 1}})).Err()
 	if errors.Is(err, mongo.ErrNoDocuments) {
