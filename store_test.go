@@ -37,15 +37,38 @@ type commandLog struct {
 	mu       sync.Mutex
 	names    []string
 	commands []bson.Raw
+	running  map[string]int // commands sent and not yet answered, by name
+	peak     map[string]int // the most ever running at once, by name
 }
 
 func (l *commandLog) monitor() *event.CommandMonitor {
-	return &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+	done := func(name string) {
 		l.mu.Lock()
-		l.names = append(l.names, e.CommandName)
-		l.commands = append(l.commands, append(bson.Raw(nil), e.Command...))
+		l.running[name]--
 		l.mu.Unlock()
-	}}
+	}
+	return &event.CommandMonitor{
+		Started: func(_ context.Context, e *event.CommandStartedEvent) {
+			l.mu.Lock()
+			l.names = append(l.names, e.CommandName)
+			l.commands = append(l.commands, append(bson.Raw(nil), e.Command...))
+			if l.running == nil {
+				l.running, l.peak = map[string]int{}, map[string]int{}
+			}
+			l.running[e.CommandName]++
+			l.peak[e.CommandName] = max(l.peak[e.CommandName], l.running[e.CommandName])
+			l.mu.Unlock()
+		},
+		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) { done(e.CommandName) },
+		Failed:    func(_ context.Context, e *event.CommandFailedEvent) { done(e.CommandName) },
+	}
+}
+
+// peakRunning returns the most commands named name that were ever running at once.
+func (l *commandLog) peakRunning(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.peak[name]
 }
 
 func (l *commandLog) reset() {

@@ -58,9 +58,10 @@ func takeLive[T any](s *Store, items []T, ctxOf func(T) context.Context, handOf 
 }
 
 func newCoalescers(s *Store, opts Options) {
-	cfg := batch.CoalescerConfig{MaxItems: s.maxBatch, MaxInFlight: opts.GroupCommitInFlight}
-	s.writes = batch.NewCoalescer(cfg, func(*writeItem) int { return 128 }, s.flushWrites)
-	s.loads = batch.NewCoalescer(cfg, func(*loadItem) int { return 64 }, s.flushLoads)
+	writes := batch.CoalescerConfig{MaxItems: s.maxBatch, MaxInFlight: s.writesInFlight}
+	loads := batch.CoalescerConfig{MaxItems: s.maxBatch, MaxInFlight: opts.GroupCommitInFlight}
+	s.writes = batch.NewCoalescer(writes, func(*writeItem) int { return 128 }, s.flushWrites)
+	s.loads = batch.NewCoalescer(loads, func(*loadItem) int { return 64 }, s.flushLoads)
 }
 
 // idempotentWrite runs w through the write coalescer, or alone when coalescing is off.

@@ -32,7 +32,7 @@ func commitItemSize(it *commitItem) int { return it.plan.Bytes }
 func newGroupCommit(s *Store, opts Options) *batch.Coalescer[*commitItem] {
 	return batch.NewCoalescer(batch.CoalescerConfig{
 		MaxItems:    s.maxBatch,
-		MaxInFlight: opts.GroupCommitInFlight,
+		MaxInFlight: s.writesInFlight,
 	}, commitItemSize, s.flushCommits)
 }
 

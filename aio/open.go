@@ -31,11 +31,13 @@ type Store struct {
 	writes     *batch.Coalescer[*writeItem]  // nil when coalescing is off
 	loads      *batch.Coalescer[*loadItem]   // nil when coalescing is off
 	maxBatch   int                           // operations per bulk command
-	stop       context.Context               // ends when Close gives up waiting
-	stopNow    context.CancelFunc
-	outboxSeq  *batch.Sequence
-	spawnSeq   *batch.Sequence
-	stats      *counters
+	// writesInFlight bounds the write batches in flight; 0 for the coalescer's default.
+	writesInFlight int
+	stop           context.Context // ends when Close gives up waiting
+	stopNow        context.CancelFunc
+	outboxSeq      *batch.Sequence
+	spawnSeq       *batch.Sequence
+	stats          *counters
 }
 
 // Open connects to the server at uri and returns a store. It pings the server, retrying with
@@ -129,6 +131,10 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 	}
 	if s.env.Profile == ops.FerretDB && s.maxBatch > FerretDBBatchLimit {
 		s.maxBatch = FerretDBBatchLimit // it never answers a bulk write of 100 updates or more
+	}
+	s.writesInFlight = opts.GroupCommitInFlight
+	if s.writesInFlight <= 0 && s.env.Profile == ops.FerretDB {
+		s.writesInFlight = FerretDBWritesInFlight
 	}
 	if !opts.DisableGroupCommit {
 		s.group = newGroupCommit(s, opts)

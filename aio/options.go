@@ -25,6 +25,10 @@ const (
 	FerretDBMaxBatch = 64
 	// FerretDBBatchLimit is the largest batch used on FerretDB, whatever the option says.
 	FerretDBBatchLimit = 99
+	// FerretDBWritesInFlight is the default bound on write batches (group commits, acks) in
+	// flight on FerretDB. Its server admits one write at a time, so a second batch in flight
+	// would only wait there, and the commits it took would have made the next batch larger.
+	FerretDBWritesInFlight = 1
 )
 
 // Options configures a Store. The zero value is ready to use; every field documents its default.
@@ -68,7 +72,8 @@ type Options struct {
 	// on FerretDB, where it is never more than FerretDBBatchLimit (99).
 	GroupCommitMaxBatch int
 	// GroupCommitInFlight bounds the batches in flight at once, for each kind of batch.
-	// Default batch.DefaultMaxInFlight (4).
+	// Default batch.DefaultMaxInFlight (4); on FerretDB, FerretDBWritesInFlight (1) for the
+	// write batches.
 	GroupCommitInFlight int
 	// WriteConcern applies to every write. Default nil: the client's (the URI's), which is
 	// the server's default when the URI sets none. On a replica set use
