@@ -376,6 +376,9 @@ func (s *seedPort) pendingOutbox(ctx context.Context, limit int) ([]pendingEntry
 	return out, nil
 }
 
+// concurrentAcks is false: the seed's relay acks one entry after the other.
+func (s *seedPort) concurrentAcks() bool { return false }
+
 // ackOutbox is the seed's ack_outbox with the exact entry pulled (see seedPort). One update.
 func (s *seedPort) ackOutbox(ctx context.Context, e pendingEntry) error {
 	res, err := s.exes.UpdateOne(ctx, bson.D{{Key: "outbox.seq", Value: e.Seq}},

@@ -96,6 +96,10 @@ func (s *aioStore) ackOutbox(ctx context.Context, e pendingEntry) error {
 	return s.store.AckOutbox(ctx, e.SourceID, e.Seq)
 }
 
+// concurrentAcks is true: the store takes concurrent calls, and with coalescing on sends the
+// acks of one scan as one bulk write.
+func (s *aioStore) concurrentAcks() bool { return true }
+
 func (s *aioStore) dueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error) {
 	return s.store.DueTimers(ctx, now, limit)
 }

@@ -59,6 +59,9 @@ type execStore interface {
 	commit(ctx context.Context, exe *execstore.Execution, c execstore.Commit) error
 	pendingOutbox(ctx context.Context, limit int) ([]pendingEntry, error)
 	ackOutbox(ctx context.Context, e pendingEntry) error
+	// concurrentAcks reports whether the relay acks a scan's entries all at once, as a user of
+	// an asynchronous store does, rather than one after the other.
+	concurrentAcks() bool
 	dueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error)
 	deleteTimer(ctx context.Context, t execstore.DueTimer) (bool, error)
 	// final reads what the checks need: every execution of ids, in that order, the pending
@@ -263,9 +266,10 @@ func (w *workload) relay(ctx context.Context, h handoff) error {
 	}
 }
 
-// relayEntries hands every entry of a scan to the handler of its target, then acks them one
-// at a time, so that the handlers work on the scan while the relay acks it. An entry whose
-// ack is withheld is delivered again by the next scan.
+// relayEntries hands every entry of a scan to the handler of its target, then acks them, so
+// that the handlers work on the scan while the relay acks it: one at a time for a synchronous
+// store, all at once for an asynchronous one. An entry whose ack is withheld is delivered
+// again by the next scan.
 func (w *workload) relayEntries(ctx context.Context, h handoff, entries []pendingEntry, acked map[int64]bool) error {
 	var toAck []pendingEntry
 	for _, e := range entries {
@@ -289,15 +293,27 @@ func (w *workload) relayEntries(ctx context.Context, h handoff, entries []pendin
 		}
 		toAck = append(toAck, e)
 	}
+	g, gctx := errgroup.WithContext(ctx)
+	if !w.store.concurrentAcks() {
+		g.SetLimit(1)
+	}
 	for _, e := range toAck {
-		t0 := time.Now()
-		err := w.store.ackOutbox(ctx, e)
-		w.timings.add("ack", t0)
-		if err != nil {
-			return fmt.Errorf("ack outbox (%s, %d): %w", e.SourceID, e.Seq, err)
-		}
+		g.Go(func() error {
+			t0 := time.Now()
+			err := w.store.ackOutbox(gctx, e)
+			w.timings.add("ack", t0)
+			if err != nil {
+				return fmt.Errorf("ack outbox (%s, %d): %w", e.SourceID, e.Seq, err)
+			}
+			w.acks.Add(1)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for _, e := range toAck {
 		acked[e.Seq] = true
-		w.acks.Add(1)
 	}
 	return nil
 }
