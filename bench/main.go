@@ -81,7 +81,8 @@
 // and aio+batch the store's calls by operation and its group commits), and call_ms, the p50
 // and p99 of each kind of store call as the workload saw it (load_for_event, commit, ack,
 // pending_outbox, due_timers, delete_timer). A store's updates beyond its commits, acks and
-// timer deletes are its own housekeeping: for aio, the timer-hint repairs its sweep makes. And
+// timer deletes are its own housekeeping: for aio on MongoDB, the timer-hint repairs its sweep
+// makes. And
 // DIR/bench.png charts events/s against concurrency, one line per variant.
 //
 // The default run is sized (-quick) to finish within a minute on a 2-core machine with the

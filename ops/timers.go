@@ -39,10 +39,12 @@ func RepairHintCommand(id string, version int64, old float64, remaining map[stri
 
 // DueTimers returns up to limit timers (0: all) with fire_at <= now, earliest first (ties by
 // execution id, then path). One find over the documents whose hint is due, in hint order, that
-// stops once no further document can hold an earlier timer than the limit already found. A
-// document whose hint turned out stale (no timer due, and none within repairHorizon) gets its
-// hint repaired by a guarded update, all of them in one bulk write, so it is not read again.
-// Every fire time is checked here.
+// stops once no further document can hold an earlier timer than the limit already found. On
+// MongoDB a document whose hint turned out stale (no timer due, and none within repairHorizon)
+// gets its hint repaired by a guarded update, all of them in one bulk write, so that the index
+// stops leading the sweep to it. On FerretDB hints are never repaired: its SQLite backend reads
+// every document for this find whatever the hints say, so a repair would buy nothing and cost
+// a write that scans the collection. Every fire time is checked here.
 func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstore.DueTimer, error) {
 	cur, err := env.Executions.Find(ctx, DueFilter(now), options.Find().
 		SetProjection(bson.D{{Key: fTimers, Value: 1}, {Key: fTimerMin, Value: 1}, {Key: fVersion, Value: 1}}).
@@ -95,7 +97,7 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 	if err := cur.Err(); err != nil {
 		return nil, readFailure("due timers", "", err)
 	}
-	if len(repairs) > 0 {
+	if len(repairs) > 0 && env.Profile != FerretDB {
 		models := make([]mongo.WriteModel, len(repairs))
 		for i, r := range repairs {
 			filter, update := RepairHintCommand(r.id, r.version, r.hint, r.timers)
