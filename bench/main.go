@@ -19,8 +19,11 @@
 //
 // It is the runtime loop of a workflow engine. N executions are created, the first ones with
 // one start event in their outbox. A relay goroutine reads the pending outbox, hands the
-// entries of each scan to the handler goroutines that own their targets, then acks them one
-// at a time while the handlers work. A handler loads
+// entries of each scan to the handler goroutines that own their targets, then acks them while
+// the handlers work: the seed port's relay one entry after the other, as the seed's
+// synchronous design does; the async store's relay all of a scan's entries at once, as a user
+// of an asynchronous store does (with coalescing on they go out as one bulk write). A handler
+// loads
 // the execution together with its dedupe verdict for the event, skips the event if it was
 // already processed, and otherwise commits the changed snapshot with the event's dedupe mark,
 // a timer operation, every tenth event a trace step, and one new event for another execution
@@ -82,8 +85,7 @@
 // and p99 of each kind of store call as the workload saw it (load_for_event, commit, ack,
 // pending_outbox, due_timers, delete_timer). A store's updates beyond its commits, acks and
 // timer deletes are its own housekeeping: for aio on MongoDB, the timer-hint repairs its sweep
-// makes. And
-// DIR/bench.png charts events/s against concurrency, one line per variant.
+// makes. And DIR/bench.png charts events/s against concurrency, one line per variant.
 //
 // The default run is sized (-quick) to finish within a minute on a 2-core machine with the
 // embedded server; -quick=false runs larger ones. A single round's ratios move with whatever
