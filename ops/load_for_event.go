@@ -45,7 +45,7 @@ func LoadForEvent(ctx context.Context, env Env, id, eventID string) (*execstore.
 	if d == nil {
 		return nil, false, nil
 	}
-	return d.execution(), d.holds(eventID), nil
+	return d.Exec.execution(), d.Set.holds(eventID), nil
 }
 
 func loadForEventAggregate(ctx context.Context, env Env, id, eventID string) (*execstore.Execution, bool, error) {
@@ -65,8 +65,8 @@ func loadForEventAggregate(ctx context.Context, env Env, id, eventID string) (*e
 
 // dedupeDoc is an executions document read together with its dedupe set.
 type dedupeDoc struct {
-	execDoc
-	dedupeSet
+	Exec execDoc   `bson:",inline"`
+	Set  dedupeSet `bson:",inline"`
 }
 
 // dedupeSet is the dedupe set as stored: one of the fields or the other two (see dedupe.go).
@@ -89,18 +89,12 @@ func loadWithDedupeSet(ctx context.Context, env Env, id string, projection bson.
 	for _, f := range dedupeFields(env) {
 		p = append(p, bson.E{Key: f, Value: 1})
 	}
-	raw, err := env.Executions.FindOne(ctx, LoadFilter(id), options.FindOne().SetProjection(p)).Raw()
+	var d dedupeDoc
+	err := env.Executions.FindOne(ctx, LoadFilter(id), options.FindOne().SetProjection(p)).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
-	}
-	var d dedupeDoc
-	if err := bson.Unmarshal(raw, &d.execDoc); err != nil {
-		return nil, err
-	}
-	if err := bson.Unmarshal(raw, &d.dedupeSet); err != nil {
 		return nil, err
 	}
 	return &d, nil

@@ -18,7 +18,7 @@ func IsProcessed(ctx context.Context, env Env, id, eventID string) (bool, error)
 		if err != nil {
 			return false, readFailure("is processed", id, err)
 		}
-		return d != nil && d.holds(eventID), nil
+		return d != nil && d.Set.holds(eventID), nil
 	}
 	err := env.Executions.FindOne(ctx, ProcessedFilter(env, id, eventID),
 		options.FindOne().SetProjection(bson.D{{Key: fID, Value: 1}})).Err()
