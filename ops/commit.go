@@ -289,11 +289,11 @@ type TraceMovedError struct{ TraceNext int64 }
 func (e *TraceMovedError) Error() string { return "execstore: trace index moved" }
 
 // readVersion returns the stored version and trace_next of id, or NoVersion when there is no
-// document. Its errors are reported as the outcome of the conflict check: the commit itself is
+// document, as the primary has them now (Env.Primary). Its errors are reported as the outcome of the conflict check: the commit itself is
 // known not to have been applied.
 func readVersion(ctx context.Context, env Env, id string) (version, traceNext int64, err error) {
 	var d execDoc
-	err = env.Executions.FindOne(ctx, bson.D{{Key: fID, Value: id}},
+	err = env.primary().FindOne(ctx, bson.D{{Key: fID, Value: id}},
 		options.FindOne().SetProjection(bson.D{{Key: fVersion, Value: 1}, {Key: fTraceNext, Value: 1}})).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return execstore.NoVersion, 0, nil

@@ -40,12 +40,24 @@ func (p *CommitPlan) SetToken(token int64) {
 //     by the count: if the wins already known account for every match, they all lost; if the
 //     matches left equal their number, they all won; otherwise their outcome is unknown.
 //
-// A bulk write whose answer never came back may still be running on the server: the read-back
-// then settles only the wins (its own token) and the certain losses (another commit wrote
-// expected+1), and reports the rest as outcome unknown.
+// What the server's answer proves comes from classifyWrite, the rule every write path uses:
 //
-// The read-back runs on settleCtx, not ctx: it must settle the outcomes even when every
-// caller has given up, and it stops only when settleCtx ends.
+//   - no answer, or one that proves nothing (a network error, a timeout, an interruption or
+//     another command error after which some statements may have run): the bulk write may
+//     still be running on the server. The read-back then settles only the wins (its own
+//     token) and the certain losses (another commit wrote expected+1), and reports the rest
+//     as outcome unknown;
+//   - a write-concern error: every statement ran on the primary, but what was applied may be
+//     rolled back by a failover. Losses are settled as above, and every plan that would have
+//     won is reported as outcome unknown instead;
+//   - a refusal of the whole command (auth, parse, validation): nothing was applied, and
+//     every plan gets that refusal.
+//
+// The read-back reads the primary's latest state (Env.Primary: local read concern, primary
+// read preference), whatever the store's read settings: a majority read could miss the
+// competitor's write, or this bulk's own, and a secondary could lag. It runs on settleCtx,
+// not ctx: it must settle the outcomes even when every caller has given up, and it stops
+// only when settleCtx ends.
 func RunCommitBatch(ctx, settleCtx context.Context, env Env, plans []*CommitPlan) []error {
 	errs := make([]error, len(plans))
 	if err := ctx.Err(); err != nil {
@@ -59,36 +71,16 @@ func RunCommitBatch(ctx, settleCtx context.Context, env Env, plans []*CommitPlan
 		models[i] = mongo.NewUpdateOneModel().SetFilter(p.Filter).SetUpdate(p.Update)
 	}
 	res, err := env.Executions.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-	matched := int64(-1) // unknown
-	if err == nil {
-		matched = res.MatchedCount
-		if matched == int64(len(plans)) {
-			return errs
-		}
-	}
-	// answered: the server answered the bulk write, so every operation of it is settled and
-	// a read-back shows its final effect.
-	var bulkErr error
-	answered := true
-	if err != nil {
-		bulkErr = err
-		var we mongo.BulkWriteException
-		var ce mongo.CommandError
-		switch {
-		case errors.As(err, &we) && we.WriteConcernError == nil && len(we.WriteErrors) > 0:
-			if res != nil {
-				matched = res.MatchedCount
-			}
-		case errors.As(err, &ce) && !mongo.IsNetworkError(err) && !mongo.IsTimeout(err) &&
-			!ce.HasErrorLabel("RetryableWriteError") && res != nil:
-			matched = res.MatchedCount // the server refused the command
-		default:
-			answered = false
-		}
+	ans := answerBulk(res, err)
+	switch {
+	case err == nil && ans.matched == int64(len(plans)):
+		return errs // every plan won
+	case ans.refused:
+		return settleBatch(plans, ans, nil, nil) // nothing was applied: no read-back
 	}
 	found, rerr := readBack(settleCtx, env, plans)
 	if rerr != nil {
-		cause := bulkErr
+		cause := err
 		if cause == nil {
 			cause = rerr
 		}
@@ -97,34 +89,92 @@ func RunCommitBatch(ctx, settleCtx context.Context, env Env, plans []*CommitPlan
 		}
 		return errs
 	}
-	return settleBatch(plans, matched, answered, bulkErr, found, func(p *CommitPlan) error {
+	return settleBatch(plans, ans, found, func(p *CommitPlan) error {
 		return RunCommit(ctx, env, *p)
 	})
 }
 
-// settleBatch decides each plan's outcome from what the bulk write answered (matched: how many
-// CAS filters matched, -1 when unknown; answered: whether the server answered at all) and
-// from the read-back found. rerun runs a plan alone; it is used only for plans that certainly
-// did not land. See RunCommitBatch for the rules.
-func settleBatch(plans []*CommitPlan, matched int64, answered bool, bulkErr error,
-	found map[string]readBackDoc, rerun func(*CommitPlan) error) []error {
+// bulkAnswer is what the server said of a group commit's bulk write.
+type bulkAnswer struct {
+	// matched is how many CAS filters matched; -1 when unknown.
+	matched int64
+	// answered: the server answered, so every statement of the bulk is settled and a
+	// read-back shows its final effect. When false the bulk may still be running.
+	answered bool
+	// notDurable: answered, but with a write-concern error; what was applied may still be
+	// rolled back by a failover, so no plan can be reported as won.
+	notDurable bool
+	// refused: the whole command was refused before any statement ran.
+	refused bool
+	// err is the bulk write's error; nil when it succeeded.
+	err error
+}
+
+// answerBulk says what a bulk write's result and error prove, by classifyWrite.
+func answerBulk(res *mongo.BulkWriteResult, err error) bulkAnswer {
+	ans := bulkAnswer{matched: -1, answered: true, err: err}
+	matched := int64(-1)
+	if res != nil {
+		matched = res.MatchedCount
+	}
+	if err == nil {
+		ans.matched = matched
+		return ans
+	}
+	switch classifyWrite(err) {
+	case refused:
+		ans.refused, ans.matched = true, 0
+	case writeErrors:
+		ans.matched = matched
+	case notDurable:
+		ans.matched, ans.notDurable = matched, true
+	default:
+		ans.answered = false
+	}
+	return ans
+}
+
+// settleBatch decides each plan's outcome from what the bulk write answered and from the
+// read-back found. rerun runs a plan alone; it is used only for plans that certainly did not
+// land. See RunCommitBatch for the rules.
+func settleBatch(plans []*CommitPlan, ans bulkAnswer, found map[string]readBackDoc,
+	rerun func(*CommitPlan) error) []error {
 	errs := make([]error, len(plans))
+	unknown := func(p *CommitPlan, cause error) error {
+		if cause == nil {
+			cause = errAmbiguousBatch
+		}
+		return &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: p.ID, Err: cause}
+	}
+	won := func(p *CommitPlan) error {
+		if ans.notDurable {
+			return unknown(p, ans.err) // applied on the primary, not (yet) durable
+		}
+		return nil
+	}
+	if ans.refused {
+		for i, p := range plans {
+			errs[i] = writeFailure("commit", p.ID, ans.err)
+		}
+		return errs
+	}
 	var ambiguous []int
 	wins := int64(0)
 	for i, p := range plans {
 		d, ok := found[p.ID]
 		switch {
-		case !ok && answered:
+		case !ok && ans.answered:
 			errs[i] = &execstore.ConflictError{ExecutionID: p.ID, Expected: p.Expected, Found: execstore.NoVersion}
 		case !ok:
-			errs[i] = &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: p.ID, Err: bulkErr}
+			errs[i] = unknown(p, ans.err)
 		case d.Version == p.Expected+1 && d.Token == p.Token:
 			wins++
-		case d.Version == p.Expected+1 || (answered && d.Version < p.Expected):
+			errs[i] = won(p)
+		case d.Version == p.Expected+1 || (ans.answered && d.Version < p.Expected):
 			errs[i] = &execstore.ConflictError{ExecutionID: p.ID, Expected: p.Expected, Found: d.Version}
-		case !answered:
+		case !ans.answered:
 			// The bulk write may still be running on the server: nothing else is provable.
-			errs[i] = &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: p.ID, Err: bulkErr}
+			errs[i] = unknown(p, ans.err)
 		case d.Version == p.Expected:
 			// Certainly not applied: run it alone. A win here is not among the bulk's
 			// matches, so it is not counted.
@@ -136,16 +186,12 @@ func settleBatch(plans []*CommitPlan, matched int64, answered bool, bulkErr erro
 	for _, i := range ambiguous {
 		p := plans[i]
 		switch {
-		case matched >= 0 && matched-wins == 0:
+		case ans.matched >= 0 && ans.matched-wins == 0:
 			errs[i] = &execstore.ConflictError{ExecutionID: p.ID, Expected: p.Expected, Found: found[p.ID].Version}
-		case matched >= 0 && matched-wins == int64(len(ambiguous)):
-			errs[i] = nil
+		case ans.matched >= 0 && ans.matched-wins == int64(len(ambiguous)):
+			errs[i] = won(p)
 		default:
-			cause := bulkErr
-			if cause == nil {
-				cause = errAmbiguousBatch
-			}
-			errs[i] = &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: p.ID, Err: cause}
+			errs[i] = unknown(p, ans.err)
 		}
 	}
 	return errs
@@ -164,7 +210,7 @@ func readBack(ctx context.Context, env Env, plans []*CommitPlan) (map[string]rea
 	for _, p := range plans {
 		ids = append(ids, p.ID)
 	}
-	cur, err := env.Executions.Find(ctx, bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: ids}}}},
+	cur, err := env.primary().Find(ctx, bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: ids}}}},
 		options.Find().SetProjection(bson.D{{Key: fVersion, Value: 1}, {Key: fCommitToken, Value: 1}}))
 	if err != nil {
 		return nil, err

@@ -1,13 +1,16 @@
 package ops
 
 import (
+	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/execstore/execstore"
 )
@@ -43,11 +46,24 @@ func outcome(err error, reran bool) string {
 		return "conflict:" + strconv.FormatInt(ce.Found, 10)
 	case errors.Is(err, execstore.ErrOutcomeUnknown):
 		return "unknown"
+	case errors.Is(err, execstore.ErrInvalid):
+		return "invalid"
+	case strings.Contains(err.Error(), "refused by the server"):
+		return "refused"
 	}
 	return "error:" + err.Error()
 }
 
 func runSettle(t *testing.T, matched int64, answered bool, cases []settleCase) {
+	t.Helper()
+	ans := bulkAnswer{matched: matched, answered: answered}
+	if !answered {
+		ans.err = errors.New("connection reset")
+	}
+	runSettleAnswer(t, ans, cases)
+}
+
+func runSettleAnswer(t *testing.T, ans bulkAnswer, cases []settleCase) {
 	t.Helper()
 	var plans []*CommitPlan
 	found := map[string]readBackDoc{}
@@ -61,11 +77,7 @@ func runSettle(t *testing.T, matched int64, answered bool, cases []settleCase) {
 		}
 	}
 	reran := map[string]bool{}
-	var bulkErr error
-	if !answered {
-		bulkErr = errors.New("connection reset")
-	}
-	errs := settleBatch(plans, matched, answered, bulkErr, found, func(p *CommitPlan) error {
+	errs := settleBatch(plans, ans, found, func(p *CommitPlan) error {
 		reran[p.ID] = true
 		return nil
 	})
@@ -142,4 +154,68 @@ func TestIdempotentWrites(t *testing.T) {
 	assert.Equal(t, outboxField.AckUpdate(5), w.Update)
 	w = SpawnAckWrite("y", 6)
 	assert.Equal(t, bson.D{{Key: "_id", Value: "y"}, {Key: "spawns.6", Value: bson.D{{Key: "$exists", Value: true}}}}, w.Filter)
+}
+
+// From the driver's own error types to the outcome each plan of a group commit gets: the
+// bulk write's error is classified by the rule every write path uses, then the plans are
+// settled against one read-back of the primary.
+func TestGroupCommitOutcomeByDriverError(t *testing.T) {
+	// The read-back, the same for every row: a won its own write, b lost to another commit,
+	// c is unchanged, d moved two versions on, e has no document.
+	cases := func(won, unchanged, moved, gone string) []settleCase {
+		lost := "conflict:5"
+		if won == "refused" {
+			lost = "refused"
+		}
+		return []settleCase{
+			{"own token at expected+1", 4, 11, &readBackDoc{Version: 5, Token: 11}, won},
+			{"another token at expected+1", 4, 12, &readBackDoc{Version: 5, Token: 99}, lost},
+			{"unchanged", 4, 13, &readBackDoc{Version: 4, Token: 1}, unchanged},
+			{"moved on", 4, 14, &readBackDoc{Version: 7, Token: 1}, moved},
+			{"no document", 4, 15, nil, gone},
+		}
+	}
+	res := func(matched int64) *mongo.BulkWriteResult { return &mongo.BulkWriteResult{MatchedCount: matched} }
+	wce := &mongo.WriteConcernError{Code: 64, Name: "WriteConcernFailed", Message: "waiting for replication timed out"}
+	casErr := mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{Index: 2, Code: 2, Message: "bad"}}}}
+	for _, tc := range []struct {
+		name  string
+		res   *mongo.BulkWriteResult
+		err   error
+		cases []settleCase
+	}{
+		{"success, some filters missed", res(1), nil, cases("won", "rerun", "conflict:7", "conflict:none")},
+		{"success, the moved one counted", res(2), nil, cases("won", "rerun", "won", "conflict:none")},
+		{"write errors: answered", res(1), casErr, cases("won", "rerun", "conflict:7", "conflict:none")},
+		{"write-concern error: no win is durable", res(2),
+			mongo.BulkWriteException{WriteConcernError: wce},
+			cases("unknown", "rerun", "unknown", "conflict:none")},
+		{"write-concern error with write errors", res(1),
+			mongo.BulkWriteException{WriteConcernError: wce, WriteErrors: casErr.WriteErrors},
+			cases("unknown", "rerun", "conflict:7", "conflict:none")},
+		{"write-concern error labelled as a timeout", res(1),
+			mongo.BulkWriteException{WriteConcernError: &mongo.WriteConcernError{Code: 50, Name: "MaxTimeMSExpired"}, Labels: []string{"ExceededTimeLimitError"}},
+			cases("unknown", "rerun", "conflict:7", "conflict:none")},
+		{"interrupted (ok: 0, some statements may have run)", res(0),
+			mongo.CommandError{Code: 11601, Name: "Interrupted"}, cases("won", "unknown", "unknown", "unknown")},
+		{"shutdown", res(0),
+			mongo.CommandError{Code: 11600, Name: "InterruptedAtShutdown"}, cases("won", "unknown", "unknown", "unknown")},
+		{"killOp", res(0),
+			mongo.CommandError{Code: 237, Name: "CursorKilled"}, cases("won", "unknown", "unknown", "unknown")},
+		{"stepped down, retryable", nil,
+			mongo.CommandError{Code: 189, Name: "PrimarySteppedDown", Labels: []string{"RetryableWriteError"}}, cases("won", "unknown", "unknown", "unknown")},
+		{"unlabelled error of unknown code on a retry", nil,
+			mongo.CommandError{Code: 91, Name: "ShutdownInProgress"}, cases("won", "unknown", "unknown", "unknown")},
+		{"network error", nil,
+			mongo.CommandError{Code: 6, Labels: []string{"NetworkError"}}, cases("won", "unknown", "unknown", "unknown")},
+		{"context ended", nil, context.DeadlineExceeded, cases("won", "unknown", "unknown", "unknown")},
+		{"unauthorized: refused, nothing applied", res(0),
+			mongo.CommandError{Code: 13, Name: "Unauthorized"}, cases("refused", "refused", "refused", "refused")},
+		{"failed to parse: refused", res(0),
+			mongo.CommandError{Code: 9, Name: "FailedToParse"}, cases("refused", "refused", "refused", "refused")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runSettleAnswer(t, answerBulk(tc.res, tc.err), tc.cases)
+		})
+	}
 }

@@ -4,58 +4,148 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 
 	"github.com/execstore/execstore"
 )
 
 // Server error codes that mean a document would outgrow MongoDB's size limit.
 const (
+	codeBadValue         = 2 // an insert past the limit: "object to insert too large"
 	codeObjectTooLarge   = 10334
 	codeDocumentTooLarge = 17419
 	codeDocTooLargeOld   = 17420
 )
 
-// writeFailure classifies the error of a write that was handed to the driver. A definite
-// refusal from the server (a write error, a command error the server itself returned) means
-// nothing was applied; anything else (a network error, a timeout, the caller's context
-// ending, a write-concern error) may or may not have been applied and becomes an
-// *execstore.OutcomeUnknownError.
+// refusedCodes are the command-level error codes that prove the server applied nothing of a
+// write command: it was refused before any statement ran, because the caller may not run it
+// (auth) or because it could not be parsed or validated. A retried command cannot end in one
+// of these after a first attempt that applied something: the retry carries the same command
+// and the same credentials. Every other command-level error (an interruption, a shutdown, a
+// killOp, a step-down, a time limit, a code this list does not know) may come after some
+// statements were applied, and leaves the write's outcome unknown.
+var refusedCodes = map[int32]bool{
+	codeBadValue:         true,
+	9:                    true, // FailedToParse
+	13:                   true, // Unauthorized
+	14:                   true, // TypeMismatch
+	18:                   true, // AuthenticationFailed
+	40:                   true, // ConflictingUpdateOperators
+	52:                   true, // DollarPrefixedFieldName
+	56:                   true, // EmptyFieldName
+	57:                   true, // DottedFieldName
+	59:                   true, // CommandNotFound
+	72:                   true, // InvalidOptions
+	73:                   true, // InvalidNamespace
+	115:                  true, // CommandNotSupported
+	238:                  true, // NotImplemented (FerretDB, for what it lacks)
+	codeObjectTooLarge:   true, // BSONObjectTooLarge: the command itself is too large
+	codeDocumentTooLarge: true,
+	codeDocTooLargeOld:   true,
+}
+
+// writeAnswer is what a write command's error proves about what the server did. It is the
+// one classification every write path uses: a single write, a group commit and a bulk of
+// acks all ask it the same question, "did the server answer, and what did it apply?".
+type writeAnswer int
+
+const (
+	// unanswered: no answer came back, or one that proves nothing (a network error, a
+	// timeout, the caller's context ending, an interruption after some statements ran, an
+	// unacknowledged write). The server may or may not have applied any statement.
+	unanswered writeAnswer = iota
+	// refused: the server refused the whole command before running it; nothing was applied.
+	refused
+	// writeErrors: the server ran the command; the statements it reported write errors for
+	// were not applied, and the others were, as its counts say.
+	writeErrors
+	// notDurable: the server ran the command and applied what it reports, but the write
+	// concern was not met: the applied statements may still be rolled back by a failover.
+	notDurable
+)
+
+// classifyWrite says what err, returned by the driver for a write command, proves.
+func classifyWrite(err error) writeAnswer {
+	// A write or bulk write exception is the server's answer, whatever labels it carries: a
+	// write-concern error in it says the statements ran, not that nothing happened.
+	var bwe mongo.BulkWriteException
+	if errors.As(err, &bwe) {
+		return answerOf(bwe.WriteConcernError, len(bwe.WriteErrors), bwe.Labels)
+	}
+	var we mongo.WriteException
+	if errors.As(err, &we) {
+		return answerOf(we.WriteConcernError, len(we.WriteErrors), we.Labels)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		mongo.IsTimeout(err) || mongo.IsNetworkError(err) {
+		return unanswered
+	}
+	var ce mongo.CommandError
+	if errors.As(err, &ce) {
+		if refusedCodes[ce.Code] && !ce.HasErrorLabel("NetworkError") &&
+			!ce.HasErrorLabel("RetryableWriteError") {
+			return refused
+		}
+		return unanswered
+	}
+	if errors.Is(err, driver.ErrDocumentTooLarge) {
+		return refused // the driver would not send it
+	}
+	return unanswered
+}
+
+func answerOf(wce *mongo.WriteConcernError, nWriteErrors int, labels []string) writeAnswer {
+	switch {
+	case wce != nil:
+		return notDurable
+	case nWriteErrors > 0:
+		for _, l := range labels {
+			if l == "NetworkError" || l == "RetryableWriteError" {
+				return unanswered
+			}
+		}
+		return writeErrors
+	}
+	return unanswered // a write exception with neither: proves nothing
+}
+
+// writeFailure turns the error of a single write that was handed to the driver into the
+// store's error. A definite refusal (a write error, or a command error that proves nothing
+// was applied) is reported as such, or as ErrInvalid when the document is too large;
+// anything else may or may not have been applied and becomes an
+// *execstore.OutcomeUnknownError (a write-concern error too: the write was applied on the
+// primary, but may be rolled back).
 func writeFailure(op, id string, err error) error {
-	if definite, cause := isDefiniteRefusal(err); definite {
+	switch classifyWrite(err) {
+	case refused, writeErrors:
 		if isTooLarge(err) {
 			return &execstore.InvalidError{Field: "document",
-				Reason: fmt.Sprintf("would exceed MongoDB's %d-byte document limit: %v", execstore.MaxDocumentBytes, cause)}
+				Reason: fmt.Sprintf("would exceed MongoDB's %d-byte document limit: %v", execstore.MaxDocumentBytes, err)}
 		}
-		return fmt.Errorf("execstore: %s of execution %q refused by the server: %w", op, id, cause)
+		return fmt.Errorf("execstore: %s of execution %q refused by the server: %w", op, id, err)
 	}
 	return &execstore.OutcomeUnknownError{Op: op, ExecutionID: id, Err: err}
 }
 
-func isDefiniteRefusal(err error) (bool, error) {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		mongo.IsTimeout(err) || mongo.IsNetworkError(err) {
-		return false, err
-	}
-	var we mongo.WriteException
-	if errors.As(err, &we) {
-		return we.WriteConcernError == nil && len(we.WriteErrors) > 0, err
-	}
-	var ce mongo.CommandError
-	if errors.As(err, &ce) {
-		return !ce.HasErrorLabel("NetworkError") && !ce.HasErrorLabel("RetryableWriteError"), err
-	}
-	return false, err
-}
-
+// isTooLarge reports whether a refusal says a document is past MongoDB's size limit. An
+// insert past it is refused with BadValue ("object to insert too large"), an update that
+// would grow a document past it with 17419, a command past it with 10334.
 func isTooLarge(err error) bool {
+	if errors.Is(err, driver.ErrDocumentTooLarge) {
+		return true
+	}
 	var se mongo.ServerError
 	if !errors.As(err, &se) {
 		return false
 	}
-	return se.HasErrorCode(codeObjectTooLarge) || se.HasErrorCode(codeDocumentTooLarge) ||
-		se.HasErrorCode(codeDocTooLargeOld)
+	if se.HasErrorCode(codeObjectTooLarge) || se.HasErrorCode(codeDocumentTooLarge) ||
+		se.HasErrorCode(codeDocTooLargeOld) {
+		return true
+	}
+	return se.HasErrorCode(codeBadValue) && strings.Contains(err.Error(), "too large")
 }
 
 // readFailure wraps the error of a read; a context error is returned as is so that callers can

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 
 	"github.com/execstore/execstore"
 )
@@ -32,4 +33,57 @@ func TestWriteFailureClassification(t *testing.T) {
 	assert.NotErrorIs(t, writeFailure("commit", "x", mongo.CommandError{Code: 13, Message: "unauthorized"}), execstore.ErrOutcomeUnknown,
 		"the server refused the command: nothing was applied")
 	assert.ErrorIs(t, writeFailure("commit", "x", mongo.CommandError{Code: 6, Labels: []string{"NetworkError"}}), execstore.ErrOutcomeUnknown)
+}
+
+// One rule for every write path: a command-level error proves nothing was applied only when
+// its code says the command was refused before it ran; anything else leaves the outcome
+// unknown.
+func TestClassifyWrite(t *testing.T) {
+	wce := &mongo.WriteConcernError{Code: 64, Name: "WriteConcernFailed"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want writeAnswer
+	}{
+		{"context canceled", context.Canceled, unanswered},
+		{"deadline", context.DeadlineExceeded, unanswered},
+		{"plain error", errors.New("connection reset by peer"), unanswered},
+		{"network error label", mongo.CommandError{Code: 6, Labels: []string{"NetworkError"}}, unanswered},
+		{"interrupted", mongo.CommandError{Code: 11601, Name: "Interrupted"}, unanswered},
+		{"interrupted at shutdown", mongo.CommandError{Code: 11600, Name: "InterruptedAtShutdown"}, unanswered},
+		{"max time", mongo.CommandError{Code: 50, Name: "MaxTimeMSExpired"}, unanswered},
+		{"not primary", mongo.CommandError{Code: 10107, Name: "NotWritablePrimary"}, unanswered},
+		{"unknown code", mongo.CommandError{Code: 12345}, unanswered},
+		{"refusal code but retryable label", mongo.CommandError{Code: 13, Labels: []string{"RetryableWriteError"}}, unanswered},
+		{"unauthorized", mongo.CommandError{Code: 13, Name: "Unauthorized"}, refused},
+		{"authentication failed", mongo.CommandError{Code: 18}, refused},
+		{"failed to parse", mongo.CommandError{Code: 9}, refused},
+		{"bad value", mongo.CommandError{Code: 2}, refused},
+		{"not implemented (FerretDB)", mongo.CommandError{Code: 238}, refused},
+		{"write error", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000}}}, writeErrors},
+		{"write-concern error", mongo.WriteException{WriteConcernError: wce}, notDurable},
+		{"write-concern error and write error", mongo.WriteException{WriteConcernError: wce, WriteErrors: []mongo.WriteError{{Code: 2}}}, notDurable},
+		{"write exception with neither", mongo.WriteException{}, unanswered},
+		{"bulk write errors", mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{Code: 2}}}}, writeErrors},
+		{"bulk write-concern error", mongo.BulkWriteException{WriteConcernError: wce}, notDurable},
+		{"bulk write-concern timeout labelled", mongo.BulkWriteException{WriteConcernError: &mongo.WriteConcernError{Code: 50}, Labels: []string{"ExceededTimeLimitError"}}, notDurable},
+		{"bulk write errors with network label", mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{}}, Labels: []string{"NetworkError"}}, unanswered},
+		{"unacknowledged", driver.ErrUnacknowledgedWrite, unanswered},
+		{"driver refuses a document too large", driver.ErrDocumentTooLarge, refused},
+	} {
+		assert.Equal(t, tc.want, classifyWrite(tc.err), tc.name)
+	}
+}
+
+// A single write: interruptions and unknown command errors are unknown outcomes; an insert
+// MongoDB refuses for its size is ErrInvalid.
+func TestWriteFailureCommandErrors(t *testing.T) {
+	for _, code := range []int32{11601, 11600, 50, 189, 91, 12345} {
+		err := writeFailure("commit", "x", mongo.CommandError{Code: code})
+		assert.ErrorIs(t, err, execstore.ErrOutcomeUnknown, "code %d", code)
+	}
+	tooLarge := writeFailure("commit", "x", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 2, Message: "object to insert too large. size in bytes: 16777300, max size: 16777216"}}})
+	assert.ErrorIs(t, tooLarge, execstore.ErrInvalid)
+	assert.NotErrorIs(t, tooLarge, execstore.ErrOutcomeUnknown)
+	assert.ErrorIs(t, writeFailure("commit", "x", driver.ErrDocumentTooLarge), execstore.ErrInvalid)
 }

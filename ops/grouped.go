@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"errors"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -39,8 +38,9 @@ func DeleteTimerWrite(id, path string, fireAt float64) IdempotentWrite {
 // Since each write is idempotent, a write that matched nothing is done too (its entry was
 // already gone). When the server refused part of the bulk (its per-operation error indexes
 // are not reliable on every server), every write is run again alone, which is harmless, and
-// reports its own result. A bulk write whose answer never came back leaves every write's
-// outcome unknown.
+// reports its own result. Any other error is classified as for a single write (see
+// classifyWrite): a refusal of the whole command is reported to every write, and a bulk write
+// whose answer never came back, or proves nothing, leaves every write's outcome unknown.
 func RunIdempotentWrites(ctx context.Context, env Env, writes []IdempotentWrite) []error {
 	errs := make([]error, len(writes))
 	if err := ctx.Err(); err != nil {
@@ -57,8 +57,7 @@ func RunIdempotentWrites(ctx context.Context, env Env, writes []IdempotentWrite)
 	if err == nil {
 		return errs
 	}
-	var we mongo.BulkWriteException
-	if errors.As(err, &we) && we.WriteConcernError == nil && len(we.WriteErrors) > 0 {
+	if classifyWrite(err) == writeErrors {
 		for i, w := range writes {
 			if _, err := env.Executions.UpdateOne(ctx, w.Filter, w.Update); err != nil {
 				errs[i] = writeFailure(w.Op, w.ID, err)

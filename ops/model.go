@@ -2,6 +2,9 @@ package ops
 
 import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 )
 
 // Collection names.
@@ -51,12 +54,35 @@ func (p Profile) String() string {
 // Env is what an operation runs against.
 type Env struct {
 	Executions *mongo.Collection
-	Counters   *mongo.Collection
-	Profile    Profile
-	TraceMax   int // steps kept in a trace ring; at least 1
+	// Primary is Executions read at the primary's latest state: local read concern, primary
+	// read preference. The reads that learn what a write did (a conflict check, a group
+	// commit's read-back) use it whatever the store's settings for ordinary reads; nil
+	// means Executions. See PrimaryReads.
+	Primary  *mongo.Collection
+	Counters *mongo.Collection
+	Profile  Profile
+	TraceMax int // steps kept in a trace ring; at least 1
 	// DedupeWindow, when positive, bounds the dedupe set to the event ids of the last
 	// DedupeWindow to 2×DedupeWindow commits; 0 keeps every id. See dedupe.go.
 	DedupeWindow int
+}
+
+// PrimaryReads returns coll as the reads that settle a write's outcome need it: they must see
+// every write the primary has applied, a competitor's as well as the store's own, so they
+// read with local read concern from the primary. A majority read could miss a write that is
+// applied but not yet majority-committed (and report a lost commit as matching nothing, or a
+// won one as lost); a secondary could lag behind both.
+func PrimaryReads(coll *mongo.Collection) *mongo.Collection {
+	return coll.Clone(options.Collection().
+		SetReadConcern(readconcern.Local()).
+		SetReadPreference(readpref.Primary()))
+}
+
+func (e Env) primary() *mongo.Collection {
+	if e.Primary != nil {
+		return e.Primary
+	}
+	return e.Executions
 }
 
 // execDoc is the projection of an executions document that loads decode.
