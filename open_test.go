@@ -169,3 +169,50 @@ func TestConcernOptions(t *testing.T) {
 	require.NotNil(t, find)
 	assert.Equal(t, "local", find.Lookup("readConcern", "level").StringValue(), "find: %s", find)
 }
+
+// withQuery adds a query option to a URI.
+func withQuery(uri, opt string) string {
+	if strings.Contains(uri, "?") {
+		return uri + "&" + opt
+	}
+	return uri + "?" + opt
+}
+
+// An unacknowledged write concern from the URI or from the caller's client is refused at Open
+// as surely as one given in Options: commits sent with w:0 would all have unknown outcomes.
+func TestOpenRefusesUnacknowledgedClient(t *testing.T) {
+	db := testDatabase(t)
+	_, err := aio.Open(bg, withQuery(server.URI, "w=0"), aio.Options{Database: db})
+	require.ErrorIs(t, err, execstore.ErrInvalid)
+	assert.Contains(t, err.Error(), "URI")
+
+	_, err = aio.Open(bg, server.URI, aio.Options{Database: db,
+		ClientOptions: options.Client().SetWriteConcern(writeconcern.Unacknowledged())})
+	require.ErrorIs(t, err, execstore.ErrInvalid)
+
+	for _, uri := range []string{withQuery(server.URI, "w=0"), server.URI} {
+		copts := options.Client().ApplyURI(uri)
+		if uri == server.URI {
+			copts.SetWriteConcern(writeconcern.Unacknowledged())
+		}
+		client, err := mongo.Connect(copts)
+		require.NoError(t, err)
+		_, err = aio.OpenClient(bg, client, aio.Options{Database: db})
+		require.ErrorIs(t, err, execstore.ErrInvalid, "OpenClient on %s", uri)
+		assert.Contains(t, err.Error(), "client's write concern")
+
+		// The store's own write concern overrides the client's.
+		s, err := aio.OpenClient(bg, client, aio.Options{Database: db, WriteConcern: writeconcern.W1()})
+		require.NoError(t, err)
+		e := newExe("e")
+		require.NoError(t, s.Save(bg, e))
+		require.NoError(t, s.Close(bg))
+		require.NoError(t, client.Database(db).Drop(bg))
+		require.NoError(t, client.Disconnect(bg))
+	}
+
+	// An acknowledged URI write concern is accepted.
+	s, err := aio.Open(bg, withQuery(server.URI, "w=1"), aio.Options{Database: db})
+	require.NoError(t, err)
+	require.NoError(t, s.Close(bg))
+}

@@ -54,6 +54,9 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 		copts = options.MergeClientOptions(copts, opts.ClientOptions)
 	}
 	copts.SetMonitor(countingMonitor(stats, user))
+	if opts.WriteConcern == nil && copts.WriteConcern != nil && !copts.WriteConcern.Acknowledged() {
+		return nil, errUnacknowledged("the URI's or Options.ClientOptions' write concern")
+	}
 	client, err := mongo.Connect(copts)
 	if err != nil {
 		return nil, fmt.Errorf("execstore: connecting to %s: %w", addr, redactErr(err, uri))
@@ -82,7 +85,7 @@ func OpenClient(ctx context.Context, client *mongo.Client, opts Options) (*Store
 
 func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, stats *counters) (*Store, error) {
 	if opts.WriteConcern != nil && !opts.WriteConcern.Acknowledged() {
-		return nil, execstore.Invalid("Options.WriteConcern", "must be acknowledged: a commit's outcome is its whole point")
+		return nil, errUnacknowledged("Options.WriteConcern")
 	}
 	info := ops.ServerInfo{Profile: opts.Profile}
 	if opts.Profile == 0 {
@@ -99,12 +102,23 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 		dbOpts.SetReadConcern(opts.ReadConcern)
 	}
 	db := client.Database(opts.Database, dbOpts)
+	executions := db.Collection(ops.ExecutionsCollection)
+	if !owns && opts.WriteConcern == nil {
+		// The client's write concern cannot be read back from it: ask the server.
+		if err := ops.CheckAcknowledged(ctx, db.Collection(ops.CountersCollection)); err != nil {
+			if errors.Is(err, ops.ErrUnacknowledged) {
+				return nil, errUnacknowledged("the client's write concern")
+			}
+			return nil, err
+		}
+	}
 	s := &Store{
 		client:     client,
 		ownsClient: owns,
 		info:       info,
 		env: ops.Env{
-			Executions:   db.Collection(ops.ExecutionsCollection),
+			Executions:   executions,
+			Primary:      ops.PrimaryReads(executions),
 			Counters:     db.Collection(ops.CountersCollection),
 			Profile:      info.Profile,
 			TraceMax:     opts.TraceMax,
@@ -189,6 +203,14 @@ func (s *Store) Close(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// errUnacknowledged refuses a store whose writes would not be acknowledged: every commit's
+// outcome would be unknown, and the version guard could not tell a conflict from a write that
+// has not landed yet.
+func errUnacknowledged(source string) error {
+	return execstore.Invalid("write concern", "%s is unacknowledged (w: 0); a store needs acknowledged writes: "+
+		"set w to 1 or more, or \"majority\" (for example Options.WriteConcern = writeconcern.Majority())", source)
 }
 
 func pingUntil(ctx context.Context, client *mongo.Client, first time.Duration) error {

@@ -1,0 +1,195 @@
+package execstore_test
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/aio"
+)
+
+// routerProxy relays wire-protocol messages to upstream and adds msg: "isdbgrid" to every
+// hello reply, so that the driver takes the server for a mongos (a router of a sharded
+// cluster). Against a standalone server the driver sends no read preference at all; to a
+// router it sends every one but primary as $readPreference, so the read preference an
+// operation was given can be read off the command it sends. Every command still runs on the
+// real server behind it.
+type routerProxy struct {
+	ln    net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newRouterProxy(t *testing.T, upstream string) *routerProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &routerProxy{ln: ln}
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			p.wg.Go(func() { defer u.Close(); _, _ = io.Copy(u, c) })
+			p.wg.Go(func() { defer c.Close(); relayReplies(c, u) })
+		}
+	})
+	t.Cleanup(func() {
+		p.ln.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *routerProxy) uri(query string) string {
+	return "mongodb://" + p.ln.Addr().String() + "/?" + query
+}
+
+const (
+	opReply = 1    // OP_REPLY: the answer to the driver's first, legacy hello
+	opMsg   = 2013 // OP_MSG
+)
+
+// relayReplies copies the server's messages to the client, rewriting hello replies.
+func relayReplies(dst io.Writer, src io.Reader) {
+	r := bufio.NewReader(src)
+	for {
+		var header [16]byte
+		if _, err := io.ReadFull(r, header[:]); err != nil {
+			return
+		}
+		body := make([]byte, int(binary.LittleEndian.Uint32(header[:4]))-16)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return
+		}
+		msg := append(header[:], body...)
+		if rewritten, ok := asRouterHello(msg); ok {
+			msg = rewritten
+		}
+		if _, err := dst.Write(msg); err != nil {
+			return
+		}
+	}
+}
+
+// asRouterHello returns msg with msg: "isdbgrid" added to its document when it is a hello
+// reply (an OP_MSG with one body section, or an OP_REPLY with one document).
+func asRouterHello(msg []byte) ([]byte, bool) {
+	var prefix, doc []byte
+	switch binary.LittleEndian.Uint32(msg[12:16]) {
+	case opMsg:
+		flags := binary.LittleEndian.Uint32(msg[16:20])
+		if flags&1 != 0 || msg[20] != 0 { // a checksum, or no body section first
+			return nil, false
+		}
+		prefix, doc = msg[:21], msg[21:]
+	case opReply:
+		if binary.LittleEndian.Uint32(msg[32:36]) != 1 {
+			return nil, false
+		}
+		prefix, doc = msg[:36], msg[36:]
+	default:
+		return nil, false
+	}
+	raw := bson.Raw(doc)
+	if raw.Validate() != nil || len(doc) != int(binary.LittleEndian.Uint32(doc[:4])) {
+		return nil, false
+	}
+	if _, err := raw.LookupErr("maxWireVersion"); err != nil {
+		return nil, false
+	}
+	var d bson.D
+	if bson.Unmarshal(doc, &d) != nil {
+		return nil, false
+	}
+	d = append(d, bson.E{Key: "msg", Value: "isdbgrid"})
+	newDoc, err := bson.Marshal(d)
+	if err != nil {
+		return nil, false
+	}
+	out := append(append([]byte(nil), prefix...), newDoc...)
+	binary.LittleEndian.PutUint32(out[:4], uint32(len(out)))
+	return out, true
+}
+
+// The reads that settle a write read the primary's latest state: local read concern and
+// primary read preference, although the store reads majority-committed data from secondaries
+// by preference. Shown on the wire for the conflict check of a single commit and for the
+// read-back of a group commit, next to an ordinary load that keeps the store's settings.
+func TestSettlingReadsReadThePrimary(t *testing.T) {
+	cs, err := connstring.Parse(server.URI)
+	require.NoError(t, err)
+	proxy := newRouterProxy(t, cs.Hosts[0])
+
+	for _, grouped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("grouped=%v", grouped), func(t *testing.T) {
+			log := &commandLog{}
+			opts := aio.Options{
+				Database:           testDatabase(t),
+				ReadConcern:        readconcern.Majority(),
+				DisableGroupCommit: !grouped,
+				ClientOptions:      options.Client().SetMonitor(log.monitor()),
+			}
+			s, err := aio.Open(bg, proxy.uri("readPreference=secondaryPreferred"), opts)
+			require.NoError(t, err)
+			defer func() { require.NoError(t, s.Close(bg)) }()
+
+			e := newExe("e")
+			require.NoError(t, s.Save(bg, e))
+			other := *e
+			require.NoError(t, s.Save(bg, &other)) // the competitor moves it to version 2
+
+			log.reset()
+			loaded, err := s.Load(bg, "e")
+			require.NoError(t, err)
+			require.EqualValues(t, 2, loaded.Version)
+			load := log.command("find")
+			require.NotNil(t, load)
+			assert.Equal(t, "majority", load.Lookup("readConcern", "level").StringValue(), "an ordinary load: %s", load)
+			assert.Equal(t, "secondaryPreferred", load.Lookup("$readPreference", "mode").StringValue(),
+				"an ordinary load keeps the URI's read preference: %s", load)
+
+			log.reset()
+			err = s.Save(bg, e) // stale: version 1
+			var conflict *execstore.ConflictError
+			require.ErrorAs(t, err, &conflict)
+			assert.EqualValues(t, 2, conflict.Found)
+			settle := log.command("find")
+			require.NotNil(t, settle, "commands: %v", log.snapshot())
+			assert.Equal(t, "local", settle.Lookup("readConcern", "level").StringValue(), "the settling read: %s", settle)
+			_, err = settle.LookupErr("$readPreference")
+			assert.Error(t, err, "the settling read must go to the primary (no $readPreference to a router): %s", settle)
+			if grouped {
+				assert.Contains(t, log.snapshot(), "update", "a grouped commit is a bulk update")
+				_, err := settle.LookupErr("filter", "_id", "$in")
+				assert.NoError(t, err, "the group commit's read-back: %s", settle)
+			}
+		})
+	}
+}
