@@ -347,3 +347,23 @@ func TestDocumentGrowthPastLimit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, pending, 1)
 }
+
+// A create that passes the raw-length screen but whose encoded document is past 16 MiB (each
+// "." of a timer path is stored as three bytes) is refused with ErrInvalid before any command
+// is sent, on every server: FerretDB would store it, MongoDB would refuse it with BadValue.
+func TestCreatePastLimitWhenEncoded(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	e := newExe("big")
+	e.Data = make([]byte, 14<<20)
+	var c execstore.Commit
+	for i := range 2000 {
+		c.Timers = append(c.Timers, execstore.ScheduleTimer(fmt.Sprintf("%04d%s", i, strings.Repeat(".", 996)), 1))
+	}
+	h.cmds.reset()
+	_, err := h.store.Commit(bg, e, c)
+	require.ErrorIs(t, err, execstore.ErrInvalid)
+	assert.NotErrorIs(t, err, execstore.ErrOutcomeUnknown)
+	assert.Empty(t, h.cmds.snapshot(), "no command may be sent")
+	assert.EqualValues(t, 0, e.Version)
+	assert.Nil(t, h.rawDoc(t, "big"))
+}

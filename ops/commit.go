@@ -38,12 +38,12 @@ type Seqs struct {
 func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Seqs) (CommitPlan, error) {
 	newVersion := exe.Version + 1
 	p := CommitPlan{ID: exe.ID, Expected: exe.Version, OutboxSeqs: seqs.Outbox, TraceNext: exe.TraceNext}
-	p.Bytes = 256 + len(exe.Data) + len(c.ProcessedEventID)
+	// p.Bytes bounds the encoded size of the write from above (see sizeBound); each entry
+	// adds its own bytes and a constant that exceeds what BSON adds around them.
+	p.Bytes = sizeBase + len(exe.ID) + len(exe.DefinitionID) + len(exe.ParentID) + len(exe.Data) +
+		sizeProcessed + len(c.ProcessedEventID)
 	for _, e := range c.Emits {
-		p.Bytes += 64 + len(e.Event) + len(e.TargetID)
-	}
-	for _, t := range c.Timers {
-		p.Bytes += 32 + len(t.Path)
+		p.Bytes += sizeEmit + len(e.Event) + len(e.TargetID)
 	}
 
 	outbox := make(bson.D, 0, len(c.Emits))
@@ -57,11 +57,17 @@ func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Se
 		if err != nil {
 			return CommitPlan{}, execstore.Invalid("Commit.Spawns["+strconv.Itoa(i)+"].Context", "%v", err)
 		}
-		p.Bytes += 64 + len(ctxBytes) + len(s.ChildID) + len(s.RootPath)
+		p.Bytes += sizeSpawn + len(ctxBytes) + len(s.ChildID) + len(s.RootPath)
 		spawns = append(spawns, bson.E{Key: strconv.FormatInt(seqs.Spawns[i], 10), Value: spawnDoc{
 			Seq: seqs.Spawns[i], Version: newVersion, ChildID: s.ChildID, RootPath: s.RootPath, Context: ctxBytes}})
 	}
 	timers, cancels := foldTimers(c.Timers)
+	for _, t := range timers {
+		p.Bytes += sizeTimer + len(t.Key)
+	}
+	for _, k := range cancels {
+		p.Bytes += sizeTimer + len(k)
+	}
 
 	var step *traceDoc
 	if c.Trace != nil {
@@ -70,13 +76,13 @@ func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Se
 			return CommitPlan{}, execstore.Invalid("Commit.Trace", "%v", err)
 		}
 		step = &traceDoc{Index: exe.TraceNext, Step: b}
-		p.Bytes += 64 + len(b)
+		p.Bytes += sizeTrace + len(b)
 		p.TraceNext = exe.TraceNext + 1
 	}
 
 	if exe.Version == 0 {
 		p.Insert = buildInsert(env, exe, c, outbox, spawns, timers, step)
-		return p, nil
+		return p, p.checkSize()
 	}
 
 	p.Filter = bson.D{{Key: fID, Value: exe.ID}, {Key: fVersion, Value: exe.Version}}
@@ -137,7 +143,58 @@ func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Se
 		update = append(update, bson.E{Key: "$addToSet", Value: add})
 	}
 	p.Update = update
-	return p, nil
+	return p, p.checkSize()
+}
+
+// Constants of the size bound: what BSON adds around an entry's own bytes, rounded up. An
+// element is a type byte, its key and a NUL, then its value; a string or binary value adds a
+// length and a byte; a sub-document adds a length and a NUL.
+const (
+	// sizeBase covers the document's fixed fields (version, status, counts, trace_next,
+	// timer_min, commit_token, the empty dedupe arrays, …), the update operators' own
+	// headers and the filter-free insert's framing.
+	sizeBase = 512
+	// sizeProcessed covers the dedupe mark's element ($addToSet, or a generation's array).
+	sizeProcessed = 48
+	// sizeEmit covers "outbox.<seq>" and an outbox entry's fields (seq, v, target_id, event).
+	sizeEmit = 128
+	// sizeSpawn covers "spawns.<seq>" and a spawn entry's fields.
+	sizeSpawn = 160
+	// sizeTimer covers "timers." and a fire time (or the "" of a cancel), besides the key.
+	sizeTimer = 32
+	// sizeTrace covers a trace step's index and framing, and $push's $each and $slice.
+	sizeTrace = 128
+	// tokenBytes is the encoded commit_token element SetToken adds to an update.
+	tokenBytes = 1 + len(fCommitToken) + 1 + 8
+)
+
+// checkSize refuses, before any I/O, a write that MongoDB would refuse for its size: an
+// insert whose document, or an update whose update document, is past MaxDocumentBytes. Bytes
+// bounds the encoded size from above, so the write is encoded here to be measured only when
+// the bound is past the limit. (An update that is small itself but would grow the stored
+// document past the limit is refused by the server, with a code writeFailure maps to
+// ErrInvalid.)
+func (p *CommitPlan) checkSize() error {
+	if p.Bytes <= execstore.MaxDocumentBytes {
+		return nil
+	}
+	doc, what := any(p.Update), "update"
+	if p.Insert != nil {
+		doc, what = p.Insert, "new document"
+	}
+	b, err := bson.Marshal(doc)
+	if err != nil {
+		return execstore.Invalid("Commit", "cannot be encoded as BSON: %v", err)
+	}
+	n := len(b)
+	if p.Insert == nil {
+		n += tokenBytes // SetToken may add it later
+	}
+	if n > execstore.MaxDocumentBytes {
+		return execstore.Invalid("Commit", "the %s is %d bytes encoded, past MongoDB's %d-byte document limit",
+			what, n, execstore.MaxDocumentBytes)
+	}
+	return nil
 }
 
 func buildInsert(env Env, exe *execstore.Execution, c *execstore.Commit, outbox, spawns, timers bson.D,

@@ -1,6 +1,9 @@
 package ops
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -217,4 +220,82 @@ func BenchmarkBuildCommit(b *testing.B) {
 			}
 		}
 	})
+}
+
+// Bytes bounds the encoded size of every write BuildCommit makes from above, whatever the
+// keys (dots and dollars escape to three bytes each), ids, entries, profile and window: the
+// size check relies on it to skip encoding the writes that are certainly small enough.
+func TestCommitBytesBoundsEncodedSize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	text := func(n int) string {
+		const alphabet = "a.$%\x00é日\xff"
+		b := make([]byte, 0, n)
+		for len(b) < n {
+			b = append(b, alphabet[rng.IntN(len(alphabet))])
+		}
+		return string(b)
+	}
+	id := func(n int) string { return strings.ToValidUTF8(strings.ReplaceAll(text(n), "\x00", "n"), "x") }
+	for i := range 400 {
+		env := Env{Profile: Profile(1 + i%2), TraceMax: 1 + rng.IntN(300), DedupeWindow: rng.IntN(3) * 5}
+		exe := &execstore.Execution{ID: id(1 + rng.IntN(1024)), DefinitionID: id(rng.IntN(1024)), ParentID: id(rng.IntN(64)),
+			Status: execstore.Running, Version: int64(rng.IntN(3)) * int64(rng.IntN(1<<40)), Data: []byte(text(rng.IntN(4096))),
+			TraceNext: int64(rng.IntN(1 << 40))}
+		c := &execstore.Commit{}
+		var seqs Seqs
+		for range rng.IntN(20) {
+			c.Emits = append(c.Emits, execstore.Emit{TargetID: id(rng.IntN(1024)), Event: []byte(text(rng.IntN(300)))})
+			seqs.Outbox = append(seqs.Outbox, rng.Int64())
+		}
+		for range rng.IntN(5) {
+			c.Spawns = append(c.Spawns, execstore.Spawn{ChildID: id(1 + rng.IntN(1024)), RootPath: id(rng.IntN(1024)),
+				Context: map[string]any{id(rng.IntN(40)): text(rng.IntN(200))}})
+			seqs.Spawns = append(seqs.Spawns, rng.Int64())
+		}
+		for range rng.IntN(40) {
+			if rng.IntN(3) == 0 {
+				c.Timers = append(c.Timers, execstore.CancelTimer(text(1+rng.IntN(1024))))
+			} else {
+				c.Timers = append(c.Timers, execstore.ScheduleTimer(text(1+rng.IntN(1024)), rng.Float64()*1e12))
+			}
+		}
+		if rng.IntN(2) == 0 {
+			c.ProcessedEventID = id(1 + rng.IntN(1024))
+		}
+		if rng.IntN(2) == 0 {
+			c.Trace = map[string]any{id(rng.IntN(30)): text(rng.IntN(500)), "n": rng.Int64()}
+		}
+		p, err := BuildCommit(env, exe, c, seqs)
+		require.NoError(t, err)
+		var doc any = p.Insert
+		if p.Insert == nil {
+			p.SetToken(rng.Int64() | 1)
+			doc = p.Update
+		}
+		b, err := bson.Marshal(doc)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, p.Bytes, len(b), "case %d: the bound is below the encoded size", i)
+	}
+}
+
+// A create whose payload looks small enough by its raw lengths, but whose encoded document
+// is past 16 MiB (timer paths of dots escape to three bytes each), is refused with ErrInvalid
+// by BuildCommit, before anything is sent; so is such an update.
+func TestBuildCommitRefusesEncodedSizePastLimit(t *testing.T) {
+	exe := &execstore.Execution{ID: "big", Status: execstore.Running, Data: make([]byte, 14<<20)}
+	c := &execstore.Commit{}
+	for i := range 2000 {
+		c.Timers = append(c.Timers, execstore.ScheduleTimer(fmt.Sprintf("%04d%s", i, strings.Repeat(".", 996)), 1))
+	}
+	require.NoError(t, execstore.ValidateCommit(exe, c), "the raw lengths pass the first screen")
+	for _, version := range []int64{0, 3} {
+		exe.Version = version
+		_, err := BuildCommit(Env{Profile: MongoDB, TraceMax: 10}, exe, c, Seqs{})
+		require.ErrorIs(t, err, execstore.ErrInvalid, "version %d", version)
+		assert.Contains(t, err.Error(), "past MongoDB's")
+	}
+	// Without the timers the same snapshot fits.
+	exe.Version = 0
+	_, err := BuildCommit(Env{Profile: MongoDB, TraceMax: 10}, exe, &execstore.Commit{}, Seqs{})
+	require.NoError(t, err)
 }
