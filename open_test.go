@@ -216,3 +216,60 @@ func TestOpenRefusesUnacknowledgedClient(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Close(bg))
 }
+
+// A database written under one profile and then used under the other keeps a correct trace:
+// the first traced write of each execution converts the trace to its own profile's shape
+// (MongoDB's $push would fail on FerretDB's sub-document; FerretDB's $set by index would pad
+// MongoDB's array with nulls), and every step reads back with its index, in order.
+func TestProfileSwitchKeepsTrace(t *testing.T) {
+	h := newHarness(t, aio.Options{Profile: ops.FerretDB, TraceMax: 3})
+	asMongo := h.reopen(t, aio.Options{Profile: ops.MongoDB, TraceMax: 3})
+	asFerret := h.reopen(t, aio.Options{Profile: ops.FerretDB, TraceMax: 3})
+
+	wantTrace := func(s *aio.Store, want ...int64) {
+		t.Helper()
+		steps, err := s.ReadTrace(bg, "e")
+		require.NoError(t, err)
+		var got []int64
+		for _, st := range steps {
+			got = append(got, st.Index)
+			assert.EqualValues(t, st.Index, st.Fields["i"], "step %d carries its own fields", st.Index)
+		}
+		assert.Equal(t, want, got)
+	}
+	traceType := func() bson.Type { return h.rawDoc(t, "e").Lookup("trace").Type }
+
+	e := newExe("e")
+	for i := range 3 {
+		_, err := h.store.Commit(bg, e, execstore.Commit{Trace: map[string]any{"i": int64(i)}})
+		require.NoError(t, err)
+	}
+	require.Equal(t, bson.TypeEmbeddedDocument, traceType(), "FerretDB's shape")
+
+	// Under the MongoDB profile: a commit, then an append outside a commit.
+	_, err := asMongo.Commit(bg, e, execstore.Commit{Trace: map[string]any{"i": int64(3)}})
+	require.NoError(t, err)
+	require.NoError(t, asMongo.AppendTrace(bg, "e", map[string]any{"i": int64(4)}))
+	assert.Equal(t, bson.TypeArray, traceType(), "converted to MongoDB's shape")
+	wantTrace(asMongo, 2, 3, 4)
+	assert.EqualValues(t, 4, e.Version)
+
+	// Back under the FerretDB profile, the append first this time.
+	require.NoError(t, asFerret.AppendTrace(bg, "e", map[string]any{"i": int64(5)}))
+	assert.Equal(t, bson.TypeEmbeddedDocument, traceType(), "converted back")
+	_, err = asFerret.Commit(bg, e, execstore.Commit{Trace: map[string]any{"i": int64(6)}})
+	require.NoError(t, err)
+	wantTrace(asFerret, 4, 5, 6)
+	wantTrace(asMongo, 4, 5, 6)
+	for _, el := range rawElements(t, h.rawDoc(t, "e"), "trace") {
+		assert.Equal(t, bson.TypeEmbeddedDocument, el.Value().Type, "no null left in the trace: %s", el)
+	}
+	assert.EqualValues(t, 5, e.Version)
+}
+
+func rawElements(t *testing.T, doc bson.Raw, key string) []bson.RawElement {
+	t.Helper()
+	elems, err := bson.Raw(doc.Lookup(key).Value).Elements()
+	require.NoError(t, err)
+	return elems
+}

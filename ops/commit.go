@@ -119,7 +119,7 @@ func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Se
 	}
 	var push bson.D
 	if step != nil {
-		p.Filter = append(p.Filter, bson.E{Key: fTraceNext, Value: exe.TraceNext})
+		p.Filter = append(p.Filter, bson.E{Key: fTraceNext, Value: exe.TraceNext}, traceShapeGuard(env))
 		set = append(set, bson.E{Key: fTraceNext, Value: p.TraceNext})
 		ringSet, ringUnset, ringPush := traceRing(env, *step)
 		set = append(set, ringSet...)
@@ -331,7 +331,13 @@ func RunCommit(ctx context.Context, env Env, plan CommitPlan) error {
 		return err
 	}
 	if found == plan.Expected {
-		if len(plan.Filter) > 2 { // the trace guard is what missed
+		if len(plan.Filter) > 2 { // the trace guards are what missed
+			if traceNext == plan.TraceNext-1 {
+				// The index did not move: the trace has the other profile's shape.
+				if err := repairTraceShape(ctx, env, plan.ID, traceNext); err != nil {
+					return fmt.Errorf("execstore: commit of %q not applied: %w", plan.ID, err)
+				}
+			}
 			return &TraceMovedError{TraceNext: traceNext}
 		}
 		return fmt.Errorf("execstore: commit of %q matched nothing at version %d, which the execution still has; nothing was written", plan.ID, found)
@@ -339,8 +345,9 @@ func RunCommit(ctx context.Context, env Env, plan CommitPlan) error {
 	return &execstore.ConflictError{ExecutionID: plan.ID, Expected: plan.Expected, Found: found}
 }
 
-// TraceMovedError reports a commit that lost only its trace-index guard (a concurrent
-// AppendTrace took the index). Nothing was written; retry with TraceNext.
+// TraceMovedError reports a commit that lost only its trace guards: a concurrent AppendTrace
+// took the index, or the trace had the other profile's shape and has just been converted.
+// Nothing was written; retry with TraceNext.
 type TraceMovedError struct{ TraceNext int64 }
 
 func (e *TraceMovedError) Error() string { return "execstore: trace index moved" }

@@ -40,7 +40,8 @@ func TestBuildCommitMongoDB(t *testing.T) {
 	assert.Nil(t, p.Insert)
 	assert.Equal(t, []int64{10, 11}, p.OutboxSeqs)
 	assert.EqualValues(t, 8, p.TraceNext)
-	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(4)}, {Key: "trace_next", Value: int64(7)}}, p.Filter)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(4)}, {Key: "trace_next", Value: int64(7)},
+		{Key: "trace", Value: bson.D{{Key: "$type", Value: "array"}}}}, p.Filter)
 	p1 := "p"
 	step := traceDoc{Index: 7, Step: mustMarshal(t, map[string]any{"s": 1})}
 	assert.Equal(t, bson.D{
@@ -298,4 +299,55 @@ func TestBuildCommitRefusesEncodedSizePastLimit(t *testing.T) {
 	exe.Version = 0
 	_, err := BuildCommit(Env{Profile: MongoDB, TraceMax: 10}, exe, &execstore.Commit{}, Seqs{})
 	require.NoError(t, err)
+}
+
+// Every write that appends a trace step is guarded by its profile's trace shape; the
+// conversion of a trace of the other shape is guarded by the index and the other shape.
+func TestTraceShapeCommands(t *testing.T) {
+	isArray := bson.D{{Key: "$type", Value: "array"}}
+	mongo, ferret := Env{Profile: MongoDB, TraceMax: 3}, Env{Profile: FerretDB, TraceMax: 3}
+	assert.Equal(t, bson.E{Key: "trace", Value: isArray}, traceShapeGuard(mongo))
+	assert.Equal(t, bson.E{Key: "trace", Value: bson.D{{Key: "$not", Value: isArray}}}, traceShapeGuard(ferret),
+		"not $type object, which MongoDB also matches against an array's elements")
+
+	p, err := BuildCommit(ferret, &execstore.Execution{ID: "x", Status: execstore.Running, Version: 2, TraceNext: 5},
+		&execstore.Commit{Trace: map[string]any{}}, Seqs{})
+	require.NoError(t, err)
+	assert.Equal(t, traceShapeGuard(ferret), p.Filter[len(p.Filter)-1])
+	filter, _ := AppendTraceCommand(mongo, "x", traceDoc{Index: 5})
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "trace_next", Value: int64(5)}, traceShapeGuard(mongo)}, filter)
+
+	steps := []traceDoc{{Index: 3, Step: []byte{5, 0, 0, 0, 0}}, {Index: 4, Step: []byte{5, 0, 0, 0, 0}}}
+	filter, update := traceShapeCommand(mongo, "x", 5, steps)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "trace_next", Value: int64(5)},
+		{Key: "trace", Value: bson.D{{Key: "$not", Value: isArray}}}}, filter)
+	assert.Equal(t, bson.D{{Key: "$set", Value: bson.D{{Key: "trace", Value: bson.A{steps[0], steps[1]}}}}}, update)
+	filter, update = traceShapeCommand(ferret, "x", 5, steps)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "trace_next", Value: int64(5)}, {Key: "trace", Value: isArray}}, filter)
+	assert.Equal(t, bson.D{{Key: "$set", Value: bson.D{{Key: "trace", Value: bson.D{
+		{Key: "3", Value: steps[0]}, {Key: "4", Value: steps[1]}}}}}}, update)
+}
+
+// A stored trace of either shape reads the same; the nulls a $set by index leaves in an
+// array are skipped, and only the last max steps are kept.
+func TestTraceStepsOfEitherShape(t *testing.T) {
+	step := func(i int64) traceDoc { return traceDoc{Index: i, Step: mustMarshal(t, map[string]any{"i": i})} }
+	raw := func(v any) bson.RawValue {
+		b, err := bson.Marshal(bson.D{{Key: "trace", Value: v}})
+		require.NoError(t, err)
+		return bson.Raw(b).Lookup("trace")
+	}
+	want := []traceDoc{step(2), step(3)}
+	for name, v := range map[string]any{
+		"array":        bson.A{step(1), step(2), step(3)},
+		"padded array": bson.A{step(1), nil, nil, step(2), nil, step(3)},
+		"keyed":        bson.D{{Key: "3", Value: step(3)}, {Key: "1", Value: step(1)}, {Key: "2", Value: step(2)}},
+	} {
+		got, err := traceSteps(raw(v), 2)
+		require.NoError(t, err, name)
+		assert.Equal(t, want, got, name)
+	}
+	got, err := traceSteps(bson.RawValue{}, 2)
+	require.NoError(t, err)
+	assert.Empty(t, got, "no trace")
 }
