@@ -119,6 +119,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 		env: ops.Env{
 			Executions:   executions,
 			Primary:      ops.PrimaryReads(executions),
+			Durable:      ops.DurableReads(executions),
 			Counters:     db.Collection(ops.CountersCollection),
 			Profile:      info.Profile,
 			TraceMax:     opts.TraceMax,

@@ -46,7 +46,8 @@ func (p *CommitPlan) SetToken(token int64) {
 //     another command error after which some statements may have run): the bulk write may
 //     still be running on the server. The read-back then settles only the wins (its own
 //     token) and the certain losses (another commit wrote expected+1), and reports the rest
-//     as outcome unknown;
+//     as outcome unknown. A win seen so is reported only once a read at majority read
+//     concern confirms it (confirmDurable); else it too is outcome unknown;
 //   - a write-concern error: every statement ran on the primary, but what was applied may be
 //     rolled back by a failover. Losses are settled as above, and every plan that would have
 //     won is reported as outcome unknown instead;
@@ -89,9 +90,46 @@ func RunCommitBatch(ctx, settleCtx context.Context, env Env, plans []*CommitPlan
 		}
 		return errs
 	}
-	return settleBatch(plans, ans, found, func(p *CommitPlan) error {
+	errs = settleBatch(plans, ans, found, func(p *CommitPlan) error {
 		return RunCommit(ctx, env, *p)
 	})
+	if !ans.answered {
+		confirmDurable(settleCtx, env, plans, errs, err)
+	}
+	return errs
+}
+
+// confirmDurable re-reads, at majority read concern, the plans of an unanswered bulk write
+// that the read-back settled as won (errs[i] == nil), and turns into outcome unknown each one
+// not yet majority-committed. A write seen on the primary may still be rolled back by a
+// failover; an acknowledged write with a majority write concern could not, and a win
+// settled without an answer must not promise less. (A win is durable when the majority
+// snapshot shows its own token at its version, or a later version, which can only have been
+// written on top of it.)
+func confirmDurable(ctx context.Context, env Env, plans []*CommitPlan, errs []error, cause error) {
+	var won []*CommitPlan
+	for i, p := range plans {
+		if errs[i] == nil {
+			won = append(won, p)
+		}
+	}
+	if len(won) == 0 {
+		return
+	}
+	found, err := readBackFrom(ctx, env.durable(), won)
+	for i, p := range plans {
+		if errs[i] != nil {
+			continue
+		}
+		if d, ok := found[p.ID]; err != nil || !ok || !durableWin(p, d) {
+			errs[i] = &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: p.ID, Err: cause}
+		}
+	}
+}
+
+// durableWin reports whether a majority read-back d proves plan p's write committed.
+func durableWin(p *CommitPlan, d readBackDoc) bool {
+	return d.Version > p.Expected+1 || (d.Version == p.Expected+1 && d.Token == p.Token)
 }
 
 // bulkAnswer is what the server said of a group commit's bulk write.
@@ -206,11 +244,15 @@ type readBackDoc struct {
 }
 
 func readBack(ctx context.Context, env Env, plans []*CommitPlan) (map[string]readBackDoc, error) {
+	return readBackFrom(ctx, env.primary(), plans)
+}
+
+func readBackFrom(ctx context.Context, coll *mongo.Collection, plans []*CommitPlan) (map[string]readBackDoc, error) {
 	ids := make(bson.A, 0, len(plans))
 	for _, p := range plans {
 		ids = append(ids, p.ID)
 	}
-	cur, err := env.primary().Find(ctx, bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: ids}}}},
+	cur, err := coll.Find(ctx, bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: ids}}}},
 		options.Find().SetProjection(bson.D{{Key: fVersion, Value: 1}, {Key: fCommitToken, Value: 1}}))
 	if err != nil {
 		return nil, err

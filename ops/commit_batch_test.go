@@ -219,3 +219,13 @@ func TestGroupCommitOutcomeByDriverError(t *testing.T) {
 		})
 	}
 }
+
+// A win settled without an answer is reported only when the majority snapshot shows it: its
+// own token at its version, or a later version written on top of it.
+func TestDurableWin(t *testing.T) {
+	p := &CommitPlan{Expected: 4, Token: 11}
+	assert.True(t, durableWin(p, readBackDoc{Version: 5, Token: 11}), "own token")
+	assert.True(t, durableWin(p, readBackDoc{Version: 6, Token: 3}), "a later version")
+	assert.False(t, durableWin(p, readBackDoc{Version: 4, Token: 1}), "not yet majority-committed")
+	assert.False(t, durableWin(p, readBackDoc{Version: 5, Token: 12}), "another commit's version")
+}

@@ -58,7 +58,10 @@ type Env struct {
 	// read preference. The reads that learn what a write did (a conflict check, a group
 	// commit's read-back) use it whatever the store's settings for ordinary reads; nil
 	// means Executions. See PrimaryReads.
-	Primary  *mongo.Collection
+	Primary *mongo.Collection
+	// Durable is Executions read at the primary's majority-committed state, to confirm a
+	// write settled without an answer; nil means Primary. See DurableReads.
+	Durable  *mongo.Collection
 	Counters *mongo.Collection
 	Profile  Profile
 	TraceMax int // steps kept in a trace ring; at least 1
@@ -76,6 +79,21 @@ func PrimaryReads(coll *mongo.Collection) *mongo.Collection {
 	return coll.Clone(options.Collection().
 		SetReadConcern(readconcern.Local()).
 		SetReadPreference(readpref.Primary()))
+}
+
+// DurableReads returns coll reading the primary's majority-committed state: what a failover
+// cannot roll back.
+func DurableReads(coll *mongo.Collection) *mongo.Collection {
+	return coll.Clone(options.Collection().
+		SetReadConcern(readconcern.Majority()).
+		SetReadPreference(readpref.Primary()))
+}
+
+func (e Env) durable() *mongo.Collection {
+	if e.Durable != nil {
+		return e.Durable
+	}
+	return e.primary()
 }
 
 func (e Env) primary() *mongo.Collection {
