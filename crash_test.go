@@ -8,12 +8,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
@@ -24,14 +26,42 @@ import (
 // The commit that creates version v of execution s emits the event "s/v" (while v < maxVersion),
 // so what was emitted can be read off the final versions.
 type engine struct {
-	store      *aio.Store
+	store *aio.Store
+	// relay, when set, is the store the relay and the sweep use (another process's); by
+	// default they share store with the handlers.
+	relay      *aio.Store
 	executions int
 	maxVersion int64
-	events     chan string // "target|event"
+	// retry makes handlers, the relay and the sweep retry any failed call after a pause, as
+	// a runtime that rides out network faults does; otherwise a failure ends the run.
+	retry  bool
+	events chan string  // "target|event"
+	busy   atomic.Int64 // deliveries taken by a handler and not yet handled
 
 	mu    sync.Mutex
 	acked map[string]int64   // the last acknowledged version of each execution
 	fired map[string]float64 // the latest fire time of each execution's timer the sweep fired
+	// wins counts the commits acknowledged at each version of each execution ("id/v").
+	wins map[string]int
+	// ackedSeqs holds the outbox entries whose ack the store acknowledged; relayedAgain
+	// counts those the relay was handed again afterwards.
+	ackedSeqs    map[int64]bool
+	relayedAgain int
+}
+
+func newEngine(store *aio.Store, executions int, maxVersion int64) *engine {
+	return &engine{store: store, executions: executions, maxVersion: maxVersion,
+		acked: map[string]int64{}, fired: map[string]float64{}, wins: map[string]int{}, ackedSeqs: map[int64]bool{}}
+}
+
+// pause waits a little before a retry; it reports false when ctx ended.
+func pause(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(10 * time.Millisecond):
+		return true
+	}
 }
 
 func (g *engine) target(source string, version int64) string {
@@ -44,6 +74,9 @@ func (g *engine) handle(ctx context.Context, target, event string) error {
 	for {
 		exe, done, err := g.store.LoadForEvent(ctx, target, event)
 		if err != nil {
+			if g.retry && pause(ctx) {
+				continue
+			}
 			return err
 		}
 		if done {
@@ -61,10 +94,13 @@ func (g *engine) handle(ctx context.Context, target, event string) error {
 		case err == nil:
 			g.mu.Lock()
 			g.acked[exe.ID] = max(g.acked[exe.ID], exe.Version)
+			g.wins[fmt.Sprintf("%s/%d", exe.ID, exe.Version)]++
 			g.mu.Unlock()
 			return nil
 		case errors.Is(err, execstore.ErrConflict), errors.Is(err, execstore.ErrOutcomeUnknown):
 			continue // reload and look again
+		case g.retry && pause(ctx):
+			continue
 		default:
 			return err
 		}
@@ -80,50 +116,82 @@ func (g *engine) run(ctx context.Context, handlers int) error {
 		wg.Go(func() {
 			for d := range g.events {
 				target, event, _ := strings.Cut(d, "|")
-				if err := g.handle(ctx, target, event); err != nil {
+				err := g.handle(ctx, target, event)
+				g.busy.Add(-1)
+				if err != nil {
 					errs <- err
 					for range g.events {
+						g.busy.Add(-1)
 					}
 					return
 				}
 			}
 		})
 	}
+	relay := g.relay
+	if relay == nil {
+		relay = g.store
+	}
+	// failed reports whether err ends the run; with retry a failed step is done again.
+	failed := func(err error) bool { return err != nil && (!g.retry || !pause(ctx)) }
 	var relayErr error
 	for idle := 0; idle < 5; {
-		due, err := g.store.DueTimers(ctx, 1e9, 200)
-		if err != nil {
+		due, err := relay.DueTimers(ctx, 1e9, 200)
+		if failed(err) {
 			relayErr = err
 			break
+		} else if err != nil {
+			continue
 		}
 		g.mu.Lock()
 		for _, d := range due {
 			g.fired[d.ExecutionID] = max(g.fired[d.ExecutionID], d.FireAt) // fired before deleted: at least once
 		}
 		g.mu.Unlock()
-		if err := g.store.DeleteTimers(ctx, due); err != nil {
+		if err := relay.DeleteTimers(ctx, due); failed(err) {
 			relayErr = err
 			break
+		} else if err != nil {
+			continue
 		}
-		pending, err := g.store.PendingOutbox(ctx, 200)
-		if err != nil {
+		pending, err := relay.PendingOutbox(ctx, 200)
+		if failed(err) {
 			relayErr = err
 			break
+		} else if err != nil {
+			continue
 		}
 		if len(pending) == 0 && len(due) == 0 {
-			idle++
+			if g.busy.Load() == 0 { // nothing delivered is still being handled
+				idle++
+			}
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
 		idle = 0
+		g.mu.Lock()
 		for _, p := range pending {
+			if g.ackedSeqs[p.Seq] {
+				g.relayedAgain++
+			}
+		}
+		g.mu.Unlock()
+		for _, p := range pending {
+			g.busy.Add(1)
 			g.events <- p.TargetID + "|" + string(p.Event) // delivered before acked: at least once
 		}
 		for _, p := range pending {
-			if err := g.store.AckOutbox(ctx, p.SourceID, p.Seq); err != nil {
+			err := relay.AckOutbox(ctx, p.SourceID, p.Seq)
+			if err == nil {
+				g.mu.Lock()
+				g.ackedSeqs[p.Seq] = true
+				g.mu.Unlock()
+			}
+			if failed(err) {
 				relayErr = err
 				break
 			}
+			// An ack that failed is retried when the entry is read again.
 		}
 		if relayErr != nil {
 			break
@@ -155,8 +223,7 @@ func TestCrashAndRecover(t *testing.T) {
 	if longRuns() {
 		executions, maxVersion = 200, 40
 	}
-	g := &engine{store: h.store, executions: executions, maxVersion: maxVersion,
-		acked: map[string]int64{}, fired: map[string]float64{}}
+	g := newEngine(h.store, executions, maxVersion)
 	for i := range executions {
 		id := fmt.Sprintf("x%d", i)
 		_, err := h.store.Commit(bg, &execstore.Execution{ID: id, DefinitionID: "chain", Status: execstore.Running},
@@ -187,9 +254,20 @@ func TestCrashAndRecover(t *testing.T) {
 	g.store = second
 	require.NoError(t, g.run(bg, 6))
 
+	processed := g.verify(t, h.db, second)
+	t.Logf("%d executions, %d events processed exactly once across a crash", executions, processed)
+}
+
+// verify checks a finished run against the stored executions: every emitted event was
+// processed exactly once and nothing else was, no execution is behind its last acknowledged
+// commit, no version was acknowledged to two commits, no acknowledged ack came back, every
+// execution's last timer fired, and nothing is left pending. It returns how many events
+// were processed.
+func (g *engine) verify(t *testing.T, db *mongo.Database, store *aio.Store) int {
+	t.Helper()
 	// What was emitted: every execution's versions 2..final each emitted one event (below the
 	// cap), plus the start events. What was processed: the dedupe sets.
-	cur, err := h.db.Collection("executions").Find(bg, bson.D{})
+	cur, err := db.Collection("executions").Find(bg, bson.D{{Key: "definition_id", Value: "chain"}})
 	require.NoError(t, err)
 	processed := map[string]int{}
 	emitted := map[string]bool{}
@@ -201,7 +279,7 @@ func TestCrashAndRecover(t *testing.T) {
 		finals[id] = version
 		commits += int(version - 1) // each commit after the create processed one event
 		emitted[id+"/start"] = true
-		for v := int64(2); v <= version && v < maxVersion; v++ {
+		for v := int64(2); v <= version && v < g.maxVersion; v++ {
 			emitted[fmt.Sprintf("%s/%d", id, v)] = true
 		}
 		vals, err := cur.Current.Lookup("processed").Array().Values()
@@ -224,11 +302,15 @@ func TestCrashAndRecover(t *testing.T) {
 			assert.EqualValues(t, v, g.fired[id], "%s: its last timer (due at %d) was never fired", id, v)
 		}
 	}
-	due, err := second.DueTimers(bg, 1e9, 0)
+	due, err := store.DueTimers(bg, 1e9, 0)
 	require.NoError(t, err)
 	assert.Empty(t, due, "timers left after recovery")
-	pending, err := second.PendingOutbox(bg, 0)
+	pending, err := store.PendingOutbox(bg, 0)
 	require.NoError(t, err)
 	assert.Empty(t, pending)
-	t.Logf("%d executions, %d events processed exactly once across a crash", executions, len(processed))
+	for v, n := range g.wins {
+		assert.Equal(t, 1, n, "version %s acknowledged to %d commits", v, n)
+	}
+	assert.Zero(t, g.relayedAgain, "outbox entries handed to the relay again after their ack was acknowledged")
+	return len(processed)
 }
