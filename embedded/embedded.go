@@ -12,6 +12,9 @@
 //   - concurrent writes to one document are serialized: a single-document update is atomic,
 //     and a compare-and-set filter such as {_id, version} matches for exactly one of the
 //     racing callers, as on MongoDB;
+//   - that holds when clients go away too: a write whose client closes, resets or times out
+//     before the answer still runs to its end in FerretDB (as it may on MongoDB), and no
+//     other write enters FerretDB until it has ended;
 //   - reads (find, aggregate without $out or $merge, count, getMore, hello, …) are never
 //     held back behind writes: they go to FerretDB at once;
 //   - every command still runs on FerretDB, with its results and its gaps.
@@ -21,8 +24,9 @@
 //   - make FerretDB MongoDB: commands and operators FerretDB lacks or implements
 //     differently (aggregation expressions, $push with $slice, $pull by condition, $expr,
 //     TTL and partial indexes, …) behave as they do on FerretDB; in particular a bulk
-//     write of 100 updates or more is never answered, and FerretDB answers no write from
-//     any client after it;
+//     write of 100 updates or more is never answered, FerretDB answers no command on that
+//     collection after it, from any client (other databases still work), and through URI
+//     every write waits behind it until its client gives up and five minutes more;
 //   - provide transactions, change streams, replica-set or sharding behaviour: the server
 //     is one standalone node, and FerretDB has none of these;
 //   - make writes concurrent: writes from all clients queue for one slot, so write
@@ -152,7 +156,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		front.RawQuery = "tls=true"
 		dial = tlsDial(ln.Addr().String())
 	}
-	s.front = startFront(ln, bare.Host, logger.With("component", "front"))
+	s.front = startFront(ln, bare.Host, defaultDrainTimeout, logger.With("component", "front"))
 	s.uri = front.String()
 
 	if err := s.waitReady(ctx, dial); err != nil {

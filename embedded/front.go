@@ -23,17 +23,52 @@ import (
 //
 //   - The write slot is held by at most one request in the whole front. A request that is
 //     not known to be a read (see classify) takes it before its first byte is forwarded to
-//     FerretDB, and gives it back once FerretDB's final reply to it has been read, or once
-//     its link has ended. So no two writes ever overlap inside FerretDB. Reads never wait
-//     for the slot.
+//     FerretDB, and keeps it until FerretDB is known to have finished with it: FerretDB's
+//     final reply to it has been read, or FerretDB has closed the connection the request
+//     went on. Nothing the client does shortens that: a client that resets, closes or
+//     times out while its write is inside FerretDB does not free the slot, because FerretDB
+//     does not cancel a command whose client went away; it finishes it. So no two writes
+//     ever overlap inside FerretDB. There are two exceptions: close, after which no write
+//     enters through this front, and a write FerretDB has still not finished drainTimeout
+//     after its client went away (see below). Reads never wait for the slot.
 //   - Messages are forwarded whole, unchanged and in order in both directions; the front
 //     never makes one up. One kind is dropped: FerretDB answers a request sent with
 //     moreToCome, which MongoDB never answers, and the front discards that answer so that
 //     the client reads the stream MongoDB would send. Such a write keeps the slot until
-//     FerretDB's answer shows it is done, so unacknowledged writes are serialized too.
-//   - A link that ends for any reason (either side closes, a malformed message, Close)
-//     closes both of its connections and gives back the slot if one of its requests holds
-//     it.
+//     FerretDB's answer shows it is done, so unacknowledged writes are serialized too,
+//     whether or not their client is still there.
+//   - When the client side of a link ends (the client closes or resets its connection, sends
+//     a message the front cannot classify, or cannot be written to) or a request cannot be
+//     forwarded, the link stops reading and writing the client and forwards nothing more
+//     to FerretDB. If none of its requests holds the slot, it closes FerretDB's connection
+//     and ends. Otherwise it drains: it half-closes FerretDB's connection (no more
+//     requests) and reads FerretDB's replies, discarding them, until the one to the write
+//     holding the slot has come, and only then ends, gives the slot back and closes.
+//   - When FerretDB closes a link's connection, the link ends and gives the slot back if
+//     one of its requests holds it. That is safe: FerretDB serves a connection on one
+//     goroutine that reads a request, runs it to the end and writes the reply, and it
+//     closes the connection only once that goroutine has returned, so when the close is
+//     seen no request sent on the connection is running. A request the front had written
+//     only in part (the write failed) is never run: FerretDB reads a message whole before
+//     it runs it, and drops the connection on a truncated one.
+//   - A reply from FerretDB that the front cannot frame or pair with a request ends the
+//     client side as above, and the link then discards everything FerretDB sends until
+//     FerretDB closes the connection, which it does after finishing the request it is
+//     running (the half-close tells it no more are coming); the slot is kept until then.
+//   - close ends every link at once, draining or not, and does not wait for FerretDB: a
+//     write still inside FerretDB then runs on alone, and no write can follow it through
+//     this front.
+//
+// A drain is bounded by the front's drainTimeout (defaultDrainTimeout, five minutes), far
+// longer than any write this project makes should take on FerretDB, and by nothing
+// shorter: a big write can be slow, and a bound that cut it short would break the
+// guarantee exactly then. The bound is there for a write FerretDB never answers (a bulk
+// write of 100 updates or more: FerretDB then answers nothing more on that collection,
+// while other databases still work), which would otherwise keep the slot, and so every
+// write to any database, until close. When it passes, the link logs a warning, closes
+// FerretDB's connection and gives the slot back; this is the one case in which the next
+// write may enter while a write is still inside FerretDB. A drain that lasts more than
+// drainWarnAfter is logged.
 //
 // Each client connection gets its own FerretDB connection and two goroutines: up reads
 // requests and forwards them, down reads replies and forwards them, pairing each reply
@@ -41,11 +76,14 @@ import (
 // one by one, in order). A reply carrying moreToCome (an exhaust cursor or a streaming
 // hello; FerretDB sends none) is followed by more replies to the same request.
 //
-// The simpler design, one goroutine per connection that holds a mutex from forwarding a
-// request until forwarding its reply, was rejected: it stops reading the client while it
-// waits, so a write whose reply never comes would keep the mutex after its client gave up
-// and closed the connection, and every writer after it would wait for ever. Here up keeps
-// reading, sees the client go, and the link ends and frees the slot.
+// Two designs were rejected. One goroutine per connection that holds a mutex from
+// forwarding a request until forwarding its reply stops reading the client while it
+// waits: it cannot follow a client that sends several requests without waiting for
+// replies (moreToCome writes), and it sees a client that went away only when FerretDB has
+// answered. The design before this one ended the whole link, and gave the slot back, as
+// soon as the client went away; FerretDB went on running the write, the next write ran
+// beside it, and under connection resets acknowledged increments were lost and two
+// compare-and-set commits were both acknowledged.
 type front struct {
 	ln       net.Listener
 	upstream string // FerretDB's address
@@ -62,6 +100,10 @@ type front struct {
 	links  map[*link]struct{}
 	closed bool
 
+	// drainTimeout bounds how long a link whose client went away waits for FerretDB to
+	// finish its write before it gives the slot back regardless.
+	drainTimeout time.Duration
+
 	// wg counts serve and every link's goroutines.
 	wg sync.WaitGroup
 }
@@ -76,19 +118,30 @@ const (
 	// keepBufferCap is the largest message buffer a link keeps for the next message;
 	// a larger one is left to the garbage collector.
 	keepBufferCap = 1 << 20
+
+	// defaultDrainTimeout is the front's drainTimeout: how long a link whose client went
+	// away waits for FerretDB to finish the link's write before it gives the write slot
+	// back regardless. It is long because FerretDB can take long on a big write.
+	defaultDrainTimeout = 5 * time.Minute
+
+	// drainWarnAfter is how long a link drains (waits for FerretDB to finish a write
+	// whose client went away) before the front logs a warning. It does not end the drain.
+	drainWarnAfter = 10 * time.Second
 )
 
-// startFront starts serving ln, forwarding every connection to upstream.
-func startFront(ln net.Listener, upstream string, log *slog.Logger) *front {
+// startFront starts serving ln, forwarding every connection to upstream. drainTimeout is
+// the front's drainTimeout (defaultDrainTimeout outside tests).
+func startFront(ln net.Listener, upstream string, drainTimeout time.Duration, log *slog.Logger) *front {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &front{
-		ln:       ln,
-		upstream: upstream,
-		log:      log,
-		slot:     make(chan struct{}, 1),
-		ctx:      ctx,
-		cancel:   cancel,
-		links:    make(map[*link]struct{}),
+		ln:           ln,
+		upstream:     upstream,
+		log:          log,
+		slot:         make(chan struct{}, 1),
+		ctx:          ctx,
+		cancel:       cancel,
+		links:        make(map[*link]struct{}),
+		drainTimeout: drainTimeout,
 	}
 	f.wg.Add(1)
 	go f.serve()
@@ -142,7 +195,7 @@ func (f *front) serve() {
 		delay = 0
 		// serve's own count keeps wg above zero, so adding here never races close's Wait.
 		f.wg.Add(1)
-		go (&link{f: f, client: c, closing: make(chan struct{})}).run()
+		go newLink(f, c).run()
 	}
 }
 
@@ -163,12 +216,13 @@ func (f *front) unregister(l *link) {
 	f.mu.Unlock()
 }
 
-// acquire takes the write slot, or gives up and reports false when the link ends first.
-func (f *front) acquire(closing <-chan struct{}) bool {
+// acquire takes the write slot, or gives up and reports false when the link's client side
+// ends first.
+func (f *front) acquire(clientDone <-chan struct{}) bool {
 	select {
 	case f.slot <- struct{}{}:
 		return true
-	case <-closing:
+	case <-clientDone:
 		return false
 	}
 }
@@ -182,18 +236,33 @@ type link struct {
 	client net.Conn
 	server net.Conn // set by run before the link is registered
 
-	closing   chan struct{} // closed when the link ends
+	// clientDone is closed when the client side ends: the client connection is closed,
+	// and nothing more is read from it, written to it or forwarded to FerretDB.
+	clientDone chan struct{}
+	clientOnce sync.Once
+
+	closing   chan struct{} // closed when the link is closed for good: both connections
 	closeOnce sync.Once
 
 	mu sync.Mutex
 	// awaiting holds the forwarded requests whose final reply has not been read yet,
-	// oldest first. An entry with write set holds the write slot.
+	// oldest first. An entry with write set holds the write slot. A request is added
+	// before its first byte is written to FerretDB, so one that was written only in part
+	// stays here until FerretDB closes the connection.
 	awaiting []request
 	// streaming is set while the oldest request has had replies carrying moreToCome.
 	streaming bool
+	// draining is set once up has stopped while a request held the slot: down discards
+	// replies and stops once no awaiting request holds the slot.
+	draining bool
 }
 
-// run serves the link until either side closes, then cleans up.
+func newLink(f *front, client net.Conn) *link {
+	return &link{f: f, client: client, clientDone: make(chan struct{}), closing: make(chan struct{})}
+}
+
+// run serves the link until its client side ends and FerretDB is done with its write, or
+// FerretDB closes the connection, or the front closes; then it cleans up.
 func (l *link) run() {
 	defer l.f.wg.Done()
 	defer l.client.Close()
@@ -220,11 +289,18 @@ func (l *link) run() {
 		l.down()
 	}()
 	l.up()
+	// Nothing more goes to FerretDB, and nothing more to the client.
+	l.endClient()
+	if l.drain() {
+		l.waitDrained(downDone)
+	} else {
+		<-downDone
+	}
 	l.close()
-	<-downDone
 
-	// Both directions have stopped: a request still waiting for its reply no longer
-	// needs the slot.
+	// Both directions have stopped, and FerretDB has answered every write that held the
+	// slot, or closed the connection (so runs none of them), or the front is closing, or
+	// the drain timed out.
 	for _, req := range l.awaiting {
 		if req.write {
 			l.f.release()
@@ -234,16 +310,85 @@ func (l *link) run() {
 	l.f.log.Debug("front: link closed", "client", l.client.RemoteAddr())
 }
 
+// drain is called once up has stopped. When none of the link's requests holds the slot it
+// closes FerretDB's connection, which stops down, and reports false. Otherwise it sets
+// draining and half-closes the connection, and reports true: down reads on until the
+// write's final reply (or FerretDB's close, which the half-close brings about once FerretDB
+// has run what it read).
+func (l *link) drain() bool {
+	l.mu.Lock()
+	holding := l.holdsSlot()
+	l.draining = holding
+	l.mu.Unlock()
+	if !holding {
+		l.server.Close()
+		return false
+	}
+	// The dialer makes a *net.TCPConn; when the connection is already broken, the error
+	// only repeats what down sees.
+	if cw, ok := l.server.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	return true
+}
+
+// waitDrained waits for down to end while the link drains, for at most the front's
+// drainTimeout; then it closes the link, which ends down.
+func (l *link) waitDrained(downDone <-chan struct{}) {
+	l.f.log.Debug("front: client gone while its write is in FerretDB; waiting for FerretDB to finish it",
+		"client", l.client.RemoteAddr())
+	warn := time.NewTimer(drainWarnAfter)
+	defer warn.Stop()
+	giveUp := time.NewTimer(l.f.drainTimeout)
+	defer giveUp.Stop()
+	for {
+		select {
+		case <-downDone:
+			return
+		case <-warn.C:
+			l.f.log.Warn("front: a write whose client went away is still running in FerretDB; the write slot stays held until it ends",
+				"client", l.client.RemoteAddr(), "waited", drainWarnAfter, "give_up_after", l.f.drainTimeout)
+		case <-giveUp.C:
+			l.f.log.Warn("front: giving the write slot back although FerretDB has not finished a write whose client went away; the next write may overlap it",
+				"client", l.client.RemoteAddr(), "waited", l.f.drainTimeout)
+			l.close()
+			<-downDone
+			return
+		}
+	}
+}
+
+// holdsSlot reports whether one of the awaiting requests holds the write slot. l.mu must
+// be held.
+func (l *link) holdsSlot() bool {
+	for _, req := range l.awaiting {
+		if req.write {
+			return true
+		}
+	}
+	return false
+}
+
+// endClient ends the client side: it closes the client connection, which stops up, and
+// tells down to forward nothing more.
+func (l *link) endClient() {
+	l.clientOnce.Do(func() {
+		close(l.clientDone)
+		l.client.Close()
+	})
+}
+
 // close ends the link: both connections are closed, which stops up and down.
 func (l *link) close() {
 	l.closeOnce.Do(func() {
 		close(l.closing)
-		l.client.Close()
+		l.endClient()
 		l.server.Close()
 	})
 }
 
-// up forwards requests from the client to FerretDB, taking the write slot for writes.
+// up forwards requests from the client to FerretDB, taking the write slot for writes. It
+// returns when the client side ends or a request cannot be forwarded.
 func (l *link) up() {
 	r := bufio.NewReaderSize(l.client, readBufferSize)
 	var buf []byte
@@ -260,7 +405,7 @@ func (l *link) up() {
 		}
 		l.f.log.Debug("front: request", "op", req.opCode, "command", req.command, "write", req.write,
 			"more_to_come", req.moreToCome, "request_id", req.requestID)
-		if req.write && !l.f.acquire(l.closing) {
+		if req.write && !l.f.acquire(l.clientDone) {
 			return
 		}
 		l.mu.Lock()
@@ -275,59 +420,87 @@ func (l *link) up() {
 }
 
 // down forwards replies from FerretDB to the client, giving the write slot back when a
-// write's final reply arrives.
+// write's final reply arrives. Once the client side has ended it discards the replies, and
+// once the link drains it stops after the reply that frees the slot. It returns when
+// FerretDB's connection ends.
 func (l *link) down() {
-	defer l.close()
 	r := bufio.NewReaderSize(l.server, readBufferSize)
 	var buf []byte
 	for {
 		msg, err := readMessage(r, buf)
+		if errors.Is(err, errMalformed) {
+			l.discard(r, err)
+			return
+		}
 		if err != nil {
+			// FerretDB closed the connection, or the link did.
 			l.logEnd("FerretDB", err)
+			l.endClient()
 			return
 		}
-		req, err := l.pair(msg)
+		req, drained, err := l.pair(msg)
 		if err != nil {
-			l.f.log.Warn("front: dropping FerretDB connection", "err", err)
+			l.discard(r, err)
 			return
 		}
+		if drained {
+			return
+		}
+		buf = reusable(msg)
 		if req.moreToCome {
 			// The client sent it with moreToCome and reads no reply.
 			continue
 		}
+		select {
+		case <-l.clientDone:
+			continue
+		default:
+		}
 		if _, err := l.client.Write(msg); err != nil {
 			l.logEnd("client", err)
-			return
+			l.endClient()
 		}
-		buf = reusable(msg)
 	}
+}
+
+// discard handles a reply the front cannot frame or pair (err says why). The stream can
+// no longer be followed, so the client side ends and everything FerretDB sends is read and
+// dropped until FerretDB closes the connection: it does so once it has run the request it
+// is on, as run half-closes the connection when a request holds the slot (and closes it
+// when none does).
+func (l *link) discard(r io.Reader, err error) {
+	l.f.log.Warn("front: dropping client connection: unreadable reply from FerretDB", "err", err)
+	l.endClient()
+	_, _ = io.Copy(io.Discard, r)
 }
 
 // pair finds the request that reply answers. When the reply is the request's last (it has
 // no moreToCome flag), the request stops waiting and gives back the write slot if it
-// holds it.
-func (l *link) pair(reply []byte) (request, error) {
+// holds it; drained then reports whether the link is draining and no longer holds the
+// slot, so that down can stop.
+func (l *link) pair(reply []byte) (req request, drained bool, err error) {
 	h, err := parseHeader(reply)
 	if err != nil {
-		return request{}, err
+		return request{}, false, err
 	}
 	final := !moreToCome(reply)
 
 	l.mu.Lock()
 	if len(l.awaiting) == 0 {
 		l.mu.Unlock()
-		return request{}, fmt.Errorf("%w: reply %d to no request", errMalformed, h.responseTo)
+		return request{}, false, fmt.Errorf("%w: reply %d to no request", errMalformed, h.responseTo)
 	}
-	req := l.awaiting[0]
+	req = l.awaiting[0]
 	if !l.streaming && h.responseTo != req.requestID {
 		l.mu.Unlock()
-		return request{}, fmt.Errorf("%w: reply to request %d while request %d waits", errMalformed, h.responseTo, req.requestID)
+		return request{}, false, fmt.Errorf("%w: reply to request %d while request %d waits", errMalformed, h.responseTo, req.requestID)
 	}
 	l.streaming = !final
 	if final {
 		l.awaiting[0] = request{}
 		l.awaiting = l.awaiting[1:]
 	}
+	drained = l.draining && !l.holdsSlot()
 	l.mu.Unlock()
 
 	if final && req.write {
@@ -336,7 +509,7 @@ func (l *link) pair(reply []byte) (request, error) {
 	if !final {
 		l.f.log.Debug("front: reply with moreToCome", "response_to", h.responseTo, "command", req.command)
 	}
-	return req, nil
+	return req, drained, nil
 }
 
 // logEnd logs why one side of a link stopped, unless it is the ordinary end of a link.

@@ -29,8 +29,11 @@ const ioTimeout = 10 * time.Second
 // fakeUpstream answers every request on a connection with one OP_MSG {ok: 1}, in order, like
 // FerretDB, including requests sent with moreToCome. Some commands behave specially:
 //
-//	hold    waits until release is closed, then answers
-//	die     closes the connection without answering
+//	hold       waits until release is closed, then answers
+//	holdclose  waits until release is closed, then closes the connection without answering
+//	die        closes the connection without answering
+//	badreply   answers with a reply to another request id, then records "eof" when the
+//	           front closes its side of the connection (or half-closes it)
 //	hello   sent with exhaustAllowed: answers with a stream of three replies
 //
 // Every command the front classifies as a write takes a little time, long enough for
@@ -116,9 +119,13 @@ func (u *fakeUpstream) handle(c net.Conn) {
 		_, err := c.Write(opMsg(replyID, responseTo, flags, bsoncore.NewDocumentBuilder().AppendDouble("ok", 1).Build(), nil, nil))
 		return err
 	}
+	badReplied := false
 	for {
 		msg, err := readMessage(r, nil)
 		if err != nil {
+			if badReplied {
+				u.record("eof")
+			}
 			return
 		}
 		u.received.Add(1)
@@ -136,6 +143,11 @@ func (u *fakeUpstream) handle(c net.Conn) {
 		switch req.command {
 		case "hold":
 			<-u.release
+		case "holdclose":
+			<-u.release
+			u.record("end holdclose")
+			u.writes.Add(-1)
+			return
 		case "die":
 			u.record("end die")
 			u.writes.Add(-1)
@@ -156,6 +168,13 @@ func (u *fakeUpstream) handle(c net.Conn) {
 			}
 			continue
 		}
+		if req.command == "badreply" {
+			badReplied = true
+			if reply(req.requestID+1000, 0) != nil {
+				return
+			}
+			continue
+		}
 		if reply(req.requestID, 0) != nil {
 			return
 		}
@@ -165,9 +184,15 @@ func (u *fakeUpstream) handle(c net.Conn) {
 // startTestFront starts a front before upstream, and stops both when the test ends.
 func startTestFront(t *testing.T, upstream *fakeUpstream) *front {
 	t.Helper()
+	return startTestFrontDrain(t, upstream, defaultDrainTimeout)
+}
+
+// startTestFrontDrain is startTestFront with the front's drainTimeout.
+func startTestFrontDrain(t *testing.T, upstream *fakeUpstream, drainTimeout time.Duration) *front {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	f := startFront(ln, upstream.addr(), slog.New(slog.DiscardHandler))
+	f := startFront(ln, upstream.addr(), drainTimeout, slog.New(slog.DiscardHandler))
 	t.Cleanup(func() {
 		assert.NoError(t, f.close())
 		upstream.close()
@@ -329,18 +354,144 @@ func TestFrontReadsPassWrites(t *testing.T) {
 	assert.Equal(t, []string{"start hold", "start find", "end find", "end hold", "start update", "end update"}, u.eventLog())
 }
 
-func TestFrontFreesSlotWhenClientLeaves(t *testing.T) {
+// reset ends the client's connection with a TCP reset, as a client that crashes or a
+// middlebox that gives up does.
+func (w *wireClient) reset() {
+	w.t.Helper()
+	require.NoError(w.t, w.c.(*net.TCPConn).SetLinger(0))
+	require.NoError(w.t, w.c.Close())
+}
+
+// drainingLinks counts f's links that are waiting for FerretDB to finish a write whose
+// client went away.
+func drainingLinks(f *front) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for l := range f.links {
+		l.mu.Lock()
+		if l.draining {
+			n++
+		}
+		l.mu.Unlock()
+	}
+	return n
+}
+
+func linkCount(f *front) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.links)
+}
+
+// holdAndLeave sends cmd with flags on a new connection, waits until the server runs it,
+// queues an update from another client behind it, and then makes the first client leave.
+// It returns the second client and its update's request id once the front has seen the
+// first client go.
+func holdAndLeave(t *testing.T, f *front, u *fakeUpstream, cmd string, flags wiremessage.MsgFlag, leave func(*wireClient)) (*wireClient, int32) {
+	t.Helper()
+	addr := f.addr().String()
+	holder := dialClient(t, addr)
+	holder.send(cmd, flags)
+	waitFor(t, "the held write to reach the server", hasEvent(u, "start "+cmd))
+	waiter := dialClient(t, addr)
+	updateID := waiter.send("update", 0) // waits for the slot
+	leave(holder)
+	waitFor(t, "the front to see the client go", func() bool { return drainingLinks(f) == 1 })
+	return waiter, updateID
+}
+
+// A client that goes away while its write is inside FerretDB does not free the slot:
+// FerretDB runs the write to its end, so the next write waits for FerretDB's reply, which
+// the front reads and drops.
+func TestFrontKeepsSlotUntilServerAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags wiremessage.MsgFlag
+		leave func(*wireClient)
+	}{
+		{"client closes", 0, func(c *wireClient) { require.NoError(t, c.c.Close()) }},
+		{"client resets", 0, (*wireClient).reset},
+		{"unacknowledged write, client resets", wiremessage.MoreToCome, (*wireClient).reset},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newFakeUpstream(t)
+			f := startTestFront(t, u)
+			waiter, updateID := holdAndLeave(t, f, u, "hold", tc.flags, tc.leave)
+
+			time.Sleep(50 * time.Millisecond) // time for a wrongly freed slot to let the update in
+			assert.Equal(t, []string{"start hold"}, u.eventLog(), "a write entered the server beside the held one")
+			assert.Len(t, f.slot, 1, "the slot is held")
+
+			u.unhold()
+			h, err := waiter.recv()
+			require.NoError(t, err)
+			assert.Equal(t, updateID, h.responseTo)
+			assert.Equal(t, []string{"start hold", "end hold", "start update", "end update"}, u.eventLog())
+			waitFor(t, "the drained link to end", func() bool { return linkCount(f) == 1 })
+			assert.Zero(t, drainingLinks(f))
+		})
+	}
+}
+
+// When FerretDB closes the connection of a draining link, it runs nothing sent on it any
+// more, and the slot is free.
+func TestFrontDrainEndsWhenServerCloses(t *testing.T) {
+	u := newFakeUpstream(t)
+	f := startTestFront(t, u)
+	waiter, updateID := holdAndLeave(t, f, u, "holdclose", 0, (*wireClient).reset)
+
+	u.unhold()
+	h, err := waiter.recv()
+	require.NoError(t, err)
+	assert.Equal(t, updateID, h.responseTo)
+	assert.Equal(t, []string{"start holdclose", "end holdclose", "start update", "end update"}, u.eventLog())
+}
+
+// A drain that outlasts the front's drainTimeout gives the slot back although FerretDB has
+// not answered.
+func TestFrontDrainTimeout(t *testing.T) {
+	u := newFakeUpstream(t)
+	f := startTestFrontDrain(t, u, 100*time.Millisecond)
+	waiter, updateID := holdAndLeave(t, f, u, "hold", 0, (*wireClient).reset)
+
+	h, err := waiter.recv()
+	require.NoError(t, err)
+	assert.Equal(t, updateID, h.responseTo)
+	assert.Equal(t, []string{"start hold", "start update", "end update"}, u.eventLog())
+}
+
+// close ends a draining link without waiting for FerretDB.
+func TestFrontCloseEndsDrain(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	u := newFakeUpstream(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := startFront(ln, u.addr(), defaultDrainTimeout, slog.New(slog.DiscardHandler))
+	waiter, _ := holdAndLeave(t, f, u, "hold", 0, (*wireClient).reset)
+
+	require.NoError(t, f.close())
+	_, err = waiter.recv()
+	assert.True(t, errors.Is(err, io.EOF) || isConnError(err), "got %v", err)
+	waiter.c.Close()
+	u.close()
+}
+
+// A reply the front cannot pair with a request ends the client's connection; the slot is
+// held until FerretDB has closed the connection, and so runs nothing more sent on it.
+func TestFrontBadReplyKeepsSlotUntilServerCloses(t *testing.T) {
 	u := newFakeUpstream(t)
 	f := startTestFront(t, u)
 	addr := f.addr().String()
 
-	// A write the server never answers, whose client gives up.
-	stuck := dialClient(t, addr)
-	stuck.send("hold", 0)
-	waitFor(t, "the held write to reach the server", hasEvent(u, "start hold"))
-	require.NoError(t, stuck.c.Close())
+	c := dialClient(t, addr)
+	c.send("badreply", 0)
+	_, err := c.recv()
+	assert.ErrorIs(t, err, io.EOF, "the front drops the client")
 
 	dialClient(t, addr).call("update")
+	assert.Equal(t, []string{"start badreply", "end badreply", "eof", "start update", "end update"}, u.eventLog())
 }
 
 func TestFrontFreesSlotWhenServerDrops(t *testing.T) {
@@ -412,7 +563,7 @@ func TestFrontCloseEndsLinks(t *testing.T) {
 	u := newFakeUpstream(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	f := startFront(ln, u.addr(), slog.New(slog.DiscardHandler))
+	f := startFront(ln, u.addr(), defaultDrainTimeout, slog.New(slog.DiscardHandler))
 	addr := f.addr().String()
 
 	holder := dialClient(t, addr)
