@@ -28,18 +28,13 @@ import (
 // after a client's request went through, so that writes are in flight inside the server when
 // their connection dies.
 type chaosProxy struct {
-	ln       net.Listener
-	upstream string
-	active   atomic.Bool
-	resets   atomic.Int64
-	spikes   atomic.Int64
+	*relay
+	active atomic.Bool
+	resets atomic.Int64
+	spikes atomic.Int64
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
-
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]bool
 }
 
 const (
@@ -48,21 +43,12 @@ const (
 )
 
 func newChaosProxy(t *testing.T, upstream string, seed uint64) *chaosProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &chaosProxy{ln: ln, upstream: upstream, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		conns: map[net.Conn]bool{}}
-	p.wg.Go(p.accept)
-	t.Cleanup(func() {
-		p.active.Store(false)
-		p.ln.Close()
-		p.mu.Lock()
-		for c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
+	p := &chaosProxy{relay: newRelay(t, "127.0.0.1:0", upstream), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	p.start(func(client, server net.Conn) {
+		p.goRun(func() { p.pipe(server, client, true, client, server) })
+		p.pipe(client, server, false, client, server)
 	})
+	t.Cleanup(func() { p.active.Store(false) }) // before the relay's own cleanup
 	return p
 }
 
@@ -78,29 +64,10 @@ func (p *chaosProxy) duration(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(p.rng.Int64N(int64(hi-lo)))
 }
 
-func (p *chaosProxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		u, err := net.Dial("tcp", p.upstream)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns[c], p.conns[u] = true, true
-		p.mu.Unlock()
-		p.wg.Go(func() { p.pipe(u, c, true, c, u) })
-		p.wg.Go(func() { p.pipe(c, u, false, c, u) })
-	}
-}
-
 // pipe copies src to dst. Requests (client to server) may be followed by a reset of the
 // pair; chunks either way may be held back for a spike.
 func (p *chaosProxy) pipe(dst, src net.Conn, requests bool, client, server net.Conn) {
-	defer p.drop(client, server)
+	defer p.reset(client, server)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -113,29 +80,14 @@ func (p *chaosProxy) pipe(dst, src net.Conn, requests bool, client, server net.C
 				return
 			}
 			if requests && p.active.Load() && p.chance(chaosResetChance) {
-				delay := p.duration(0, 4*time.Millisecond)
 				p.resets.Add(1)
-				time.AfterFunc(delay, func() { p.drop(client, server) })
+				time.AfterFunc(p.duration(0, 4*time.Millisecond), func() { p.reset(client, server) })
 			}
 		}
 		if err != nil {
 			return
 		}
 	}
-}
-
-// drop resets both connections of a pair.
-func (p *chaosProxy) drop(client, server net.Conn) {
-	for _, c := range []net.Conn{client, server} {
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0) // RST, not FIN
-		}
-		c.Close()
-	}
-	p.mu.Lock()
-	delete(p.conns, client)
-	delete(p.conns, server)
-	p.mu.Unlock()
 }
 
 // chaosSeeds returns the seeds to run: EXECSTORE_CHAOS_SEEDS (comma-separated), or two fixed
@@ -183,7 +135,7 @@ func runChaos(t *testing.T, seed uint64) {
 	defer func() { srv.Close() }()
 
 	proxy := newChaosProxy(t, addr, seed)
-	uri := "mongodb://" + proxy.ln.Addr().String() +
+	uri := "mongodb://" + proxy.addr() +
 		"/?directConnection=true&heartbeatFrequencyMS=500&serverSelectionTimeoutMS=2000"
 	// The handlers and the relay are two processes, each with its own connections.
 	store, err := aio.Open(ctx, uri, aio.Options{Database: "chaos"})

@@ -70,13 +70,12 @@ func TestOpenWaitsForServer(t *testing.T) {
 		done <- result{s, err}
 	}()
 	time.Sleep(2 * time.Second) // the server is "down" for this long
-	proxy := newStallProxyAt(t, addr, upstream)
+	newStallProxyAt(t, addr, upstream)
 	r := <-done
 	require.NoError(t, r.err)
 	e := newExe("e")
 	require.NoError(t, r.s.Save(bg, e))
 	require.NoError(t, r.s.Close(bg))
-	proxy.close()
 }
 
 // The FerretDB formulations are correct on every server: forced on, the contract still holds.

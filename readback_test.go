@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -26,49 +25,20 @@ import (
 // router it sends every one but primary as $readPreference, so the read preference an
 // operation was given can be read off the command it sends. Every command still runs on the
 // real server behind it.
-type routerProxy struct {
-	ln    net.Listener
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns []net.Conn
-}
+type routerProxy struct{ *relay }
 
 func newRouterProxy(t *testing.T, upstream string) *routerProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &routerProxy{ln: ln}
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", upstream)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			p.wg.Go(func() { defer u.Close(); _, _ = io.Copy(u, c) })
-			p.wg.Go(func() { defer c.Close(); relayReplies(c, u) })
-		}
-	})
-	t.Cleanup(func() {
-		p.ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
+	p := &routerProxy{relay: newRelay(t, "127.0.0.1:0", upstream)}
+	p.start(func(client, server net.Conn) {
+		p.goRun(func() { defer server.Close(); _, _ = io.Copy(server, client) })
+		defer client.Close()
+		relayReplies(client, server)
 	})
 	return p
 }
 
 func (p *routerProxy) uri(query string) string {
-	return "mongodb://" + p.ln.Addr().String() + "/?" + query
+	return "mongodb://" + p.addr() + "/?" + query
 }
 
 const (

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,12 +22,9 @@ import (
 // stallProxy relays TCP connections to upstream. It can hold every byte while stalled, hold
 // only the server's answers while answersStalled, and reset every connection.
 type stallProxy struct {
-	ln             net.Listener
+	*relay
 	stalled        atomic.Bool
 	answersStalled atomic.Bool
-	wg             sync.WaitGroup
-	mu             sync.Mutex
-	conns          []net.Conn
 }
 
 func newStallProxy(t *testing.T, upstream string) *stallProxy {
@@ -37,28 +33,15 @@ func newStallProxy(t *testing.T, upstream string) *stallProxy {
 
 // newStallProxyAt is newStallProxy listening on listen.
 func newStallProxyAt(t *testing.T, listen, upstream string) *stallProxy {
-	ln, err := net.Listen("tcp", listen)
-	require.NoError(t, err)
-	p := &stallProxy{ln: ln}
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", upstream)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			p.wg.Go(func() { p.pipe(u, c, &p.stalled) })
-			p.wg.Go(func() { p.pipe(c, u, &p.answersStalled) })
-		}
+	p := &stallProxy{relay: newRelay(t, listen, upstream)}
+	p.start(func(client, server net.Conn) {
+		p.goRun(func() { p.pipe(server, client, &p.stalled) })
+		p.pipe(client, server, &p.answersStalled)
 	})
-	t.Cleanup(p.close)
+	t.Cleanup(func() { // runs before the relay's own cleanup: nothing stays held
+		p.stalled.Store(false)
+		p.answersStalled.Store(false)
+	})
 	return p
 }
 
@@ -85,26 +68,7 @@ func (p *stallProxy) pipe(dst, src net.Conn, held *atomic.Bool) {
 }
 
 // reset closes every connection relayed so far, as a network failure would.
-func (p *stallProxy) reset() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *stallProxy) close() {
-	p.stalled.Store(false)
-	p.answersStalled.Store(false)
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
+func (p *stallProxy) reset() { p.closeAll() }
 
 // While the server does not answer, a caller whose commit waits for a batch slot gets its
 // context error on time (never sent), one whose batch was sent gets ErrOutcomeUnknown on
@@ -157,7 +121,7 @@ func proxied(t *testing.T) (*stallProxy, string) {
 	cs, err := connstring.Parse(server.URI)
 	require.NoError(t, err)
 	proxy := newStallProxy(t, cs.Hosts[0])
-	uri := strings.Replace(server.URI, cs.Hosts[0], proxy.ln.Addr().String(), 1)
+	uri := strings.Replace(server.URI, cs.Hosts[0], proxy.addr(), 1)
 	if !strings.Contains(uri, "?") {
 		uri += "?"
 	} else {
