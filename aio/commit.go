@@ -35,6 +35,10 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 	if err := execstore.ValidateCommit(exe, &c); err != nil {
 		return failedFuture[[]int64](err)
 	}
+	pc, err := ops.PrepareCommit(s.env, exe, &c) // refuses, before any I/O, what cannot fit
+	if err != nil {
+		return failedFuture[[]int64](err)
+	}
 	var r *request[[]int64]
 	r = newRequest(s, opCommit, func(wctx context.Context) ([]int64, error) {
 		seqs, err := s.takeSeqs(wctx, &c)
@@ -43,9 +47,9 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 		}
 		if s.group != nil && exe.Version > 0 {
 			// The worker's context ends when it returns; the batch answers to the caller's.
-			return nil, s.groupCommit(ctx, exe, &c, seqs, r.fut)
+			return nil, s.groupCommit(ctx, exe, pc, seqs, r.fut)
 		}
-		return s.commit(wctx, exe, &c, seqs)
+		return s.commit(wctx, exe, pc, seqs)
 	})
 	return r.submit(ctx)
 }
@@ -68,11 +72,11 @@ func (s *Store) takeSeqs(ctx context.Context, c *execstore.Commit) (ops.Seqs, er
 }
 
 // commit runs one commit alone: one insert or one guarded update.
-func (s *Store) commit(ctx context.Context, exe *execstore.Execution, c *execstore.Commit, seqs ops.Seqs) ([]int64, error) {
+func (s *Store) commit(ctx context.Context, exe *execstore.Execution, pc *ops.PreparedCommit, seqs ops.Seqs) ([]int64, error) {
 	next := *exe
 	var pause *backoff.ExponentialBackOff
 	for {
-		plan, err := ops.BuildCommit(s.env, &next, c, seqs)
+		plan, err := pc.Build(s.env, &next, seqs)
 		if err != nil {
 			return nil, err
 		}

@@ -20,7 +20,7 @@ const settleTimeout = 5 * time.Second
 type commitItem struct {
 	ctx  context.Context
 	exe  *execstore.Execution
-	c    *execstore.Commit
+	pc   *ops.PreparedCommit
 	seqs ops.Seqs
 	plan ops.CommitPlan
 	fut  *Future[[]int64]
@@ -38,13 +38,13 @@ func newGroupCommit(s *Store, opts Options) *batch.Coalescer[*commitItem] {
 
 // groupCommit hands a commit of an existing execution to the group commit. The future is
 // settled by flushCommits, or by the caller giving up (see handoff).
-func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, c *execstore.Commit, seqs ops.Seqs, fut *Future[[]int64]) error {
-	plan, err := ops.BuildCommit(s.env, exe, c, seqs)
+func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, pc *ops.PreparedCommit, seqs ops.Seqs, fut *Future[[]int64]) error {
+	plan, err := pc.Build(s.env, exe, seqs)
 	if err != nil {
 		return err
 	}
 	plan.SetToken(commitToken())
-	it := &commitItem{ctx: ctx, exe: exe, c: c, seqs: seqs, plan: plan, fut: fut}
+	it := &commitItem{ctx: ctx, exe: exe, pc: pc, seqs: seqs, plan: plan, fut: fut}
 	it.hand = fut.handTo(func(ctxErr error) error {
 		return &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: exe.ID, Err: ctxErr}
 	}, func(err error) { s.stats.record(opCommit, err) })
@@ -122,7 +122,7 @@ func (s *Store) flushCommits(items []*commitItem) {
 		errors.As(errs[i], &tm)
 		next := *it.exe
 		next.TraceNext = tm.TraceNext
-		if _, err := s.commit(it.ctx, &next, it.c, it.seqs); err != nil {
+		if _, err := s.commit(it.ctx, &next, it.pc, it.seqs); err != nil {
 			s.settleCommit(it, err)
 			continue
 		}

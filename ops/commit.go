@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -33,18 +34,92 @@ type Seqs struct {
 	Spawns []int64
 }
 
-// BuildCommit builds the commit of exe and c. exe and c must have passed
-// execstore.ValidateCommit; seqs must hold one seq per emit and per spawn.
+// PreparedCommit is a commit with everything worked out that does not depend on its seqs or
+// on the execution's trace index: the encoded spawn contexts and trace step, the folded timer
+// ops, and its share of the bound on the encoded size. PrepareCommit runs before any seq is
+// taken, so a commit that cannot fit in a document is refused before any I/O at all.
+type PreparedCommit struct {
+	c        *execstore.Commit
+	contexts [][]byte // the spawns' encoded contexts
+	step     []byte   // the encoded trace step; nil for none
+	timers   bson.D   // {EncodeKey(path): fire_at}
+	cancels  []string // encoded keys
+	bytes    int      // the commit's part of CommitPlan.Bytes
+}
+
+// PrepareCommit prepares the commit of c on exe, which must have passed
+// execstore.ValidateCommit. It refuses with ErrInvalid a commit whose write would be past
+// MongoDB's document limit with any seqs it could be given (they are measured at their
+// longest).
+func PrepareCommit(env Env, exe *execstore.Execution, c *execstore.Commit) (*PreparedCommit, error) {
+	pc := &PreparedCommit{c: c, contexts: make([][]byte, len(c.Spawns))}
+	pc.bytes = sizeProcessed + len(c.ProcessedEventID)
+	for _, e := range c.Emits {
+		pc.bytes += sizeEmit + len(e.Event) + len(e.TargetID)
+	}
+	for i, s := range c.Spawns {
+		b, err := encodeMap(s.Context)
+		if err != nil {
+			return nil, execstore.Invalid("Commit.Spawns["+strconv.Itoa(i)+"].Context", "%v", err)
+		}
+		pc.contexts[i] = b
+		pc.bytes += sizeSpawn + len(b) + len(s.ChildID) + len(s.RootPath)
+	}
+	pc.timers, pc.cancels = foldTimers(c.Timers)
+	for _, t := range pc.timers {
+		pc.bytes += sizeTimer + len(t.Key)
+	}
+	for _, k := range pc.cancels {
+		pc.bytes += sizeTimer + len(k)
+	}
+	if c.Trace != nil {
+		b, err := encodeMap(c.Trace)
+		if err != nil {
+			return nil, execstore.Invalid("Commit.Trace", "%v", err)
+		}
+		pc.step = b
+		pc.bytes += sizeTrace + len(b)
+	}
+	if pc.bytes+execBytes(exe) > execstore.MaxDocumentBytes {
+		// Near the limit: build it with the longest seqs there are, and measure.
+		longest := Seqs{Outbox: make([]int64, len(c.Emits)), Spawns: make([]int64, len(c.Spawns))}
+		for i := range longest.Outbox {
+			longest.Outbox[i] = math.MinInt64
+		}
+		for i := range longest.Spawns {
+			longest.Spawns[i] = math.MinInt64
+		}
+		if _, err := pc.Build(env, exe, longest); err != nil {
+			return nil, err
+		}
+	}
+	return pc, nil
+}
+
+// execBytes is the execution's part of CommitPlan.Bytes.
+func execBytes(exe *execstore.Execution) int {
+	return sizeBase + len(exe.ID) + len(exe.DefinitionID) + len(exe.ParentID) + len(exe.Data)
+}
+
+// BuildCommit builds the commit of exe and c: PrepareCommit, then Build. exe and c must
+// have passed execstore.ValidateCommit; seqs must hold one seq per emit and per spawn.
 func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Seqs) (CommitPlan, error) {
+	pc, err := PrepareCommit(env, exe, c)
+	if err != nil {
+		return CommitPlan{}, err
+	}
+	return pc.Build(env, exe, seqs)
+}
+
+// Build builds the write of the prepared commit on exe (at exe's version and trace index),
+// with seqs: one per emit and per spawn.
+func (pc *PreparedCommit) Build(env Env, exe *execstore.Execution, seqs Seqs) (CommitPlan, error) {
+	c := pc.c
 	newVersion := exe.Version + 1
 	p := CommitPlan{ID: exe.ID, Expected: exe.Version, OutboxSeqs: seqs.Outbox, TraceNext: exe.TraceNext}
-	// p.Bytes bounds the encoded size of the write from above (see sizeBound); each entry
-	// adds its own bytes and a constant that exceeds what BSON adds around them.
-	p.Bytes = sizeBase + len(exe.ID) + len(exe.DefinitionID) + len(exe.ParentID) + len(exe.Data) +
-		sizeProcessed + len(c.ProcessedEventID)
-	for _, e := range c.Emits {
-		p.Bytes += sizeEmit + len(e.Event) + len(e.TargetID)
-	}
+	// p.Bytes bounds the encoded size of the write from above; each entry adds its own bytes
+	// and a constant that exceeds what BSON adds around them.
+	p.Bytes = execBytes(exe) + pc.bytes
 
 	outbox := make(bson.D, 0, len(c.Emits))
 	for i, e := range c.Emits {
@@ -53,30 +128,14 @@ func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Se
 	}
 	spawns := make(bson.D, 0, len(c.Spawns))
 	for i, s := range c.Spawns {
-		ctxBytes, err := encodeMap(s.Context)
-		if err != nil {
-			return CommitPlan{}, execstore.Invalid("Commit.Spawns["+strconv.Itoa(i)+"].Context", "%v", err)
-		}
-		p.Bytes += sizeSpawn + len(ctxBytes) + len(s.ChildID) + len(s.RootPath)
 		spawns = append(spawns, bson.E{Key: strconv.FormatInt(seqs.Spawns[i], 10), Value: spawnDoc{
-			Seq: seqs.Spawns[i], Version: newVersion, ChildID: s.ChildID, RootPath: s.RootPath, Context: ctxBytes}})
+			Seq: seqs.Spawns[i], Version: newVersion, ChildID: s.ChildID, RootPath: s.RootPath, Context: pc.contexts[i]}})
 	}
-	timers, cancels := foldTimers(c.Timers)
-	for _, t := range timers {
-		p.Bytes += sizeTimer + len(t.Key)
-	}
-	for _, k := range cancels {
-		p.Bytes += sizeTimer + len(k)
-	}
+	timers, cancels := pc.timers, pc.cancels
 
 	var step *traceDoc
-	if c.Trace != nil {
-		b, err := encodeMap(c.Trace)
-		if err != nil {
-			return CommitPlan{}, execstore.Invalid("Commit.Trace", "%v", err)
-		}
-		step = &traceDoc{Index: exe.TraceNext, Step: b}
-		p.Bytes += sizeTrace + len(b)
+	if pc.step != nil {
+		step = &traceDoc{Index: exe.TraceNext, Step: pc.step}
 		p.TraceNext = exe.TraceNext + 1
 	}
 
