@@ -137,13 +137,16 @@ func runChaos(t *testing.T, seed uint64) {
 	proxy := newChaosProxy(t, addr, seed)
 	uri := "mongodb://" + proxy.addr() +
 		"/?directConnection=true&heartbeatFrequencyMS=500&serverSelectionTimeoutMS=2000"
-	// The handlers and the relay are two processes, each with its own connections.
-	store, err := aio.Open(ctx, uri, aio.Options{Database: "chaos"})
-	require.NoError(t, err)
-	defer store.Close(ctx)
-	relay, err := aio.Open(ctx, uri, aio.Options{Database: "chaos"})
-	require.NoError(t, err)
-	defer relay.Close(ctx)
+	// The handlers run in three processes and the relay in a fourth, each with connections
+	// of its own: a reset stalls one of them while the others write on.
+	var stores []*aio.Store
+	for range 4 {
+		s, err := aio.Open(ctx, uri, aio.Options{Database: "chaos"})
+		require.NoError(t, err)
+		defer s.Close(ctx)
+		stores = append(stores, s)
+	}
+	store, relay := stores[0], stores[3]
 
 	executions, maxVersion := 16, int64(8)
 	if longRuns() {
@@ -151,7 +154,7 @@ func runChaos(t *testing.T, seed uint64) {
 	}
 
 	g := newEngine(store, executions, maxVersion)
-	g.retry, g.relay = true, relay
+	g.retry, g.relay, g.handlers = true, relay, stores[:3]
 	for i := range executions {
 		id := fmt.Sprintf("x%d", i)
 		_, err := store.Commit(ctx, &execstore.Execution{ID: id, DefinitionID: "chain", Status: execstore.Running},

@@ -29,7 +29,10 @@ type engine struct {
 	store *aio.Store
 	// relay, when set, is the store the relay and the sweep use (another process's); by
 	// default they share store with the handlers.
-	relay      *aio.Store
+	relay *aio.Store
+	// handlers, when set, are the stores the handlers use in turn (processes of their own);
+	// by default every handler uses store.
+	handlers   []*aio.Store
 	executions int
 	maxVersion int64
 	// retry makes handlers, the relay and the sweep retry any failed call after a pause, as
@@ -70,9 +73,9 @@ func (g *engine) target(source string, version int64) string {
 }
 
 // handle processes one delivery; a store error ends the handler (the store was killed).
-func (g *engine) handle(ctx context.Context, target, event string) error {
+func (g *engine) handle(ctx context.Context, store *aio.Store, target, event string) error {
 	for {
-		exe, done, err := g.store.LoadForEvent(ctx, target, event)
+		exe, done, err := store.LoadForEvent(ctx, target, event)
 		if err != nil {
 			if g.retry && pause(ctx) {
 				continue
@@ -89,7 +92,7 @@ func (g *engine) handle(ctx context.Context, target, event string) error {
 		if next := exe.Version + 1; next < g.maxVersion {
 			c.Emits = []execstore.Emit{{TargetID: g.target(exe.ID, next), Event: []byte(fmt.Sprintf("%s/%d", exe.ID, next))}}
 		}
-		_, err = g.store.Commit(ctx, exe, c)
+		_, err = store.Commit(ctx, exe, c)
 		switch {
 		case err == nil:
 			g.mu.Lock()
@@ -112,11 +115,15 @@ func (g *engine) run(ctx context.Context, handlers int) error {
 	errs := make(chan error, handlers+1)
 	var wg sync.WaitGroup
 	g.events = make(chan string, 1024)
-	for range handlers {
+	for i := range handlers {
+		store := g.store
+		if len(g.handlers) > 0 {
+			store = g.handlers[i%len(g.handlers)]
+		}
 		wg.Go(func() {
 			for d := range g.events {
 				target, event, _ := strings.Cut(d, "|")
-				err := g.handle(ctx, target, event)
+				err := g.handle(ctx, store, target, event)
 				g.busy.Add(-1)
 				if err != nil {
 					errs <- err
