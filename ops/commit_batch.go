@@ -161,6 +161,12 @@ func answerBulk(res *mongo.BulkWriteResult, err error) bulkAnswer {
 	}
 	switch classifyWrite(err) {
 	case refused:
+		if matched > 0 {
+			// An earlier batch of a bulk the driver split ran before the refusal: settle
+			// by reading back, as for write errors.
+			ans.matched = matched
+			break
+		}
 		ans.refused, ans.matched = true, 0
 	case writeErrors:
 		ans.matched = matched

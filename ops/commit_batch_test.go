@@ -213,6 +213,8 @@ func TestGroupCommitOutcomeByDriverError(t *testing.T) {
 			mongo.CommandError{Code: 13, Name: "Unauthorized"}, cases("refused", "refused", "refused", "refused")},
 		{"failed to parse: refused", res(0),
 			mongo.CommandError{Code: 9, Name: "FailedToParse"}, cases("refused", "refused", "refused", "refused")},
+		{"refused after an earlier batch of the bulk ran", res(1),
+			mongo.CommandError{Code: 13, Name: "Unauthorized"}, cases("won", "rerun", "conflict:7", "conflict:none")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			runSettleAnswer(t, answerBulk(tc.res, tc.err), tc.cases)
