@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/ops"
 )
@@ -378,7 +379,7 @@ func TestCommitPastLimitWhenEncoded(t *testing.T) {
 				require.NoError(t, h.store.Save(bg, e))
 			}
 			e.Data = make([]byte, tc.data)
-			require.NoError(t, execstore.ValidateCommit(e, &tc.c), "the raw lengths pass the first screen")
+			require.NoError(t, contract.ValidateCommit(e, &tc.c), "the raw lengths pass the first screen")
 			h.cmds.reset()
 			_, err := h.store.Commit(bg, e, tc.c)
 			require.ErrorIs(t, err, execstore.ErrInvalid)

@@ -76,8 +76,3 @@ func (e *InvalidError) Error() string {
 
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
-
-// Invalid returns an *InvalidError for field.
-func Invalid(field, format string, args ...any) error {
-	return &InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
-}

@@ -1,7 +1,5 @@
 package execstore
 
-import "sort"
-
 // Status is the lifecycle state of an execution.
 type Status string
 
@@ -16,15 +14,16 @@ const (
 	Failed     Status = "FAILED"
 )
 
-// Statuses lists every valid Status.
-var Statuses = []Status{Pending, Running, Done, Cancelled, Suspended, Cancelling, Failed}
+// Statuses returns every valid Status, in lifecycle order.
+func Statuses() []Status {
+	return []Status{Pending, Running, Done, Cancelled, Suspended, Cancelling, Failed}
+}
 
 // Valid reports whether s is one of the statuses above.
 func (s Status) Valid() bool {
-	for _, v := range Statuses {
-		if s == v {
-			return true
-		}
+	switch s {
+	case Pending, Running, Done, Cancelled, Suspended, Cancelling, Failed:
+		return true
 	}
 	return false
 }
@@ -142,19 +141,4 @@ type ListQuery struct {
 type Page struct {
 	Items      []Summary
 	NextCursor string // "" when this is the last page
-}
-
-// SortDueTimers puts timers in the order DueTimers returns them: earliest fire time first,
-// then by execution id, then by path.
-func SortDueTimers(timers []DueTimer) {
-	sort.Slice(timers, func(i, j int) bool {
-		a, b := timers[i], timers[j]
-		if a.FireAt != b.FireAt {
-			return a.FireAt < b.FireAt
-		}
-		if a.ExecutionID != b.ExecutionID {
-			return a.ExecutionID < b.ExecutionID
-		}
-		return a.Path < b.Path
-	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/ops"
 )
 
@@ -32,7 +33,7 @@ func (s *Store) Save(ctx context.Context, exe *execstore.Execution) error {
 // built and sent, and on success the store sets exe.Version and exe.TraceNext. A caller whose
 // Wait returned ErrOutcomeUnknown may use exe again at once: the store no longer touches it.
 func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c execstore.Commit) *Future[[]int64] {
-	if err := execstore.ValidateCommit(exe, &c); err != nil {
+	if err := contract.ValidateCommit(exe, &c); err != nil {
 		return failedFuture[[]int64](err)
 	}
 	pc, err := ops.PrepareCommit(s.env, exe, &c) // refuses, before any I/O, what cannot fit

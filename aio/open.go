@@ -13,7 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 
-	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/batch"
 	"github.com/execstore/execstore/ops"
 	"github.com/execstore/execstore/pool"
@@ -210,7 +210,7 @@ func (s *Store) Close(ctx context.Context) error {
 // outcome would be unknown, and the version guard could not tell a conflict from a write that
 // has not landed yet.
 func errUnacknowledged(source string) error {
-	return execstore.Invalid("write concern", "%s is unacknowledged (w: 0); a store needs acknowledged writes: "+
+	return contract.Invalid("write concern", "%s is unacknowledged (w: 0); a store needs acknowledged writes: "+
 		"set w to 1 or more, or \"majority\" (for example Options.WriteConcern = writeconcern.Majority())", source)
 }
 

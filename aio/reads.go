@@ -4,12 +4,13 @@ import (
 	"context"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/ops"
 )
 
 // Load returns the execution, or (nil, nil) when there is none.
 func (s *Store) Load(ctx context.Context, id string) (*execstore.Execution, error) {
-	if err := execstore.ValidateID("id", id); err != nil {
+	if err := contract.ValidateID("id", id); err != nil {
 		return nil, err
 	}
 	var r *request[*execstore.Execution]
@@ -37,10 +38,10 @@ func (s *Store) LoadForEvent(ctx context.Context, id, eventID string) (*execstor
 
 // LoadForEventAsync submits LoadForEvent and returns at once.
 func (s *Store) LoadForEventAsync(ctx context.Context, id, eventID string) *Future[Loaded] {
-	if err := execstore.ValidateID("id", id); err != nil {
+	if err := contract.ValidateID("id", id); err != nil {
 		return failedFuture[Loaded](err)
 	}
-	if err := execstore.ValidateID("eventID", eventID); err != nil {
+	if err := contract.ValidateID("eventID", eventID); err != nil {
 		return failedFuture[Loaded](err)
 	}
 	var r *request[Loaded]
@@ -56,10 +57,10 @@ func (s *Store) LoadForEventAsync(ctx context.Context, id, eventID string) *Futu
 
 // IsProcessed reports whether eventID is in the execution's dedupe set.
 func (s *Store) IsProcessed(ctx context.Context, id, eventID string) (bool, error) {
-	if err := execstore.ValidateID("id", id); err != nil {
+	if err := contract.ValidateID("id", id); err != nil {
 		return false, err
 	}
-	if err := execstore.ValidateID("eventID", eventID); err != nil {
+	if err := contract.ValidateID("eventID", eventID); err != nil {
 		return false, err
 	}
 	return submit(ctx, s, opIsProcessed, func(ctx context.Context) (bool, error) {
@@ -69,7 +70,7 @@ func (s *Store) IsProcessed(ctx context.Context, id, eventID string) (bool, erro
 
 // List returns one page of summaries; see execstore.Store.
 func (s *Store) List(ctx context.Context, q execstore.ListQuery) (execstore.Page, error) {
-	if err := execstore.ValidateListQuery(&q); err != nil {
+	if err := contract.ValidateListQuery(&q); err != nil {
 		return execstore.Page{}, err
 	}
 	if _, err := ops.DecodeCursor(q.Cursor); err != nil {

@@ -6,12 +6,13 @@ import (
 	"fmt"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/ops"
 )
 
 // PendingOutbox returns up to limit undelivered outbox entries (0: all) in relay order.
 func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]execstore.OutboxEntry, error) {
-	if err := execstore.ValidateLimit("limit", limit); err != nil {
+	if err := contract.ValidateLimit("limit", limit); err != nil {
 		return nil, err
 	}
 	return submit(ctx, s, opPendingOutbox, func(ctx context.Context) ([]execstore.OutboxEntry, error) {
@@ -21,7 +22,7 @@ func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]execstore.Outbo
 
 // AckOutbox removes exactly outbox entry seq of sourceID; idempotent.
 func (s *Store) AckOutbox(ctx context.Context, sourceID string, seq int64) error {
-	if err := execstore.ValidateID("sourceID", sourceID); err != nil {
+	if err := contract.ValidateID("sourceID", sourceID); err != nil {
 		return err
 	}
 	return s.idempotentWrite(ctx, opAckOutbox, ops.OutboxAckWrite(sourceID, seq))
@@ -29,7 +30,7 @@ func (s *Store) AckOutbox(ctx context.Context, sourceID string, seq int64) error
 
 // PendingSpawns returns up to limit pending spawn intents (0: all) in relay order.
 func (s *Store) PendingSpawns(ctx context.Context, limit int) ([]execstore.SpawnEntry, error) {
-	if err := execstore.ValidateLimit("limit", limit); err != nil {
+	if err := contract.ValidateLimit("limit", limit); err != nil {
 		return nil, err
 	}
 	return submit(ctx, s, opPendingSpawns, func(ctx context.Context) ([]execstore.SpawnEntry, error) {
@@ -39,7 +40,7 @@ func (s *Store) PendingSpawns(ctx context.Context, limit int) ([]execstore.Spawn
 
 // AckSpawn removes exactly spawn intent seq of parentID; idempotent.
 func (s *Store) AckSpawn(ctx context.Context, parentID string, seq int64) error {
-	if err := execstore.ValidateID("parentID", parentID); err != nil {
+	if err := contract.ValidateID("parentID", parentID); err != nil {
 		return err
 	}
 	return s.idempotentWrite(ctx, opAckSpawn, ops.SpawnAckWrite(parentID, seq))
@@ -47,10 +48,10 @@ func (s *Store) AckSpawn(ctx context.Context, parentID string, seq int64) error 
 
 // DueTimers returns up to limit timers (0: all) with fire time <= now, earliest first.
 func (s *Store) DueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error) {
-	if err := execstore.ValidateFireAt("now", now); err != nil {
+	if err := contract.ValidateFireAt("now", now); err != nil {
 		return nil, err
 	}
-	if err := execstore.ValidateLimit("limit", limit); err != nil {
+	if err := contract.ValidateLimit("limit", limit); err != nil {
 		return nil, err
 	}
 	return submit(ctx, s, opDueTimers, func(ctx context.Context) ([]execstore.DueTimer, error) {
@@ -61,13 +62,13 @@ func (s *Store) DueTimers(ctx context.Context, now float64, limit int) ([]execst
 // DeleteTimer removes the timer at path only if it still fires at fireAt, and reports whether
 // it did.
 func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt float64) (bool, error) {
-	if err := execstore.ValidateID("id", id); err != nil {
+	if err := contract.ValidateID("id", id); err != nil {
 		return false, err
 	}
-	if err := execstore.ValidatePath("path", path); err != nil {
+	if err := contract.ValidatePath("path", path); err != nil {
 		return false, err
 	}
-	if err := execstore.ValidateFireAt("fireAt", fireAt); err != nil {
+	if err := contract.ValidateFireAt("fireAt", fireAt); err != nil {
 		return false, err
 	}
 	return submit(ctx, s, opDeleteTimer, func(ctx context.Context) (bool, error) {
@@ -81,13 +82,13 @@ func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt float64
 func (s *Store) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) error {
 	writes := make([]ops.IdempotentWrite, len(timers))
 	for i, t := range timers {
-		if err := execstore.ValidateID(fmt.Sprintf("timers[%d].ExecutionID", i), t.ExecutionID); err != nil {
+		if err := contract.ValidateID(fmt.Sprintf("timers[%d].ExecutionID", i), t.ExecutionID); err != nil {
 			return err
 		}
-		if err := execstore.ValidatePath(fmt.Sprintf("timers[%d].Path", i), t.Path); err != nil {
+		if err := contract.ValidatePath(fmt.Sprintf("timers[%d].Path", i), t.Path); err != nil {
 			return err
 		}
-		if err := execstore.ValidateFireAt(fmt.Sprintf("timers[%d].FireAt", i), t.FireAt); err != nil {
+		if err := contract.ValidateFireAt(fmt.Sprintf("timers[%d].FireAt", i), t.FireAt); err != nil {
 			return err
 		}
 		writes[i] = ops.DeleteTimerWrite(t.ExecutionID, t.Path, t.FireAt)

@@ -4,18 +4,19 @@ import (
 	"context"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/ops"
 )
 
 // AppendTrace records a trace step outside a commit; see execstore.Store. Two round trips.
 func (s *Store) AppendTrace(ctx context.Context, id string, step map[string]any) error {
-	if err := execstore.ValidateID("id", id); err != nil {
+	if err := contract.ValidateID("id", id); err != nil {
 		return err
 	}
 	if step == nil {
-		return execstore.Invalid("step", "must not be nil")
+		return contract.Invalid("step", "must not be nil")
 	}
-	if _, err := execstore.EncodedSize("step", step); err != nil {
+	if _, err := contract.EncodedSize("step", step); err != nil {
 		return err
 	}
 	_, err := submit(ctx, s, opAppendTrace, func(ctx context.Context) (struct{}, error) {
@@ -26,7 +27,7 @@ func (s *Store) AppendTrace(ctx context.Context, id string, step map[string]any)
 
 // ReadTrace returns the kept trace steps, oldest first.
 func (s *Store) ReadTrace(ctx context.Context, id string) ([]execstore.TraceStep, error) {
-	if err := execstore.ValidateID("id", id); err != nil {
+	if err := contract.ValidateID("id", id); err != nil {
 		return nil, err
 	}
 	return submit(ctx, s, opReadTrace, func(ctx context.Context) ([]execstore.TraceStep, error) {

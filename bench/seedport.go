@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 )
 
 // seedTraceMax is the seed's DEFAULT_TRACE_MAX: the steps its trace ring keeps.
@@ -174,7 +175,7 @@ func (s *seedPort) loadForEvent(ctx context.Context, id, eventID string) (*execs
 // read and, for a new execution, the insert.
 func (s *seedPort) commit(ctx context.Context, exe *execstore.Execution, c execstore.Commit) error {
 	if !json.Valid(exe.Data) {
-		return execstore.Invalid("Execution.Data", "the seed port stores the snapshot as JSON")
+		return contract.Invalid("Execution.Data", "the seed port stores the snapshot as JSON")
 	}
 	outbox := bson.A{}
 	if len(c.Emits) > 0 {
@@ -421,7 +422,7 @@ func (s *seedPort) dueTimers(ctx context.Context, now float64, limit int) ([]exe
 	if err := cur.Err(); err != nil {
 		return nil, err
 	}
-	execstore.SortDueTimers(out)
+	contract.SortDueTimers(out)
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}

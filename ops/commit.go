@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 )
 
 // CommitPlan is the one write a commit issues: Update guarded by Filter when the execution
@@ -48,7 +49,7 @@ type PreparedCommit struct {
 }
 
 // PrepareCommit prepares the commit of c on exe, which must have passed
-// execstore.ValidateCommit. It refuses with ErrInvalid a commit whose write would be past
+// contract.ValidateCommit. It refuses with ErrInvalid a commit whose write would be past
 // MongoDB's document limit with any seqs it could be given (they are measured at their
 // longest).
 func PrepareCommit(env Env, exe *execstore.Execution, c *execstore.Commit) (*PreparedCommit, error) {
@@ -60,7 +61,7 @@ func PrepareCommit(env Env, exe *execstore.Execution, c *execstore.Commit) (*Pre
 	for i, s := range c.Spawns {
 		b, err := encodeMap(s.Context)
 		if err != nil {
-			return nil, execstore.Invalid("Commit.Spawns["+strconv.Itoa(i)+"].Context", "%v", err)
+			return nil, contract.Invalid("Commit.Spawns["+strconv.Itoa(i)+"].Context", "%v", err)
 		}
 		pc.contexts[i] = b
 		pc.bytes += sizeSpawn + len(b) + len(s.ChildID) + len(s.RootPath)
@@ -75,7 +76,7 @@ func PrepareCommit(env Env, exe *execstore.Execution, c *execstore.Commit) (*Pre
 	if c.Trace != nil {
 		b, err := encodeMap(c.Trace)
 		if err != nil {
-			return nil, execstore.Invalid("Commit.Trace", "%v", err)
+			return nil, contract.Invalid("Commit.Trace", "%v", err)
 		}
 		pc.step = b
 		pc.bytes += sizeTrace + len(b)
@@ -102,7 +103,7 @@ func execBytes(exe *execstore.Execution) int {
 }
 
 // BuildCommit builds the commit of exe and c: PrepareCommit, then Build. exe and c must
-// have passed execstore.ValidateCommit; seqs must hold one seq per emit and per spawn.
+// have passed contract.ValidateCommit; seqs must hold one seq per emit and per spawn.
 func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Seqs) (CommitPlan, error) {
 	pc, err := PrepareCommit(env, exe, c)
 	if err != nil {
@@ -243,14 +244,14 @@ func (p *CommitPlan) checkSize() error {
 	}
 	b, err := bson.Marshal(doc)
 	if err != nil {
-		return execstore.Invalid("Commit", "cannot be encoded as BSON: %v", err)
+		return contract.Invalid("Commit", "cannot be encoded as BSON: %v", err)
 	}
 	n := len(b)
 	if p.Insert == nil {
 		n += tokenBytes // SetToken may add it later
 	}
 	if n > execstore.MaxDocumentBytes {
-		return execstore.Invalid("Commit", "the %s is %d bytes encoded, past MongoDB's %d-byte document limit",
+		return contract.Invalid("Commit", "the %s is %d bytes encoded, past MongoDB's %d-byte document limit",
 			what, n, execstore.MaxDocumentBytes)
 	}
 	return nil

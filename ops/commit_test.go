@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 )
 
 func mustMarshal(t *testing.T, m map[string]any) []byte {
@@ -288,7 +289,7 @@ func TestBuildCommitRefusesEncodedSizePastLimit(t *testing.T) {
 	for i := range 2000 {
 		c.Timers = append(c.Timers, execstore.ScheduleTimer(fmt.Sprintf("%04d%s", i, strings.Repeat(".", 996)), 1))
 	}
-	require.NoError(t, execstore.ValidateCommit(exe, c), "the raw lengths pass the first screen")
+	require.NoError(t, contract.ValidateCommit(exe, c), "the raw lengths pass the first screen")
 	for _, version := range []int64{0, 3} {
 		exe.Version = version
 		_, err := BuildCommit(Env{Profile: MongoDB, TraceMax: 10}, exe, c, Seqs{})

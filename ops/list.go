@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 )
 
 // cursorVersion is the first byte of every list cursor, so a format change can be detected.
@@ -26,13 +27,13 @@ func DecodeCursor(c string) (string, error) {
 	}
 	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
 	if err != nil || len(b) < 2 || b[0] != cursorVersion {
-		return "", execstore.Invalid("ListQuery.Cursor", "is not a cursor returned by List")
+		return "", contract.Invalid("ListQuery.Cursor", "is not a cursor returned by List")
 	}
 	id := string(b[1:])
 	// The decoder skips newlines and tolerates stray padding bits; only the canonical form
 	// of a cursor is one.
-	if execstore.ValidateID("ListQuery.Cursor", id) != nil || EncodeCursor(id) != c {
-		return "", execstore.Invalid("ListQuery.Cursor", "is not a cursor returned by List")
+	if contract.ValidateID("ListQuery.Cursor", id) != nil || EncodeCursor(id) != c {
+		return "", contract.Invalid("ListQuery.Cursor", "is not a cursor returned by List")
 	}
 	return id, nil
 }

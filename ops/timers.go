@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 )
 
 // DueFilter selects the documents whose timer hint is due. timer_min is kept with $min when
@@ -72,7 +73,7 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 			return nil, readFailure("due timers", "", err)
 		}
 		if limit > 0 && len(out) >= limit {
-			execstore.SortDueTimers(out)
+			contract.SortDueTimers(out)
 			out = out[:limit]
 			if doc.TimerMin > out[limit-1].FireAt {
 				break // every later document's timers fire after the limit found
@@ -107,7 +108,7 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 		// more, nothing else.
 		_, _ = env.Executions.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 	}
-	execstore.SortDueTimers(out)
+	contract.SortDueTimers(out)
 	return limitTo(out, limit), nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 )
 
 // AppendTrace records step outside a commit: it reads the execution's trace_next and then
@@ -20,7 +21,7 @@ import (
 func AppendTrace(ctx context.Context, env Env, id string, step map[string]any) error {
 	b, err := encodeMap(step)
 	if err != nil {
-		return execstore.Invalid("step", "cannot be encoded as BSON: %v", err)
+		return contract.Invalid("step", "cannot be encoded as BSON: %v", err)
 	}
 	for {
 		if err := ctx.Err(); err != nil {

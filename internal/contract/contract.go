@@ -1,38 +1,38 @@
-package execstore
+// Package contract holds what every store of the module checks and orders in the same way:
+// the validation of a caller's input, refused with an *execstore.InvalidError (matching
+// execstore.ErrInvalid) before any I/O, and the order in which due timers are returned.
+package contract
 
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/execstore/execstore"
 )
 
-// Limits of what the store accepts. Input past them is refused with ErrInvalid before any I/O.
-const (
-	// MaxDocumentBytes is MongoDB's limit on one BSON document: an execution's snapshot,
-	// outbox, spawns, timers, dedupe set and trace together must stay below it.
-	MaxDocumentBytes = 16 * 1024 * 1024
-	// MaxIDBytes bounds execution ids, event ids and timer paths.
-	MaxIDBytes = 1024
-	// DefaultListLimit is the page size of a ListQuery with Limit 0.
-	DefaultListLimit = 100
-	// MaxListLimit is the largest page size List accepts.
-	MaxListLimit = 10000
-	// commitOverheadBytes is the room left for the document's own fields when a commit's
-	// payload alone is checked against MaxDocumentBytes.
-	commitOverheadBytes = 16 * 1024
-)
+// commitOverheadBytes is the room left for the document's own fields when a commit's payload
+// alone is checked against MaxDocumentBytes.
+const commitOverheadBytes = 16 * 1024
+
+// Invalid returns an *execstore.InvalidError for field.
+func Invalid(field, format string, args ...any) error {
+	return &execstore.InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
 
 // ValidateID checks an execution id, an event id or another key: non-empty, valid UTF-8, no
-// NUL byte, at most MaxIDBytes.
+// NUL byte, at most execstore.MaxIDBytes.
 func ValidateID(field, id string) error {
 	switch {
 	case id == "":
 		return Invalid(field, "must not be empty")
-	case len(id) > MaxIDBytes:
-		return Invalid(field, "is %d bytes, more than the %d allowed", len(id), MaxIDBytes)
+	case len(id) > execstore.MaxIDBytes:
+		return Invalid(field, "is %d bytes, more than the %d allowed", len(id), execstore.MaxIDBytes)
 	case !utf8.ValidString(id):
 		return Invalid(field, "is not valid UTF-8")
 	case strings.IndexByte(id, 0) >= 0:
@@ -41,14 +41,14 @@ func ValidateID(field, id string) error {
 	return nil
 }
 
-// ValidatePath checks a timer path. Any non-empty text of at most MaxIDBytes is accepted:
+// ValidatePath checks a timer path. Any non-empty text of at most execstore.MaxIDBytes is accepted:
 // paths are encoded before they become field names, so ".", "$" and NUL are fine.
 func ValidatePath(field, path string) error {
 	switch {
 	case path == "":
 		return Invalid(field, "must not be empty")
-	case len(path) > MaxIDBytes:
-		return Invalid(field, "is %d bytes, more than the %d allowed", len(path), MaxIDBytes)
+	case len(path) > execstore.MaxIDBytes:
+		return Invalid(field, "is %d bytes, more than the %d allowed", len(path), execstore.MaxIDBytes)
 	}
 	return nil
 }
@@ -70,7 +70,7 @@ func ValidateLimit(field string, limit int) error {
 }
 
 // ValidateExecution checks everything a commit writes of exe itself.
-func ValidateExecution(exe *Execution) error {
+func ValidateExecution(exe *execstore.Execution) error {
 	if exe == nil {
 		return Invalid("Execution", "must not be nil")
 	}
@@ -96,15 +96,15 @@ func ValidateExecution(exe *Execution) error {
 	if exe.TraceNext < 0 {
 		return Invalid("Execution.TraceNext", "must not be negative, got %d", exe.TraceNext)
 	}
-	if len(exe.Data) > MaxDocumentBytes-commitOverheadBytes {
+	if len(exe.Data) > execstore.MaxDocumentBytes-commitOverheadBytes {
 		return Invalid("Execution.Data", "is %d bytes; the whole document must stay below MongoDB's %d-byte limit",
-			len(exe.Data), MaxDocumentBytes)
+			len(exe.Data), execstore.MaxDocumentBytes)
 	}
 	return nil
 }
 
 // ValidateCommit checks exe and c together, including their combined size.
-func ValidateCommit(exe *Execution, c *Commit) error {
+func ValidateCommit(exe *execstore.Execution, c *execstore.Commit) error {
 	if err := ValidateExecution(exe); err != nil {
 		return err
 	}
@@ -156,9 +156,9 @@ func ValidateCommit(exe *Execution, c *Commit) error {
 		}
 		size += n
 	}
-	if size > MaxDocumentBytes-commitOverheadBytes {
+	if size > execstore.MaxDocumentBytes-commitOverheadBytes {
 		return Invalid("Commit", "carries %d bytes; the whole document must stay below MongoDB's %d-byte limit",
-			size, MaxDocumentBytes)
+			size, execstore.MaxDocumentBytes)
 	}
 	return nil
 }
@@ -177,7 +177,7 @@ func EncodedSize(field string, m map[string]any) (int, error) {
 }
 
 // ValidateListQuery checks q's filters and limit (the cursor is checked when decoded).
-func ValidateListQuery(q *ListQuery) error {
+func ValidateListQuery(q *execstore.ListQuery) error {
 	for i, s := range q.Statuses {
 		if !s.Valid() {
 			return Invalid(fmt.Sprintf("ListQuery.Statuses[%d]", i), "%q is not a known status", s)
@@ -188,8 +188,23 @@ func ValidateListQuery(q *ListQuery) error {
 			return err
 		}
 	}
-	if q.Limit < 0 || q.Limit > MaxListLimit {
-		return Invalid("ListQuery.Limit", "must be between 0 and %d, got %d", MaxListLimit, q.Limit)
+	if q.Limit < 0 || q.Limit > execstore.MaxListLimit {
+		return Invalid("ListQuery.Limit", "must be between 0 and %d, got %d", execstore.MaxListLimit, q.Limit)
 	}
 	return nil
+}
+
+// SortDueTimers puts timers in the order DueTimers returns them: earliest fire time first,
+// then by execution id, then by path.
+func SortDueTimers(timers []execstore.DueTimer) {
+	sort.Slice(timers, func(i, j int) bool {
+		a, b := timers[i], timers[j]
+		if a.FireAt != b.FireAt {
+			return a.FireAt < b.FireAt
+		}
+		if a.ExecutionID != b.ExecutionID {
+			return a.ExecutionID < b.ExecutionID
+		}
+		return a.Path < b.Path
+	})
 }
