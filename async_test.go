@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/ops"
 )
 

@@ -13,8 +13,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 
-	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/batch"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/ops"
 	"github.com/execstore/execstore/pool"
 )

@@ -24,7 +24,6 @@ func Invalid(field, format string, args ...any) error {
 	return &execstore.InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-
 // ValidateID checks an execution id, an event id or another key: non-empty, valid UTF-8, no
 // NUL byte, at most execstore.MaxIDBytes.
 func ValidateID(field, id string) error {
