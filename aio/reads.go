@@ -73,7 +73,7 @@ func (s *Store) List(ctx context.Context, q execstore.ListQuery) (execstore.Page
 	if err := contract.ValidateListQuery(&q); err != nil {
 		return execstore.Page{}, err
 	}
-	if _, err := ops.DecodeCursor(q.Cursor); err != nil {
+	if _, err := contract.DecodeCursor(q.Cursor); err != nil {
 		return execstore.Page{}, err
 	}
 	return submit(ctx, s, opList, func(ctx context.Context) (execstore.Page, error) {

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"encoding/base64"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -10,33 +9,6 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
 )
-
-// cursorVersion is the first byte of every list cursor, so a format change can be detected.
-const cursorVersion = 1
-
-// EncodeCursor returns the opaque cursor that resumes a listing after id.
-func EncodeCursor(afterID string) string {
-	return base64.RawURLEncoding.EncodeToString(append([]byte{cursorVersion}, afterID...))
-}
-
-// DecodeCursor returns the id a cursor resumes after ("" for the empty cursor), or an
-// ErrInvalid naming ListQuery.Cursor for anything EncodeCursor cannot have produced.
-func DecodeCursor(c string) (string, error) {
-	if c == "" {
-		return "", nil
-	}
-	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
-	if err != nil || len(b) < 2 || b[0] != cursorVersion {
-		return "", contract.Invalid("ListQuery.Cursor", "is not a cursor returned by List")
-	}
-	id := string(b[1:])
-	// The decoder skips newlines and tolerates stray padding bits; only the canonical form
-	// of a cursor is one.
-	if contract.ValidateID("ListQuery.Cursor", id) != nil || EncodeCursor(id) != c {
-		return "", contract.Invalid("ListQuery.Cursor", "is not a cursor returned by List")
-	}
-	return id, nil
-}
 
 // ListFilter builds the server-side filter of q resuming after afterID: every filter runs on
 // the server (definition_id, status and parent_id are top-level fields), and paging is a
@@ -72,7 +44,7 @@ var summaryProjection = bson.D{
 // List returns one page of summaries. One find sorted by _id with limit+1, so the last page is
 // known without another round trip.
 func List(ctx context.Context, env Env, q execstore.ListQuery) (execstore.Page, error) {
-	after, err := DecodeCursor(q.Cursor)
+	after, err := contract.DecodeCursor(q.Cursor)
 	if err != nil {
 		return execstore.Page{}, err
 	}
@@ -94,7 +66,7 @@ func List(ctx context.Context, env Env, q execstore.ListQuery) (execstore.Page, 
 	page := execstore.Page{}
 	if len(docs) > limit {
 		docs = docs[:limit]
-		page.NextCursor = EncodeCursor(docs[limit-1].ID)
+		page.NextCursor = contract.EncodeCursor(docs[limit-1].ID)
 	}
 	page.Items = make([]execstore.Summary, len(docs))
 	for i, d := range docs {
