@@ -15,7 +15,6 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/internal/contract"
-	"github.com/execstore/execstore/ops"
 )
 
 // A commit with emits, spawns, timers, a processed id and a trace step is exactly one server
@@ -202,14 +201,13 @@ func TestCloseDrainsThenRefuses(t *testing.T) {
 	require.NoError(t, s.Close(bg))
 }
 
-// A non-blocking submit to a full queue returns ErrOverloaded at once.
-func TestNonBlockingOverload(t *testing.T) {
-	h := newHarness(t, aio.Options{Workers: 1, QueueDepth: 1})
-	nb := aio.NonBlocking(bg)
+// A store that sheds load answers a submit to a full queue with ErrOverloaded at once.
+func TestShedLoad(t *testing.T) {
+	h := newHarness(t, aio.Options{Workers: 1, QueueDepth: 1, ShedLoad: true})
 	var overloaded, ok int
 	futures := make([]*aio.Future[[]int64], 200)
 	for i := range futures {
-		futures[i] = h.store.CommitAsync(nb, newExe(fmt.Sprintf("e%d", i)), execstore.Commit{})
+		futures[i] = h.store.CommitAsync(bg, newExe(fmt.Sprintf("e%d", i)), execstore.Commit{})
 	}
 	for _, f := range futures {
 		_, err := f.Result()
@@ -330,7 +328,7 @@ func TestDocumentGrowthPastLimit(t *testing.T) {
 	_, err := h.store.Commit(bg, e, execstore.Commit{Emits: []execstore.Emit{{Event: make([]byte, 5<<20)}}})
 	require.NoError(t, err)
 	_, err = h.store.Commit(bg, e, execstore.Commit{Emits: []execstore.Emit{{Event: make([]byte, 6<<20)}}})
-	if h.store.Profile() == ops.FerretDB {
+	if h.store.Profile() == aio.FerretDB {
 		// Measured: FerretDB 1.24.2 stores the 17 MiB document MongoDB would refuse. The
 		// mapping of MongoDB's refusal is unit-tested in ops (TestWriteFailureTooLarge).
 		require.NoError(t, err)

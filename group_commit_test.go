@@ -11,7 +11,6 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
-	"github.com/execstore/execstore/ops"
 )
 
 // The contract holds with group commit and coalescing off as well as on (the default the rest
@@ -84,16 +83,16 @@ func TestGroupCommitCoalesces(t *testing.T) {
 
 // On FerretDB, whose front admits one write at a time, the store keeps one write batch in
 // flight by default, so commits that would have waited at the server join the next batch;
-// GroupCommitInFlight still overrides it.
+// MaxBatchesInFlight still overrides it.
 func TestFerretDBOneWriteBatchInFlight(t *testing.T) {
-	h := newHarness(t, aio.Options{Workers: 64, Profile: ops.FerretDB})
+	h := newHarness(t, aio.Options{Workers: 64, Profile: aio.FerretDB})
 	commitConcurrently(t, h, 32, 10)
 	st := h.store.Stats()
 	t.Logf("%d commits in %d bulk writes", st.GroupedCommits, st.GroupCommits)
 	assert.Equal(t, 1, h.cmds.peakRunning("update"), "write batches in flight at once")
 	assert.Less(t, st.GroupCommits, st.GroupedCommits, "no two commits were ever grouped")
 
-	h = newHarness(t, aio.Options{Workers: 64, Profile: ops.FerretDB, GroupCommitInFlight: 4})
+	h = newHarness(t, aio.Options{Workers: 64, Profile: aio.FerretDB, MaxBatchesInFlight: 4})
 	commitConcurrently(t, h, 32, 10)
 	assert.LessOrEqual(t, h.cmds.peakRunning("update"), 4, "write batches in flight at once")
 }

@@ -22,7 +22,7 @@ import (
 // and the store serves normally once the load drops.
 func TestOverloadSheds(t *testing.T) {
 	const depth = 32
-	h := newHarness(t, aio.Options{Workers: 2, QueueDepth: depth})
+	h := newHarness(t, aio.Options{Workers: 2, QueueDepth: depth, ShedLoad: true})
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -31,7 +31,6 @@ func TestOverloadSheds(t *testing.T) {
 	var maxQueued atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	nb := aio.NonBlocking(bg)
 	for p := range 32 {
 		wg.Go(func() {
 			var futures []*aio.Future[[]int64]
@@ -45,7 +44,7 @@ func TestOverloadSheds(t *testing.T) {
 					return
 				default:
 				}
-				f := h.store.CommitAsync(nb, newExe(fmt.Sprintf("p%d-%d", p, i)), execstore.Commit{
+				f := h.store.CommitAsync(bg, newExe(fmt.Sprintf("p%d-%d", p, i)), execstore.Commit{
 					Emits: []execstore.Emit{{Event: make([]byte, 1024)}}})
 				select {
 				case <-f.Done():

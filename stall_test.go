@@ -76,7 +76,7 @@ func (p *stallProxy) reset() { p.closeAll() }
 func TestCallersAnsweredOnTimeWhileServerStalls(t *testing.T) {
 	proxy, uri := proxied(t)
 	h := newHarness(t, aio.Options{})
-	s, err := aio.Open(bg, uri, aio.Options{Database: h.opts.Database, GroupCommitInFlight: 1})
+	s, err := aio.Open(bg, uri, aio.Options{Database: h.opts.Database, MaxBatchesInFlight: 1})
 	require.NoError(t, err)
 
 	a, b := newExe("a"), newExe("b")

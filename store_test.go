@@ -925,14 +925,14 @@ func TestListing(t *testing.T) {
 // The sweep's hint (timer_min) may be early, never late; on MongoDB a sweep that finds it stale
 // repairs it, on FerretDB (where the sweep reads every document anyway) it is left early.
 func TestTimerHint(t *testing.T) {
-	for _, profile := range []ops.Profile{ops.MongoDB, ops.FerretDB} {
+	for _, profile := range []aio.Profile{aio.MongoDB, aio.FerretDB} {
 		t.Run(profile.String(), func(t *testing.T) { testTimerHint(t, profile) })
 	}
 }
 
 // testTimerHint runs TestTimerHint with the profile forced: its commits and sweeps use no
 // operator that either server lacks.
-func testTimerHint(t *testing.T, profile ops.Profile) {
+func testTimerHint(t *testing.T, profile aio.Profile) {
 	h := newHarness(t, aio.Options{Profile: profile})
 	e := newExe("e")
 	_, err := h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{
@@ -946,7 +946,7 @@ func testTimerHint(t *testing.T, profile ops.Profile) {
 	d, err := h.store.DueTimers(bg, 200, 0)
 	require.NoError(t, err)
 	assert.Empty(t, d)
-	if profile == ops.FerretDB {
+	if profile == aio.FerretDB {
 		assert.EqualValues(t, 100, h.rawDoc(t, "e").Lookup("timer_min").Double(), "the stale hint is left")
 	} else {
 		assert.EqualValues(t, 300, h.rawDoc(t, "e").Lookup("timer_min").Double(), "the stale hint is repaired")
@@ -966,7 +966,7 @@ func testTimerHint(t *testing.T, profile ops.Profile) {
 	d, err = h.store.DueTimers(bg, 1000, 0)
 	require.NoError(t, err)
 	assert.Empty(t, d)
-	if profile != ops.FerretDB {
+	if profile != aio.FerretDB {
 		_, err = h.rawDoc(t, "e").LookupErr("timer_min")
 		assert.Error(t, err, "no timer left: no hint")
 	}
@@ -1042,7 +1042,7 @@ func TestDeleteTimers(t *testing.T) {
 // With a dedupe window the set stays bounded, keeps at least the last window's ids, and
 // LoadForEvent agrees with IsProcessed throughout.
 func TestDedupeWindow(t *testing.T) {
-	for _, profile := range []ops.Profile{0, ops.FerretDB} {
+	for _, profile := range []aio.Profile{aio.Detect, aio.FerretDB} {
 		t.Run(fmt.Sprintf("profile=%v", profile), func(t *testing.T) {
 			const window, events = 3, 14
 			h := newHarness(t, aio.Options{DedupeWindow: window, Profile: profile})

@@ -58,8 +58,8 @@ func takeLive[T any](s *Store, items []T, ctxOf func(T) context.Context, handOf 
 }
 
 func newCoalescers(s *Store, opts Options) {
-	writes := batch.CoalescerConfig{MaxItems: s.maxBatch, MaxInFlight: s.writesInFlight}
-	loads := batch.CoalescerConfig{MaxItems: s.maxBatch, MaxInFlight: opts.GroupCommitInFlight}
+	writes := batch.CoalescerConfig{MaxItems: s.opts.MaxBatch, MaxInFlight: s.opts.writesInFlight(s.info.Profile)}
+	loads := batch.CoalescerConfig{MaxItems: s.opts.MaxBatch, MaxInFlight: s.opts.MaxBatchesInFlight}
 	s.writes = batch.NewCoalescer(writes, func(*writeItem) int { return 128 }, s.flushWrites)
 	s.loads = batch.NewCoalescer(loads, func(*loadItem) int { return 64 }, s.flushLoads)
 }

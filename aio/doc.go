@@ -13,8 +13,8 @@
 //     context's error, and the operation is guaranteed not to be applied. A write whose context
 //     ends after it was sent returns an error matching execstore.ErrOutcomeUnknown that wraps
 //     the context's error. Reads return the context's error.
-//   - A caller blocks while the request channel is full, for as long as its context allows; a
-//     context made by NonBlocking makes the call return execstore.ErrOverloaded instead.
+//   - A caller blocks while the request channel is full, for as long as its context allows; with
+//     Options.ShedLoad the call returns execstore.ErrOverloaded at once instead.
 //   - A commit costs exactly one server command when a seq block is available: the outbox and
 //     spawn seqs come from blocks the store reserves ahead of need (package batch), and the
 //     trace index from the execution's own trace_next.

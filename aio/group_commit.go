@@ -31,8 +31,8 @@ func commitItemSize(it *commitItem) int { return it.plan.Bytes }
 
 func newGroupCommit(s *Store, opts Options) *batch.Coalescer[*commitItem] {
 	return batch.NewCoalescer(batch.CoalescerConfig{
-		MaxItems:    s.maxBatch,
-		MaxInFlight: s.writesInFlight,
+		MaxItems:    s.opts.MaxBatch,
+		MaxInFlight: s.opts.writesInFlight(s.info.Profile),
 	}, commitItemSize, s.flushCommits)
 }
 
@@ -98,8 +98,8 @@ func (s *Store) flushCommits(items []*commitItem) {
 	for i, it := range live {
 		plans[i] = &it.plan
 	}
-	s.stats.batches.Add(1)
-	s.stats.batched.Add(int64(len(live)))
+	s.stats.groupCommits.Add(1)
+	s.stats.groupedCommits.Add(int64(len(live)))
 	settleCtx, cancelSettle := context.WithTimeout(s.stop, settleTimeout)
 	defer cancelSettle()
 	errs := ops.RunCommitBatch(ctx, settleCtx, s.env, plans)

@@ -25,28 +25,27 @@ type Store struct {
 	client     *mongo.Client
 	ownsClient bool
 	env        ops.Env
-	info       ops.ServerInfo
+	info       ServerInfo
 	pool       *pool.Pool
 	group      *batch.Coalescer[*commitItem] // nil when group commit is off
 	writes     *batch.Coalescer[*writeItem]  // nil when coalescing is off
 	loads      *batch.Coalescer[*loadItem]   // nil when coalescing is off
-	maxBatch   int                           // operations per bulk command
-	// writesInFlight bounds the write batches in flight; 0 for the coalescer's default.
-	writesInFlight int
-	stop           context.Context // ends when Close gives up waiting
-	stopNow        context.CancelFunc
-	outboxSeq      *batch.Sequence
-	spawnSeq       *batch.Sequence
-	stats          *counters
+	opts       Options                       // with every default worked out
+	shed       bool                          // Options.ShedLoad
+	stop       context.Context               // ends when Close gives up waiting
+	stopNow    context.CancelFunc
+	outboxSeq  *batch.Sequence
+	spawnSeq   *batch.Sequence
+	stats      *statCounters
 }
 
 // Open connects to the server at uri and returns a store. It pings the server, retrying with
 // exponential backoff until ctx ends, so a worker started beside its database waits for it
 // instead of failing; the error then names the address, never the credentials.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
-	opts = opts.withDefaults()
+	opts = opts.withDefaults(opts.Profile)
 	addr := redactedHosts(uri)
-	stats := &counters{}
+	stats := &statCounters{}
 	copts := options.Client().ApplyURI(uri)
 	var user *event.CommandMonitor
 	if opts.ClientOptions != nil {
@@ -76,24 +75,27 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 // OpenClient returns a store over an existing client, which stays the caller's: Close does not
 // disconnect it. Server commands are not counted in Stats for such a client.
 func OpenClient(ctx context.Context, client *mongo.Client, opts Options) (*Store, error) {
-	opts = opts.withDefaults()
+	opts = opts.withDefaults(opts.Profile)
 	if err := pingUntil(ctx, client, opts.PingInterval); err != nil {
 		return nil, fmt.Errorf("execstore: server not reachable: %w", err)
 	}
-	return open(ctx, client, false, opts, &counters{})
+	return open(ctx, client, false, opts, &statCounters{})
 }
 
-func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, stats *counters) (*Store, error) {
+func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, stats *statCounters) (*Store, error) {
 	if opts.WriteConcern != nil && !opts.WriteConcern.Acknowledged() {
 		return nil, errUnacknowledged("Options.WriteConcern")
 	}
-	info := ops.ServerInfo{Profile: opts.Profile}
-	if opts.Profile == 0 {
-		var err error
-		if info, err = ops.Detect(ctx, client); err != nil {
+	info := ServerInfo{Profile: opts.Profile}
+	if opts.Profile == Detect {
+		detected, err := ops.Detect(ctx, client)
+		if err != nil {
 			return nil, err
 		}
+		info = ServerInfo{Profile: profileOf(detected.Profile), Version: detected.Version,
+			FerretDBVersion: detected.FerretDBVersion}
 	}
+	opts = opts.withDefaults(info.Profile)
 	dbOpts := options.Database()
 	if opts.WriteConcern != nil {
 		dbOpts.SetWriteConcern(opts.WriteConcern)
@@ -121,7 +123,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 			Primary:      ops.PrimaryReads(executions),
 			Durable:      ops.DurableReads(executions),
 			Counters:     db.Collection(ops.CountersCollection),
-			Profile:      info.Profile,
+			Profile:      info.Profile.ops(),
 			TraceMax:     opts.TraceMax,
 			DedupeWindow: opts.DedupeWindow,
 		},
@@ -137,20 +139,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 	s.spawnSeq = batch.NewSequence(func(ctx context.Context, n int64) (int64, error) {
 		return ops.Reserve(ctx, s.env, ops.SpawnCounter, n)
 	}, opts.SeqBlockSize)
-	s.maxBatch = opts.GroupCommitMaxBatch
-	if s.maxBatch <= 0 {
-		s.maxBatch = DefaultGroupCommitMaxBatch
-		if s.env.Profile == ops.FerretDB {
-			s.maxBatch = FerretDBMaxBatch
-		}
-	}
-	if s.env.Profile == ops.FerretDB && s.maxBatch > FerretDBBatchLimit {
-		s.maxBatch = FerretDBBatchLimit // it never answers a bulk write of 100 updates or more
-	}
-	s.writesInFlight = opts.GroupCommitInFlight
-	if s.writesInFlight <= 0 && s.env.Profile == ops.FerretDB {
-		s.writesInFlight = FerretDBWritesInFlight
-	}
+	s.opts, s.shed = opts, opts.ShedLoad
 	if !opts.DisableGroupCommit {
 		s.group = newGroupCommit(s, opts)
 	}
@@ -162,10 +151,10 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 }
 
 // Profile returns the server profile the store uses.
-func (s *Store) Profile() ops.Profile { return s.env.Profile }
+func (s *Store) Profile() Profile { return s.info.Profile }
 
 // Server returns what the store learned of the server at Open.
-func (s *Store) Server() ops.ServerInfo { return s.info }
+func (s *Store) Server() ServerInfo { return s.info }
 
 // Close stops accepting calls, drains queued and in-flight work within ctx, releases the seq
 // prefetchers and, for a store made by Open, disconnects the client. No goroutine of the store
@@ -232,7 +221,7 @@ func pingUntil(ctx context.Context, client *mongo.Client, first time.Duration) e
 	return err
 }
 
-func countingMonitor(c *counters, user *event.CommandMonitor) *event.CommandMonitor {
+func countingMonitor(c *statCounters, user *event.CommandMonitor) *event.CommandMonitor {
 	m := &event.CommandMonitor{
 		Started: func(ctx context.Context, e *event.CommandStartedEvent) {
 			c.cmds.Add(1)

@@ -8,7 +8,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/execstore/execstore/batch"
-	"github.com/execstore/execstore/ops"
 	"github.com/execstore/execstore/pool"
 )
 
@@ -17,21 +16,25 @@ const (
 	DefaultDatabase     = "execstore"
 	DefaultTraceMax     = 200
 	DefaultPingInterval = 100 * time.Millisecond
-
-	// DefaultGroupCommitMaxBatch caps a group commit's batch on MongoDB.
-	DefaultGroupCommitMaxBatch = 256
-	// FerretDBMaxBatch caps it on FerretDB, which never answers a bulk write of 100 updates
-	// or more.
-	FerretDBMaxBatch = 64
-	// FerretDBBatchLimit is the largest batch used on FerretDB, whatever the option says.
-	FerretDBBatchLimit = 99
-	// FerretDBWritesInFlight is the default bound on write batches (group commits, acks) in
-	// flight on FerretDB. Its server admits one write at a time, so a second batch in flight
-	// would only wait there, and the commits it took would have made the next batch larger.
-	FerretDBWritesInFlight = 1
+	// DefaultMaxBatch caps the operations of one batch on MongoDB.
+	DefaultMaxBatch = 256
 )
 
-// Options configures a Store. The zero value is ready to use; every field documents its default.
+// Tuning for FerretDB, applied by withDefaults.
+const (
+	// ferretDBMaxBatch is the default batch cap on FerretDB, which never answers a bulk write
+	// of 100 updates or more.
+	ferretDBMaxBatch = 64
+	// ferretDBBatchLimit is the largest batch used on FerretDB, whatever the option says.
+	ferretDBBatchLimit = 99
+	// ferretDBWritesInFlight is the default bound on write batches (group commits, acks) in
+	// flight on FerretDB. Its front admits one write at a time, so a second batch in flight
+	// would only wait there, and the commits it took would have made the next batch larger.
+	ferretDBWritesInFlight = 1
+)
+
+// Options configures a Store. The zero value is ready to use; every field documents its
+// default, and withDefaults is the one place they are worked out.
 type Options struct {
 	// Database holds the executions and counters collections. Default DefaultDatabase.
 	Database string
@@ -39,6 +42,11 @@ type Options struct {
 	Workers int
 	// QueueDepth bounds the requests waiting for a worker. Default pool.DefaultQueueDepth (1024).
 	QueueDepth int
+	// ShedLoad makes every call fail at once with execstore.ErrOverloaded when QueueDepth
+	// requests are already waiting, instead of waiting for room for as long as its context
+	// allows (the default). Shed where a caller can answer "busy" (an API in front of the
+	// engine); wait where the caller is a worker that should slow down.
+	ShedLoad bool
 	// TraceMax is how many trace steps an execution keeps (the oldest are dropped in the same
 	// write that appends). Default DefaultTraceMax (200).
 	TraceMax int
@@ -52,8 +60,8 @@ type Options struct {
 	// SeqBlockSize is how many outbox or spawn seqs one counter reservation takes.
 	// Default batch.DefaultBlockSize (256).
 	SeqBlockSize int64
-	// Profile forces the server profile instead of detecting it at Open. Default: detect.
-	Profile ops.Profile
+	// Profile forces the server profile instead of detecting it at Open. Default Detect.
+	Profile Profile
 	// ClientOptions are applied to the client Open creates, after the URI. The store adds a
 	// command monitor of its own (chaining any monitor set here) to count server commands.
 	// Ignored by OpenClient.
@@ -67,19 +75,22 @@ type Options struct {
 	// one find by _id $in, and (on MongoDB) LoadForEvent calls as one aggregation; a lone call
 	// still goes out at once.
 	DisableCoalescing bool
-	// GroupCommitMaxBatch caps the commits in one bulk write, and the acks or loads in one
-	// coalesced command. Default DefaultGroupCommitMaxBatch (256), or FerretDBMaxBatch (64)
-	// on FerretDB, where it is never more than FerretDBBatchLimit (99).
-	GroupCommitMaxBatch int
-	// GroupCommitInFlight bounds the batches in flight at once, for each kind of batch.
-	// Default batch.DefaultMaxInFlight (4); on FerretDB, FerretDBWritesInFlight (1) for the
-	// write batches.
-	GroupCommitInFlight int
+	// MaxBatch caps the operations of one batch: the commits of a group commit's bulk write,
+	// the acks of a coalesced bulk write, the loads of a coalesced find, and the timers of
+	// one DeleteTimers bulk write. Default DefaultMaxBatch (256); on FerretDB 64, and never
+	// more than 99 there (it never answers a bulk write of 100 updates or more).
+	MaxBatch int
+	// MaxBatchesInFlight bounds the batches of each kind in flight at once. Default
+	// batch.DefaultMaxInFlight (4); on FerretDB 1 for the write batches (group commits and
+	// acks), since its front admits one write at a time.
+	MaxBatchesInFlight int
 	// WriteConcern applies to every write. Default nil: the client's (the URI's), which is
 	// the server's default when the URI sets none. On a replica set use
 	// writeconcern.Majority() with journaling, so an acknowledged commit survives a failover.
+	// An unacknowledged one (w: 0), from here, the URI or the client, is refused at Open.
 	WriteConcern *writeconcern.WriteConcern
-	// ReadConcern applies to every read. Default nil: the client's. On a replica set,
+	// ReadConcern applies to every read but those that settle a write's outcome (they read
+	// the primary at local read concern). Default nil: the client's. On a replica set,
 	// readconcern.Majority() reads only what a failover cannot roll back.
 	ReadConcern *readconcern.ReadConcern
 	// PingInterval is the first pause between connection attempts at Open; pauses grow
@@ -87,7 +98,9 @@ type Options struct {
 	PingInterval time.Duration
 }
 
-func (o Options) withDefaults() Options {
+// withDefaults returns o with every default filled in for a server of profile p; the
+// defaults that depend on the server are left alone while p is Detect (before Open knows it).
+func (o Options) withDefaults(p Profile) Options {
 	if o.Database == "" {
 		o.Database = DefaultDatabase
 	}
@@ -106,5 +119,25 @@ func (o Options) withDefaults() Options {
 	if o.PingInterval <= 0 {
 		o.PingInterval = DefaultPingInterval
 	}
+	switch p {
+	case MongoDB:
+		if o.MaxBatch <= 0 {
+			o.MaxBatch = DefaultMaxBatch
+		}
+	case FerretDB:
+		if o.MaxBatch <= 0 {
+			o.MaxBatch = ferretDBMaxBatch
+		}
+		o.MaxBatch = min(o.MaxBatch, ferretDBBatchLimit)
+	}
 	return o
+}
+
+// writesInFlight is the bound on write batches in flight for a server of profile p; 0 means
+// the coalescer's default.
+func (o Options) writesInFlight(p Profile) int {
+	if o.MaxBatchesInFlight <= 0 && p == FerretDB {
+		return ferretDBWritesInFlight
+	}
+	return o.MaxBatchesInFlight
 }

@@ -97,7 +97,7 @@ func (s *Store) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) e
 		return nil
 	}
 	_, err := submit(ctx, s, opDeleteTimer, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, errors.Join(ops.RunIdempotentWritesChunked(ctx, s.env, writes, s.maxBatch)...)
+		return struct{}{}, errors.Join(ops.RunIdempotentWritesChunked(ctx, s.env, writes, s.opts.MaxBatch)...)
 	}).Wait(ctx)
 	return err
 }

@@ -7,14 +7,6 @@ import (
 	"github.com/execstore/execstore/pool"
 )
 
-type nonBlockingKey struct{}
-
-// NonBlocking returns a context whose calls never wait for room in the request channel: when
-// it is full they return execstore.ErrOverloaded at once.
-func NonBlocking(ctx context.Context) context.Context {
-	return context.WithValue(ctx, nonBlockingKey{}, true)
-}
-
 // request is one operation travelling through the pool.
 type request[T any] struct {
 	env  pool.Envelope
@@ -58,7 +50,7 @@ func newRequest[T any](s *Store, kind opKind, run func(ctx context.Context) (T, 
 func (r *request[T]) submit(ctx context.Context) *Future[T] {
 	s, kind := r.st, r.kind
 	var err error
-	if nb, _ := ctx.Value(nonBlockingKey{}).(bool); nb {
+	if s.shed {
 		err = s.pool.TrySubmit(ctx, &r.env, r)
 	} else {
 		err = s.pool.Submit(ctx, &r.env, r)

@@ -55,14 +55,15 @@ type OpStats struct {
 	Errors int64 // calls that returned an error
 }
 
-type counters struct {
+// statCounters are the counters behind Stats.
+type statCounters struct {
 	calls, errs                          [opKinds]atomic.Int64
 	conflicts, unknown, overloaded, cmds atomic.Int64
-	batches, batched                     atomic.Int64
+	groupCommits, groupedCommits         atomic.Int64
 	coalesced, coalescedOps              atomic.Int64
 }
 
-func (c *counters) record(k opKind, err error) {
+func (c *statCounters) record(k opKind, err error) {
 	c.calls[k].Add(1)
 	if err == nil {
 		return
@@ -78,7 +79,7 @@ func (c *counters) record(k opKind, err error) {
 	}
 }
 
-// Stats returns the store's counters.
+// Stats returns the store's statCounters.
 func (s *Store) Stats() Stats {
 	st := Stats{
 		Queued:           s.pool.Len(),
@@ -89,8 +90,8 @@ func (s *Store) Stats() Stats {
 		Overloaded:       s.stats.overloaded.Load(),
 		ServerCommands:   s.stats.cmds.Load(),
 		SeqBlocks:        s.outboxSeq.Reserved() + s.spawnSeq.Reserved(),
-		GroupCommits:     s.stats.batches.Load(),
-		GroupedCommits:   s.stats.batched.Load(),
+		GroupCommits:     s.stats.groupCommits.Load(),
+		GroupedCommits:   s.stats.groupedCommits.Load(),
 		CoalescedBatches: s.stats.coalesced.Load(),
 		CoalescedOps:     s.stats.coalescedOps.Load(),
 	}
