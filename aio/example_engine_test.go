@@ -1,0 +1,220 @@
+package aio_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/embedded"
+)
+
+// event is what executions send each other through the outbox, and what a fired timer raises.
+type event struct {
+	ID   string  `json:"id"`           // unique per event: the key of the dedupe set
+	Type string  `json:"type"`         // "pay", "ship" or "close"
+	At   float64 `json:"at,omitempty"` // when it happened; time comes in events, not from the clock
+}
+
+// snapshot is the engine's state of one execution, stored opaque in Execution.Data.
+type snapshot struct {
+	State   string `json:"state"`
+	Parcels int    `json:"parcels,omitempty"`
+}
+
+func encode(v any) []byte { b, _ := json.Marshal(v); return b }
+
+func check(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// transition is the engine's model, with no I/O: it advances s and returns everything else the
+// event changes. The store writes the two together in one atomic commit, so an order is never
+// "paid" without its shipping request and its timer, nor the other way round.
+func transition(exe *execstore.Execution, s *snapshot, ev event) execstore.Commit {
+	c := execstore.Commit{ProcessedEventID: ev.ID}
+	switch ev.Type {
+	case "pay": // ask the warehouse to ship, and close the order a minute after payment
+		s.State = "paid"
+		c.Emits = []execstore.Emit{{TargetID: "warehouse", Event: encode(event{ID: "ship-" + exe.ID, Type: "ship"})}}
+		c.Timers = []execstore.TimerOp{execstore.ScheduleTimer("Paid.Close", ev.At+60)}
+	case "ship":
+		s.Parcels++
+	case "close":
+		s.State, exe.Status = "closed", execstore.Done
+	}
+	return c
+}
+
+// handle applies one delivered event to execution target once, however many times it is
+// delivered: load with the dedupe answer, skip what is processed, commit the rest.
+func handle(ctx context.Context, store execstore.Store, target string, ev event) error {
+	for {
+		exe, processed, err := store.LoadForEvent(ctx, target, ev.ID)
+		if err != nil {
+			return err
+		}
+		if exe == nil {
+			return fmt.Errorf("%s: no such execution", target)
+		}
+		if processed { // a redelivery: the first delivery's commit already holds its effects
+			fmt.Printf("  %s skips %s: already processed\n", target, ev.ID)
+			return nil
+		}
+		var s snapshot
+		if err := json.Unmarshal(exe.Data, &s); err != nil {
+			return err
+		}
+		c := transition(exe, &s, ev)
+		exe.Data = encode(s)
+		_, err = store.Commit(ctx, exe, c)
+		switch {
+		case err == nil:
+			fmt.Printf("  %s handles %s: v%d %s\n", target, ev.ID, exe.Version, exe.Data)
+			return nil
+		case errors.Is(err, execstore.ErrConflict), errors.Is(err, execstore.ErrOutcomeUnknown):
+			// Conflict: another handler committed first and nothing of ours was written. Outcome
+			// unknown: ours may have landed. Either way, reload and look again; never retry blind.
+			continue
+		default:
+			return err
+		}
+	}
+}
+
+// relay delivers each pending outbox entry, then acks it. Delivering before acking means a
+// crash in between delivers the entry again (at least once); handle's dedupe makes the second
+// delivery a no-op (exactly once in effect). dieBeforeLastAck stops short of the last ack, as a
+// process killed at that moment would.
+func relay(ctx context.Context, store execstore.Store, dieBeforeLastAck bool) error {
+	for {
+		pending, err := store.PendingOutbox(ctx, 100) // oldest first, each source in commit order
+		if err != nil || len(pending) == 0 {
+			return err
+		}
+		fmt.Printf("relay: %d pending\n", len(pending))
+		for i, p := range pending {
+			var ev event
+			if err := json.Unmarshal(p.Event, &ev); err != nil {
+				return err
+			}
+			if err := handle(ctx, store, p.TargetID, ev); err != nil {
+				return err
+			}
+			if dieBeforeLastAck && i == len(pending)-1 {
+				fmt.Printf("  the process dies before acking %s\n", ev.ID)
+				return nil
+			}
+			if err := store.AckOutbox(ctx, p.SourceID, p.Seq); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// sweep fires every timer due at now, then deletes them. As with the relay, a crash between the
+// two fires them again; the event id is the timer's path and fire time, so the dedupe set
+// catches the second firing. DeleteTimers removes a timer only if it still fires at the time
+// the sweep saw, so one re-armed in the meantime survives.
+func sweep(ctx context.Context, store execstore.Store, now float64) error {
+	due, err := store.DueTimers(ctx, now, 100) // earliest first
+	if err != nil {
+		return err
+	}
+	fmt.Printf("sweep at %.0f: %d due\n", now, len(due))
+	for _, d := range due {
+		ev := event{ID: fmt.Sprintf("%s@%.0f", d.Path, d.FireAt), Type: "close", At: d.FireAt}
+		if err := handle(ctx, store, d.ExecutionID, ev); err != nil {
+			return err
+		}
+	}
+	return store.DeleteTimers(ctx, due)
+}
+
+// A whole small engine on the store: two orders and a warehouse, a relay for the outbox, a
+// sweep for timers, and a restart halfway through. The relay and the sweep are plain loops
+// here; a runtime runs them on tickers, with handlers on many goroutines.
+func Example_engine() {
+	ctx := context.Background()
+	srv, err := embedded.Start(ctx, embedded.Options{}) // use your MongoDB's URI instead
+	check(err)
+	defer srv.Close()
+	store, err := aio.Open(ctx, srv.URI(), aio.Options{Database: "engine"})
+	check(err)
+
+	// Create the executions: a commit at version 0 creates. Each order's first event (its
+	// payment, standing in for a payment service) is queued by the same atomic write, so no
+	// crash leaves an order that never hears of it.
+	for i, id := range []string{"order-1", "order-2"} {
+		exe := &execstore.Execution{ID: id, DefinitionID: "order", Status: execstore.Running, Data: encode(snapshot{State: "cart"})}
+		pay := event{ID: "pay-" + id, Type: "pay", At: 1_900_000_000 + 50*float64(i)}
+		_, err := store.Commit(ctx, exe, execstore.Commit{Emits: []execstore.Emit{{TargetID: id, Event: encode(pay)}}})
+		check(err)
+	}
+	warehouse := &execstore.Execution{ID: "warehouse", DefinitionID: "warehouse", Status: execstore.Running, Data: encode(snapshot{State: "open"})}
+	_, err = store.Commit(ctx, warehouse, execstore.Commit{})
+	check(err)
+
+	// First life: one relay round, and the process dies before its last ack.
+	check(relay(ctx, store, true))
+
+	// Restart. Everything committed is in the database: snapshots, dedupe sets, the outbox
+	// entries not yet acked and the timers. A killed process would skip Close and lose nothing
+	// either: each commit was written whole or not at all.
+	check(store.Close(ctx))
+	store, err = aio.Open(ctx, srv.URI(), aio.Options{Database: "engine"})
+	check(err)
+	defer store.Close(ctx)
+	fmt.Println("restart: a new store on the same database")
+
+	// Second life: the unacked payment comes round again and is recognised; the shipping
+	// requests and the timers the first life committed are carried out.
+	check(relay(ctx, store, false))
+	check(sweep(ctx, store, 1_900_000_100)) // order-2's timer, due at 1_900_000_110, waits
+	check(sweep(ctx, store, 1_900_000_200))
+	// A sweep that died before DeleteTimers would fire a timer again: it is recognised too.
+	fmt.Println("order-1's timer fires again")
+	check(handle(ctx, store, "order-1", event{ID: "Paid.Close@1900000060", Type: "close"}))
+	// A worker of the first life that wakes up late with its copy of the warehouse at version 1
+	// cannot overwrite what was done since: its commit is refused and writes nothing.
+	_, err = store.Commit(ctx, warehouse, execstore.Commit{ProcessedEventID: "ship-order-1"})
+	var conflict *execstore.ConflictError
+	if errors.As(err, &conflict) {
+		fmt.Printf("stale commit refused: expected v%d, found v%d\n", conflict.Expected, conflict.Found)
+	}
+
+	for _, id := range []string{"order-1", "order-2", "warehouse"} {
+		exe, err := store.Load(ctx, id)
+		check(err)
+		fmt.Printf("%s v%d %s %s\n", exe.ID, exe.Version, exe.Status, exe.Data)
+	}
+	pending, _ := store.PendingOutbox(ctx, 0)
+	due, _ := store.DueTimers(ctx, 2_000_000_000, 0)
+	fmt.Printf("left: %d outbox entries, %d timers\n", len(pending), len(due))
+	// Output:
+	// relay: 2 pending
+	//   order-1 handles pay-order-1: v2 {"state":"paid"}
+	//   order-2 handles pay-order-2: v2 {"state":"paid"}
+	//   the process dies before acking pay-order-2
+	// restart: a new store on the same database
+	// relay: 3 pending
+	//   order-2 skips pay-order-2: already processed
+	//   warehouse handles ship-order-1: v2 {"state":"open","parcels":1}
+	//   warehouse handles ship-order-2: v3 {"state":"open","parcels":2}
+	// sweep at 1900000100: 1 due
+	//   order-1 handles Paid.Close@1900000060: v3 {"state":"closed"}
+	// sweep at 1900000200: 1 due
+	//   order-2 handles Paid.Close@1900000110: v3 {"state":"closed"}
+	// order-1's timer fires again
+	//   order-1 skips Paid.Close@1900000060: already processed
+	// stale commit refused: expected v1, found v3
+	// order-1 v3 DONE {"state":"closed"}
+	// order-2 v3 DONE {"state":"closed"}
+	// warehouse v3 RUNNING {"state":"open","parcels":2}
+	// left: 0 outbox entries, 0 timers
+}
