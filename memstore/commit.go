@@ -1,0 +1,135 @@
+package memstore
+
+import (
+	"context"
+	"slices"
+	"strconv"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
+)
+
+// A commit is checked and copied before the lock is taken (preparedCommit), then guarded and
+// applied under it. Nothing can fail once the version guard has passed, so a commit is applied
+// whole or, when the guard fails, not at all; no reader sees a part of it, since the write lock
+// is held throughout.
+
+// preparedCommit is a commit with the caller's input copied and encoded: it shares nothing with
+// the caller.
+type preparedCommit struct {
+	exe       execstore.Execution // Data copied
+	emits     []outboxItem        // events copied; version set when applied
+	processed string
+	timers    []execstore.TimerOp
+	spawns    []spawnItem // contexts encoded
+	step      []byte      // the encoded trace step; nil for none
+}
+
+// prepareCommit copies and encodes exe and c, which have passed contract.ValidateCommit.
+func prepareCommit(exe *execstore.Execution, c *execstore.Commit) (*preparedCommit, error) {
+	pc := &preparedCommit{exe: *exe, processed: c.ProcessedEventID, timers: slices.Clone(c.Timers)}
+	pc.exe.Data = cloneBytes(exe.Data)
+	pc.emits = make([]outboxItem, len(c.Emits))
+	for i, e := range c.Emits {
+		pc.emits[i] = outboxItem{targetID: e.TargetID, event: cloneBytes(e.Event)}
+	}
+	pc.spawns = make([]spawnItem, len(c.Spawns))
+	for i, sp := range c.Spawns {
+		b, err := encodeMap(sp.Context)
+		if err != nil {
+			return nil, contract.Invalid("Commit.Spawns["+strconv.Itoa(i)+"].Context", "%v", err)
+		}
+		pc.spawns[i] = spawnItem{childID: sp.ChildID, rootPath: sp.RootPath, context: b}
+	}
+	if c.Trace != nil {
+		b, err := encodeMap(c.Trace)
+		if err != nil {
+			return nil, contract.Invalid("Commit.Trace", "%v", err)
+		}
+		pc.step = b
+	}
+	return pc, nil
+}
+
+// Commit atomically writes exe at exe.Version+1 with everything in c; see execstore.Store. On
+// success exe.Version is incremented and exe.TraceNext set to the execution's next trace index.
+func (s *Store) Commit(ctx context.Context, exe *execstore.Execution, c execstore.Commit) ([]int64, error) {
+	if err := contract.ValidateCommit(exe, &c); err != nil {
+		return nil, err
+	}
+	pc, err := prepareCommit(exe, &c)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	r, err := s.guard(&pc.exe)
+	if err != nil {
+		return nil, err
+	}
+	seqs := s.apply(r, pc)
+	exe.Version, exe.TraceNext = r.exe.Version, r.exe.TraceNext
+	return seqs, nil
+}
+
+// Save commits exe's snapshot alone.
+func (s *Store) Save(ctx context.Context, exe *execstore.Execution) error {
+	_, err := s.Commit(ctx, exe, execstore.Commit{})
+	return err
+}
+
+// guard checks exe's version against the stored one and returns the record the commit is to
+// change: a new one, not yet in the store, when exe.Version is 0. The caller holds the lock.
+func (s *Store) guard(exe *execstore.Execution) (*record, error) {
+	r, found := s.execs[exe.ID]
+	switch {
+	case !found && exe.Version == 0:
+		// The create starts the trace at the caller's TraceNext, as the MongoDB store's
+		// insert does.
+		return &record{exe: execstore.Execution{ID: exe.ID, TraceNext: exe.TraceNext}, timers: map[string]float64{}}, nil
+	case !found:
+		return nil, &execstore.ConflictError{ExecutionID: exe.ID, Expected: exe.Version, Found: execstore.NoVersion}
+	case r.exe.Version != exe.Version:
+		return nil, &execstore.ConflictError{ExecutionID: exe.ID, Expected: exe.Version, Found: r.exe.Version}
+	}
+	return r, nil
+}
+
+// apply writes pc to r, which guard returned, and returns the outbox seqs in emit order. The
+// caller holds the lock.
+func (s *Store) apply(r *record, pc *preparedCommit) []int64 {
+	version := r.exe.Version + 1
+	traceNext := r.exe.TraceNext
+	r.exe = pc.exe
+	r.exe.Version, r.exe.TraceNext = version, traceNext
+	if version == 1 {
+		s.insert(r.exe.ID, r)
+	}
+	var seqs []int64
+	for _, e := range pc.emits {
+		e.version = version
+		seqs = append(seqs, s.outbox.push(r.exe.ID, e))
+	}
+	for _, sp := range pc.spawns {
+		s.spawns.push(r.exe.ID, sp)
+	}
+	r.dedupe.record(s.dedupeWindow, version, pc.processed)
+	for _, op := range pc.timers { // in order: the last op on a path wins
+		if op.Cancel {
+			delete(r.timers, op.Path)
+		} else {
+			r.timers[op.Path] = op.FireAt
+		}
+	}
+	if pc.step != nil {
+		s.appendStep(r, pc.step)
+	}
+	return seqs
+}
+
+// cloneBytes returns a copy of b that is never nil, as the MongoDB store returns bytes.
+func cloneBytes(b []byte) []byte {
+	return append([]byte{}, b...)
+}

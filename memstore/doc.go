@@ -1,0 +1,39 @@
+// Package memstore is an execstore.Store kept in process memory, for the unit tests of the
+// people who write engines on top of execstore: a handler can be run thousands of times against
+// the same contract as the MongoDB store (package aio) without a server. It is not a stand-in
+// for MongoDB in this module's own tests, which run against a server.
+//
+// What holds, as it does for the MongoDB store:
+//   - Commit is atomic and guarded by the caller's version: the snapshot at version+1, the
+//     outbox entries, the dedupe mark, the timer ops (the last op on a path wins), the spawn
+//     intents and the trace step become visible together or not at all. A stale version gets a
+//     *execstore.ConflictError (Found is execstore.NoVersion when there is no execution),
+//     nothing is written and the caller's Execution is left untouched. Of racing creators at
+//     version 0 exactly one wins.
+//   - Outbox and spawn seqs come from one counter each, unique and increasing; PendingOutbox
+//     and PendingSpawns return the oldest seq first, so each source's entries come in commit
+//     order. Acks remove exactly that entry and are idempotent.
+//   - The dedupe set, with Options.DedupeWindow, keeps exactly the event ids the MongoDB store
+//     keeps with the same window; the trace keeps the last Options.TraceMax steps, stamped with
+//     a per-execution index that only grows.
+//   - Spawn contexts and trace steps come back as the MongoDB store returns them: they are
+//     encoded as BSON when written and decoded when read (nested documents as map[string]any,
+//     arrays as []any, integers as the int32 or int64 BSON holds).
+//   - Every input the MongoDB store refuses with execstore.ErrInvalid is refused here with the
+//     same error, checked in the same order, before anything else.
+//   - A call whose context has ended returns the context's error and does nothing; after
+//     Close every call returns execstore.ErrClosed. Every method is safe for concurrent use.
+//   - The store never keeps or hands out a caller's slice or map: snapshots, events, contexts
+//     and trace steps are copied on the way in and on the way out.
+//
+// What it does not do: it keeps nothing beyond the process (no persistence, no sharing between
+// processes), and an outcome is never unknown (no execstore.ErrOutcomeUnknown). It checks a
+// commit's size by the raw lengths contract.ValidateCommit measures, not by the encoded
+// document: a commit within a few KiB of MongoDB's 16 MiB limit, or one that grows a stored
+// document past it, can be accepted here and refused by MongoDB.
+//
+// Costs: every call takes one store-wide lock (a read lock for reads) and does its work in
+// memory. Commit costs the copy of what it writes plus the BSON encoding of its spawn contexts
+// and trace step; DueTimers scans every timer of the store; PendingOutbox and PendingSpawns
+// cost what they return; List costs the executions it steps over.
+package memstore

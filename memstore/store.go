@@ -1,0 +1,120 @@
+package memstore
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	"github.com/execstore/execstore"
+)
+
+// traceMaxDefault is Options.TraceMax's default, the MongoDB store's (aio.DefaultTraceMax).
+const traceMaxDefault = 200
+
+// Options configures a Store. The zero value is ready to use; every field documents its default.
+type Options struct {
+	// TraceMax is how many trace steps an execution keeps; the oldest are dropped by the write
+	// that appends. Default 200, as the MongoDB store's aio.DefaultTraceMax.
+	TraceMax int
+	// DedupeWindow bounds each execution's dedupe set exactly as the MongoDB store's
+	// aio.Options.DedupeWindow does: when positive, the set keeps the event ids of at least the
+	// last DedupeWindow commits and of at most the last 2×DedupeWindow. Default 0: every id is
+	// kept.
+	DedupeWindow int
+}
+
+// Store is an execstore.Store in process memory; see the package doc. Create it with New.
+// Every method is safe for concurrent use.
+type Store struct {
+	traceMax     int
+	dedupeWindow int64
+
+	// mu guards everything below. Writes hold it for the whole of their change, so a change is
+	// seen whole or not at all; reads hold it for reading.
+	mu     sync.RWMutex
+	closed bool
+	execs  map[string]*record
+	ids    []string // the ids of execs, sorted: List pages through them
+	outbox relayQueue[outboxItem]
+	spawns relayQueue[spawnItem]
+}
+
+var _ execstore.Store = (*Store)(nil)
+
+// record is everything the store keeps of one execution.
+type record struct {
+	// exe is the execution as Load returns it: its Data belongs to the store, and its
+	// TraceNext is the index the next trace step gets.
+	exe    execstore.Execution
+	dedupe dedupeSet
+	timers map[string]float64 // fire time by path
+	trace  []traceEntry       // oldest first, at most Store.traceMax
+}
+
+// New returns an empty store.
+func New(opts Options) *Store {
+	s := &Store{traceMax: opts.TraceMax, execs: map[string]*record{}}
+	if s.traceMax <= 0 {
+		s.traceMax = traceMaxDefault
+	}
+	if opts.DedupeWindow > 0 {
+		s.dedupeWindow = int64(opts.DedupeWindow)
+	}
+	return s
+}
+
+// lock takes the write lock for a call made with ctx: ctx's error if ctx has ended (before or
+// while waiting for the lock), ErrClosed once the store is closed. On nil the caller holds the
+// lock and must unlock it.
+func (s *Store) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if err := s.usable(ctx); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// rlock is lock for reading; on nil the caller must RUnlock.
+func (s *Store) rlock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	if err := s.usable(ctx); err != nil {
+		s.mu.RUnlock()
+		return err
+	}
+	return nil
+}
+
+func (s *Store) usable(ctx context.Context) error {
+	if s.closed {
+		return execstore.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// insert adds a new execution's record under id, keeping ids sorted.
+func (s *Store) insert(id string, r *record) {
+	s.execs[id] = r
+	i := sort.SearchStrings(s.ids, id)
+	s.ids = append(s.ids, "")
+	copy(s.ids[i+1:], s.ids[i:])
+	s.ids[i] = id
+}
+
+// Close makes every later call return execstore.ErrClosed and drops what the store holds. It
+// waits for the calls in progress, which never block, so it needs nothing of ctx; it always
+// returns nil, and closing again is a no-op.
+func (s *Store) Close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.execs, s.ids = nil, nil
+	s.outbox, s.spawns = relayQueue[outboxItem]{}, relayQueue[spawnItem]{}
+	return nil
+}

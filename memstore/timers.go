@@ -1,0 +1,100 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
+)
+
+// Timers live in each execution's record, one fire time per path; commits set and remove them
+// (see apply), sweeps read and delete them here.
+
+// DueTimers returns up to limit timers (0: all) whose fire time is <= now, earliest first, ties
+// by execution id and then path. It scans every timer of the store.
+func (s *Store) DueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error) {
+	if err := contract.ValidateFireAt("now", now); err != nil {
+		return nil, err
+	}
+	if err := contract.ValidateLimit("limit", limit); err != nil {
+		return nil, err
+	}
+	if err := s.rlock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	var due []execstore.DueTimer
+	for id, r := range s.execs {
+		for path, at := range r.timers {
+			if at <= now {
+				due = append(due, execstore.DueTimer{ExecutionID: id, Path: path, FireAt: at})
+			}
+		}
+	}
+	contract.SortDueTimers(due)
+	if limit > 0 && len(due) > limit {
+		due = due[:limit]
+	}
+	return due, nil
+}
+
+// DeleteTimer removes the timer at path only if it still fires at fireAt, and reports whether
+// it did.
+func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt float64) (bool, error) {
+	if err := contract.ValidateID("id", id); err != nil {
+		return false, err
+	}
+	if err := contract.ValidatePath("path", path); err != nil {
+		return false, err
+	}
+	if err := contract.ValidateFireAt("fireAt", fireAt); err != nil {
+		return false, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
+	return s.deleteTimer(id, path, fireAt), nil
+}
+
+// DeleteTimers removes each of timers only if it still fires at its FireAt. Every timer is
+// checked first: one bad entry refuses them all, and none is removed. As with the MongoDB
+// store, an empty list returns nil before anything else.
+func (s *Store) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) error {
+	for i, t := range timers {
+		if err := contract.ValidateID(fmt.Sprintf("timers[%d].ExecutionID", i), t.ExecutionID); err != nil {
+			return err
+		}
+		if err := contract.ValidatePath(fmt.Sprintf("timers[%d].Path", i), t.Path); err != nil {
+			return err
+		}
+		if err := contract.ValidateFireAt(fmt.Sprintf("timers[%d].FireAt", i), t.FireAt); err != nil {
+			return err
+		}
+	}
+	if len(timers) == 0 {
+		return nil
+	}
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	for _, t := range timers {
+		s.deleteTimer(t.ExecutionID, t.Path, t.FireAt)
+	}
+	return nil
+}
+
+// deleteTimer is the guarded delete; the caller holds the lock.
+func (s *Store) deleteTimer(id, path string, fireAt float64) bool {
+	r := s.execs[id]
+	if r == nil {
+		return false
+	}
+	if at, ok := r.timers[path]; !ok || at != fireAt {
+		return false
+	}
+	delete(r.timers, path)
+	return true
+}
