@@ -1,112 +1,18 @@
-// Command bench measures the execution store against the design it replaces and against the
-// server's own ceiling, on one server in one run, and checks that every measured run was
-// correct.
+// Command bench measures the execution store against the design it replaces (the seed port)
+// and against the server's own ceiling (raw writes), on one server in one run, and checks that
+// every measured run was correct.
 //
-// Usage:
+//	go run ./bench                 # every variant at concurrency 1, 8 and 64, embedded server
+//	go run ./bench -uri mongodb://host:27017 -rtt 2ms -rounds 3
+//	go run ./bench -scaling        # the timer sweep's cost by collection size
+//	go run ./bench -h              # the flags
 //
-//	go run ./bench [-uri URI] [-executions N] [-events N] [-concurrency 1,8,64]
-//	               [-variants seed-port,aio,aio+batch,raw] [-rtt D] [-quick=false] [-out DIR]
-//	               [-rounds N] [-seed N] [-redeliver F] [-timeout D] [-run-timeout D] [-keep]
-//	go run ./bench -scaling [-uri URI] [-scaling-sizes 1000,100000] [-scaling-due 20]
+// Without -uri (or MONGODB_URI) it runs on the embedded server in this process. The table goes
+// to stdout, progress to stderr; a failed end-of-run check makes the exit status 1.
 //
-// Without -uri (and without MONGODB_URI in the environment) it starts the embedded server
-// (FerretDB on SQLite behind its write-serializing front, package embedded) in this process.
-// With -rtt every client of the measured variants reaches the server through an in-process
-// TCP proxy (toxiproxy) that delays each direction by half of D, so that round trips cost what
-// they cost on a network.
-//
-// # The workload
-//
-// It is the runtime loop of a workflow engine. N executions are created, the first ones with
-// one start event in their outbox. A relay goroutine reads the pending outbox, hands the
-// entries of each scan to the handler goroutines that own their targets, then acks them while
-// the handlers work: the seed port's relay one entry after the other, as the seed's
-// synchronous design does; the async store's relay all of a scan's entries at once, as a user
-// of an asynchronous store does (with coalescing on they go out as one bulk write). A handler
-// loads
-// the execution together with its dedupe verdict for the event, skips the event if it was
-// already processed, and otherwise commits the changed snapshot with the event's dedupe mark,
-// a timer operation, every tenth event a trace step, and one new event for another execution
-// while the event budget lasts. A timer sweeper deletes due timers with the guarded delete.
-// The relay withholds the ack of a seeded fraction of entries (-redeliver), as a relay that
-// stops between delivering and acking would, so those events arrive twice and the handlers'
-// dedupe must skip the second copy.
-//
-// # The variants
-//
-// For each -concurrency level (the number of handler goroutines) every variant runs in turn,
-// -rounds times over, each run on a fresh database of the same server:
-//
-//   - seed-port: the design this store replaces, ported as it is specified, synchronously,
-//     over the bare driver (seedport.go): outbox as an array, one counter findAndModify per
-//     commit that emits and per traced step, a {_id, version} compare-and-set update, a load
-//     and a separate dedupe read, whole-collection scans for the outbox and the timers, acks
-//     by {"outbox.seq": seq} with $pull of the exact entry.
-//   - aio: this module's asynchronous store with group commit and coalescing off
-//     (DisableGroupCommit, DisableCoalescing): every call is its own command.
-//   - aio+batch: the same store with its defaults: concurrent commits go out as one bulk
-//     write, concurrent acks as another, concurrent loads as one find.
-//   - raw: no store at all: per event the commit's update and the ack's update, as the store
-//     would send them, over the bare driver at the same concurrency. It is the server's
-//     ceiling for this work, and has no relay, no loads, no sweeps and no logic to check
-//     beyond every update matching.
-//
-// # Reading the output
-//
-// Progress goes to stderr. stdout gets one table row per (variant, concurrency):
-//
-//   - events/s: events processed divided by the wall time from the first delivery until the
-//     last event was processed and the outbox drained; creating the executions is not in it.
-//     With -rounds above 1, the median of the rounds (each round's figure is in the JSON).
-//   - p50 ms, p99 ms: latency of one event's handling as the handler sees it, by nearest
-//     rank: from the start of its load to the end of its successful commit, conflict retries
-//     included (duplicates skipped are not counted), over every round. For raw: its two
-//     updates. At high concurrency it is mostly time queued for the server.
-//   - cmds/event: server commands the variant's clients sent in that window (loads, dedupe
-//     reads, commits, counter reservations, outbox scans and acks, timer sweeps, getMores),
-//     counted by a driver command monitor on each client, divided by the events processed.
-//     It does not depend on the server's speed: it is the figure that carries over to
-//     another server. A second table breaks it down by command name.
-//   - ×seed-port, ×raw: events/s divided by the seed-port's, or the raw run's, at the same
-//     concurrency in this run.
-//   - heap MiB: the Go heap in use after a collection, before the run's setup and at the end
-//     of its window; with the embedded server it includes FerretDB's, not SQLite's.
-//   - checks: "ok" when every end-of-run check passed. seed-port, aio and aio+batch are
-//     checked against the final state: every event emitted once and processed once, every
-//     redelivered copy skipped by dedupe and none skipped early, stored versions adding up to
-//     the successful commits, snapshots counting the processed events, trace steps adding up
-//     to the traced commits, an empty outbox, no acked entry coming back, no timer left after a
-//     final sweep. raw is checked for every update having matched. A failed check is listed
-//     under the table and makes the exit status 1.
-//
-// DIR/bench-results.json holds the same rows with more fields: each round's events/s, the
-// commands by name, the variant's own counters (conflicts, duplicates, timers fired; for aio
-// and aio+batch the store's calls by operation and its group commits), and call_ms, the p50
-// and p99 of each kind of store call as the workload saw it (load_for_event, commit, ack,
-// pending_outbox, due_timers, delete_timer). A store's updates beyond its commits, acks and
-// timer deletes are its own housekeeping: for aio on MongoDB, the timer-hint repairs its sweep
-// makes. And DIR/bench.png charts events/s against concurrency, one line per variant.
-//
-// The default run is sized (-quick) to finish within a minute on a 2-core machine with the
-// embedded server; -quick=false runs larger ones. A single round's ratios move with whatever
-// else the machine is doing; -rounds 3 steadies them.
-//
-// On the embedded server absolute figures say little about MongoDB: writes from every client
-// go through one slot, and FerretDB's SQLite backend uses the primary key only for a filter
-// made of _id alone, so every other filter (a compare-and-set, an ack, a dedupe read, a guarded
-// timer delete) scans the collection and costs in proportion to its size. Keep -executions in
-// the tens to low hundreds there, and compare designs by the ratios and by cmds/event.
-//
-// # Scaling
-//
-// -scaling measures instead the timer sweep at several collection sizes, with the same number
-// of due timers each time: the store's sweep (a find on the timer_min hint, which an index
-// serves on MongoDB) against the seed's (a whole-collection find of every document holding
-// timers, fire times checked by the client). The executions are inserted in bulk, shaped as
-// the store creates them, after the store has created its indexes. It reports the time per
-// sweep (the median of up to -scaling-reps), the commands per sweep and, from explain, the
-// documents and keys the server examined (MongoDB) or its SQLite plan (FerretDB, whose SQLite
-// backend scans for both).
+// bench/README.md explains the workload, the variants and what each measures, the columns,
+// the end-of-run checks, the output files, the flags, and why figures on the embedded FerretDB
+// server differ from MongoDB's.
 package main
 
 import (
