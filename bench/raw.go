@@ -130,13 +130,13 @@ func (r *rawWrites) setup(ctx context.Context) error {
 
 // relay delivers the start events, then every event a handler emits, until the budget is
 // delivered.
-func (r *rawWrites) relay(ctx context.Context, h handoff) error {
+func (r *rawWrites) relay(ctx context.Context, handlers deliveries) error {
 	delivered := 0
 	for i, id := range r.ids {
 		if i >= r.cfg.events {
 			break
 		}
-		if err := h.deliver(ctx, delivery{target: id, id: eventID(i), n: i, source: id, seq: r.starts[i]}); err != nil {
+		if err := handlers.deliver(ctx, delivery{target: id, id: eventID(i), n: i, source: id, seq: r.starts[i]}); err != nil {
 			return err
 		}
 		delivered++
@@ -144,7 +144,7 @@ func (r *rawWrites) relay(ctx context.Context, h handoff) error {
 	for delivered < r.cfg.events {
 		select {
 		case d := <-r.children:
-			if err := h.deliver(ctx, d); err != nil {
+			if err := handlers.deliver(ctx, d); err != nil {
 				return err
 			}
 			delivered++

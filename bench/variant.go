@@ -26,7 +26,7 @@ type variant interface {
 	handle(ctx context.Context, d delivery) (processed bool, err error)
 	// relay feeds deliveries to the handlers until the event budget is processed, then
 	// returns.
-	relay(ctx context.Context, h handoff) error
+	relay(ctx context.Context, handlers deliveries) error
 	// sweep fires the timers due at now.
 	sweep(ctx context.Context, now float64) error
 	// finish runs once the window has closed, before check.
@@ -54,8 +54,9 @@ type delivery struct {
 	seq    int64  // …and its seq there
 }
 
-// handoff is how a relay hands deliveries to the handlers.
-type handoff interface {
+// deliveries is how a relay hands deliveries to the handlers: the handlers' inboxes, each
+// delivery routed to the handler that owns its target.
+type deliveries interface {
 	// deliver queues d for the handler that owns d.target, waiting while its inbox is full.
 	deliver(ctx context.Context, d delivery) error
 	// inFlight is the number of deliveries queued or being handled.
@@ -89,7 +90,7 @@ type window struct {
 	heapEnd   uint64
 }
 
-// loop runs the handlers of one run and is the handoff its relay uses.
+// loop runs the handlers of one run; its inboxes are the deliveries its relay fills.
 type loop struct {
 	inboxes   []chan delivery
 	queued    atomic.Int64

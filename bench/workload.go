@@ -224,7 +224,7 @@ func (w *workload) setup(ctx context.Context) error {
 // relay scans the outbox, hands every entry to the handler of its target and acks it. It
 // returns once the budget is processed and a scan finds the outbox empty. After a partial
 // scan it waits for a commit (or relayIdle), and never scans again within relayMinGap.
-func (w *workload) relay(ctx context.Context, h handoff) error {
+func (w *workload) relay(ctx context.Context, handlers deliveries) error {
 	acked := make(map[int64]bool) // seq → acked (false: delivered, ack withheld)
 	idle := time.NewTimer(relayIdle)
 	defer idle.Stop()
@@ -239,11 +239,11 @@ func (w *workload) relay(ctx context.Context, h handoff) error {
 			if w.processedN.Load() >= int64(w.total) {
 				return nil
 			}
-			if err := w.checkStalled(ctx, h); err != nil {
+			if err := w.checkStalled(ctx, handlers); err != nil {
 				return err
 			}
 		}
-		if err := w.relayEntries(ctx, h, entries, acked); err != nil {
+		if err := w.relayEntries(ctx, handlers, entries, acked); err != nil {
 			return err
 		}
 		if len(entries) == relayLimit {
@@ -270,7 +270,7 @@ func (w *workload) relay(ctx context.Context, h handoff) error {
 // that the handlers work on the scan while the relay acks it: one at a time for a synchronous
 // store, all at once for an asynchronous one. An entry whose ack is withheld is delivered
 // again by the next scan.
-func (w *workload) relayEntries(ctx context.Context, h handoff, entries []pendingEntry, acked map[int64]bool) error {
+func (w *workload) relayEntries(ctx context.Context, handlers deliveries, entries []pendingEntry, acked map[int64]bool) error {
 	var toAck []pendingEntry
 	for _, e := range entries {
 		d, err := w.parseEntry(e.OutboxEntry)
@@ -284,7 +284,7 @@ func (w *workload) relayEntries(ctx context.Context, h handoff, entries []pendin
 				w.reappeared.Add(1)
 			}
 		}
-		if err := h.deliver(ctx, d); err != nil {
+		if err := handlers.deliver(ctx, d); err != nil {
 			return err
 		}
 		if !seen && w.withholdAck(d.n) {
@@ -322,8 +322,8 @@ func (w *workload) relayEntries(ctx context.Context, h handoff, entries []pendin
 // processed. If no delivery is in flight either, nothing can ever emit the missing events:
 // a second scan, made once the handlers are known to be idle, tells a commit that landed
 // during the first scan from a lost event.
-func (w *workload) checkStalled(ctx context.Context, h handoff) error {
-	if h.inFlight() > 0 {
+func (w *workload) checkStalled(ctx context.Context, handlers deliveries) error {
+	if handlers.inFlight() > 0 {
 		return nil
 	}
 	entries, err := w.store.pendingOutbox(ctx, 1)
