@@ -1,0 +1,137 @@
+package memstore_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/memstore"
+)
+
+// Bad input is refused with ErrInvalid naming the field, as the MongoDB store refuses it;
+// nothing is written and the caller's execution is untouched.
+func TestBadCommit(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	ok := func() *execstore.Execution { return newExe("ok") }
+	withExe := func(f func(*execstore.Execution)) *execstore.Execution { e := ok(); f(e); return e }
+	huge := make([]byte, execstore.MaxDocumentBytes)
+	for _, c := range []struct {
+		name  string
+		exe   *execstore.Execution
+		c     execstore.Commit
+		field string
+	}{
+		{"nil execution", nil, execstore.Commit{}, "Execution"},
+		{"empty id", withExe(func(e *execstore.Execution) { e.ID = "" }), execstore.Commit{}, "Execution.ID"},
+		{"long id", withExe(func(e *execstore.Execution) { e.ID = strings.Repeat("x", 2000) }), execstore.Commit{}, "Execution.ID"},
+		{"nul id", withExe(func(e *execstore.Execution) { e.ID = "a\x00b" }), execstore.Commit{}, "Execution.ID"},
+		{"invalid utf8 id", withExe(func(e *execstore.Execution) { e.ID = "a\xffb" }), execstore.Commit{}, "Execution.ID"},
+		{"bad definition", withExe(func(e *execstore.Execution) { e.DefinitionID = "\xff" }), execstore.Commit{}, "Execution.DefinitionID"},
+		{"bad parent", withExe(func(e *execstore.Execution) { e.ParentID = "\x00" }), execstore.Commit{}, "Execution.ParentID"},
+		{"bad status", withExe(func(e *execstore.Execution) { e.Status = "NOPE" }), execstore.Commit{}, "Execution.Status"},
+		{"no status", withExe(func(e *execstore.Execution) { e.Status = "" }), execstore.Commit{}, "Execution.Status"},
+		{"negative version", withExe(func(e *execstore.Execution) { e.Version = -1 }), execstore.Commit{}, "Execution.Version"},
+		{"negative trace index", withExe(func(e *execstore.Execution) { e.TraceNext = -1 }), execstore.Commit{}, "Execution.TraceNext"},
+		{"huge snapshot", withExe(func(e *execstore.Execution) { e.Data = huge }), execstore.Commit{}, "Execution.Data"},
+		{"bad target", ok(), execstore.Commit{Emits: []execstore.Emit{{}, {TargetID: "\xff"}}}, "Commit.Emits[1].TargetID"},
+		{"NaN fire time", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", math.NaN())}}, "Commit.Timers[0].FireAt"},
+		{"Inf fire time", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", math.Inf(1))}}, "Commit.Timers[0].FireAt"},
+		{"empty timer path", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("")}}, "Commit.Timers[0].Path"},
+		{"long timer path", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer(strings.Repeat("p", 1025))}}, "Commit.Timers[0].Path"},
+		{"bad processed id", ok(), execstore.Commit{ProcessedEventID: "\x00"}, "Commit.ProcessedEventID"},
+		{"empty child id", ok(), execstore.Commit{Spawns: []execstore.Spawn{{RootPath: "x"}}}, "Commit.Spawns[0].ChildID"},
+		{"invalid root path", ok(), execstore.Commit{Spawns: []execstore.Spawn{{ChildID: "c", RootPath: "F\xff"}}}, "Commit.Spawns[0].RootPath"},
+		{"unencodable context", ok(), execstore.Commit{Spawns: []execstore.Spawn{{ChildID: "c", Context: map[string]any{"f": func() {}}}}}, "Commit.Spawns[0].Context"},
+		{"unencodable trace", ok(), execstore.Commit{Trace: map[string]any{"ch": make(chan int)}}, "Commit.Trace"},
+		{"huge emits", ok(), execstore.Commit{Emits: []execstore.Emit{{Event: huge[:9<<20]}, {Event: huge[:9<<20]}}}, "Commit"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var before execstore.Execution
+			if c.exe != nil {
+				before = *c.exe
+			}
+			_, err := s.Commit(bg, c.exe, c.c)
+			require.ErrorIs(t, err, execstore.ErrInvalid)
+			var ie *execstore.InvalidError
+			require.ErrorAs(t, err, &ie)
+			assert.Equal(t, c.field, ie.Field)
+			if c.exe != nil {
+				assert.Equal(t, before, *c.exe)
+			}
+			if c.c.Emits == nil && c.c.Timers == nil && c.c.Spawns == nil && c.c.Trace == nil && c.c.ProcessedEventID == "" {
+				assert.ErrorIs(t, s.Save(bg, c.exe), execstore.ErrInvalid, "Save checks as Commit does")
+			}
+		})
+	}
+	assert.Equal(t, state{exes: map[string]*execstore.Execution{"ok": nil}, outbox: []execstore.OutboxEntry{},
+		spawns: []execstore.SpawnEntry{}, traces: map[string][]execstore.TraceStep{"ok": nil}, listing: []execstore.Summary{}},
+		snapshot(t, s, "ok"), "bad input was written")
+}
+
+// Every other call refuses bad input with ErrInvalid naming the field the MongoDB store names.
+func TestBadInput(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	e := newExe("x")
+	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", 1)}})
+	before := snapshot(t, s, "x")
+	calls := map[string]struct {
+		call  func() error
+		field string
+	}{
+		"Load empty":         {func() error { _, err := s.Load(bg, ""); return err }, "id"},
+		"LoadForEvent id":    {func() error { _, _, err := s.LoadForEvent(bg, "\x00", "e"); return err }, "id"},
+		"LoadForEvent event": {func() error { _, _, err := s.LoadForEvent(bg, "x", ""); return err }, "eventID"},
+		"IsProcessed id":     {func() error { _, err := s.IsProcessed(bg, "", "e"); return err }, "id"},
+		"IsProcessed event":  {func() error { _, err := s.IsProcessed(bg, "x", "\xff"); return err }, "eventID"},
+		"List negative limit": {func() error {
+			_, err := s.List(bg, execstore.ListQuery{Limit: -1})
+			return err
+		}, "ListQuery.Limit"},
+		"List bad status": {func() error {
+			_, err := s.List(bg, execstore.ListQuery{Statuses: []execstore.Status{execstore.Done, "x"}})
+			return err
+		}, "ListQuery.Statuses[1]"},
+		"List bad definition": {func() error {
+			_, err := s.List(bg, execstore.ListQuery{DefinitionID: "\x00"})
+			return err
+		}, "ListQuery.DefinitionID"},
+		"List garbage cursor": {func() error {
+			_, err := s.List(bg, execstore.ListQuery{Cursor: "%%"})
+			return err
+		}, "ListQuery.Cursor"},
+		"PendingOutbox limit": {func() error { _, err := s.PendingOutbox(bg, -1); return err }, "limit"},
+		"PendingSpawns limit": {func() error { _, err := s.PendingSpawns(bg, -5); return err }, "limit"},
+		"AckOutbox empty":     {func() error { return s.AckOutbox(bg, "", 1) }, "sourceID"},
+		"AckSpawn empty":      {func() error { return s.AckSpawn(bg, "", 1) }, "parentID"},
+		"DueTimers NaN":       {func() error { _, err := s.DueTimers(bg, math.NaN(), 0); return err }, "now"},
+		"DueTimers Inf":       {func() error { _, err := s.DueTimers(bg, math.Inf(-1), 0); return err }, "now"},
+		"DueTimers limit":     {func() error { _, err := s.DueTimers(bg, 1, -1); return err }, "limit"},
+		"DeleteTimer id":      {func() error { _, err := s.DeleteTimer(bg, "", "p", 1); return err }, "id"},
+		"DeleteTimer path":    {func() error { _, err := s.DeleteTimer(bg, "x", "", 1); return err }, "path"},
+		"DeleteTimer NaN":     {func() error { _, err := s.DeleteTimer(bg, "x", "p", math.NaN()); return err }, "fireAt"},
+		"DeleteTimers id": {func() error {
+			return s.DeleteTimers(bg, []execstore.DueTimer{{ExecutionID: "x", Path: "p", FireAt: 1}, {Path: "p"}})
+		}, "timers[1].ExecutionID"},
+		"DeleteTimers path": {func() error {
+			return s.DeleteTimers(bg, []execstore.DueTimer{{ExecutionID: "x", FireAt: 1}})
+		}, "timers[0].Path"},
+		"AppendTrace id":        {func() error { return s.AppendTrace(bg, "", map[string]any{}) }, "id"},
+		"AppendTrace nil":       {func() error { return s.AppendTrace(bg, "x", nil) }, "step"},
+		"AppendTrace encodable": {func() error { return s.AppendTrace(bg, "x", map[string]any{"f": func() {}}) }, "step"},
+		"ReadTrace empty":       {func() error { _, err := s.ReadTrace(bg, ""); return err }, "id"},
+	}
+	for name, c := range calls {
+		t.Run(name, func(t *testing.T) {
+			err := c.call()
+			require.ErrorIs(t, err, execstore.ErrInvalid)
+			var ie *execstore.InvalidError
+			require.ErrorAs(t, err, &ie)
+			assert.Equal(t, c.field, ie.Field)
+		})
+	}
+	assert.Equal(t, before, snapshot(t, s, "x"), "bad input changed the store")
+}

@@ -1,0 +1,152 @@
+package memstore_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/memstore"
+)
+
+func dueAt(t *testing.T, s *memstore.Store, now float64) []execstore.DueTimer {
+	t.Helper()
+	d, err := s.DueTimers(bg, now, 0)
+	require.NoError(t, err)
+	return d
+}
+
+// 10. Schedule, re-schedule, cancel.
+func TestTimers(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	e := newExe("e")
+	require.NoError(t, s.Save(bg, e))
+	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("Fork.A", 100)}})
+	assert.Empty(t, dueAt(t, s, 50))
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: 100}}, dueAt(t, s, 150))
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: 100}}, dueAt(t, s, 100), "due at its fire time")
+	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("Fork.A", 200)}})
+	assert.Empty(t, dueAt(t, s, 150))
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: 200}}, dueAt(t, s, 250))
+	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("Fork.A")}})
+	assert.Empty(t, dueAt(t, s, 250))
+	// A commit without timer ops leaves the timers alone.
+	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("B", 1)}})
+	mustCommit(t, s, e, execstore.Commit{})
+	assert.Len(t, dueAt(t, s, 250), 1)
+}
+
+// Earliest first across executions, ties by execution id then path; the last op on a path
+// wins; a limit keeps the earliest.
+func TestTimersOrderAndLastOpWins(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	a, b := newExe("a"), newExe("b")
+	mustCommit(t, s, a, execstore.Commit{Timers: []execstore.TimerOp{
+		execstore.ScheduleTimer("x", 30), execstore.ScheduleTimer("y", 10), execstore.CancelTimer("y"),
+		execstore.CancelTimer("z"), execstore.ScheduleTimer("z", 5), execstore.ScheduleTimer("w", 1),
+		execstore.ScheduleTimer("w", 20), execstore.ScheduleTimer("tie", 20)}})
+	mustCommit(t, s, b, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("x", 20)}})
+	want := []execstore.DueTimer{
+		{ExecutionID: "a", Path: "z", FireAt: 5},
+		{ExecutionID: "a", Path: "tie", FireAt: 20},
+		{ExecutionID: "a", Path: "w", FireAt: 20},
+		{ExecutionID: "b", Path: "x", FireAt: 20},
+		{ExecutionID: "a", Path: "x", FireAt: 30},
+	}
+	assert.Equal(t, want, dueAt(t, s, 100))
+	for limit := 1; limit <= 6; limit++ {
+		d, err := s.DueTimers(bg, 100, limit)
+		require.NoError(t, err)
+		assert.Equal(t, want[:min(limit, len(want))], d, "limit %d", limit)
+	}
+	assert.Equal(t, want[:4], dueAt(t, s, 29))
+}
+
+// 11. Guarded delete: only the timer that still holds the fire time is removed.
+func TestGuardedDelete(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	e := newExe("e")
+	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("S", 100)}})
+	for _, miss := range []struct {
+		id, path string
+		at       float64
+	}{{"e", "S", 99}, {"e", "T", 100}, {"x", "S", 100}} {
+		removed, err := s.DeleteTimer(bg, miss.id, miss.path, miss.at)
+		require.NoError(t, err)
+		assert.False(t, removed, "%+v", miss)
+	}
+	assert.Len(t, dueAt(t, s, 1000), 1)
+	removed, err := s.DeleteTimer(bg, "e", "S", 100)
+	require.NoError(t, err)
+	assert.True(t, removed)
+	assert.Empty(t, dueAt(t, s, 1000))
+	removed, err = s.DeleteTimer(bg, "e", "S", 100)
+	require.NoError(t, err)
+	assert.False(t, removed)
+	got, err := s.Load(bg, "e")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, got.Version, "a delete moved the version")
+}
+
+// DeleteTimers removes a sweep's timers, each still guarded by its fire time.
+func TestDeleteTimers(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	for i := range 10 {
+		e := newExe(fmt.Sprintf("e%d", i))
+		mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{
+			execstore.ScheduleTimer("a.b", float64(i)), execstore.ScheduleTimer("$c", 100)}})
+	}
+	due := dueAt(t, s, 50)
+	require.Len(t, due, 10)
+	// e3 re-schedules a.b after the sweep read it: its new timer must survive.
+	e3, err := s.Load(bg, "e3")
+	require.NoError(t, err)
+	mustCommit(t, s, e3, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a.b", 60)}})
+	require.NoError(t, s.DeleteTimers(bg, due))
+	left := dueAt(t, s, 1000)
+	require.Len(t, left, 11)
+	assert.Equal(t, execstore.DueTimer{ExecutionID: "e3", Path: "a.b", FireAt: 60}, left[0])
+	require.NoError(t, s.DeleteTimers(bg, due)) // again: a no-op
+	require.NoError(t, s.DeleteTimers(bg, nil))
+	// One bad entry refuses them all.
+	err = s.DeleteTimers(bg, []execstore.DueTimer{left[0], {ExecutionID: "x", Path: "p", FireAt: math.NaN()}})
+	var ie *execstore.InvalidError
+	require.ErrorAs(t, err, &ie)
+	assert.Equal(t, "timers[1].FireAt", ie.Field)
+	assert.Len(t, dueAt(t, s, 1000), 11)
+}
+
+// Any path text is a path of its own: no encoding collides.
+func TestTimerPaths(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	paths := []string{"Fork.A", "Fork．A", "$set", "a$b.c", "100%", "%2E", "nul\x00byte", "bad\xffutf8",
+		"ünï．.$%", ".", "..", "$", "_id", "timers.x"}
+	var ops []execstore.TimerOp
+	for i, p := range paths {
+		ops = append(ops, execstore.ScheduleTimer(p, float64(i+1)))
+	}
+	e := newExe("e")
+	mustCommit(t, s, e, execstore.Commit{Timers: ops})
+	d := dueAt(t, s, 1000)
+	require.Len(t, d, len(paths))
+	for i, p := range paths {
+		assert.Equal(t, p, d[i].Path)
+		removed, err := s.DeleteTimer(bg, "e", p, float64(i+1))
+		require.NoError(t, err)
+		assert.True(t, removed, p)
+	}
+	assert.Empty(t, dueAt(t, s, 1000))
+}
+
+// Negative and fractional fire times are fire times like any other.
+func TestTimerFireTimes(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	e := newExe("e")
+	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{
+		execstore.ScheduleTimer("neg", -5), execstore.ScheduleTimer("frac", 0.25)}})
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "neg", FireAt: -5}}, dueAt(t, s, 0))
+	assert.Len(t, dueAt(t, s, 0.25), 2)
+}
