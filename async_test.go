@@ -20,33 +20,35 @@ import (
 // A commit with emits, spawns, timers, a processed id and a trace step is exactly one server
 // command once a seq block is available.
 func TestCommitIsOneServerCommand(t *testing.T) {
-	h := newHarness(t, aio.Options{})
-	e := newExe("e")
-	full := func(i int) execstore.Commit {
-		return execstore.Commit{
-			Emits:            []execstore.Emit{{TargetID: "t", Event: []byte("a")}, {Event: []byte("b")}},
-			ProcessedEventID: fmt.Sprintf("ev%d", i),
-			Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T.x", float64(i)), execstore.CancelTimer("U")},
-			Spawns:           []execstore.Spawn{{ChildID: fmt.Sprintf("c%d", i), RootPath: "F.A", Context: map[string]any{"i": i}}},
-			Trace:            map[string]any{"i": i},
+	bothGroupings(t, func(t *testing.T, opts aio.Options) {
+		h := newHarness(t, opts)
+		e := newExe("e")
+		full := func(i int) execstore.Commit {
+			return execstore.Commit{
+				Emits:            []execstore.Emit{{TargetID: "t", Event: []byte("a")}, {Event: []byte("b")}},
+				ProcessedEventID: fmt.Sprintf("ev%d", i),
+				Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T.x", float64(i)), execstore.CancelTimer("U")},
+				Spawns:           []execstore.Spawn{{ChildID: fmt.Sprintf("c%d", i), RootPath: "F.A", Context: map[string]any{"i": i}}},
+				Trace:            map[string]any{"i": i},
+			}
 		}
-	}
-	// The first commit reserves the first seq blocks; let the prefetch settle.
-	_, err := h.store.Commit(bg, e, full(0))
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return h.store.Stats().SeqBlocks >= 2 }, 5*time.Second, 10*time.Millisecond)
-	for i := 1; i <= 5; i++ {
-		h.cmds.reset()
-		_, err := h.store.Commit(bg, e, full(i))
+		// The first commit reserves the first seq blocks; let the prefetch settle.
+		_, err := h.store.Commit(bg, e, full(0))
 		require.NoError(t, err)
-		assert.Equal(t, []string{"update"}, h.cmds.snapshot(), "commit %d", i)
-	}
-	// The create path is one command too.
-	h.cmds.reset()
-	_, err = h.store.Commit(bg, newExe("fresh"), full(9))
-	require.NoError(t, err)
-	assert.Equal(t, []string{"insert"}, h.cmds.snapshot())
-	assert.EqualValues(t, 6, e.Version)
+		require.Eventually(t, func() bool { return h.store.Stats().SeqBlocks >= 2 }, 5*time.Second, 10*time.Millisecond)
+		for i := 1; i <= 5; i++ {
+			h.cmds.reset()
+			_, err := h.store.Commit(bg, e, full(i))
+			require.NoError(t, err)
+			assert.Equal(t, []string{"update"}, h.cmds.snapshot(), "commit %d", i)
+		}
+		// The create path is one command too.
+		h.cmds.reset()
+		_, err = h.store.Commit(bg, newExe("fresh"), full(9))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"insert"}, h.cmds.snapshot())
+		assert.EqualValues(t, 6, e.Version)
+	})
 }
 
 // LoadForEvent is one command: an aggregate on MongoDB, a find by _id on FerretDB.
@@ -61,21 +63,6 @@ func TestLoadForEventCommands(t *testing.T) {
 	} else {
 		assert.Equal(t, []string{"find"}, h.cmds.snapshot())
 	}
-}
-
-// A context that ended before the call returns its error and writes nothing.
-func TestContextEndedBeforeSend(t *testing.T) {
-	h := newHarness(t, aio.Options{})
-	ctx, cancel := context.WithCancel(bg)
-	cancel()
-	e := newExe("e")
-	_, err := h.store.Commit(ctx, e, execstore.Commit{Emits: []execstore.Emit{{Event: []byte("x")}}})
-	require.ErrorIs(t, err, context.Canceled)
-	assert.NotErrorIs(t, err, execstore.ErrOutcomeUnknown)
-	assert.EqualValues(t, 0, e.Version)
-	assert.Zero(t, h.count(t))
-	_, err = h.store.Load(ctx, "e")
-	assert.ErrorIs(t, err, context.Canceled)
 }
 
 // A context that ends while the request waits in a full queue: the caller gets its context
@@ -108,41 +95,43 @@ func TestContextEndsWhileQueued(t *testing.T) {
 // it succeeded, or the error is ErrOutcomeUnknown wrapping the context error; a reload shows
 // the whole commit or none of it.
 func TestContextEndsAfterSend(t *testing.T) {
-	h := newHarness(t, aio.Options{})
-	var unknown, applied int
-	for i := range 30 {
-		id := fmt.Sprintf("e%d", i)
-		e := newExe(id)
-		require.NoError(t, h.store.Save(bg, e))
-		ctx, cancel := context.WithTimeout(bg, time.Duration(i%6)*200*time.Microsecond)
-		_, err := h.store.Commit(ctx, e, execstore.Commit{
-			Emits: []execstore.Emit{{Event: []byte(id)}}, ProcessedEventID: "p" + id,
-			Timers: []execstore.TimerOp{execstore.ScheduleTimer("t", 1)}})
-		cancel()
-		// A write whose caller gave up may still land a moment later: wait until the server
-		// has answered every write in flight, then read the document once, atomically.
-		require.NoError(t, h.store.Save(bg, newExe("barrier"+id)))
-		time.Sleep(20 * time.Millisecond)
-		doc := h.rawDoc(t, id)
-		version := rawInt(t, doc, "version")
-		whole := version == 2 && rawLen(t, doc, "processed") == 1 && rawInt(t, doc, "outbox_n") == 1 &&
-			rawLen(t, doc, "timers") == 1
-		none := version == 1 && rawLen(t, doc, "processed") == 0 && rawInt(t, doc, "outbox_n") == 0 &&
-			rawLen(t, doc, "timers") == 0
-		require.True(t, whole || none, "partial commit visible: %s", doc)
-		switch {
-		case err == nil:
-			applied++
-			assert.True(t, whole)
-		case errors.Is(err, execstore.ErrOutcomeUnknown):
-			unknown++
-			assert.ErrorIs(t, err, context.DeadlineExceeded)
-		default:
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-			assert.True(t, none, "a commit reported as not sent was applied")
+	bothGroupings(t, func(t *testing.T, opts aio.Options) {
+		h := newHarness(t, opts)
+		var unknown, applied int
+		for i := range 30 {
+			id := fmt.Sprintf("e%d", i)
+			e := newExe(id)
+			require.NoError(t, h.store.Save(bg, e))
+			ctx, cancel := context.WithTimeout(bg, time.Duration(i%6)*200*time.Microsecond)
+			_, err := h.store.Commit(ctx, e, execstore.Commit{
+				Emits: []execstore.Emit{{Event: []byte(id)}}, ProcessedEventID: "p" + id,
+				Timers: []execstore.TimerOp{execstore.ScheduleTimer("t", 1)}})
+			cancel()
+			// A write whose caller gave up may still land a moment later: wait until the server
+			// has answered every write in flight, then read the document once, atomically.
+			require.NoError(t, h.store.Save(bg, newExe("barrier"+id)))
+			time.Sleep(20 * time.Millisecond)
+			doc := h.rawDoc(t, id)
+			version := rawInt(t, doc, "version")
+			whole := version == 2 && rawLen(t, doc, "processed") == 1 && rawInt(t, doc, "outbox_n") == 1 &&
+				rawLen(t, doc, "timers") == 1
+			none := version == 1 && rawLen(t, doc, "processed") == 0 && rawInt(t, doc, "outbox_n") == 0 &&
+				rawLen(t, doc, "timers") == 0
+			require.True(t, whole || none, "partial commit visible: %s", doc)
+			switch {
+			case err == nil:
+				applied++
+				assert.True(t, whole)
+			case errors.Is(err, execstore.ErrOutcomeUnknown):
+				unknown++
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+			default:
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				assert.True(t, none, "a commit reported as not sent was applied")
+			}
 		}
-	}
-	t.Logf("applied %d, outcome unknown %d, of 30", applied, unknown)
+		t.Logf("applied %d, outcome unknown %d, of 30", applied, unknown)
+	})
 }
 
 // Many operations in flight from one goroutine through futures.
@@ -245,77 +234,23 @@ func TestStats(t *testing.T) {
 	assert.Zero(t, st.InFlight)
 }
 
-// Bad input is refused with ErrInvalid naming the field, before any I/O; nothing is written.
-func TestBadInput(t *testing.T) {
+// Bad input never reaches the server: no command is sent for it (storetest checks that it is
+// refused with ErrInvalid naming the field).
+func TestBadInputSendsNothing(t *testing.T) {
 	h := newHarness(t, aio.Options{})
-	ok := func() *execstore.Execution { return newExe("ok") }
-	withExe := func(f func(*execstore.Execution)) *execstore.Execution { e := ok(); f(e); return e }
-	huge := make([]byte, execstore.MaxDocumentBytes)
-	commits := []struct {
-		name  string
-		exe   *execstore.Execution
-		c     execstore.Commit
-		field string
-	}{
-		{"nil execution", nil, execstore.Commit{}, "Execution"},
-		{"empty id", withExe(func(e *execstore.Execution) { e.ID = "" }), execstore.Commit{}, "Execution.ID"},
-		{"long id", withExe(func(e *execstore.Execution) { e.ID = strings.Repeat("x", 2000) }), execstore.Commit{}, "Execution.ID"},
-		{"nul id", withExe(func(e *execstore.Execution) { e.ID = "a\x00b" }), execstore.Commit{}, "Execution.ID"},
-		{"invalid utf8 id", withExe(func(e *execstore.Execution) { e.ID = "a\xffb" }), execstore.Commit{}, "Execution.ID"},
-		{"bad status", withExe(func(e *execstore.Execution) { e.Status = "NOPE" }), execstore.Commit{}, "Execution.Status"},
-		{"negative version", withExe(func(e *execstore.Execution) { e.Version = -1 }), execstore.Commit{}, "Execution.Version"},
-		{"huge snapshot", withExe(func(e *execstore.Execution) { e.Data = huge }), execstore.Commit{}, "Execution.Data"},
-		{"NaN fire time", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", math.NaN())}}, "Commit.Timers[0].FireAt"},
-		{"Inf fire time", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", math.Inf(1))}}, "Commit.Timers[0].FireAt"},
-		{"empty timer path", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("")}}, "Commit.Timers[0].Path"},
-		{"empty processed id", ok(), execstore.Commit{ProcessedEventID: "\x00"}, "Commit.ProcessedEventID"},
-		{"empty child id", ok(), execstore.Commit{Spawns: []execstore.Spawn{{RootPath: "x"}}}, "Commit.Spawns[0].ChildID"},
-		{"invalid root path", ok(), execstore.Commit{Spawns: []execstore.Spawn{{ChildID: "c", RootPath: "F\xff"}}}, "Commit.Spawns[0].RootPath"},
-		{"unencodable context", ok(), execstore.Commit{Spawns: []execstore.Spawn{{ChildID: "c", Context: map[string]any{"f": func() {}}}}}, "Commit.Spawns[0].Context"},
-		{"unencodable trace", ok(), execstore.Commit{Trace: map[string]any{"ch": make(chan int)}}, "Commit.Trace"},
-		{"huge emits", ok(), execstore.Commit{Emits: []execstore.Emit{{Event: huge[:9<<20]}, {Event: huge[:9<<20]}}}, "Commit"},
-	}
-	for _, c := range commits {
-		t.Run(c.name, func(t *testing.T) {
-			h.cmds.reset()
-			_, err := h.store.Commit(bg, c.exe, c.c)
-			require.ErrorIs(t, err, execstore.ErrInvalid)
-			var ie *execstore.InvalidError
-			require.ErrorAs(t, err, &ie)
-			assert.Equal(t, c.field, ie.Field)
-			assert.Empty(t, h.cmds.snapshot(), "bad input reached the server")
-		})
-	}
-	calls := map[string]func() error{
-		"Load empty":          func() error { _, err := h.store.Load(bg, ""); return err },
-		"LoadForEvent empty":  func() error { _, _, err := h.store.LoadForEvent(bg, "x", ""); return err },
-		"IsProcessed empty":   func() error { _, err := h.store.IsProcessed(bg, "", "e"); return err },
-		"List negative limit": func() error { _, err := h.store.List(bg, execstore.ListQuery{Limit: -1}); return err },
-		"List bad status": func() error {
-			_, err := h.store.List(bg, execstore.ListQuery{Statuses: []execstore.Status{"x"}})
-			return err
-		},
-		"List garbage cursor":   func() error { _, err := h.store.List(bg, execstore.ListQuery{Cursor: "%%"}); return err },
-		"PendingOutbox limit":   func() error { _, err := h.store.PendingOutbox(bg, -1); return err },
-		"PendingSpawns limit":   func() error { _, err := h.store.PendingSpawns(bg, -5); return err },
-		"AckOutbox empty":       func() error { return h.store.AckOutbox(bg, "", 1) },
-		"AckSpawn empty":        func() error { return h.store.AckSpawn(bg, "", 1) },
-		"DueTimers NaN":         func() error { _, err := h.store.DueTimers(bg, math.NaN(), 0); return err },
-		"DueTimers limit":       func() error { _, err := h.store.DueTimers(bg, 1, -1); return err },
-		"DeleteTimer NaN":       func() error { _, err := h.store.DeleteTimer(bg, "x", "p", math.NaN()); return err },
-		"DeleteTimer path":      func() error { _, err := h.store.DeleteTimer(bg, "x", "", 1); return err },
-		"AppendTrace nil":       func() error { return h.store.AppendTrace(bg, "x", nil) },
-		"AppendTrace encodable": func() error { return h.store.AppendTrace(bg, "x", map[string]any{"f": func() {}}) },
-		"ReadTrace empty":       func() error { _, err := h.store.ReadTrace(bg, ""); return err },
-	}
-	for name, call := range calls {
-		t.Run(name, func(t *testing.T) {
-			h.cmds.reset()
-			assert.ErrorIs(t, call(), execstore.ErrInvalid)
-			assert.Empty(t, h.cmds.snapshot(), "bad input reached the server")
-		})
-	}
-	assert.Zero(t, h.count(t))
+	h.cmds.reset()
+	_, err := h.store.Commit(bg, &execstore.Execution{ID: "a\x00b", Status: execstore.Running}, execstore.Commit{})
+	assert.ErrorIs(t, err, execstore.ErrInvalid)
+	_, err = h.store.Commit(bg, newExe("ok"), execstore.Commit{Emits: []execstore.Emit{{Event: []byte("x")}},
+		Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", math.NaN())}})
+	assert.ErrorIs(t, err, execstore.ErrInvalid)
+	_, err = h.store.Commit(bg, newExe("ok"), execstore.Commit{Spawns: []execstore.Spawn{{ChildID: "c", Context: map[string]any{"f": func() {}}}}})
+	assert.ErrorIs(t, err, execstore.ErrInvalid)
+	_, err = h.store.List(bg, execstore.ListQuery{Cursor: "%%"})
+	assert.ErrorIs(t, err, execstore.ErrInvalid)
+	assert.ErrorIs(t, h.store.AppendTrace(bg, "x", nil), execstore.ErrInvalid)
+	assert.ErrorIs(t, h.store.DeleteTimers(bg, []execstore.DueTimer{{Path: "p", FireAt: 1}}), execstore.ErrInvalid)
+	assert.Empty(t, h.cmds.snapshot(), "bad input reached the server")
 }
 
 // A commit that would grow the stored document past 16 MiB is refused by the server with an

@@ -13,31 +13,12 @@ import (
 	"github.com/execstore/execstore/aio"
 )
 
-// The contract holds with group commit and coalescing off as well as on (the default the rest
-// of the suite runs with).
-func TestWithoutGrouping(t *testing.T) {
-	singleCommits = true
-	defer func() { singleCommits = false }()
-	for name, test := range map[string]func(*testing.T){
-		"FirstSave": TestFirstSave, "SequentialSaves": TestSequentialSaves, "StaleWrite": TestStaleWrite,
-		"CommitMissingDocument": TestCommitMissingDocument, "CommitOutboxAndDedupe": TestCommitOutboxAndDedupe,
-		"OutboxOrderAcrossExecutions": TestOutboxOrderAcrossExecutions, "LostCommitLeaksNothing": TestLostCommitLeaksNothing,
-		"Spawns": TestSpawns, "Timers": TestTimers, "GuardedDelete": TestGuardedDelete, "TraceRing": TestTraceRing,
-		"TraceRingBoundedInStorage": TestTraceRingBoundedInStorage, "AppendTrace": TestAppendTrace,
-		"LoadForEventUnderCommits": TestLoadForEventUnderCommits, "ConcurrentSavesOneWinner": TestConcurrentSavesOneWinner,
-		"ConcurrentCommitsOneOutboxEntry": TestConcurrentCommitsOneOutboxEntry, "RelayAcksWhileCommitting": TestRelayAcksWhileCommitting,
-		"CommitIsOneServerCommand": TestCommitIsOneServerCommand, "ContextEndsAfterSend": TestContextEndsAfterSend,
-		"TraceAppendsRacingCommits": TestTraceAppendsRacingCommits, "ConcurrentLoadsAndAcks": TestConcurrentLoadsAndAcks,
-		"Listing": TestListing, "LoadForEvent": TestLoadForEvent,
-	} {
-		t.Run(name, test)
-	}
-	t.Run("commits are not grouped", func(t *testing.T) {
-		h := newHarness(t, aio.Options{})
-		commitConcurrently(t, h, 8, 5)
-		assert.Zero(t, h.store.Stats().GroupCommits)
-		assert.Zero(t, h.store.Stats().CoalescedBatches)
-	})
+// With group commit and coalescing off, every commit, ack and load is its own command.
+func TestWithoutGroupingSendsNoBatches(t *testing.T) {
+	h := newHarness(t, grouping(false, aio.Options{}))
+	commitConcurrently(t, h, 8, 5)
+	assert.Zero(t, h.store.Stats().GroupCommits)
+	assert.Zero(t, h.store.Stats().CoalescedBatches)
 }
 
 // commitConcurrently runs writers goroutines, each committing its own execution rounds times
@@ -147,99 +128,105 @@ func TestGroupCommitRacingCopies(t *testing.T) {
 
 // Standalone trace appends racing traced commits: every step gets its own index, in order.
 func TestTraceAppendsRacingCommits(t *testing.T) {
-	h := newHarness(t, aio.Options{Workers: 16})
-	e := newExe("e")
-	require.NoError(t, h.store.Save(bg, e))
-	const commits, appends = 15, 15
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := range commits {
-			_, err := h.store.Commit(bg, e, execstore.Commit{Trace: map[string]any{"c": int64(i)}})
-			assert.NoError(t, err)
+	bothGroupings(t, func(t *testing.T, opts aio.Options) {
+		opts.Workers = 16
+		h := newHarness(t, opts)
+		e := newExe("e")
+		require.NoError(t, h.store.Save(bg, e))
+		const commits, appends = 15, 15
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := range commits {
+				_, err := h.store.Commit(bg, e, execstore.Commit{Trace: map[string]any{"c": int64(i)}})
+				assert.NoError(t, err)
+			}
+		})
+		wg.Go(func() {
+			for i := range appends {
+				assert.NoError(t, h.store.AppendTrace(bg, "e", map[string]any{"a": int64(i)}))
+			}
+		})
+		wg.Wait()
+		trace, err := h.store.ReadTrace(bg, "e")
+		require.NoError(t, err)
+		require.Len(t, trace, commits+appends)
+		lastC, lastA := int64(-1), int64(-1)
+		for i, s := range trace {
+			assert.EqualValues(t, i, s.Index)
+			if c, ok := s.Fields["c"].(int64); ok {
+				assert.Greater(t, c, lastC)
+				lastC = c
+			} else {
+				a := s.Fields["a"].(int64)
+				assert.Greater(t, a, lastA)
+				lastA = a
+			}
+		}
+		assert.EqualValues(t, commits+1, e.Version)
+		for _, s := range trace {
+			if s.Fields["c"] == int64(commits-1) {
+				assert.Equal(t, s.Index+1, e.TraceNext, "the caller's TraceNext follows its last step")
+			}
 		}
 	})
-	wg.Go(func() {
-		for i := range appends {
-			assert.NoError(t, h.store.AppendTrace(bg, "e", map[string]any{"a": int64(i)}))
-		}
-	})
-	wg.Wait()
-	trace, err := h.store.ReadTrace(bg, "e")
-	require.NoError(t, err)
-	require.Len(t, trace, commits+appends)
-	lastC, lastA := int64(-1), int64(-1)
-	for i, s := range trace {
-		assert.EqualValues(t, i, s.Index)
-		if c, ok := s.Fields["c"].(int64); ok {
-			assert.Greater(t, c, lastC)
-			lastC = c
-		} else {
-			a := s.Fields["a"].(int64)
-			assert.Greater(t, a, lastA)
-			lastA = a
-		}
-	}
-	assert.EqualValues(t, commits+1, e.Version)
-	for _, s := range trace {
-		if s.Fields["c"] == int64(commits-1) {
-			assert.Equal(t, s.Index+1, e.TraceNext, "the caller's TraceNext follows its last step")
-		}
-	}
 }
 
 // Loads, LoadForEvent calls and acks issued concurrently each get their own answer, and with
 // coalescing on they share server commands.
 func TestConcurrentLoadsAndAcks(t *testing.T) {
-	h := newHarness(t, aio.Options{Workers: 64})
-	const n = 40
-	seqs := make([]int64, n)
-	for i := range n {
-		e := newExe(fmt.Sprintf("e%02d", i))
-		e.Data = []byte(fmt.Sprintf("snapshot %d", i))
-		s, err := h.store.Commit(bg, e, execstore.Commit{ProcessedEventID: fmt.Sprintf("p%d", i),
-			Emits: []execstore.Emit{{Event: []byte{byte(i)}}}})
+	bothGroupings(t, func(t *testing.T, opts aio.Options) {
+		opts.Workers = 64
+		h := newHarness(t, opts)
+		const n = 40
+		seqs := make([]int64, n)
+		for i := range n {
+			e := newExe(fmt.Sprintf("e%02d", i))
+			e.Data = []byte(fmt.Sprintf("snapshot %d", i))
+			s, err := h.store.Commit(bg, e, execstore.Commit{ProcessedEventID: fmt.Sprintf("p%d", i),
+				Emits: []execstore.Emit{{Event: []byte{byte(i)}}}})
+			require.NoError(t, err)
+			seqs[i] = s[0]
+		}
+		var wg sync.WaitGroup
+		for i := range n {
+			id := fmt.Sprintf("e%02d", i)
+			wg.Go(func() {
+				got, err := h.store.Load(bg, id)
+				if assert.NoError(t, err) && assert.NotNil(t, got) {
+					assert.Equal(t, fmt.Sprintf("snapshot %d", i), string(got.Data))
+				}
+			})
+			wg.Go(func() {
+				got, hit, err := h.store.LoadForEvent(bg, id, fmt.Sprintf("p%d", i))
+				if assert.NoError(t, err) && assert.NotNil(t, got) {
+					assert.True(t, hit)
+					assert.Equal(t, id, got.ID)
+				}
+				_, hit, err = h.store.LoadForEvent(bg, id, fmt.Sprintf("p%d", i+1))
+				assert.NoError(t, err)
+				assert.False(t, hit)
+			})
+			wg.Go(func() {
+				got, err := h.store.Load(bg, "missing"+id)
+				assert.NoError(t, err)
+				assert.Nil(t, got)
+			})
+			wg.Go(func() {
+				assert.NoError(t, h.store.AckOutbox(bg, id, seqs[i]))
+				assert.NoError(t, h.store.AckOutbox(bg, id, seqs[i])) // again: a no-op
+			})
+		}
+		wg.Wait()
+		pending, err := h.store.PendingOutbox(bg, 0)
 		require.NoError(t, err)
-		seqs[i] = s[0]
-	}
-	var wg sync.WaitGroup
-	for i := range n {
-		id := fmt.Sprintf("e%02d", i)
-		wg.Go(func() {
-			got, err := h.store.Load(bg, id)
-			if assert.NoError(t, err) && assert.NotNil(t, got) {
-				assert.Equal(t, fmt.Sprintf("snapshot %d", i), string(got.Data))
-			}
-		})
-		wg.Go(func() {
-			got, hit, err := h.store.LoadForEvent(bg, id, fmt.Sprintf("p%d", i))
-			if assert.NoError(t, err) && assert.NotNil(t, got) {
-				assert.True(t, hit)
-				assert.Equal(t, id, got.ID)
-			}
-			_, hit, err = h.store.LoadForEvent(bg, id, fmt.Sprintf("p%d", i+1))
-			assert.NoError(t, err)
-			assert.False(t, hit)
-		})
-		wg.Go(func() {
-			got, err := h.store.Load(bg, "missing"+id)
-			assert.NoError(t, err)
-			assert.Nil(t, got)
-		})
-		wg.Go(func() {
-			assert.NoError(t, h.store.AckOutbox(bg, id, seqs[i]))
-			assert.NoError(t, h.store.AckOutbox(bg, id, seqs[i])) // again: a no-op
-		})
-	}
-	wg.Wait()
-	pending, err := h.store.PendingOutbox(bg, 0)
-	require.NoError(t, err)
-	assert.Empty(t, pending)
-	for i := range n {
-		assert.EqualValues(t, 0, rawInt(t, h.rawDoc(t, fmt.Sprintf("e%02d", i)), "outbox_n"))
-	}
-	st := h.store.Stats()
-	t.Logf("%d loads and acks in %d coalesced commands", st.CoalescedOps, st.CoalescedBatches)
-	if !singleCommits {
-		assert.Less(t, st.CoalescedBatches, st.CoalescedOps, "nothing was coalesced")
-	}
+		assert.Empty(t, pending)
+		for i := range n {
+			assert.EqualValues(t, 0, rawInt(t, h.rawDoc(t, fmt.Sprintf("e%02d", i)), "outbox_n"))
+		}
+		st := h.store.Stats()
+		t.Logf("%d loads and acks in %d coalesced commands", st.CoalescedOps, st.CoalescedBatches)
+		if !opts.DisableCoalescing {
+			assert.Less(t, st.CoalescedBatches, st.CoalescedOps, "nothing was coalesced")
+		}
+	})
 }

@@ -1,0 +1,107 @@
+// Package storetest checks that an execution store keeps the execstore contract, in the
+// manner of testing/fstest.TestFS: Run exercises every behaviour the contract promises —
+// version CAS with expected and found versions, atomic commits, the outbox and spawn relays,
+// dedupe, durable timers, the trace, listing with cursors, bad input, concurrency, context and
+// Close — as named subtests against stores the caller makes, and RunWindows checks the trace
+// and dedupe windows a store is configured with.
+//
+// The MongoDB store (package aio, on a real server) and the in-memory store (package
+// memstore) both pass it; so must any other implementation of execstore.Store. Behaviours
+// only one implementation can show (how many server commands a commit costs, what a
+// connection reset does) are tested with that implementation.
+package storetest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/execstore/execstore"
+)
+
+// Run runs every behaviour of the execstore contract against stores made by open, each
+// behaviour as a subtest on a store of its own. open must return a new, empty store each time
+// it is called, configured with its defaults (a TraceMax of at least 10), and release it with
+// t.Cleanup; Run closes only the stores it uses to check Close itself.
+func Run(t *testing.T, open func(t *testing.T) execstore.Store) {
+	t.Helper()
+	for _, b := range behaviours {
+		t.Run(b.name, func(t *testing.T) { b.check(t, open(t)) })
+	}
+}
+
+// Windows is how RunWindows asks for a store to be configured.
+type Windows struct {
+	// TraceMax is how many trace steps an execution keeps.
+	TraceMax int
+	// DedupeWindow is the dedupe window: the set keeps the event ids of at least the last
+	// DedupeWindow commits and of at most the last 2×DedupeWindow; 0 keeps every id.
+	DedupeWindow int
+}
+
+// RunWindows checks the trace window and the dedupe window: open must return a new, empty
+// store configured as w says, and release it with t.Cleanup.
+func RunWindows(t *testing.T, open func(t *testing.T, w Windows) execstore.Store) {
+	t.Helper()
+	for _, b := range windowBehaviours {
+		t.Run(b.name, func(t *testing.T) { b.check(t, open) })
+	}
+}
+
+type behaviour struct {
+	name  string
+	check func(t *testing.T, s execstore.Store)
+}
+
+type windowBehaviour struct {
+	name  string
+	check func(t *testing.T, open func(t *testing.T, w Windows) execstore.Store)
+}
+
+// behaviours lists what Run checks, in the order of the contract.
+var behaviours = []behaviour{
+	{"FirstSaveCreatesVersion1", firstSave},
+	{"SequentialSavesIncrementTheVersion", sequentialSaves},
+	{"SnapshotRoundTrips", snapshotRoundTrip},
+	{"LoadOfUnknownIsNil", loadUnknown},
+	{"StaleWriteIsAConflict", staleWrite},
+	{"CommitWithoutDocumentIsAConflict", commitMissingDocument},
+	{"CommitWritesOutboxAndDedupeMark", commitOutboxAndDedupe},
+	{"AckRemovesExactlyOneEntry", ackRemovesExactlyOne},
+	{"OutboxInCommitOrderAcrossExecutions", outboxOrderAcrossExecutions},
+	{"LostCommitLeaksNothing", lostCommitLeaksNothing},
+	{"SpawnsAreRelayedAndAcked", spawns},
+	{"TimersScheduleRescheduleCancel", timers},
+	{"TimersEarliestFirstAndLastOpWins", timersOrderAndLastOpWins},
+	{"TimerPathsRoundTrip", timerPaths},
+	{"DeleteTimerIsGuardedByFireTime", guardedDelete},
+	{"DueTimersLimit", dueTimersLimit},
+	{"DeleteTimersInBulk", deleteTimers},
+	{"TraceIndicesIncrease", traceIndices},
+	{"AppendTraceOutsideACommit", appendTrace},
+	{"LoadForEventAgreesWithIsProcessed", loadForEvent},
+	{"LoadForEventUnderCommits", loadForEventUnderCommits},
+	{"LoadForEventRacingACreate", loadForEventRacesCreate},
+	{"ConcurrentSavesHaveOneWinner", concurrentSavesOneWinner},
+	{"ConcurrentCreatesHaveOneWinner", concurrentCreatesOneWinner},
+	{"ConcurrentCommitsWriteOneOutboxEntry", concurrentCommitsOneOutboxEntry},
+	{"RelayAcksWhileHandlersCommit", relayAcksWhileCommitting},
+	{"Listing", listing},
+	{"OddIdsRoundTrip", oddIdsRoundTrip},
+	{"BadCommitInputIsInvalid", badCommitInput},
+	{"BadCallInputIsInvalid", badCallInput},
+	{"EndedContextDoesNothing", endedContext},
+	{"CloseRefusesLaterCalls", closeRefuses},
+}
+
+var windowBehaviours = []windowBehaviour{
+	{"TraceKeepsTheLastTraceMaxSteps", traceWindow},
+	{"TraceWindowSkipsCommitsWithoutSteps", traceWindowSparse},
+	{"DedupeWindowKeepsTheLastIds", dedupeWindow},
+}
+
+var bg = context.Background()
+
+// newExe returns a new execution of definition "def", running, with a small snapshot.
+func newExe(id string) *execstore.Execution {
+	return &execstore.Execution{ID: id, DefinitionID: "def", Status: execstore.Running, Data: []byte(`{"n":0}`)}
+}
