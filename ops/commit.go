@@ -43,7 +43,7 @@ type PreparedCommit struct {
 	c        *execstore.Commit
 	contexts [][]byte // the spawns' encoded contexts
 	step     []byte   // the encoded trace step; nil for none
-	timers   bson.D   // {EncodeKey(path): fire_at}
+	timers   bson.D   // {encodeKey(path): fire_at}
 	cancels  []string // encoded keys
 	bytes    int      // the commit's part of CommitPlan.Bytes
 }
@@ -313,7 +313,7 @@ func earliest(schedules bson.D) (float64, bool) {
 }
 
 // foldTimers applies ops in order (the last op on a path wins) and returns the schedules as
-// {EncodeKey(path): fire_at} and the cancels as encoded keys.
+// {encodeKey(path): fire_at} and the cancels as encoded keys.
 func foldTimers(ops []execstore.TimerOp) (schedules bson.D, cancels []string) {
 	last := make(map[string]int, len(ops))
 	for i, op := range ops {
@@ -325,9 +325,9 @@ func foldTimers(ops []execstore.TimerOp) (schedules bson.D, cancels []string) {
 			continue
 		}
 		if op.Cancel {
-			cancels = append(cancels, EncodeKey(op.Path))
+			cancels = append(cancels, encodeKey(op.Path))
 		} else {
-			schedules = append(schedules, bson.E{Key: EncodeKey(op.Path), Value: op.FireAt})
+			schedules = append(schedules, bson.E{Key: encodeKey(op.Path), Value: op.FireAt})
 		}
 	}
 	return schedules, cancels

@@ -135,7 +135,7 @@ func TestSettleBatchUnanswered(t *testing.T) {
 // Many LoadForEvent calls in one aggregation (MongoDB): match by _id $in, and pick each
 // document's own event id by its position in ids before the server-side $in.
 func TestLoadForEventsPipeline(t *testing.T) {
-	p := LoadForEventsPipeline(Env{}, []string{"a", "b"}, []string{"ea", "eb"})
+	p := loadForEventsPipeline(Env{}, []string{"a", "b"}, []string{"ea", "eb"})
 	require.Len(t, p, 2)
 	assert.Equal(t, bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{"a", "b"}}}}}}}, p[0])
 	project := p[1][0].Value.(bson.D)

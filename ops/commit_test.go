@@ -149,7 +149,7 @@ func TestFoldTimersLastOpWins(t *testing.T) {
 // The MongoDB formulation of LoadForEvent: $match by _id, then $project of the snapshot with a
 // server-side $in over $ifNull of the dedupe set.
 func TestLoadForEventPipeline(t *testing.T) {
-	p := LoadForEventPipeline(Env{}, "x", "ev")
+	p := loadForEventPipeline(Env{}, "x", "ev")
 	require.Len(t, p, 2)
 	assert.Equal(t, bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: "x"}}}}, p[0])
 	project := p[1][0].Value.(bson.D)
@@ -170,7 +170,7 @@ func TestAckCommands(t *testing.T) {
 		{Key: "$unset", Value: bson.D{{Key: "outbox.42", Value: ""}}},
 		{Key: "$inc", Value: bson.D{{Key: "outbox_n", Value: int64(-1)}}},
 	}, outboxField.AckUpdate(42))
-	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers.F%2EA", Value: 1.5}}, DeleteTimerFilter("x", "F.A", 1.5))
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers.F%2EA", Value: 1.5}}, deleteTimerFilter("x", "F.A", 1.5))
 }
 
 func TestRelayOrder(t *testing.T) {
@@ -315,7 +315,7 @@ func TestTraceShapeCommands(t *testing.T) {
 		&execstore.Commit{Trace: map[string]any{}}, Seqs{})
 	require.NoError(t, err)
 	assert.Equal(t, traceShapeGuard(ferret), p.Filter[len(p.Filter)-1])
-	filter, _ := AppendTraceCommand(mongo, "x", traceDoc{Index: 5})
+	filter, _ := appendTraceCommand(mongo, "x", traceDoc{Index: 5})
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "trace_next", Value: int64(5)}, traceShapeGuard(mongo)}, filter)
 
 	steps := []traceDoc{{Index: 3, Step: []byte{5, 0, 0, 0, 0}}, {Index: 4, Step: []byte{5, 0, 0, 0, 0}}}

@@ -14,8 +14,8 @@ const (
 	SpawnCounter  = "spawn"
 )
 
-// ReserveCommand is the findAndModify that reserves n seqs of counter name.
-func ReserveCommand(name string, n int64) (filter, update bson.D) {
+// reserveCommand is the findAndModify that reserves n seqs of counter name.
+func reserveCommand(name string, n int64) (filter, update bson.D) {
 	return bson.D{{Key: fID, Value: name}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: n}}}}
 }
 
@@ -23,7 +23,7 @@ func ReserveCommand(name string, n int64) (filter, update bson.D) {
 // One findAndModify (upsert, returning the document after the increment). Seqs are unique
 // across every process sharing the database.
 func Reserve(ctx context.Context, env Env, name string, n int64) (int64, error) {
-	filter, update := ReserveCommand(name, n)
+	filter, update := reserveCommand(name, n)
 	var doc struct {
 		N int64 `bson:"n"`
 	}

@@ -24,8 +24,8 @@ func dedupeFields(env Env) []string {
 	return []string{fProcessed0, fProcessed1}
 }
 
-// ProcessedFilter matches the execution only if eventID is in its dedupe set.
-func ProcessedFilter(env Env, id, eventID string) bson.D {
+// processedFilter matches the execution only if eventID is in its dedupe set.
+func processedFilter(env Env, id, eventID string) bson.D {
 	fields := dedupeFields(env)
 	if len(fields) == 1 {
 		return bson.D{{Key: fID, Value: id}, {Key: fields[0], Value: eventID}}

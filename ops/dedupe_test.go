@@ -44,10 +44,10 @@ func TestDedupeUpdateWindow(t *testing.T) {
 func TestDedupeFilters(t *testing.T) {
 	env := Env{DedupeWindow: 5}
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "$or", Value: bson.A{
-		bson.D{{Key: "processed_0", Value: "e"}}, bson.D{{Key: "processed_1", Value: "e"}}}}}, ProcessedFilter(env, "x", "e"))
+		bson.D{{Key: "processed_0", Value: "e"}}, bson.D{{Key: "processed_1", Value: "e"}}}}}, processedFilter(env, "x", "e"))
 	assert.Equal(t, bson.D{{Key: "$concatArrays", Value: bson.A{
 		bson.D{{Key: "$ifNull", Value: bson.A{"$processed_0", bson.A{}}}},
 		bson.D{{Key: "$ifNull", Value: bson.A{"$processed_1", bson.A{}}}},
 	}}}, dedupeSetExpr(env))
-	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "processed", Value: "e"}}, ProcessedFilter(Env{}, "x", "e"))
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "processed", Value: "e"}}, processedFilter(Env{}, "x", "e"))
 }

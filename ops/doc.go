@@ -7,7 +7,7 @@
 //     insert for a version-0 create): atomic on a standalone server, no transaction.
 //   - Reads project only what they return; the snapshot is never read by a relay or a sweep,
 //     and the dedupe set is never shipped to the client.
-//   - Keys built from caller text (timer paths) go through EncodeKey, which round-trips every
+//   - Keys built from caller text (timer paths) go through encodeKey, which round-trips every
 //     string, so no input can address another field.
 //   - A write whose result did not come back is reported as *execstore.OutcomeUnknownError,
 //     never as a plain failure; a definite server refusal is reported as such.

@@ -31,7 +31,7 @@ func SpawnAckWrite(parentID string, seq int64) IdempotentWrite {
 
 // DeleteTimerWrite is DeleteTimer as an IdempotentWrite.
 func DeleteTimerWrite(id, path string, fireAt float64) IdempotentWrite {
-	return IdempotentWrite{Op: "delete timer", ID: id, Filter: DeleteTimerFilter(id, path, fireAt), Update: DeleteTimerUpdate(path)}
+	return IdempotentWrite{Op: "delete timer", ID: id, Filter: deleteTimerFilter(id, path, fireAt), Update: deleteTimerUpdate(path)}
 }
 
 // RunIdempotentWrites runs writes as one unordered bulk write and returns each one's outcome.
@@ -106,11 +106,11 @@ func LoadMany(ctx context.Context, env Env, ids []string) (map[string]*execstore
 	return out, nil
 }
 
-// LoadForEventsPipeline is the MongoDB formulation of many LoadForEvent calls at once, for
+// loadForEventsPipeline is the MongoDB formulation of many LoadForEvent calls at once, for
 // distinct ids: one aggregation that matches the documents by _id $in and projects, for each,
 // the snapshot and a server-side $in of its own event id over its dedupe set. The event id of
 // a document is picked from the parallel arrays by the document's position in ids.
-func LoadForEventsPipeline(env Env, ids, eventIDs []string) mongo.Pipeline {
+func loadForEventsPipeline(env Env, ids, eventIDs []string) mongo.Pipeline {
 	idArr := make(bson.A, len(ids))
 	evArr := make(bson.A, len(eventIDs))
 	for i := range ids {
@@ -134,10 +134,10 @@ type LoadedForEvent struct {
 	Processed bool
 }
 
-// LoadForEvents runs LoadForEventsPipeline (MongoDB only; ids must be distinct) and returns
+// LoadForEvents runs loadForEventsPipeline (MongoDB only; ids must be distinct) and returns
 // the answers by id.
 func LoadForEvents(ctx context.Context, env Env, ids, eventIDs []string) (map[string]LoadedForEvent, error) {
-	cur, err := env.Executions.Aggregate(ctx, LoadForEventsPipeline(env, ids, eventIDs))
+	cur, err := env.Executions.Aggregate(ctx, loadForEventsPipeline(env, ids, eventIDs))
 	if err != nil {
 		return nil, readFailure("load for event", "", err)
 	}

@@ -9,11 +9,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// Indexes are the indexes of the executions collection, so that every scan costs in
+// indexes are the indexes of the executions collection, so that every scan costs in
 // proportion to what it returns: the relays read only documents with pending entries, the
 // sweep only documents whose timer hint is due, and a listing page walks an index in _id
 // order.
-func Indexes() []mongo.IndexModel {
+func indexes() []mongo.IndexModel {
 	return []mongo.IndexModel{
 		{Keys: bson.D{{Key: fOutboxN, Value: 1}}, Options: options.Index().SetName("outbox_pending")},
 		{Keys: bson.D{{Key: fSpawnsN, Value: 1}}, Options: options.Index().SetName("spawns_pending")},
@@ -28,7 +28,7 @@ func Indexes() []mongo.IndexModel {
 // no-op, so every process may call it at start. One createIndexes per index: FerretDB 1.24.2
 // drops the connection on a createIndexes that names several indexes some of which exist.
 func EnsureIndexes(ctx context.Context, env Env) error {
-	for _, m := range Indexes() {
+	for _, m := range indexes() {
 		if _, err := env.Executions.Indexes().CreateOne(ctx, m); err != nil {
 			return fmt.Errorf("execstore: creating index on %v: %w", m.Keys, err)
 		}

@@ -10,10 +10,10 @@ import (
 	"github.com/execstore/execstore/internal/contract"
 )
 
-// ListFilter builds the server-side filter of q resuming after afterID: every filter runs on
+// listFilter builds the server-side filter of q resuming after afterID: every filter runs on
 // the server (definition_id, status and parent_id are top-level fields), and paging is a
 // keyset on _id, never a skip.
-func ListFilter(q execstore.ListQuery, afterID string) bson.D {
+func listFilter(q execstore.ListQuery, afterID string) bson.D {
 	f := bson.D{}
 	if afterID != "" {
 		f = append(f, bson.E{Key: fID, Value: bson.D{{Key: "$gt", Value: afterID}}})
@@ -52,7 +52,7 @@ func List(ctx context.Context, env Env, q execstore.ListQuery) (execstore.Page, 
 	if limit == 0 {
 		limit = execstore.DefaultListLimit
 	}
-	cur, err := env.Executions.Find(ctx, ListFilter(q, after), options.Find().
+	cur, err := env.Executions.Find(ctx, listFilter(q, after), options.Find().
 		SetProjection(summaryProjection).
 		SetSort(bson.D{{Key: fID, Value: 1}}).
 		SetLimit(int64(limit)+1))

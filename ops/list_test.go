@@ -16,6 +16,6 @@ func TestListFilter(t *testing.T) {
 		{Key: "definition_id", Value: "d"},
 		{Key: "status", Value: bson.D{{Key: "$in", Value: bson.A{"RUNNING", "DONE"}}}},
 		{Key: "parent_id", Value: nil},
-	}, ListFilter(q, "after"))
-	assert.Equal(t, bson.D{}, ListFilter(execstore.ListQuery{}, ""))
+	}, listFilter(q, "after"))
+	assert.Equal(t, bson.D{}, listFilter(execstore.ListQuery{}, ""))
 }

@@ -22,13 +22,13 @@ var loadProjection = bson.D{
 	{Key: fTraceNext, Value: 1},
 }
 
-// LoadFilter is the filter of Load: the document by _id.
-func LoadFilter(id string) bson.D { return bson.D{{Key: fID, Value: id}} }
+// loadFilter is the filter of Load: the document by _id.
+func loadFilter(id string) bson.D { return bson.D{{Key: fID, Value: id}} }
 
 // Load reads one execution, or nil when there is none. One find.
 func Load(ctx context.Context, env Env, id string) (*execstore.Execution, error) {
 	var d execDoc
-	err := env.Executions.FindOne(ctx, LoadFilter(id), options.FindOne().SetProjection(loadProjection)).Decode(&d)
+	err := env.Executions.FindOne(ctx, loadFilter(id), options.FindOne().SetProjection(loadProjection)).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}

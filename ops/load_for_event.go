@@ -12,10 +12,10 @@ import (
 	"github.com/execstore/execstore"
 )
 
-// LoadForEventPipeline is the MongoDB formulation of LoadForEvent: one aggregation that
+// loadForEventPipeline is the MongoDB formulation of LoadForEvent: one aggregation that
 // matches the document by _id and projects the snapshot together with a server-side $in over
 // the dedupe set, so the set itself never leaves the server.
-func LoadForEventPipeline(env Env, id, eventID string) mongo.Pipeline {
+func loadForEventPipeline(env Env, id, eventID string) mongo.Pipeline {
 	project := bson.D{}
 	project = append(project, loadProjection...)
 	project = append(project, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
@@ -28,7 +28,7 @@ func LoadForEventPipeline(env Env, id, eventID string) mongo.Pipeline {
 }
 
 // LoadForEvent returns the execution and whether eventID is in its dedupe set, in one round
-// trip. On MongoDB it runs LoadForEventPipeline, so the dedupe set never leaves the server.
+// trip. On MongoDB it runs loadForEventPipeline, so the dedupe set never leaves the server.
 // FerretDB has no aggregation $in, so there it is one find by _id that also returns the
 // dedupe set, and the membership test runs here. Both read one document at one version, so
 // the verdict always belongs to the execution returned. (A find by _id alone is also the
@@ -49,7 +49,7 @@ func LoadForEvent(ctx context.Context, env Env, id, eventID string) (*execstore.
 }
 
 func loadForEventAggregate(ctx context.Context, env Env, id, eventID string) (*execstore.Execution, bool, error) {
-	cur, err := env.Executions.Aggregate(ctx, LoadForEventPipeline(env, id, eventID))
+	cur, err := env.Executions.Aggregate(ctx, loadForEventPipeline(env, id, eventID))
 	if err != nil {
 		return nil, false, readFailure("load for event", id, err)
 	}
@@ -76,7 +76,7 @@ type dedupeSet struct {
 	Processed1 []string `bson:"processed_1"`
 }
 
-// holds reports whether eventID is in the dedupe set, as ProcessedFilter would match it.
+// holds reports whether eventID is in the dedupe set, as processedFilter would match it.
 func (d *dedupeSet) holds(eventID string) bool {
 	return slices.Contains(d.Processed, eventID) || slices.Contains(d.Processed0, eventID) ||
 		slices.Contains(d.Processed1, eventID)
@@ -90,7 +90,7 @@ func loadWithDedupeSet(ctx context.Context, env Env, id string, projection bson.
 		p = append(p, bson.E{Key: f, Value: 1})
 	}
 	var d dedupeDoc
-	err := env.Executions.FindOne(ctx, LoadFilter(id), options.FindOne().SetProjection(p)).Decode(&d)
+	err := env.Executions.FindOne(ctx, loadFilter(id), options.FindOne().SetProjection(p)).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}

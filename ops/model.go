@@ -26,7 +26,7 @@ const (
 	fSpawns     = "spawns"     // {"<seq>": spawnDoc}
 	fSpawnsN    = "spawns_n"   // number of entries in spawns
 	fProcessed  = "processed"  // [event id, …]
-	fTimers     = "timers"     // {EncodeKey(path): fire_at}
+	fTimers     = "timers"     // {encodeKey(path): fire_at}
 	fTimerMin   = "timer_min"  // at or before the earliest fire_at in timers; absent when none
 	fTrace      = "trace"      // MongoDB: [traceDoc, …]; FerretDB: {"<index>": traceDoc}
 	fTraceNext  = "trace_next" // the index the next trace step gets

@@ -10,7 +10,7 @@ import (
 )
 
 // IsProcessed reports whether eventID is in the dedupe set of id. One find: on MongoDB of
-// ProcessedFilter, projecting _id; on FerretDB, whose SQLite backend scans the collection for
+// processedFilter, projecting _id; on FerretDB, whose SQLite backend scans the collection for
 // any filter but _id alone, of the document by _id with its dedupe set.
 func IsProcessed(ctx context.Context, env Env, id, eventID string) (bool, error) {
 	if env.Profile == FerretDB {
@@ -20,7 +20,7 @@ func IsProcessed(ctx context.Context, env Env, id, eventID string) (bool, error)
 		}
 		return d != nil && d.Set.holds(eventID), nil
 	}
-	err := env.Executions.FindOne(ctx, ProcessedFilter(env, id, eventID),
+	err := env.Executions.FindOne(ctx, processedFilter(env, id, eventID),
 		options.FindOne().SetProjection(bson.D{{Key: fID, Value: 1}})).Err()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return false, nil

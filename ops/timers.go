@@ -84,7 +84,7 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 			if at > now {
 				continue
 			}
-			path, ok := DecodeKey(key)
+			path, ok := decodeKey(key)
 			if !ok {
 				continue // not written by this store
 			}
@@ -128,20 +128,20 @@ func worthRepair(timers map[string]float64, now float64) bool {
 	return true
 }
 
-// DeleteTimerFilter and DeleteTimerUpdate remove the timer at path only while it still
+// deleteTimerFilter and deleteTimerUpdate remove the timer at path only while it still
 // holds fireAt, so a re-schedule that raced the sweep survives.
-func DeleteTimerFilter(id, path string, fireAt float64) bson.D {
-	return bson.D{{Key: fID, Value: id}, {Key: fTimers + "." + EncodeKey(path), Value: fireAt}}
+func deleteTimerFilter(id, path string, fireAt float64) bson.D {
+	return bson.D{{Key: fID, Value: id}, {Key: fTimers + "." + encodeKey(path), Value: fireAt}}
 }
 
-// DeleteTimerUpdate is the update half of DeleteTimer.
-func DeleteTimerUpdate(path string) bson.D {
-	return bson.D{{Key: "$unset", Value: bson.D{{Key: fTimers + "." + EncodeKey(path), Value: ""}}}}
+// deleteTimerUpdate is the update half of DeleteTimer.
+func deleteTimerUpdate(path string) bson.D {
+	return bson.D{{Key: "$unset", Value: bson.D{{Key: fTimers + "." + encodeKey(path), Value: ""}}}}
 }
 
 // DeleteTimer runs the guarded delete and reports whether a timer was removed. One update.
 func DeleteTimer(ctx context.Context, env Env, id, path string, fireAt float64) (bool, error) {
-	res, err := env.Executions.UpdateOne(ctx, DeleteTimerFilter(id, path, fireAt), DeleteTimerUpdate(path))
+	res, err := env.Executions.UpdateOne(ctx, deleteTimerFilter(id, path, fireAt), deleteTimerUpdate(path))
 	if err != nil {
 		return false, writeFailure("delete timer", id, err)
 	}

@@ -34,7 +34,7 @@ func AppendTrace(ctx context.Context, env Env, id string, step map[string]any) e
 		if version == execstore.NoVersion {
 			return fmt.Errorf("%w: %q", execstore.ErrNotFound, id)
 		}
-		filter, update := AppendTraceCommand(env, id, traceDoc{Index: next, Step: b})
+		filter, update := appendTraceCommand(env, id, traceDoc{Index: next, Step: b})
 		res, err := env.Executions.UpdateOne(ctx, filter, update)
 		if err != nil {
 			return writeFailure("append trace", id, err)
@@ -49,8 +49,8 @@ func AppendTrace(ctx context.Context, env Env, id string, step map[string]any) e
 	}
 }
 
-// AppendTraceCommand is the guarded update of AppendTrace.
-func AppendTraceCommand(env Env, id string, step traceDoc) (filter, update bson.D) {
+// appendTraceCommand is the guarded update of AppendTrace.
+func appendTraceCommand(env Env, id string, step traceDoc) (filter, update bson.D) {
 	filter = bson.D{{Key: fID, Value: id}, {Key: fTraceNext, Value: step.Index}, traceShapeGuard(env)}
 	set, unset, push := traceRing(env, step)
 	set = append(set, bson.E{Key: fTraceNext, Value: step.Index + 1})
@@ -68,7 +68,7 @@ func AppendTraceCommand(env Env, id string, step traceDoc) (filter, update bson.
 // env.TraceMax of them. One find projecting only the trace.
 func ReadTrace(ctx context.Context, env Env, id string) ([]execstore.TraceStep, error) {
 	var raw bson.Raw
-	err := env.Executions.FindOne(ctx, LoadFilter(id),
+	err := env.Executions.FindOne(ctx, loadFilter(id),
 		options.FindOne().SetProjection(bson.D{{Key: fTrace, Value: 1}})).Decode(&raw)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
@@ -115,7 +115,7 @@ func traceShapeGuard(env Env) bson.E {
 // alone. It does nothing (one read) when the shape is already right.
 func repairTraceShape(ctx context.Context, env Env, id string, traceNext int64) error {
 	var raw bson.Raw
-	err := env.primary().FindOne(ctx, LoadFilter(id),
+	err := env.primary().FindOne(ctx, loadFilter(id),
 		options.FindOne().SetProjection(bson.D{{Key: fTrace, Value: 1}, {Key: fTraceNext, Value: 1}})).Decode(&raw)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil
