@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/execstore/execstore"
@@ -19,6 +21,21 @@ type check struct {
 	detail string
 }
 
+// tally is what a workload counted during a run, as the end-of-run checks read it.
+type tally struct {
+	budget       int         // events 0…budget-1 make up the run
+	emitted      map[int]int // event number → successful commits that emitted it
+	processed    map[int]int // event number → successful commits that processed it
+	skippedEarly []string    // events called processed before any commit processed them
+	commits      int64       // successful commits, the creating ones included
+	processedN   int64       // distinct events processed
+	traced       int64       // successful commits that carried a trace step
+	duplicates   int64       // deliveries skipped as already processed
+	redelivered  int64       // deliveries of an entry the relay had delivered before
+	acks         int64
+	reappeared   int64 // entries a scan returned after they were acked
+}
+
 // check verifies the run against the store's final state.
 func (w *workload) check(ctx context.Context) ([]check, error) {
 	w.mu.Lock()
@@ -29,40 +46,63 @@ func (w *workload) check(ctx context.Context) ([]check, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the final state for the checks: %w", err)
 	}
+	return endOfRunChecks(w.tally(), st), nil
+}
+
+// tally returns what the workload has counted so far.
+func (w *workload) tally() tally {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return tally{
+		budget:       w.total,
+		emitted:      maps.Clone(w.emitted),
+		processed:    maps.Clone(w.processed),
+		skippedEarly: slices.Clone(w.skippedEarly),
+		commits:      w.commits.Load(),
+		processedN:   w.processedN.Load(),
+		traced:       w.traced.Load(),
+		duplicates:   w.duplicates.Load(),
+		redelivered:  w.redelivered.Load(),
+		acks:         w.acks.Load(),
+		reappeared:   w.reappeared.Load(),
+	}
+}
+
+// endOfRunChecks checks a store-backed run: what the workload counted, t, against the store's
+// final state, st. Each check's detail names its first offenders when it fails.
+func endOfRunChecks(t tally, st finalState) []check {
 	return []check{
-		w.checkExactlyOnce(),
-		w.checkDedupe(),
-		w.checkNoEarlySkip(),
-		checkVersions(st.exes, w.commits.Load()),
-		checkSnapshots(st.exes, int(w.processedN.Load())),
-		checkTraces(st.exes, w.traced.Load()),
+		checkExactlyOnce(t.budget, t.emitted, t.processed),
+		checkDedupe(t.redelivered, t.duplicates),
+		checkNoEarlySkip(t.skippedEarly),
+		checkVersions(st.exes, t.commits),
+		checkSnapshots(st.exes, int(t.processedN)),
+		checkTraces(st.exes, t.traced),
 		checkOutbox(st.pending),
-		w.checkAcks(),
+		checkAcks(t.acks, t.reappeared),
 		checkTimers(st.timers),
-	}, nil
+	}
 }
 
 // checkExactlyOnce: every event of the budget was emitted by exactly one successful commit
 // and processed by exactly one.
-func (w *workload) checkExactlyOnce() check {
+func checkExactlyOnce(budget int, emitted, processed map[int]int) check {
 	c := check{name: "every emitted event processed exactly once"}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	var bad []string
-	for n := range w.total {
-		e, p := w.emitted[n], w.processed[n]
+	for n := range budget {
+		e, p := emitted[n], processed[n]
 		if e != 1 || p != 1 {
 			bad = append(bad, fmt.Sprintf("%s emitted %d×, processed %d×", eventID(n), e, p))
 		}
 	}
-	for n := range w.emitted {
-		if n < 0 || n >= w.total {
+	for _, n := range slices.Sorted(maps.Keys(emitted)) {
+		if n < 0 || n >= budget {
 			bad = append(bad, fmt.Sprintf("event %d is outside the budget", n))
 		}
 	}
 	c.ok = len(bad) == 0
 	if c.ok {
-		c.detail = fmt.Sprintf("%d emitted, %d processed", len(w.emitted), len(w.processed))
+		c.detail = fmt.Sprintf("%d emitted, %d processed", len(emitted), len(processed))
 	} else {
 		c.detail = listed(bad)
 	}
@@ -72,25 +112,22 @@ func (w *workload) checkExactlyOnce() check {
 // checkDedupe: each event the relay delivered a second time was recognised as processed
 // by LoadForEvent and skipped. The handler that owns an execution handles its deliveries in
 // order, so the second copy always comes after the first one's commit.
-func (w *workload) checkDedupe() check {
-	dups, again := w.duplicates.Load(), w.redelivered.Load()
+func checkDedupe(redelivered, duplicates int64) check {
 	return check{
 		name:   "every redelivered event skipped by dedupe",
-		ok:     dups == again,
-		detail: fmt.Sprintf("%d redelivered, %d skipped", again, dups),
+		ok:     duplicates == redelivered,
+		detail: fmt.Sprintf("%d redelivered, %d skipped", redelivered, duplicates),
 	}
 }
 
 // checkNoEarlySkip: LoadForEvent never called an event processed before a commit had
 // processed it (such an event is lost).
-func (w *workload) checkNoEarlySkip() check {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	c := check{name: "no event called processed before it was", ok: len(w.skippedEarly) == 0}
+func checkNoEarlySkip(skippedEarly []string) check {
+	c := check{name: "no event called processed before it was", ok: len(skippedEarly) == 0}
 	if c.ok {
 		c.detail = "0 early skips"
 	} else {
-		c.detail = fmt.Sprintf("%d early skips: %s", len(w.skippedEarly), listed(w.skippedEarly))
+		c.detail = fmt.Sprintf("%d early skips: %s", len(skippedEarly), listed(skippedEarly))
 	}
 	return c
 }
@@ -175,12 +212,11 @@ func checkOutbox(pending []pendingEntry) check {
 }
 
 // checkAcks: an entry once acked never came back in a later scan.
-func (w *workload) checkAcks() check {
-	n := w.reappeared.Load()
+func checkAcks(acks, reappeared int64) check {
 	return check{
 		name:   "no acked outbox entry came back",
-		ok:     n == 0,
-		detail: fmt.Sprintf("%d acks, %d reappeared", w.acks.Load(), n),
+		ok:     reappeared == 0,
+		detail: fmt.Sprintf("%d acks, %d reappeared", acks, reappeared),
 	}
 }
 

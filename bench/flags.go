@@ -1,0 +1,178 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sizes of a run when none is given: quick ones, which keep the default run within a minute
+// on a 2-core machine with the embedded server, and full ones (-quick=false).
+const (
+	quickExecutions = 64
+	quickEvents     = 100
+	fullExecutions  = 128
+	fullEvents      = 1000
+)
+
+// config is what the flags select.
+type config struct {
+	cpuProfile  string // file for a CPU profile of the whole run; "" for none
+	uri         string // "" for the embedded server
+	executions  int
+	events      int
+	concurrency []int
+	variants    []string
+	rtt         time.Duration
+	quick       bool
+	out         string
+	seed        uint64
+	redeliver   float64
+	timeout     time.Duration
+	runTimeout  time.Duration
+	keep        bool
+	rounds      int
+
+	scaling      bool
+	scalingSizes []int
+	scalingDue   int
+	scalingReps  int
+}
+
+// parseFlags parses the command line args into a config, checking every value before
+// anything starts; defaultURI is -uri's default ($MONGODB_URI). Usage and errors of the flag
+// package go to out.
+func parseFlags(args []string, defaultURI string, out io.Writer) (config, error) {
+	var cfg config
+	var concurrency, variants, sizes string
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(out)
+	// The default is applied after parsing, so that -h never prints a URI's credentials.
+	fs.StringVar(&cfg.uri, "uri", "",
+		"MongoDB URI to run against (default $MONGODB_URI; empty: the embedded server, started in this process)")
+	fs.IntVar(&cfg.executions, "executions", 0,
+		fmt.Sprintf("executions each run creates (default %d, or %d with -quick=false)", quickExecutions, fullExecutions))
+	fs.IntVar(&cfg.events, "events", 0,
+		fmt.Sprintf("events each run processes, the start events included (default %d, or %d with -quick=false)", quickEvents, fullEvents))
+	fs.StringVar(&concurrency, "concurrency", "1,8,64", "handler goroutines: a comma-separated list of levels, each measured")
+	fs.StringVar(&variants, "variants", strings.Join(allVariants, ","), "variants to measure, comma-separated")
+	fs.DurationVar(&cfg.rtt, "rtt", 0,
+		"round-trip latency added between the clients and the server by an in-process proxy, in whole milliseconds (0: no proxy)")
+	fs.BoolVar(&cfg.quick, "quick", true,
+		"size the runs so that the default run finishes within a minute on 2 cores; -quick=false for larger runs")
+	fs.StringVar(&cfg.out, "out", "bench-out", "directory for bench-results.json and bench.png (bench-scaling.json with -scaling)")
+	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of every random choice of the workload")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (the embedded server included) to this file")
+	fs.Float64Var(&cfg.redeliver, "redeliver", 0.05,
+		"fraction of outbox entries the relay delivers twice by withholding the first ack")
+	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "bound on the whole benchmark")
+	fs.DurationVar(&cfg.runTimeout, "run-timeout", 3*time.Minute, "bound on one run (one variant at one concurrency)")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep each run's database instead of dropping it")
+	fs.IntVar(&cfg.rounds, "rounds", 1,
+		"rounds per concurrency level: each runs every variant in turn; events/s is the median of the rounds")
+	fs.BoolVar(&cfg.scaling, "scaling", false, "measure the timer sweep at several collection sizes instead of the workload")
+	fs.StringVar(&sizes, "scaling-sizes", "1000,100000", "collection sizes for -scaling, comma-separated")
+	fs.IntVar(&cfg.scalingDue, "scaling-due", 20, "due timers in the collection for -scaling")
+	fs.IntVar(&cfg.scalingReps, "scaling-reps", 5, "sweeps timed per size and design for -scaling (the median is reported)")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if !isSet(fs, "uri") {
+		cfg.uri = defaultURI
+	}
+	var err error
+	if cfg.concurrency, err = parseInts("-concurrency", concurrency); err != nil {
+		return config{}, err
+	}
+	if cfg.scalingSizes, err = parseInts("-scaling-sizes", sizes); err != nil {
+		return config{}, err
+	}
+	if cfg.variants, err = parseVariants(variants); err != nil {
+		return config{}, err
+	}
+	if cfg.executions == 0 {
+		cfg.executions = quickExecutions
+		if !cfg.quick {
+			cfg.executions = fullExecutions
+		}
+	}
+	if cfg.events == 0 {
+		cfg.events = quickEvents
+		if !cfg.quick {
+			cfg.events = fullEvents
+		}
+	}
+	switch {
+	case cfg.executions < 1:
+		return config{}, fmt.Errorf("-executions must be at least 1, got %d", cfg.executions)
+	case cfg.events < 1:
+		return config{}, fmt.Errorf("-events must be at least 1, got %d", cfg.events)
+	case cfg.rtt < 0 || cfg.rtt%time.Millisecond != 0:
+		return config{}, fmt.Errorf("-rtt must be a non-negative whole number of milliseconds, got %v", cfg.rtt)
+	case !(cfg.redeliver >= 0 && cfg.redeliver <= 1):
+		return config{}, fmt.Errorf("-redeliver must be between 0 and 1, got %v", cfg.redeliver)
+	case cfg.rounds < 1:
+		return config{}, fmt.Errorf("-rounds must be at least 1, got %d", cfg.rounds)
+	case cfg.timeout <= 0 || cfg.runTimeout <= 0:
+		return config{}, fmt.Errorf("-timeout and -run-timeout must be positive")
+	case cfg.scalingDue < 1:
+		return config{}, fmt.Errorf("-scaling-due must be at least 1, got %d", cfg.scalingDue)
+	case cfg.scalingReps < 1:
+		return config{}, fmt.Errorf("-scaling-reps must be at least 1, got %d", cfg.scalingReps)
+	}
+	for _, n := range cfg.scalingSizes {
+		if n < cfg.scalingDue {
+			return config{}, fmt.Errorf("-scaling-sizes: %d is smaller than -scaling-due %d", n, cfg.scalingDue)
+		}
+	}
+	return cfg, nil
+}
+
+// isSet reports whether the command line set the flag name.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// parseInts parses a comma-separated list of positive integers.
+func parseInts(name, s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s: %q is not a positive integer", name, f)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// parseVariants parses the -variants list and returns it in the order of allVariants.
+func parseVariants(s string) ([]string, error) {
+	var picked []string
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(allVariants, f) {
+			return nil, fmt.Errorf("-variants: unknown variant %q (known: %s)", f, strings.Join(allVariants, ", "))
+		}
+		picked = append(picked, f)
+	}
+	var out []string
+	for _, v := range allVariants {
+		if slices.Contains(picked, v) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseFlagsDefaults(t *testing.T) {
+	cfg, err := parseFlags(nil, "", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "", cfg.uri, "no -uri and no $MONGODB_URI: the embedded server")
+	require.Equal(t, []int{1, 8, 64}, cfg.concurrency)
+	require.Equal(t, allVariants, cfg.variants)
+	require.Equal(t, quickExecutions, cfg.executions)
+	require.Equal(t, quickEvents, cfg.events)
+	require.Zero(t, cfg.rtt)
+	require.Equal(t, 1, cfg.rounds)
+	require.Equal(t, uint64(1), cfg.seed)
+	require.Equal(t, 0.05, cfg.redeliver)
+	require.Equal(t, "bench-out", cfg.out)
+	require.False(t, cfg.scaling)
+	require.Equal(t, []int{1000, 100000}, cfg.scalingSizes)
+}
+
+func TestParseFlagsURI(t *testing.T) {
+	cfg, err := parseFlags(nil, "mongodb://env:27017", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "mongodb://env:27017", cfg.uri, "$MONGODB_URI is the default")
+
+	cfg, err = parseFlags([]string{"-uri", "mongodb://flag:27017"}, "mongodb://env:27017", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "mongodb://flag:27017", cfg.uri, "-uri wins over $MONGODB_URI")
+
+	cfg, err = parseFlags([]string{"-uri", ""}, "mongodb://env:27017", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "", cfg.uri, "an explicit empty -uri picks the embedded server")
+}
+
+func TestParseFlagsHelpShowsNoCredentials(t *testing.T) {
+	var out bytes.Buffer
+	_, err := parseFlags([]string{"-h"}, "mongodb://user:secret@host:27017", &out)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	require.Contains(t, out.String(), "-concurrency")
+	require.NotContains(t, out.String(), "secret")
+}
+
+func TestParseFlagsQuickSizes(t *testing.T) {
+	cfg, err := parseFlags([]string{"-quick=false"}, "", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, fullExecutions, cfg.executions)
+	require.Equal(t, fullEvents, cfg.events)
+
+	cfg, err = parseFlags([]string{"-quick=false", "-executions", "7", "-events", "9"}, "", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 7, cfg.executions, "an explicit size wins over -quick")
+	require.Equal(t, 9, cfg.events)
+}
+
+func TestParseFlagsLists(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want []int
+	}{
+		{"1,8,64", []int{1, 8, 64}},
+		{"64", []int{64}},
+		{" 2, 4 ,8", []int{2, 4, 8}},
+		{"8,1,8", []int{8, 1}}, // the order given, a repeated level measured once
+	} {
+		cfg, err := parseFlags([]string{"-concurrency", tc.arg}, "", io.Discard)
+		require.NoError(t, err, tc.arg)
+		require.Equal(t, tc.want, cfg.concurrency, tc.arg)
+	}
+
+	cfg, err := parseFlags([]string{"-scaling", "-scaling-sizes", "100,5000", "-scaling-due", "10"}, "", io.Discard)
+	require.NoError(t, err)
+	require.True(t, cfg.scaling)
+	require.Equal(t, []int{100, 5000}, cfg.scalingSizes)
+	require.Equal(t, 10, cfg.scalingDue)
+}
+
+func TestParseFlagsVariants(t *testing.T) {
+	cfg, err := parseFlags([]string{"-variants", "raw, seed-port"}, "", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{variantSeedPort, variantRaw}, cfg.variants, "in the order they run and are reported")
+
+	cfg, err = parseFlags([]string{"-variants", "aio+batch,aio+batch"}, "", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{variantBatch}, cfg.variants)
+}
+
+func TestParseFlagsRTT(t *testing.T) {
+	for arg, want := range map[string]time.Duration{"0": 0, "2ms": 2 * time.Millisecond, "1s": time.Second, "1500us": 0} {
+		cfg, err := parseFlags([]string{"-rtt", arg}, "", io.Discard)
+		if arg == "1500us" {
+			require.ErrorContains(t, err, "-rtt must be a non-negative whole number of milliseconds, got 1.5ms")
+			continue
+		}
+		require.NoError(t, err, arg)
+		require.Equal(t, want, cfg.rtt, arg)
+	}
+}
+
+// Every bad value is refused with an error that names the flag and the value.
+func TestParseFlagsRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-concurrency", "0"}, `-concurrency: "0" is not a positive integer`},
+		{[]string{"-concurrency", "-8"}, `-concurrency: "-8" is not a positive integer`},
+		{[]string{"-concurrency", "1,x,64"}, `-concurrency: "x" is not a positive integer`},
+		{[]string{"-concurrency", "1,,64"}, `-concurrency: "" is not a positive integer`},
+		{[]string{"-concurrency", ""}, `-concurrency: "" is not a positive integer`},
+		{[]string{"-concurrency", "1;8"}, `-concurrency: "1;8" is not a positive integer`},
+		{[]string{"-scaling-sizes", "1000,big"}, `-scaling-sizes: "big" is not a positive integer`},
+		{[]string{"-scaling-sizes", "10"}, "-scaling-sizes: 10 is smaller than -scaling-due 20"},
+		{[]string{"-variants", "aio,mongo"}, `-variants: unknown variant "mongo" (known: seed-port, aio, aio+batch, raw`},
+		{[]string{"-variants", ""}, `-variants: unknown variant ""`},
+		{[]string{"-rtt", "-2ms"}, "-rtt must be a non-negative whole number of milliseconds, got -2ms"},
+		{[]string{"-rtt", "2"}, `invalid value "2" for flag -rtt`},
+		{[]string{"-rtt", "fast"}, `invalid value "fast" for flag -rtt`},
+		{[]string{"-executions", "-1"}, "-executions must be at least 1, got -1"},
+		{[]string{"-events", "-5"}, "-events must be at least 1, got -5"},
+		{[]string{"-events", "many"}, `invalid value "many" for flag -events`},
+		{[]string{"-redeliver", "1.5"}, "-redeliver must be between 0 and 1, got 1.5"},
+		{[]string{"-redeliver", "-0.1"}, "-redeliver must be between 0 and 1, got -0.1"},
+		{[]string{"-redeliver", "NaN"}, "-redeliver must be between 0 and 1, got NaN"},
+		{[]string{"-rounds", "0"}, "-rounds must be at least 1, got 0"},
+		{[]string{"-timeout", "0s"}, "-timeout and -run-timeout must be positive"},
+		{[]string{"-run-timeout", "-1m"}, "-timeout and -run-timeout must be positive"},
+		{[]string{"-scaling-due", "0"}, "-scaling-due must be at least 1, got 0"},
+		{[]string{"-scaling-reps", "0"}, "-scaling-reps must be at least 1, got 0"},
+		{[]string{"-no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{[]string{"-rounds", "3", "extra"}, "unexpected arguments: extra"},
+	} {
+		name := strings.Join(tc.args, " ")
+		_, err := parseFlags(tc.args, "", io.Discard)
+		require.ErrorContains(t, err, tc.want, name)
+	}
+}
