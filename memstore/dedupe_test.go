@@ -11,30 +11,6 @@ import (
 	"github.com/execstore/execstore/memstore"
 )
 
-// 13. LoadForEvent after a commit that processed e1: (exe, true) for e1, (exe, false) for e2,
-// (nil, false) for an unknown execution; it always agrees with IsProcessed.
-func TestLoadForEvent(t *testing.T) {
-	s := memstore.New(memstore.Options{})
-	e := newExe("e")
-	mustCommit(t, s, e, execstore.Commit{ProcessedEventID: "e1"})
-	for _, c := range []struct {
-		id, event string
-		exists    bool
-		hit       bool
-	}{{"e", "e1", true, true}, {"e", "e2", true, false}, {"unknown", "e1", false, false}} {
-		exe, hit, err := s.LoadForEvent(bg, c.id, c.event)
-		require.NoError(t, err)
-		assert.Equal(t, c.exists, exe != nil)
-		assert.Equal(t, c.hit, hit)
-		if exe != nil {
-			assert.Equal(t, e, exe)
-		}
-		p, err := s.IsProcessed(bg, c.id, c.event)
-		require.NoError(t, err)
-		assert.Equal(t, p, hit)
-	}
-}
-
 // Without a window every processed id is kept; commits without one add nothing.
 func TestDedupeKeepsEverything(t *testing.T) {
 	s := memstore.New(memstore.Options{})

@@ -119,28 +119,6 @@ func TestDeleteTimers(t *testing.T) {
 	assert.Len(t, dueAt(t, s, 1000), 11)
 }
 
-// Any path text is a path of its own: no encoding collides.
-func TestTimerPaths(t *testing.T) {
-	s := memstore.New(memstore.Options{})
-	paths := []string{"Fork.A", "Fork．A", "$set", "a$b.c", "100%", "%2E", "nul\x00byte", "bad\xffutf8",
-		"ünï．.$%", ".", "..", "$", "_id", "timers.x"}
-	var ops []execstore.TimerOp
-	for i, p := range paths {
-		ops = append(ops, execstore.ScheduleTimer(p, float64(i+1)))
-	}
-	e := newExe("e")
-	mustCommit(t, s, e, execstore.Commit{Timers: ops})
-	d := dueAt(t, s, 1000)
-	require.Len(t, d, len(paths))
-	for i, p := range paths {
-		assert.Equal(t, p, d[i].Path)
-		removed, err := s.DeleteTimer(bg, "e", p, float64(i+1))
-		require.NoError(t, err)
-		assert.True(t, removed, p)
-	}
-	assert.Empty(t, dueAt(t, s, 1000))
-}
-
 // Negative and fractional fire times are fire times like any other.
 func TestTimerFireTimes(t *testing.T) {
 	s := memstore.New(memstore.Options{})
