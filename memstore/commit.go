@@ -104,7 +104,7 @@ func (s *Store) apply(r *record, pc *preparedCommit) []int64 {
 	traceNext := r.exe.TraceNext
 	r.exe = pc.exe
 	r.exe.Version, r.exe.TraceNext = version, traceNext
-	if version == 1 {
+	if version == 1 { // guard made r: the commit creates the execution
 		s.insert(r.exe.ID, r)
 	}
 	var seqs []int64

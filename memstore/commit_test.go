@@ -304,6 +304,14 @@ func TestConcurrentWorkload(t *testing.T) {
 	go func() {
 		defer close(relayDone)
 		for {
+			// Only a scan that began after every handler returned can tell the relay is done:
+			// an empty scan from before may have missed the last commits.
+			finished := false
+			select {
+			case <-stop:
+				finished = true
+			default:
+			}
 			pending, err := s.PendingOutbox(bg, 7)
 			assert.NoError(t, err)
 			for _, p := range pending {
@@ -317,12 +325,8 @@ func TestConcurrentWorkload(t *testing.T) {
 			for _, sp := range spawns {
 				assert.NoError(t, s.AckSpawn(bg, sp.ParentID, sp.Seq))
 			}
-			select {
-			case <-stop:
-				if len(pending) == 0 {
-					return
-				}
-			default:
+			if finished && len(pending) == 0 {
+				return
 			}
 		}
 	}()

@@ -29,11 +29,13 @@
 // What it does not do: it keeps nothing beyond the process (no persistence, no sharing between
 // processes), and an outcome is never unknown (no execstore.ErrOutcomeUnknown). It checks a
 // commit's size by the raw lengths contract.ValidateCommit measures, not by the encoded
-// document: a commit within a few KiB of MongoDB's 16 MiB limit, or one that grows a stored
-// document past it, can be accepted here and refused by MongoDB.
+// document: a commit whose raw lengths pass but whose encoding MongoDB would find past its
+// 16 MiB limit (tens of thousands of small entries, timer paths full of dots), or one that
+// grows a stored document past it, is accepted here and refused by the MongoDB store.
 //
 // Costs: every call takes one store-wide lock (a read lock for reads) and does its work in
 // memory. Commit costs the copy of what it writes plus the BSON encoding of its spawn contexts
 // and trace step; DueTimers scans every timer of the store; PendingOutbox and PendingSpawns
-// cost what they return; List costs the executions it steps over.
+// cost what they return, an ack a binary search and the shift of the later entries; List
+// costs the executions it steps over.
 package memstore

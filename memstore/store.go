@@ -14,12 +14,12 @@ const traceMaxDefault = 200
 // Options configures a Store. The zero value is ready to use; every field documents its default.
 type Options struct {
 	// TraceMax is how many trace steps an execution keeps; the oldest are dropped by the write
-	// that appends. Default 200, as the MongoDB store's aio.DefaultTraceMax.
+	// that appends. Default (0 or less) 200, as the MongoDB store's aio.DefaultTraceMax.
 	TraceMax int
 	// DedupeWindow bounds each execution's dedupe set exactly as the MongoDB store's
 	// aio.Options.DedupeWindow does: when positive, the set keeps the event ids of at least the
-	// last DedupeWindow commits and of at most the last 2×DedupeWindow. Default 0: every id is
-	// kept.
+	// last DedupeWindow commits and of at most the last 2×DedupeWindow. Default (0 or less):
+	// every id is kept.
 	DedupeWindow int
 }
 

@@ -88,6 +88,11 @@ func TestAppendTrace(t *testing.T) {
 	assert.EqualValues(t, 2, got.Version)
 	assert.EqualValues(t, 4, got.TraceNext)
 
+	// A commit without a step also hands back the execution's next index.
+	require.NoError(t, s.AppendTrace(bg, "e", map[string]any{}))
+	require.NoError(t, s.Save(bg, e))
+	assert.EqualValues(t, 5, e.TraceNext)
+
 	trace, err = s.ReadTrace(bg, "unknown")
 	require.NoError(t, err)
 	assert.Nil(t, trace)
