@@ -6,6 +6,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/batch"
+	"github.com/execstore/execstore/internal/async"
 	"github.com/execstore/execstore/ops"
 )
 
@@ -20,7 +21,7 @@ type writeItem struct {
 	kind opKind
 	w    ops.IdempotentWrite
 	fut  *Future[struct{}]
-	hand *handoff
+	hand *async.Handoff
 }
 
 // loadItem is one Load or LoadForEvent waiting for its batch.
@@ -30,31 +31,7 @@ type loadItem struct {
 	event    string // LoadForEvent only
 	load     *Future[*execstore.Execution]
 	forEvent *Future[Loaded]
-	hand     *handoff
-}
-
-// takeLive sends the items that are still wanted and returns them with their contexts; the
-// others are settled here (context ended or store closing: never sent) or were withdrawn.
-func takeLive[T any](s *Store, items []T, ctxOf func(T) context.Context, handOf func(T) *handoff) ([]T, []context.Context) {
-	var live []T
-	var ctxs []context.Context
-	for _, it := range items {
-		h := handOf(it)
-		err := ctxOf(it).Err()
-		if err == nil && s.stop.Err() != nil {
-			err = execstore.ErrClosed
-		}
-		if err != nil {
-			if h.state.CompareAndSwap(handQueued, handWithdrawn) {
-				h.withdraw(err)
-			}
-			continue
-		}
-		if h.send() {
-			live, ctxs = append(live, it), append(ctxs, ctxOf(it))
-		}
-	}
-	return live, ctxs
+	hand     *async.Handoff
 }
 
 func newCoalescers(s *Store, opts Options) {
@@ -66,36 +43,29 @@ func newCoalescers(s *Store, opts Options) {
 
 // idempotentWrite runs w through the write coalescer, or alone when coalescing is off.
 func (s *Store) idempotentWrite(ctx context.Context, kind opKind, w ops.IdempotentWrite) error {
-	var r *request[struct{}]
+	var r *async.Request[struct{}]
 	r = newRequest(s, kind, func(wctx context.Context) (struct{}, error) {
 		if s.writes == nil {
 			return struct{}{}, ops.RunIdempotentWrites(wctx, s.env, []ops.IdempotentWrite{w})[0]
 		}
-		it := &writeItem{ctx: ctx, kind: kind, w: w, fut: r.fut}
-		it.hand = r.fut.handTo(func(ctxErr error) error {
+		it := &writeItem{ctx: ctx, kind: kind, w: w, fut: r.Future()}
+		it.hand = r.Future().HandTo(func(ctxErr error) error {
 			return &execstore.OutcomeUnknownError{Op: w.Op, ExecutionID: w.ID, Err: ctxErr}
 		}, func(err error) { s.stats.record(kind, err) })
-		submitHanded(ctx, s.writes, it, it.hand)
-		return struct{}{}, errSettledLater
+		async.Hand(ctx, s.writes, it, it.hand)
+		return struct{}{}, async.ErrSettledLater
 	})
-	_, err := r.submit(ctx).Wait(ctx)
+	_, err := r.Submit(ctx, s.pool, s.shed).Wait(ctx)
 	return err
 }
 
-// submitHanded hands item to c; if c refuses it, the operation is settled with the refusal.
-func submitHanded[T any](ctx context.Context, c *batch.Coalescer[T], item T, h *handoff) {
-	if err := c.Submit(ctx, item); err != nil && h.state.CompareAndSwap(handQueued, handWithdrawn) {
-		h.withdraw(err)
-	}
-}
-
 func (s *Store) flushWrites(items []*writeItem) {
-	live, ctxs := takeLive(s, items, func(it *writeItem) context.Context { return it.ctx },
-		func(it *writeItem) *handoff { return it.hand })
+	live, ctxs := async.TakeLive(s.stop, items, func(it *writeItem) context.Context { return it.ctx },
+		func(it *writeItem) *async.Handoff { return it.hand })
 	if len(live) == 0 {
 		return
 	}
-	ctx, release := allDone(s.stop, ctxs)
+	ctx, release := async.AllDone(s.stop, ctxs)
 	defer release()
 	writes := make([]ops.IdempotentWrite, len(live))
 	for i, it := range live {
@@ -105,16 +75,16 @@ func (s *Store) flushWrites(items []*writeItem) {
 	s.stats.coalescedOps.Add(int64(len(live)))
 	errs := ops.RunIdempotentWrites(ctx, s.env, writes)
 	for i, it := range live {
-		s.settleWrite(it, callerCause(it.ctx, errs[i]))
+		s.settleWrite(it, async.CallerCause(it.ctx, errs[i]))
 	}
 }
 
 func (s *Store) settleWrite(it *writeItem, err error) {
-	if !it.hand.settle() {
+	if !it.hand.Settle() {
 		return
 	}
 	s.stats.record(it.kind, err)
-	it.fut.set(struct{}{}, err)
+	it.fut.Set(struct{}{}, err)
 }
 
 // readAbandoned is the error of a read whose caller gave up after it was sent.
@@ -123,23 +93,23 @@ func readAbandoned(ctxErr error) error { return ctxErr }
 // coalescedLoad hands a Load to the load coalescer.
 func (s *Store) coalescedLoad(ctx context.Context, id string, fut *Future[*execstore.Execution]) error {
 	it := &loadItem{ctx: ctx, id: id, load: fut}
-	it.hand = fut.handTo(readAbandoned, func(err error) { s.stats.record(opLoad, err) })
-	submitHanded(ctx, s.loads, it, it.hand)
-	return errSettledLater
+	it.hand = fut.HandTo(readAbandoned, func(err error) { s.stats.record(opLoad, err) })
+	async.Hand(ctx, s.loads, it, it.hand)
+	return async.ErrSettledLater
 }
 
 // coalescedLoadForEvent hands a LoadForEvent to the load coalescer (MongoDB only).
 func (s *Store) coalescedLoadForEvent(ctx context.Context, id, event string, fut *Future[Loaded]) error {
 	it := &loadItem{ctx: ctx, id: id, event: event, forEvent: fut}
-	it.hand = fut.handTo(readAbandoned, func(err error) { s.stats.record(opLoadForEvent, err) })
-	submitHanded(ctx, s.loads, it, it.hand)
-	return errSettledLater
+	it.hand = fut.HandTo(readAbandoned, func(err error) { s.stats.record(opLoadForEvent, err) })
+	async.Hand(ctx, s.loads, it, it.hand)
+	return async.ErrSettledLater
 }
 
 func (s *Store) flushLoads(items []*loadItem) {
 	var plain, forEvent, alone []*loadItem
-	live, ctxs := takeLive(s, items, func(it *loadItem) context.Context { return it.ctx },
-		func(it *loadItem) *handoff { return it.hand })
+	live, ctxs := async.TakeLive(s.stop, items, func(it *loadItem) context.Context { return it.ctx },
+		func(it *loadItem) *async.Handoff { return it.hand })
 	seen := map[string]bool{}
 	for _, it := range live {
 		switch {
@@ -155,7 +125,7 @@ func (s *Store) flushLoads(items []*loadItem) {
 	if len(ctxs) == 0 {
 		return
 	}
-	ctx, release := allDone(s.stop, ctxs)
+	ctx, release := async.AllDone(s.stop, ctxs)
 	defer release()
 	if len(plain) > 0 {
 		ids := make([]string, len(plain))
@@ -166,7 +136,7 @@ func (s *Store) flushLoads(items []*loadItem) {
 		s.stats.coalescedOps.Add(int64(len(plain)))
 		found, err := ops.LoadMany(ctx, s.env, ids)
 		for _, it := range plain {
-			s.settleLoad(it, &ops.LoadedForEvent{Execution: cloneExecution(found[it.id])}, callerCause(it.ctx, err))
+			s.settleLoad(it, &ops.LoadedForEvent{Execution: cloneExecution(found[it.id])}, async.CallerCause(it.ctx, err))
 		}
 	}
 	if len(forEvent) > 0 {
@@ -179,7 +149,7 @@ func (s *Store) flushLoads(items []*loadItem) {
 		found, err := ops.LoadForEvents(ctx, s.env, ids, events)
 		for _, it := range forEvent {
 			l := found[it.id]
-			s.settleLoad(it, &l, callerCause(it.ctx, err))
+			s.settleLoad(it, &l, async.CallerCause(it.ctx, err))
 		}
 	}
 	for _, it := range alone {
@@ -199,7 +169,7 @@ func cloneExecution(e *execstore.Execution) *execstore.Execution {
 }
 
 func (s *Store) settleLoad(it *loadItem, l *ops.LoadedForEvent, err error) {
-	if !it.hand.settle() {
+	if !it.hand.Settle() {
 		return
 	}
 	if it.load != nil {
@@ -208,7 +178,7 @@ func (s *Store) settleLoad(it *loadItem, l *ops.LoadedForEvent, err error) {
 		if err == nil {
 			exe = l.Execution
 		}
-		it.load.set(exe, err)
+		it.load.Set(exe, err)
 		return
 	}
 	s.stats.record(opLoadForEvent, err)
@@ -216,5 +186,5 @@ func (s *Store) settleLoad(it *loadItem, l *ops.LoadedForEvent, err error) {
 	if err == nil {
 		out = Loaded{Execution: l.Execution, Processed: l.Processed}
 	}
-	it.forEvent.set(out, err)
+	it.forEvent.Set(out, err)
 }

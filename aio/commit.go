@@ -8,6 +8,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/async"
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/ops"
 )
@@ -34,13 +35,13 @@ func (s *Store) Save(ctx context.Context, exe *execstore.Execution) error {
 // Wait returned ErrOutcomeUnknown may use exe again at once: the store no longer touches it.
 func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c execstore.Commit) *Future[[]int64] {
 	if err := contract.ValidateCommit(exe, &c); err != nil {
-		return failedFuture[[]int64](err)
+		return async.Failed[[]int64](err)
 	}
 	pc, err := ops.PrepareCommit(s.env, exe, &c) // refuses, before any I/O, what cannot fit
 	if err != nil {
-		return failedFuture[[]int64](err)
+		return async.Failed[[]int64](err)
 	}
-	var r *request[[]int64]
+	var r *async.Request[[]int64]
 	r = newRequest(s, opCommit, func(wctx context.Context) ([]int64, error) {
 		seqs, err := s.takeSeqs(wctx, &c)
 		if err != nil {
@@ -48,11 +49,11 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 		}
 		if s.group != nil && exe.Version > 0 {
 			// The worker's context ends when it returns; the batch answers to the caller's.
-			return nil, s.groupCommit(ctx, exe, pc, seqs, r.fut)
+			return nil, s.groupCommit(ctx, exe, pc, seqs, r.Future())
 		}
 		return s.commit(wctx, exe, pc, seqs)
 	})
-	return r.submit(ctx)
+	return r.Submit(ctx, s.pool, s.shed)
 }
 
 // takeSeqs takes the outbox and spawn seqs c needs from the prefetched blocks.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"sync/atomic"
 	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/batch"
+	"github.com/execstore/execstore/internal/async"
 	"github.com/execstore/execstore/ops"
 )
 
@@ -24,7 +24,7 @@ type commitItem struct {
 	seqs ops.Seqs
 	plan ops.CommitPlan
 	fut  *Future[[]int64]
-	hand *handoff
+	hand *async.Handoff
 }
 
 func commitItemSize(it *commitItem) int { return it.plan.Bytes }
@@ -45,15 +45,13 @@ func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, pc *o
 	}
 	plan.SetToken(commitToken())
 	it := &commitItem{ctx: ctx, exe: exe, pc: pc, seqs: seqs, plan: plan, fut: fut}
-	it.hand = fut.handTo(func(ctxErr error) error {
+	it.hand = fut.HandTo(func(ctxErr error) error {
 		return &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: exe.ID, Err: ctxErr}
 	}, func(err error) { s.stats.record(opCommit, err) })
 	if err := s.group.Submit(ctx, it); err != nil {
-		if it.hand.state.CompareAndSwap(handQueued, handWithdrawn) {
-			it.hand.withdraw(err)
-		}
+		it.hand.Refuse(err)
 	}
-	return errSettledLater
+	return async.ErrSettledLater
 }
 
 // commitToken returns a random non-zero token.
@@ -73,18 +71,14 @@ func (s *Store) flushCommits(items []*commitItem) {
 	var ctxs []context.Context
 	for _, it := range items {
 		if err := it.ctx.Err(); err != nil {
-			if it.hand.state.CompareAndSwap(handQueued, handWithdrawn) {
-				it.hand.withdraw(err) // never sent
-			}
+			it.hand.Refuse(err)
 			continue
 		}
 		if s.stop.Err() != nil {
-			if it.hand.state.CompareAndSwap(handQueued, handWithdrawn) {
-				it.hand.withdraw(execstore.ErrClosed)
-			}
+			it.hand.Refuse(execstore.ErrClosed)
 			continue
 		}
-		if !it.hand.send() {
+		if !it.hand.Send() {
 			continue // withdrawn by its caller
 		}
 		live, ctxs = append(live, it), append(ctxs, it.ctx)
@@ -92,7 +86,7 @@ func (s *Store) flushCommits(items []*commitItem) {
 	if len(live) == 0 {
 		return
 	}
-	ctx, release := allDone(s.stop, ctxs)
+	ctx, release := async.AllDone(s.stop, ctxs)
 	defer release()
 	plans := make([]*ops.CommitPlan, len(live))
 	for i, it := range live {
@@ -110,7 +104,7 @@ func (s *Store) flushCommits(items []*commitItem) {
 		case errors.As(errs[i], &tm):
 			moved = append(moved, i) // after the others are settled
 		case errs[i] != nil:
-			s.settleCommit(it, callerCause(it.ctx, errs[i]))
+			s.settleCommit(it, async.CallerCause(it.ctx, errs[i]))
 		default:
 			s.settleCommitWon(it, it.plan.Expected+1, it.plan.TraceNext)
 		}
@@ -130,57 +124,20 @@ func (s *Store) flushCommits(items []*commitItem) {
 	}
 }
 
-// callerCause reports a batch that ended because every caller's context ended in terms of
-// this caller's context: its error, as it would be for a commit of its own.
-func callerCause(ctx context.Context, err error) error {
-	cerr := ctx.Err()
-	if cerr == nil || !errors.Is(err, context.Canceled) {
-		return err
-	}
-	var unknown *execstore.OutcomeUnknownError
-	if errors.As(err, &unknown) {
-		return &execstore.OutcomeUnknownError{Op: unknown.Op, ExecutionID: unknown.ExecutionID, Err: cerr}
-	}
-	return cerr
-}
-
 func (s *Store) settleCommit(it *commitItem, err error) {
-	if !it.hand.settle() {
+	if !it.hand.Settle() {
 		return // abandoned: its caller was answered already
 	}
 	s.stats.record(opCommit, err)
-	it.fut.set(nil, err)
+	it.fut.Set(nil, err)
 }
 
 func (s *Store) settleCommitWon(it *commitItem, version, traceNext int64) {
-	if !it.hand.settle() {
+	if !it.hand.Settle() {
 		return // abandoned: the caller reloads, its execution is not touched
 	}
 	it.exe.Version = version
 	it.exe.TraceNext = traceNext
 	s.stats.record(opCommit, nil)
-	it.fut.set(it.plan.OutboxSeqs, nil)
-}
-
-// allDone returns a context that ends once every one of ctxs has ended, so that a batch is
-// abandoned only when no caller is waiting for it any more, or when stop ends (Close gave up).
-func allDone(stop context.Context, ctxs []context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var left atomic.Int64
-	left.Store(int64(len(ctxs)))
-	stops := make([]func() bool, len(ctxs), len(ctxs)+1)
-	for i, c := range ctxs {
-		stops[i] = context.AfterFunc(c, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
-	}
-	stops = append(stops, context.AfterFunc(stop, cancel))
-	return ctx, func() {
-		for _, unregister := range stops {
-			unregister()
-		}
-		cancel()
-	}
+	it.fut.Set(it.plan.OutboxSeqs, nil)
 }

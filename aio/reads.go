@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/async"
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/ops"
 )
@@ -13,14 +14,14 @@ func (s *Store) Load(ctx context.Context, id string) (*execstore.Execution, erro
 	if err := contract.ValidateID("id", id); err != nil {
 		return nil, err
 	}
-	var r *request[*execstore.Execution]
+	var r *async.Request[*execstore.Execution]
 	r = newRequest(s, opLoad, func(wctx context.Context) (*execstore.Execution, error) {
 		if s.loads != nil {
-			return nil, s.coalescedLoad(ctx, id, r.fut)
+			return nil, s.coalescedLoad(ctx, id, r.Future())
 		}
 		return ops.Load(wctx, s.env, id)
 	})
-	return r.submit(ctx).Wait(ctx)
+	return r.Submit(ctx, s.pool, s.shed).Wait(ctx)
 }
 
 // Loaded is the result of LoadForEvent.
@@ -39,20 +40,20 @@ func (s *Store) LoadForEvent(ctx context.Context, id, eventID string) (*execstor
 // LoadForEventAsync submits LoadForEvent and returns at once.
 func (s *Store) LoadForEventAsync(ctx context.Context, id, eventID string) *Future[Loaded] {
 	if err := contract.ValidateID("id", id); err != nil {
-		return failedFuture[Loaded](err)
+		return async.Failed[Loaded](err)
 	}
 	if err := contract.ValidateID("eventID", eventID); err != nil {
-		return failedFuture[Loaded](err)
+		return async.Failed[Loaded](err)
 	}
-	var r *request[Loaded]
+	var r *async.Request[Loaded]
 	r = newRequest(s, opLoadForEvent, func(wctx context.Context) (Loaded, error) {
 		if s.loads != nil && s.env.Profile == ops.MongoDB {
-			return Loaded{}, s.coalescedLoadForEvent(ctx, id, eventID, r.fut)
+			return Loaded{}, s.coalescedLoadForEvent(ctx, id, eventID, r.Future())
 		}
 		exe, hit, err := ops.LoadForEvent(wctx, s.env, id, eventID)
 		return Loaded{Execution: exe, Processed: hit}, err
 	})
-	return r.submit(ctx)
+	return r.Submit(ctx, s.pool, s.shed)
 }
 
 // IsProcessed reports whether eventID is in the execution's dedupe set.

@@ -63,6 +63,9 @@ type statCounters struct {
 	coalesced, coalescedOps              atomic.Int64
 }
 
+// Record counts an outcome of an operation of kind (an opKind); see async.Recorder.
+func (c *statCounters) Record(kind int, err error) { c.record(opKind(kind), err) }
+
 func (c *statCounters) record(k opKind, err error) {
 	c.calls[k].Add(1)
 	if err == nil {

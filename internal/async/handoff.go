@@ -1,11 +1,11 @@
-package aio
+package async
 
 import (
 	"context"
 	"sync/atomic"
 )
 
-// handoff tracks an operation a worker passed on to a coalescer, so that its caller can still
+// Handoff tracks an operation a worker passed on to a coalescer, so that its caller can still
 // give up on time. Exactly one side wins each transition:
 //
 //	queued ──flush──▶ sent ──flush──▶ settled
@@ -13,7 +13,7 @@ import (
 //	   └─caller─▶ withdrawn (never sent: the caller gets ctx.Err())
 //	                     └─caller─▶ abandoned (sent: the caller gets the abandon error;
 //	                                the flush then touches neither the future nor the caller's data)
-type handoff struct {
+type Handoff struct {
 	state    atomic.Int32
 	abandon  func(ctxErr error) error // the error of an abandoned operation
 	withdraw func(err error)          // settles the future of a withdrawn or abandoned operation
@@ -27,15 +27,15 @@ const (
 	handAbandoned
 )
 
-// send marks the operation sent; false means its caller withdrew it.
-func (h *handoff) send() bool { return h.state.CompareAndSwap(handQueued, handSent) }
+// Send marks the operation sent; false means its caller withdrew it.
+func (h *Handoff) Send() bool { return h.state.CompareAndSwap(handQueued, handSent) }
 
-// settle claims the right to settle the operation; false means its caller abandoned it.
-func (h *handoff) settle() bool { return h.state.CompareAndSwap(handSent, handSettled) }
+// Settle claims the right to settle the operation; false means its caller abandoned it.
+func (h *Handoff) Settle() bool { return h.state.CompareAndSwap(handSent, handSettled) }
 
 // giveUp is called by a caller whose context ended: it withdraws a queued operation or
 // abandons a sent one, settling the future itself, and reports whether it did.
-func (h *handoff) giveUp(ctx context.Context) bool {
+func (h *Handoff) giveUp(ctx context.Context) bool {
 	switch {
 	case h.state.CompareAndSwap(handQueued, handWithdrawn):
 		h.withdraw(ctx.Err())
@@ -45,4 +45,12 @@ func (h *handoff) giveUp(ctx context.Context) bool {
 		return true
 	}
 	return false
+}
+
+// Refuse settles a queued operation that will never be sent with err (its context ended, or
+// the store is closing), unless its caller withdrew it first.
+func (h *Handoff) Refuse(err error) {
+	if h.state.CompareAndSwap(handQueued, handWithdrawn) {
+		h.withdraw(err)
+	}
 }
