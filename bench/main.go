@@ -26,6 +26,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/term"
 )
 
 // cleanupTimeout bounds closing clients, dropping databases and stopping the server, which
@@ -106,7 +108,7 @@ func bench(ctx context.Context, cfg config) (status int, err error) {
 
 	stamp := time.Now().UTC().Format("20060102_150405")
 	runs := len(cfg.concurrency) * cfg.rounds * len(cfg.variants)
-	prog := startProgress(os.Stderr, runs, cfg.events)
+	prog := startProgress(os.Stderr, term.IsTerminal(int(os.Stderr.Fd())), runs, cfg.events)
 	var results []runResult
 	var runErr error
 levels:

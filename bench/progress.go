@@ -3,26 +3,28 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/schollz/progressbar/v3"
 )
 
-// Progress refresh rates: a terminal gets a line rewritten in place, anything else (a log, a
-// pipe) an appended line now and then.
+// How progress is shown: on a terminal, a bar redrawn in place (github.com/schollz/progressbar);
+// anywhere else (a file, a pipe, CI), a plain line now and then, so that a log holds no
+// carriage returns or escape sequences.
 const (
-	progressTerminal = 200 * time.Millisecond
-	progressLog      = 5 * time.Second
-	progressBarWidth = 24
+	progressTerminal = 200 * time.Millisecond // between redraws of the bar
+	progressLog      = 5 * time.Second        // between lines of a log
+	progressBarWidth = 24                     // the bar's cells, fewer when the terminal is narrow
 )
 
-// progress reports on stderr which run is going and how far it is, with a bar over all runs.
+// progress reports which run is going and how far it is, over all the runs to come. The
+// runs tell it where they are (setup, begin, end); it reports on its own schedule.
 type progress struct {
-	out         io.Writer
-	interactive bool
-	runs        int
-	events      int
+	out    io.Writer
+	bar    *progressbar.ProgressBar // nil when out is not a terminal
+	runs   int
+	events int // events of each run
 
 	mu      sync.Mutex
 	done    int // runs finished
@@ -35,11 +37,27 @@ type progress struct {
 	wg    sync.WaitGroup
 }
 
-// startProgress reports until stop is called; runs is the number of runs to come.
-func startProgress(out io.Writer, runs, events int) *progress {
-	p := &progress{out: out, interactive: isTerminal(out), runs: runs, events: events, stopc: make(chan struct{})}
+// newProgress returns a progress that reports on out, as a bar if out is a terminal. runs is
+// the number of runs to come, events the events of each. It reports only when report is
+// called; startProgress reports on a schedule.
+func newProgress(out io.Writer, terminal bool, runs, events int) *progress {
+	p := &progress{out: out, runs: runs, events: events, stopc: make(chan struct{})}
+	if terminal {
+		p.bar = progressbar.NewOptions64(int64(max(runs*events, 1)),
+			progressbar.OptionSetWriter(out),
+			progressbar.OptionSetWidth(progressBarWidth),
+			progressbar.OptionShowDescriptionAtLineEnd(),
+		)
+	}
+	return p
+}
+
+// startProgress returns a progress that reports on out until stop is called: on a terminal
+// every progressTerminal, elsewhere every progressLog.
+func startProgress(out io.Writer, terminal bool, runs, events int) *progress {
+	p := newProgress(out, terminal, runs, events)
 	every := progressLog
-	if p.interactive {
+	if terminal {
 		every = progressTerminal
 	}
 	p.wg.Add(1)
@@ -47,25 +65,12 @@ func startProgress(out io.Writer, runs, events int) *progress {
 		defer p.wg.Done()
 		t := time.NewTicker(every)
 		defer t.Stop()
-		width := 0
 		for {
 			select {
 			case <-p.stopc:
-				if p.interactive && width > 0 {
-					fmt.Fprintf(p.out, "\r%s\r", strings.Repeat(" ", width))
-				}
 				return
 			case <-t.C:
-			}
-			line := p.line()
-			if line == "" {
-				continue
-			}
-			if p.interactive {
-				fmt.Fprintf(p.out, "\r%-*s", width, line)
-				width = max(width, len([]rune(line)))
-			} else {
-				fmt.Fprintln(p.out, line)
+				p.report()
 			}
 		}
 	}()
@@ -94,39 +99,46 @@ func (p *progress) end() {
 	p.loop = nil
 }
 
+// stop ends the reports and, on a terminal, clears the bar, so that what is printed next
+// starts on a clean line.
 func (p *progress) stop() {
 	close(p.stopc)
 	p.wg.Wait()
+	if p.bar != nil {
+		_ = p.bar.Clear()
+	}
 }
 
-func (p *progress) line() string {
+// report shows where the runs are: the bar redrawn, or one line.
+func (p *progress) report() {
+	line, overall, ok := p.status()
+	if !ok {
+		return
+	}
+	if p.bar == nil {
+		fmt.Fprintf(p.out, "bench: %s\n", line)
+		return
+	}
+	// Errors of a redraw on stderr are not worth stopping a run for.
+	_ = p.bar.Set64(overall)
+	p.bar.Describe(line)
+}
+
+// status returns the current run as a line ("run 4/12 raw ×1: 29/100 events, 113 events/s")
+// and the events processed over every run so far; ok is false before the first run.
+func (p *progress) status() (line string, overall int64, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.variant == "" {
-		return ""
+		return "", 0, false
 	}
-	var frac float64
-	var detail string
+	line = fmt.Sprintf("run %d/%d %s ×%d: ", min(p.done+1, p.runs), p.runs, p.variant, p.conc)
+	overall = int64(p.done) * int64(p.events)
 	if p.loop == nil {
-		detail = "setting up"
-	} else {
-		n := p.loop.processed.Load()
-		frac = float64(n) / float64(max(p.events, 1))
-		elapsed := time.Since(p.started).Seconds()
-		detail = fmt.Sprintf("%d/%d events  %.0f events/s", n, p.events, float64(n)/max(elapsed, 1e-9))
+		return line + "setting up", overall, true
 	}
-	overall := (float64(p.done) + min(frac, 1)) / float64(max(p.runs, 1))
-	filled := int(overall * progressBarWidth)
-	bar := strings.Repeat("█", filled) + strings.Repeat("░", progressBarWidth-filled)
-	return fmt.Sprintf("bench %s %d/%d  %s ×%d: %s", bar, min(p.done+1, p.runs), p.runs, p.variant, p.conc, detail)
-}
-
-// isTerminal reports whether out is a character device, such as a terminal.
-func isTerminal(out io.Writer) bool {
-	f, ok := out.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	n := p.loop.processed.Load()
+	rate := float64(n) / max(time.Since(p.started).Seconds(), 1e-9)
+	line += fmt.Sprintf("%d/%d events, %.0f events/s", n, p.events, rate)
+	return line, overall + min(n, int64(p.events)), true
 }
