@@ -3,7 +3,6 @@ package aio
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
@@ -81,16 +80,10 @@ func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt float64
 // it removed: a bulk write's totals cannot tell.
 func (s *Store) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) error {
 	writes := make([]ops.IdempotentWrite, len(timers))
+	if err := contract.ValidateDueTimers(timers); err != nil {
+		return err
+	}
 	for i, t := range timers {
-		if err := contract.ValidateID(fmt.Sprintf("timers[%d].ExecutionID", i), t.ExecutionID); err != nil {
-			return err
-		}
-		if err := contract.ValidatePath(fmt.Sprintf("timers[%d].Path", i), t.Path); err != nil {
-			return err
-		}
-		if err := contract.ValidateFireAt(fmt.Sprintf("timers[%d].FireAt", i), t.FireAt); err != nil {
-			return err
-		}
 		writes[i] = ops.DeleteTimerWrite(t.ExecutionID, t.Path, t.FireAt)
 	}
 	if len(writes) == 0 {

@@ -35,14 +35,14 @@ func prepareCommit(exe *execstore.Execution, c *execstore.Commit) (*preparedComm
 	}
 	pc.spawns = make([]spawnItem, len(c.Spawns))
 	for i, sp := range c.Spawns {
-		b, err := encodeMap(sp.Context)
+		b, err := contract.EncodeMap(sp.Context)
 		if err != nil {
 			return nil, contract.Invalid("Commit.Spawns["+strconv.Itoa(i)+"].Context", "%v", err)
 		}
 		pc.spawns[i] = spawnItem{childID: sp.ChildID, rootPath: sp.RootPath, context: b}
 	}
 	if c.Trace != nil {
-		b, err := encodeMap(c.Trace)
+		b, err := contract.EncodeMap(c.Trace)
 		if err != nil {
 			return nil, contract.Invalid("Commit.Trace", "%v", err)
 		}

@@ -1,5 +1,7 @@
 package memstore
 
+import "github.com/execstore/execstore/internal/contract"
+
 // dedupeSet is an execution's set of processed event ids, kept as the MongoDB store keeps it
 // (ops/dedupe.go). Without a window every id stays in gens[0]. With a window W the two sets take
 // turns by generation of W versions: the commit that creates version v records its id in
@@ -15,8 +17,8 @@ type dedupeSet struct {
 func (d *dedupeSet) record(window, version int64, eventID string) {
 	gen := 0
 	if window > 0 {
-		gen = int((version / window) % 2)
-		if version%window == 0 {
+		var starts bool
+		if gen, starts = contract.DedupeGeneration(version, int(window)); starts {
 			d.gens[gen] = nil
 		}
 	}

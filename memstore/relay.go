@@ -108,7 +108,7 @@ func (s *Store) PendingSpawns(ctx context.Context, limit int) ([]execstore.Spawn
 	entries := s.spawns.pending(limit)
 	out := make([]execstore.SpawnEntry, len(entries))
 	for i, e := range entries {
-		m, err := decodeMap(e.item.context)
+		m, err := contract.DecodeMap(e.item.context)
 		if err != nil {
 			return nil, err // never: the store encoded it
 		}

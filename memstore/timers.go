@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
@@ -62,16 +61,8 @@ func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt float64
 // checked first: one bad entry refuses them all, and none is removed. As with the MongoDB
 // store, an empty list returns nil before anything else.
 func (s *Store) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) error {
-	for i, t := range timers {
-		if err := contract.ValidateID(fmt.Sprintf("timers[%d].ExecutionID", i), t.ExecutionID); err != nil {
-			return err
-		}
-		if err := contract.ValidatePath(fmt.Sprintf("timers[%d].Path", i), t.Path); err != nil {
-			return err
-		}
-		if err := contract.ValidateFireAt(fmt.Sprintf("timers[%d].FireAt", i), t.FireAt); err != nil {
-			return err
-		}
+	if err := contract.ValidateDueTimers(timers); err != nil {
+		return err
 	}
 	if len(timers) == 0 {
 		return nil

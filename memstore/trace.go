@@ -38,7 +38,7 @@ func (s *Store) AppendTrace(ctx context.Context, id string, step map[string]any)
 	if step == nil {
 		return contract.Invalid("step", "must not be nil")
 	}
-	b, err := encodeMap(step)
+	b, err := contract.EncodeMap(step)
 	if err != nil {
 		return contract.Invalid("step", "cannot be encoded as BSON: %v", err)
 	}
@@ -70,7 +70,7 @@ func (s *Store) ReadTrace(ctx context.Context, id string) ([]execstore.TraceStep
 	}
 	out := make([]execstore.TraceStep, len(r.trace))
 	for i, t := range r.trace {
-		m, err := decodeMap(t.step)
+		m, err := contract.DecodeMap(t.step)
 		if err != nil {
 			return nil, err // never: the store encoded it
 		}

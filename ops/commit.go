@@ -59,7 +59,7 @@ func PrepareCommit(env Env, exe *execstore.Execution, c *execstore.Commit) (*Pre
 		pc.bytes += sizeEmit + len(e.Event) + len(e.TargetID)
 	}
 	for i, s := range c.Spawns {
-		b, err := encodeMap(s.Context)
+		b, err := contract.EncodeMap(s.Context)
 		if err != nil {
 			return nil, contract.Invalid("Commit.Spawns["+strconv.Itoa(i)+"].Context", "%v", err)
 		}
@@ -74,7 +74,7 @@ func PrepareCommit(env Env, exe *execstore.Execution, c *execstore.Commit) (*Pre
 		pc.bytes += sizeTimer + len(k)
 	}
 	if c.Trace != nil {
-		b, err := encodeMap(c.Trace)
+		b, err := contract.EncodeMap(c.Trace)
 		if err != nil {
 			return nil, contract.Invalid("Commit.Trace", "%v", err)
 		}
@@ -433,11 +433,4 @@ func nonNil(b []byte) []byte {
 		return []byte{}
 	}
 	return b
-}
-
-func encodeMap(m map[string]any) ([]byte, error) {
-	if m == nil {
-		m = map[string]any{}
-	}
-	return bson.Marshal(m)
 }

@@ -2,6 +2,8 @@ package ops
 
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/execstore/execstore/internal/contract"
 )
 
 // The dedupe set. Without a window (Env.DedupeWindow 0) it is the array processed, grown with
@@ -59,12 +61,12 @@ func dedupeUpdate(env Env, newVersion int64, eventID string) (set, addToSet bson
 		}
 		return nil, bson.D{{Key: fProcessed, Value: eventID}}
 	}
-	w := int64(env.DedupeWindow)
 	field := fProcessed0
-	if (newVersion/w)%2 == 1 {
+	gen, starts := contract.DedupeGeneration(newVersion, env.DedupeWindow)
+	if gen == 1 {
 		field = fProcessed1
 	}
-	if newVersion%w == 0 {
+	if starts {
 		ids := bson.A{}
 		if eventID != "" {
 			ids = append(ids, eventID)
@@ -87,7 +89,7 @@ func dedupeInsert(env Env, eventID string) bson.D {
 		return bson.D{{Key: fProcessed, Value: ids}}
 	}
 	d := bson.D{{Key: fProcessed, Value: bson.A{}}, {Key: fProcessed0, Value: bson.A{}}, {Key: fProcessed1, Value: bson.A{}}}
-	if (1/int64(env.DedupeWindow))%2 == 1 {
+	if gen, _ := contract.DedupeGeneration(1, env.DedupeWindow); gen == 1 {
 		d[2].Value = ids
 	} else {
 		d[1].Value = ids

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 )
 
 // PendingSpawns returns up to limit pending spawn intents (0: all) in relay order.
@@ -16,7 +17,7 @@ func PendingSpawns(ctx context.Context, env Env, limit int) ([]execstore.SpawnEn
 	var order []ordered
 	for parent, docs := range byParent {
 		for _, d := range docs {
-			m, err := decodeMap(d.Context)
+			m, err := contract.DecodeMap(d.Context)
 			if err != nil {
 				return nil, readFailure("pending spawns", parent, err)
 			}

@@ -19,7 +19,7 @@ import (
 // appends under a guard on that value (retrying when a concurrent commit or append took it).
 // Two round trips; the execution's version is left alone.
 func AppendTrace(ctx context.Context, env Env, id string, step map[string]any) error {
-	b, err := encodeMap(step)
+	b, err := contract.EncodeMap(step)
 	if err != nil {
 		return contract.Invalid("step", "cannot be encoded as BSON: %v", err)
 	}
@@ -82,7 +82,7 @@ func ReadTrace(ctx context.Context, env Env, id string) ([]execstore.TraceStep, 
 	}
 	out := make([]execstore.TraceStep, len(docs))
 	for i, d := range docs {
-		m, err := decodeMap(d.Step)
+		m, err := contract.DecodeMap(d.Step)
 		if err != nil {
 			return nil, readFailure("read trace", id, err)
 		}

@@ -385,18 +385,22 @@ func relayAcksWhileCommitting(t *testing.T, s execstore.Store) {
 	go func() {
 		defer close(relayDone)
 		for {
+			// Whether the committers were done is read before the scan, so an empty scan after
+			// it means nothing is left.
+			stopping := false
+			select {
+			case <-stop:
+				stopping = true
+			default:
+			}
 			pending, err := s.PendingOutbox(bg, 0)
 			assert.NoError(t, err)
 			for _, p := range pending {
 				delivered[string(p.Event)]++
 				assert.NoError(t, s.AckOutbox(bg, p.SourceID, p.Seq))
 			}
-			select {
-			case <-stop:
-				if len(pending) == 0 {
-					return
-				}
-			default:
+			if stopping && len(pending) == 0 {
+				return
 			}
 		}
 	}()

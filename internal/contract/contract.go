@@ -68,6 +68,23 @@ func ValidateLimit(field string, limit int) error {
 	return nil
 }
 
+// ValidateDueTimers checks the timers given to DeleteTimers, each as DeleteTimer checks its
+// arguments.
+func ValidateDueTimers(timers []execstore.DueTimer) error {
+	for i, t := range timers {
+		if err := ValidateID(fmt.Sprintf("timers[%d].ExecutionID", i), t.ExecutionID); err != nil {
+			return err
+		}
+		if err := ValidatePath(fmt.Sprintf("timers[%d].Path", i), t.Path); err != nil {
+			return err
+		}
+		if err := ValidateFireAt(fmt.Sprintf("timers[%d].FireAt", i), t.FireAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ValidateExecution checks everything a commit writes of exe itself.
 func ValidateExecution(exe *execstore.Execution) error {
 	if exe == nil {
