@@ -12,7 +12,8 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// writeChart draws events/s against concurrency, one line per variant, to a PNG at path.
+// writeChart draws events/s against concurrency, one line per server-backed variant, to a PNG
+// at path.
 // Concurrency is on a log scale with a tick at each level measured.
 func writeChart(path string, cfg config, server string, results []runResult) error {
 	p := plot.New()
@@ -34,6 +35,11 @@ func writeChart(path string, cfg config, server string, results []runResult) err
 	var levels []int
 	maxY := 0.0
 	for i, name := range allVariants {
+		if !usesServer(name) {
+			// The memory variant runs many times faster than any server-backed one; on the
+			// same axis it would flatten their lines. Its figures are in the table and JSON.
+			continue
+		}
 		var pts plotter.XYs
 		for _, r := range results {
 			if r.Variant != name {

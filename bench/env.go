@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -30,9 +31,12 @@ type environment struct {
 }
 
 // startEnvironment starts the embedded server unless cfg names one, connects the harness's
-// own client, detects the server and, with -rtt, starts the latency proxy. On error nothing
-// is left running.
+// own client, detects the server and, with -rtt, starts the latency proxy. When no variant
+// of cfg uses a server (memory alone) it starts nothing. On error nothing is left running.
 func startEnvironment(ctx context.Context, cfg config) (_ *environment, err error) {
+	if !cfg.scaling && !slices.ContainsFunc(cfg.variants, usesServer) {
+		return &environment{description: "no server (memstore only)"}, nil
+	}
 	e := &environment{uri: cfg.uri}
 	defer func() {
 		if err != nil {

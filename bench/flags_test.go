@@ -16,7 +16,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "", cfg.uri, "no -uri and no $MONGODB_URI: the embedded server")
 	require.Equal(t, []int{1, 8, 64}, cfg.concurrency)
-	require.Equal(t, allVariants, cfg.variants)
+	require.Equal(t, []string{"seed-port", "aio", "aio+batch", "raw", "memory"}, cfg.variants)
 	require.Equal(t, quickExecutions, cfg.executions)
 	require.Equal(t, quickEvents, cfg.events)
 	require.Zero(t, cfg.rtt)
@@ -92,6 +92,10 @@ func TestParseFlagsVariants(t *testing.T) {
 	cfg, err = parseFlags([]string{"-variants", "aio+batch,aio+batch"}, "", io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, []string{variantBatch}, cfg.variants)
+
+	cfg, err = parseFlags([]string{"-variants", "memory,aio"}, "", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{variantAIO, variantMemory}, cfg.variants)
 }
 
 func TestParseFlagsRTT(t *testing.T) {
@@ -120,7 +124,7 @@ func TestParseFlagsRefusesBadValues(t *testing.T) {
 		{[]string{"-concurrency", "1;8"}, `-concurrency: "1;8" is not a positive integer`},
 		{[]string{"-scaling-sizes", "1000,big"}, `-scaling-sizes: "big" is not a positive integer`},
 		{[]string{"-scaling-sizes", "10"}, "-scaling-sizes: 10 is smaller than -scaling-due 20"},
-		{[]string{"-variants", "aio,mongo"}, `-variants: unknown variant "mongo" (known: seed-port, aio, aio+batch, raw`},
+		{[]string{"-variants", "aio,mongo"}, `-variants: unknown variant "mongo" (known: seed-port, aio, aio+batch, raw, memory)`},
 		{[]string{"-variants", ""}, `-variants: unknown variant ""`},
 		{[]string{"-rtt", "-2ms"}, "-rtt must be a non-negative whole number of milliseconds, got -2ms"},
 		{[]string{"-rtt", "2"}, `invalid value "2" for flag -rtt`},

@@ -1,6 +1,6 @@
-// Command bench measures the execution store against the design it replaces (the seed port)
-// and against the server's own ceiling (raw writes), on one server in one run, and checks that
-// every measured run was correct.
+// Command bench measures the execution store against the design it replaces (the seed port),
+// against the server's own ceiling (raw writes) and against no server at all (the store in
+// memory), on one server in one run, and checks that every measured run was correct.
 //
 //	go run ./bench                 # every variant at concurrency 1, 8 and 64, embedded server
 //	go run ./bench -uri mongodb://host:27017 -rtt 2ms -rounds 3
@@ -40,9 +40,13 @@ const (
 	variantAIO      = "aio"
 	variantBatch    = "aio+batch"
 	variantRaw      = "raw"
+	variantMemory   = "memory"
 )
 
-var allVariants = []string{variantSeedPort, variantAIO, variantBatch, variantRaw}
+var allVariants = []string{variantSeedPort, variantAIO, variantBatch, variantRaw, variantMemory}
+
+// usesServer reports whether a variant's runs talk to the server: all but memory do.
+func usesServer(variant string) bool { return variant != variantMemory }
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:], os.Getenv("MONGODB_URI"), os.Stderr)

@@ -203,8 +203,12 @@ func writeTable(out io.Writer, cfg config, server string, results []runResult) {
 		if !r.ChecksPassed {
 			checks = "FAIL"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%s\t%s\t%.0f→%.0f\t%s\t\n",
-			r.Variant, r.Concurrency, r.EventsPerS, r.P50ms, r.P99ms, r.CommandsPerEvent,
+		cmds := "-" // no server
+		if usesServer(r.Variant) {
+			cmds = fmt.Sprintf("%.2f", r.CommandsPerEvent)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.0f→%.0f\t%s\t\n",
+			r.Variant, r.Concurrency, r.EventsPerS, latencyMs(r.P50ms), latencyMs(r.P99ms), cmds,
 			ratio(r.RatioSeedPort), ratio(r.RatioRaw), r.HeapStartMiB, r.HeapEndMiB, checks)
 	}
 	tw.Flush()
@@ -215,22 +219,23 @@ func writeTable(out io.Writer, cfg config, server string, results []runResult) {
 			names[n] = true
 		}
 	}
-	cols := slices.Sorted(maps.Keys(names))
-	fmt.Fprintln(out, "\nserver commands per event, by command")
-	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "variant\tconcurrency\t%s\t\n", strings.Join(cols, "\t"))
-	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t", r.Variant, r.Concurrency)
-		for _, c := range cols {
-			if v, ok := r.CommandsPerName[c]; ok {
-				fmt.Fprintf(tw, "%.2f\t", v)
-			} else {
-				fmt.Fprint(tw, "-\t")
+	if cols := slices.Sorted(maps.Keys(names)); len(cols) > 0 { // none when only memory ran
+		fmt.Fprintln(out, "\nserver commands per event, by command")
+		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "variant\tconcurrency\t%s\t\n", strings.Join(cols, "\t"))
+		for _, r := range results {
+			fmt.Fprintf(tw, "%s\t%d\t", r.Variant, r.Concurrency)
+			for _, c := range cols {
+				if v, ok := r.CommandsPerName[c]; ok {
+					fmt.Fprintf(tw, "%.2f\t", v)
+				} else {
+					fmt.Fprint(tw, "-\t")
+				}
 			}
+			fmt.Fprintln(tw)
 		}
-		fmt.Fprintln(tw)
+		tw.Flush()
 	}
-	tw.Flush()
 
 	var failed []string
 	for _, r := range results {
@@ -249,7 +254,8 @@ func writeTable(out io.Writer, cfg config, server string, results []runResult) {
 	}
 }
 
-// writeOutputs writes DIR/bench-results.json and DIR/bench.png and returns their paths.
+// writeOutputs writes DIR/bench-results.json and, when a server-backed variant ran,
+// DIR/bench.png, and returns their paths.
 func writeOutputs(cfg config, server string, results []runResult) ([]string, error) {
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return nil, err
@@ -258,6 +264,9 @@ func writeOutputs(cfg config, server string, results []runResult) ([]string, err
 	jsonPath := filepath.Join(cfg.out, "bench-results.json")
 	if err := writeJSON(jsonPath, results); err != nil {
 		return nil, err
+	}
+	if !slices.ContainsFunc(results, func(r runResult) bool { return usesServer(r.Variant) }) {
+		return []string{jsonPath}, nil // the chart has only server-backed variants
 	}
 	pngPath := filepath.Join(cfg.out, "bench.png")
 	if err := writeChart(pngPath, cfg, server, results); err != nil {
@@ -272,6 +281,15 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// latencyMs formats a latency in milliseconds: to a tenth, or to a microsecond below 1 ms
+// (the memory variant's).
+func latencyMs(ms float64) string {
+	if ms < 1 {
+		return fmt.Sprintf("%.3f", ms)
+	}
+	return fmt.Sprintf("%.1f", ms)
 }
 
 func ratio(r *float64) string {

@@ -113,3 +113,26 @@ func TestFailedCheckIsNamedUnderTheTable(t *testing.T) {
 	require.Contains(t, out.String(), "PASS: every end-of-run check passed\n")
 	require.NotContains(t, out.String(), "FAIL")
 }
+
+// The memory variant sends no server commands: its cmds/event is "-", and its latencies,
+// well under a millisecond, are shown to the microsecond.
+func TestMemoryRowHasNoCommands(t *testing.T) {
+	cfg := config{executions: 2, events: 3, rounds: 1, seed: 1}
+	mem := measured{spec: runSpec{variant: variantMemory, concurrency: 8},
+		window: window{processed: 100, wall: time.Second, latencies: []time.Duration{3 * time.Microsecond, 40 * time.Microsecond}}}
+	aio := measured{spec: runSpec{variant: variantAIO, concurrency: 8},
+		window: window{processed: 100, wall: 2 * time.Second, latencies: []time.Duration{12 * time.Millisecond},
+			commands: commandCounts{"find": 150}}}
+	results := []runResult{newRunResult(cfg, "s", []measured{aio}), newRunResult(cfg, "s", []measured{mem})}
+	require.Zero(t, results[1].CommandsPerEvent)
+
+	var out bytes.Buffer
+	writeTable(&out, cfg, "s", results)
+	require.Regexp(t, `\n +aio +8 +50\.0 +12\.0 +12\.0 +1\.50 `, out.String())
+	require.Regexp(t, `\n +memory +8 +100\.0 +0\.003 +0\.040 +- `, out.String())
+	require.Regexp(t, `\n +memory +8 +-\n`, out.String(), "no command of any name")
+
+	out.Reset()
+	writeTable(&out, cfg, "s", results[1:])
+	require.NotContains(t, out.String(), "server commands per event", "no such table when only memory ran")
+}

@@ -257,7 +257,7 @@ func (e *environment) measureRun(ctx context.Context, cfg config, spec runSpec, 
 		cctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		err = errors.Join(err, v.close(cctx))
-		if !cfg.keep {
+		if !cfg.keep && usesServer(spec.variant) {
 			err = errors.Join(err, e.dropDatabase(cctx, spec.database))
 		}
 	}()
@@ -285,6 +285,8 @@ func (e *environment) newVariant(cfg config, spec runSpec) variant {
 		return newEngine(cfg, newAIOStore(variantBatch, e.clientURI, spec.database, true))
 	case variantRaw:
 		return newRaw(cfg, e.clientURI, spec.database)
+	case variantMemory:
+		return newEngine(cfg, &memStore{})
 	}
 	panic("unknown variant " + spec.variant) // parseVariants admits no other name
 }

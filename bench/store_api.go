@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/execstore/execstore"
+)
+
+// finalLoads bounds the loads the end-of-run checks run at once.
+const finalLoads = 16
+
+// apiStore is the engine workload's calls made on an execstore.Store, the module's public
+// interface: what the aio variants (aioStore) and the memory variant (memStore) share. Each
+// of those embeds it and adds how its store is opened and what is counted of it.
+type apiStore struct {
+	store execstore.Store // nil until opened
+}
+
+func (s *apiStore) close(ctx context.Context) error {
+	if s.store == nil {
+		return nil
+	}
+	return s.store.Close(ctx)
+}
+
+func (s *apiStore) loadForEvent(ctx context.Context, id, eventID string) (*execstore.Execution, bool, error) {
+	return s.store.LoadForEvent(ctx, id, eventID)
+}
+
+func (s *apiStore) commit(ctx context.Context, exe *execstore.Execution, c execstore.Commit) error {
+	_, err := s.store.Commit(ctx, exe, c)
+	return err
+}
+
+func (s *apiStore) pendingOutbox(ctx context.Context, limit int) ([]pendingEntry, error) {
+	entries, err := s.store.PendingOutbox(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]pendingEntry, len(entries))
+	for i, e := range entries {
+		out[i] = pendingEntry{OutboxEntry: e}
+	}
+	return out, nil
+}
+
+func (s *apiStore) ackOutbox(ctx context.Context, e pendingEntry) error {
+	return s.store.AckOutbox(ctx, e.SourceID, e.Seq)
+}
+
+// concurrentAcks is true: every execstore.Store takes concurrent calls (and aio with
+// coalescing on sends the acks of one scan as one bulk write).
+func (s *apiStore) concurrentAcks() bool { return true }
+
+func (s *apiStore) dueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error) {
+	return s.store.DueTimers(ctx, now, limit)
+}
+
+func (s *apiStore) deleteTimer(ctx context.Context, t execstore.DueTimer) (bool, error) {
+	return s.store.DeleteTimer(ctx, t.ExecutionID, t.Path, t.FireAt)
+}
+
+// final loads every execution (its TraceNext counts the trace steps recorded), the whole
+// pending outbox and the timers due by horizon.
+func (s *apiStore) final(ctx context.Context, ids []string, horizon float64) (finalState, error) {
+	st := finalState{exes: make([]storedExecution, len(ids))}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(finalLoads)
+	for i, id := range ids {
+		g.Go(func() error {
+			exe, err := s.store.Load(gctx, id)
+			if err != nil {
+				return fmt.Errorf("loading %s: %w", id, err)
+			}
+			st.exes[i] = storedExecution{id: id}
+			if exe != nil {
+				st.exes[i] = storedExecution{id: id, found: true, version: exe.Version, data: exe.Data, traced: exe.TraceNext}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return st, err
+	}
+	var err error
+	if st.pending, err = s.pendingOutbox(ctx, 0); err != nil {
+		return st, err
+	}
+	if st.timers, err = s.store.DueTimers(ctx, horizon, 0); err != nil {
+		return st, err
+	}
+	return st, nil
+}
