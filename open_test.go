@@ -2,6 +2,7 @@ package execstore_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/pool"
 )
 
 // Open against an address where nothing listens keeps retrying until its context ends, then
@@ -270,4 +272,41 @@ func rawElements(t *testing.T, doc bson.Raw, key string) []bson.RawElement {
 	elems, err := bson.Raw(doc.Lookup(key).Value).Elements()
 	require.NoError(t, err)
 	return elems
+}
+
+// Stores opened on one client can share one pool: one bound on operations in flight for the
+// process. Closing one store waits for its own operations and leaves the pool serving the
+// other; the pool's owner closes it last.
+func TestStoresShareOnePool(t *testing.T) {
+	client, err := mongo.Connect(options.Client().ApplyURI(server.URI))
+	require.NoError(t, err)
+	defer client.Disconnect(bg)
+	p := pool.New(pool.Config{Workers: 4, QueueDepth: 16})
+	db := testDatabase(t)
+	a, err := aio.OpenClient(bg, client, aio.Options{Database: db, Pool: p})
+	require.NoError(t, err)
+	b, err := aio.OpenClient(bg, client, aio.Options{Database: db + "_b", Pool: p})
+	require.NoError(t, err)
+	defer client.Database(db).Drop(bg)
+	defer client.Database(db + "_b").Drop(bg)
+
+	var futures []*aio.Future[[]int64]
+	for i := range 20 {
+		futures = append(futures, a.CommitAsync(bg, newExe(fmt.Sprintf("a%d", i)), execstore.Commit{}))
+	}
+	require.NoError(t, a.Close(bg))
+	for _, f := range futures {
+		_, err := f.Result()
+		require.NoError(t, err, "an accepted commit of the closed store")
+	}
+	_, err = a.Load(bg, "a1")
+	assert.ErrorIs(t, err, execstore.ErrClosed)
+
+	e := newExe("b1")
+	require.NoError(t, b.Save(bg, e), "the other store still runs on the pool")
+	got, err := b.Load(bg, "b1")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, got.Version)
+	require.NoError(t, b.Close(bg))
+	require.NoError(t, p.Close(bg))
 }

@@ -4,20 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"time"
 
-	"github.com/cenkalti/backoff/v4"
-	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 
 	"github.com/execstore/execstore/batch"
-	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/async"
+	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/ops"
 	"github.com/execstore/execstore/pool"
 )
+
+// runner is what runs the store's operations: a pool of its own, or a share of one.
+type runner interface {
+	async.Submitter
+	Close(ctx context.Context) error
+	Len() int
+	InFlight() int
+}
 
 // Store is the asynchronous execution store. It implements execstore.Store; every method is
 // safe for concurrent use.
@@ -26,7 +29,7 @@ type Store struct {
 	ownsClient bool
 	env        ops.Env
 	info       ServerInfo
-	pool       *pool.Pool
+	pool       runner // the store's own pool, or its share of Options.Pool
 	group      *batch.Coalescer[*commitItem] // nil when group commit is off
 	writes     *batch.Coalescer[*writeItem]  // nil when coalescing is off
 	loads      *batch.Coalescer[*loadItem]   // nil when coalescing is off
@@ -44,25 +47,11 @@ type Store struct {
 // instead of failing; the error then names the address, never the credentials.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	opts = opts.withDefaults(opts.Profile)
-	addr := redactedHosts(uri)
 	stats := &statCounters{}
-	copts := options.Client().ApplyURI(uri)
-	var user *event.CommandMonitor
-	if opts.ClientOptions != nil {
-		user = opts.ClientOptions.Monitor
-		copts = options.MergeClientOptions(copts, opts.ClientOptions)
-	}
-	copts.SetMonitor(countingMonitor(stats, user))
-	if opts.WriteConcern == nil && copts.WriteConcern != nil && !copts.WriteConcern.Acknowledged() {
-		return nil, errUnacknowledged("the URI's or Options.ClientOptions' write concern")
-	}
-	client, err := mongo.Connect(copts)
+	client, err := connect.Dial(ctx, uri, connect.Config{ClientOptions: opts.ClientOptions, Commands: &stats.cmds,
+		PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern})
 	if err != nil {
-		return nil, fmt.Errorf("execstore: connecting to %s: %w", addr, redactErr(err, uri))
-	}
-	if err := pingUntil(ctx, client, opts.PingInterval); err != nil {
-		_ = client.Disconnect(context.Background())
-		return nil, fmt.Errorf("execstore: server at %s not reachable: %w", addr, redactErr(err, uri))
+		return nil, err
 	}
 	s, err := open(ctx, client, true, opts, stats)
 	if err != nil {
@@ -73,47 +62,38 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 }
 
 // OpenClient returns a store over an existing client, which stays the caller's: Close does not
-// disconnect it. Server commands are not counted in Stats for such a client.
+// disconnect it. Server commands are not counted in Stats for such a client. Several stores
+// may share one client, and one pool (Options.Pool).
 func OpenClient(ctx context.Context, client *mongo.Client, opts Options) (*Store, error) {
 	opts = opts.withDefaults(opts.Profile)
-	if err := pingUntil(ctx, client, opts.PingInterval); err != nil {
+	if err := connect.CheckWriteConcern(opts.WriteConcern); err != nil {
+		return nil, err
+	}
+	if err := connect.Ping(ctx, client, opts.PingInterval); err != nil {
 		return nil, fmt.Errorf("execstore: server not reachable: %w", err)
 	}
 	return open(ctx, client, false, opts, &statCounters{})
 }
 
 func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, stats *statCounters) (*Store, error) {
-	if opts.WriteConcern != nil && !opts.WriteConcern.Acknowledged() {
-		return nil, errUnacknowledged("Options.WriteConcern")
-	}
 	info := ServerInfo{Profile: opts.Profile}
 	if opts.Profile == Detect {
-		detected, err := ops.Detect(ctx, client)
+		server, err := connect.Detect(ctx, client)
 		if err != nil {
 			return nil, err
 		}
-		info = ServerInfo{Profile: profileOf(detected.Profile), Version: detected.Version,
-			FerretDBVersion: detected.FerretDBVersion}
-	}
-	opts = opts.withDefaults(info.Profile)
-	dbOpts := options.Database()
-	if opts.WriteConcern != nil {
-		dbOpts.SetWriteConcern(opts.WriteConcern)
-	}
-	if opts.ReadConcern != nil {
-		dbOpts.SetReadConcern(opts.ReadConcern)
-	}
-	db := client.Database(opts.Database, dbOpts)
-	executions := db.Collection(ops.ExecutionsCollection)
-	if !owns && opts.WriteConcern == nil {
-		// The client's write concern cannot be read back from it: ask the server.
-		if err := ops.CheckAcknowledged(ctx, db.Collection(ops.CountersCollection)); err != nil {
-			if errors.Is(err, ops.ErrUnacknowledged) {
-				return nil, errUnacknowledged("the client's write concern")
-			}
-			return nil, err
+		info = ServerInfo{Profile: MongoDB, Version: server.Version, FerretDBVersion: server.FerretDBVersion}
+		if server.FerretDB {
+			info.Profile = FerretDB
 		}
 	}
+	opts = opts.withDefaults(info.Profile)
+	// A client the store did not make cannot say its write concern: the server is asked.
+	db, err := connect.Database(ctx, client, opts.Database, opts.WriteConcern, opts.ReadConcern, !owns, ops.CountersCollection)
+	if err != nil {
+		return nil, err
+	}
+	executions := db.Collection(ops.ExecutionsCollection)
 	s := &Store{
 		client:     client,
 		ownsClient: owns,
@@ -146,7 +126,11 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 	if !opts.DisableCoalescing {
 		newCoalescers(s, opts)
 	}
-	s.pool = pool.New(pool.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
+	if opts.Pool != nil {
+		s.pool = opts.Pool.Share()
+	} else {
+		s.pool = pool.New(pool.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
+	}
 	return s, nil
 }
 
@@ -193,74 +177,4 @@ func (s *Store) Close(ctx context.Context) error {
 		}
 	}
 	return err
-}
-
-// errUnacknowledged refuses a store whose writes would not be acknowledged: every commit's
-// outcome would be unknown, and the version guard could not tell a conflict from a write that
-// has not landed yet.
-func errUnacknowledged(source string) error {
-	return contract.Invalid("write concern", "%s is unacknowledged (w: 0); a store needs acknowledged writes: "+
-		"set w to 1 or more, or \"majority\" (for example Options.WriteConcern = writeconcern.Majority())", source)
-}
-
-func pingUntil(ctx context.Context, client *mongo.Client, first time.Duration) error {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = first
-	b.MaxInterval = 5 * time.Second
-	b.MaxElapsedTime = 0
-	var last error
-	err := backoff.Retry(func() error {
-		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		last = client.Ping(attempt, nil)
-		return last
-	}, backoff.WithContext(b, ctx))
-	if err != nil && last != nil && !errors.Is(err, last) {
-		return fmt.Errorf("%w (last attempt: %v)", err, last)
-	}
-	return err
-}
-
-func countingMonitor(c *statCounters, user *event.CommandMonitor) *event.CommandMonitor {
-	m := &event.CommandMonitor{
-		Started: func(ctx context.Context, e *event.CommandStartedEvent) {
-			c.cmds.Add(1)
-			if user != nil && user.Started != nil {
-				user.Started(ctx, e)
-			}
-		},
-	}
-	if user != nil {
-		m.Succeeded, m.Failed = user.Succeeded, user.Failed
-	}
-	return m
-}
-
-// redactedHosts returns the hosts of uri without credentials, for error messages.
-func redactedHosts(uri string) string {
-	cs, err := connstring.Parse(uri)
-	if err != nil || len(cs.Hosts) == 0 {
-		return "(unparsable URI)"
-	}
-	return strings.Join(cs.Hosts, ",")
-}
-
-// redactErr removes the URI's password from an error's text, should the driver quote it.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-func redactErr(err error, uri string) error {
-	cs, perr := connstring.Parse(uri)
-	if perr != nil || cs.Password == "" {
-		if perr != nil {
-			return &redactedError{msg: strings.ReplaceAll(err.Error(), uri, "(uri)"), err: err}
-		}
-		return err
-	}
-	return &redactedError{msg: strings.ReplaceAll(err.Error(), cs.Password, "xxxxx"), err: err}
 }

@@ -42,6 +42,12 @@ type Options struct {
 	Workers int
 	// QueueDepth bounds the requests waiting for a worker. Default pool.DefaultQueueDepth (1024).
 	QueueDepth int
+	// Pool, when set, runs the store's operations on this pool, shared with the other stores
+	// given it (one bound on the server operations in flight for the whole process); Workers
+	// and QueueDepth are then the pool's, and Stats' Queued and InFlight count the whole pool.
+	// Close waits for this store's operations and leaves the pool running: its owner closes
+	// it after the stores. Default nil: a pool of the store's own.
+	Pool *pool.Pool
 	// ShedLoad makes every call fail at once with execstore.ErrOverloaded when QueueDepth
 	// requests are already waiting, instead of waiting for room for as long as its context
 	// allows (the default). Shed where a caller can answer "busy" (an API in front of the

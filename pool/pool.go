@@ -65,6 +65,7 @@ type Envelope struct {
 	ctx   context.Context
 	task  Task
 	state atomic.Int32
+	share *Share // the share it was submitted through; nil for the pool itself
 }
 
 const (
@@ -75,7 +76,15 @@ const (
 
 // Withdraw takes the task back if no worker has claimed it yet, and reports whether it did.
 // A withdrawn task is neither run nor aborted.
-func (e *Envelope) Withdraw() bool { return e.state.CompareAndSwap(stateQueued, stateWithdrawn) }
+func (e *Envelope) Withdraw() bool {
+	if !e.state.CompareAndSwap(stateQueued, stateWithdrawn) {
+		return false
+	}
+	if e.share != nil {
+		e.share.tasks.Done()
+	}
+	return true
+}
 
 // Pool is a bounded request channel served by a bounded set of workers. Create it with New.
 type Pool struct {
@@ -186,6 +195,9 @@ func (p *Pool) dispatch() {
 func (p *Pool) run(e *Envelope) {
 	if !e.state.CompareAndSwap(stateQueued, stateClaimed) {
 		return // withdrawn by its caller
+	}
+	if sh := e.share; sh != nil {
+		defer sh.tasks.Done()
 	}
 	if p.stop.Err() != nil {
 		e.task.Abort(execstore.ErrClosed)

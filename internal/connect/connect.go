@@ -1,0 +1,221 @@
+// Package connect is the one way every store of the module opens its MongoDB connection:
+// a client from a URI and the caller's client options, with a command monitor that counts
+// commands; a ping retried with exponential backoff until the caller's context ends; what the
+// server is (MongoDB or FerretDB); the database handle with the store's write and read
+// concerns; and the refusal of an unacknowledged write concern, wherever it comes from.
+//
+// Errors name the server's address, never the credentials in the URI.
+package connect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
+
+	"github.com/execstore/execstore/internal/contract"
+)
+
+// Config is how Dial connects.
+type Config struct {
+	// ClientOptions are applied after the URI; a command monitor set here is chained after
+	// the counting one.
+	ClientOptions *options.ClientOptions
+	// Commands, when set, is incremented for every command the client sends.
+	Commands *atomic.Int64
+	// PingInterval is the first pause between connection attempts; pauses grow
+	// exponentially up to 5s until the context ends.
+	PingInterval time.Duration
+	// WriteConcern is the store's own write concern; when nil, the client's (the URI's or
+	// ClientOptions') must be acknowledged.
+	WriteConcern *writeconcern.WriteConcern
+}
+
+// Dial connects to the server at uri and pings it, retrying until ctx ends, so a process
+// started beside its database waits for it instead of failing.
+func Dial(ctx context.Context, uri string, cfg Config) (*mongo.Client, error) {
+	addr := redactedHosts(uri)
+	copts := options.Client().ApplyURI(uri)
+	var user *event.CommandMonitor
+	if cfg.ClientOptions != nil {
+		user = cfg.ClientOptions.Monitor
+		copts = options.MergeClientOptions(copts, cfg.ClientOptions)
+	}
+	if cfg.Commands != nil {
+		copts.SetMonitor(countingMonitor(cfg.Commands, user))
+	}
+	if err := CheckWriteConcern(cfg.WriteConcern); err != nil {
+		return nil, err
+	}
+	if cfg.WriteConcern == nil && copts.WriteConcern != nil && !copts.WriteConcern.Acknowledged() {
+		return nil, errUnacknowledged("the URI's or Options.ClientOptions' write concern")
+	}
+	client, err := mongo.Connect(copts)
+	if err != nil {
+		return nil, fmt.Errorf("execstore: connecting to %s: %w", addr, redactErr(err, uri))
+	}
+	if err := Ping(ctx, client, cfg.PingInterval); err != nil {
+		_ = client.Disconnect(context.Background())
+		return nil, fmt.Errorf("execstore: server at %s not reachable: %w", addr, redactErr(err, uri))
+	}
+	return client, nil
+}
+
+// Ping pings the server of client, retrying with exponential backoff from first until ctx
+// ends; the error then carries the last attempt's.
+func Ping(ctx context.Context, client *mongo.Client, first time.Duration) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = first
+	b.MaxInterval = 5 * time.Second
+	b.MaxElapsedTime = 0
+	var last error
+	err := backoff.Retry(func() error {
+		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		last = client.Ping(attempt, nil)
+		return last
+	}, backoff.WithContext(b, ctx))
+	if err != nil && last != nil && !errors.Is(err, last) {
+		return fmt.Errorf("%w (last attempt: %v)", err, last)
+	}
+	return err
+}
+
+// Server is what Detect learns of the server.
+type Server struct {
+	FerretDB        bool   // the server is FerretDB
+	Version         string // the MongoDB version the server reports
+	FerretDBVersion string // set when the server is FerretDB
+}
+
+// Detect asks the server's buildInfo what it is: FerretDB answers with a ferretdbVersion
+// field (its value may be "unknown" in an embedded build), MongoDB does not.
+func Detect(ctx context.Context, client *mongo.Client) (Server, error) {
+	var info struct {
+		Version         string  `bson:"version"`
+		FerretDBVersion *string `bson:"ferretdbVersion"`
+	}
+	if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		return Server{}, fmt.Errorf("execstore: detecting the server: %w", err)
+	}
+	s := Server{Version: info.Version}
+	if info.FerretDBVersion != nil {
+		s.FerretDB, s.FerretDBVersion = true, *info.FerretDBVersion
+	}
+	return s, nil
+}
+
+// Database returns the database name of client with the store's write and read concerns
+// (nil keeps the client's). When the store has no write concern of its own and did not make
+// the client (so cannot know its write concern), it asks the server whether writes are
+// acknowledged, with one update that matches nothing in probe.
+func Database(ctx context.Context, client *mongo.Client, name string, wc *writeconcern.WriteConcern,
+	rc *readconcern.ReadConcern, askServer bool, probe string) (*mongo.Database, error) {
+	if err := CheckWriteConcern(wc); err != nil {
+		return nil, err
+	}
+	dbOpts := options.Database()
+	if wc != nil {
+		dbOpts.SetWriteConcern(wc)
+	}
+	if rc != nil {
+		dbOpts.SetReadConcern(rc)
+	}
+	db := client.Database(name, dbOpts)
+	if askServer && wc == nil {
+		if err := checkAcknowledged(ctx, db.Collection(probe)); err != nil {
+			return nil, err
+		}
+	}
+	return db, nil
+}
+
+// CheckWriteConcern refuses an unacknowledged write concern given as a store option.
+func CheckWriteConcern(wc *writeconcern.WriteConcern) error {
+	if wc != nil && !wc.Acknowledged() {
+		return errUnacknowledged("Options.WriteConcern")
+	}
+	return nil
+}
+
+// checkAcknowledged asks the server whether writes through coll are acknowledged, with the
+// write concern they will actually be sent with (the driver cannot say which one a collection
+// inherited from its client): one update that matches no document.
+func checkAcknowledged(ctx context.Context, coll *mongo.Collection) error {
+	res, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: probeID}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: "probe", Value: ""}}}})
+	if err != nil {
+		return fmt.Errorf("execstore: checking the write concern: %w", err)
+	}
+	if !res.Acknowledged {
+		return errUnacknowledged("the client's write concern")
+	}
+	return nil
+}
+
+// probeID is the _id checkAcknowledged's update looks for; no document has it.
+const probeID = "execstore write concern probe"
+
+// errUnacknowledged refuses a store whose writes would not be acknowledged: every write's
+// outcome would be unknown, and no guard could tell a conflict from a write that has not
+// landed yet.
+func errUnacknowledged(source string) error {
+	return contract.Invalid("write concern", "%s is unacknowledged (w: 0); a store needs acknowledged writes: "+
+		"set w to 1 or more, or \"majority\" (for example Options.WriteConcern = writeconcern.Majority())", source)
+}
+
+func countingMonitor(n *atomic.Int64, user *event.CommandMonitor) *event.CommandMonitor {
+	m := &event.CommandMonitor{
+		Started: func(ctx context.Context, e *event.CommandStartedEvent) {
+			n.Add(1)
+			if user != nil && user.Started != nil {
+				user.Started(ctx, e)
+			}
+		},
+	}
+	if user != nil {
+		m.Succeeded, m.Failed = user.Succeeded, user.Failed
+	}
+	return m
+}
+
+// redactedHosts returns the hosts of uri without credentials, for error messages.
+func redactedHosts(uri string) string {
+	cs, err := connstring.Parse(uri)
+	if err != nil || len(cs.Hosts) == 0 {
+		return "(unparsable URI)"
+	}
+	return strings.Join(cs.Hosts, ",")
+}
+
+// redactedError is an error whose text had the URI's password removed.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redactErr removes the URI's password from an error's text, should the driver quote it.
+func redactErr(err error, uri string) error {
+	cs, perr := connstring.Parse(uri)
+	if perr != nil || cs.Password == "" {
+		if perr != nil {
+			return &redactedError{msg: strings.ReplaceAll(err.Error(), uri, "(uri)"), err: err}
+		}
+		return err
+	}
+	return &redactedError{msg: strings.ReplaceAll(err.Error(), cs.Password, "xxxxx"), err: err}
+}
