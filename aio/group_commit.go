@@ -96,7 +96,7 @@ func (s *Store) flushCommits(items []*commitItem) {
 	s.stats.groupedCommits.Add(int64(len(live)))
 	settleCtx, cancelSettle := context.WithTimeout(s.stop, settleTimeout)
 	defer cancelSettle()
-	errs := ops.RunCommitBatch(ctx, settleCtx, s.env, plans)
+	errs := s.writeBatch(ctx, settleCtx, s.env, plans)
 	var moved []int
 	for i, it := range live {
 		var tm *ops.TraceMovedError

@@ -29,13 +29,16 @@ type Store struct {
 	ownsClient bool
 	env        ops.Env
 	info       ServerInfo
-	pool       runner // the store's own pool, or its share of Options.Pool
+	pool       runner                        // the store's own pool, or its share of Options.Pool
 	group      *batch.Coalescer[*commitItem] // nil when group commit is off
-	writes     *batch.Coalescer[*writeItem]  // nil when coalescing is off
-	loads      *batch.Coalescer[*loadItem]   // nil when coalescing is off
-	opts       Options                       // with every default worked out
-	shed       bool                          // Options.ShedLoad
-	stop       context.Context               // ends when Close gives up waiting
+	// writeBatch writes a group commit's batch and settles each plan: ops.RunCommitBatch,
+	// or a stand-in that tests the group commit without a server.
+	writeBatch func(ctx, settleCtx context.Context, env ops.Env, plans []*ops.CommitPlan) []error
+	writes     *batch.Coalescer[*writeItem] // nil when coalescing is off
+	loads      *batch.Coalescer[*loadItem]  // nil when coalescing is off
+	opts       Options                      // with every default worked out
+	shed       bool                         // Options.ShedLoad
+	stop       context.Context              // ends when Close gives up waiting
 	stopNow    context.CancelFunc
 	outboxSeq  *batch.Sequence
 	spawnSeq   *batch.Sequence
@@ -107,7 +110,8 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 			TraceMax:     opts.TraceMax,
 			DedupeWindow: opts.DedupeWindow,
 		},
-		stats: stats,
+		stats:      stats,
+		writeBatch: ops.RunCommitBatch,
 	}
 	s.stop, s.stopNow = context.WithCancel(context.Background())
 	if err := ops.EnsureIndexes(ctx, s.env); err != nil {
