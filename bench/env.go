@@ -14,7 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 
 	"github.com/execstore/execstore/embedded"
-	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/internal/connect"
 )
 
 // environment is what every run of a benchmark shares: the server, the proxy in front of it
@@ -25,7 +25,7 @@ type environment struct {
 	clientURI string           // what the measured clients connect to: the proxy's with -rtt
 	proxy     *latencyProxy    // nil without -rtt
 	admin     *mongo.Client    // straight to the server, never counted: drops databases
-	info      ops.ServerInfo
+	info      connect.Server
 
 	description string // the server, without credentials
 }
@@ -53,7 +53,7 @@ func startEnvironment(ctx context.Context, cfg config) (_ *environment, err erro
 	if e.admin, err = mongo.Connect(options.Client().ApplyURI(e.uri)); err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", hostsOf(e.uri), err)
 	}
-	if e.info, err = ops.Detect(ctx, e.admin); err != nil {
+	if e.info, err = connect.Detect(ctx, e.admin); err != nil {
 		return nil, err
 	}
 	e.description = e.describe()
@@ -100,7 +100,7 @@ func (e *environment) describe() string {
 		}
 		return fmt.Sprintf("embedded %s (in-process, SQLite, write-serializing front)", ferretDB(version))
 	}
-	if e.info.Profile == ops.FerretDB {
+	if e.info.FerretDB {
 		return fmt.Sprintf("%s (%s)", hostsOf(e.uri), ferretDB(e.info.FerretDBVersion))
 	}
 	return fmt.Sprintf("%s (MongoDB %s)", hostsOf(e.uri), e.info.Version)

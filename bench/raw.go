@@ -88,7 +88,7 @@ func (r *rawWrites) setup(ctx context.Context) error {
 		return err
 	}
 	r.client = client
-	info, err := ops.Detect(ctx, client)
+	profile, err := ops.Detect(ctx, client)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (r *rawWrites) setup(ctx context.Context) error {
 	r.env = ops.Env{
 		Executions: db.Collection(ops.ExecutionsCollection),
 		Counters:   db.Collection(ops.CountersCollection),
-		Profile:    info.Profile,
+		Profile:    profile,
 		TraceMax:   aio.DefaultTraceMax,
 	}
 	if err := ops.EnsureIndexes(ctx, r.env); err != nil {

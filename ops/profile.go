@@ -2,33 +2,25 @@ package ops
 
 import (
 	"context"
-	"fmt"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/execstore/execstore/internal/connect"
 )
 
-// ServerInfo is what Detect learns of the server.
-type ServerInfo struct {
-	Profile         Profile
-	Version         string // the MongoDB version the server reports
-	FerretDBVersion string // set when the server is FerretDB
+// Detect returns the profile of client's server (see connect.Detect).
+func Detect(ctx context.Context, client *mongo.Client) (Profile, error) {
+	s, err := connect.Detect(ctx, client)
+	if err != nil {
+		return 0, err
+	}
+	return ProfileOf(s), nil
 }
 
-// Detect asks the server's buildInfo which profile it has: FerretDB answers with a
-// ferretdbVersion field, MongoDB does not.
-func Detect(ctx context.Context, client *mongo.Client) (ServerInfo, error) {
-	var info struct {
-		Version         string  `bson:"version"`
-		FerretDBVersion *string `bson:"ferretdbVersion"`
+// ProfileOf is the profile of a detected server.
+func ProfileOf(s connect.Server) Profile {
+	if s.FerretDB {
+		return FerretDB
 	}
-	if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
-		return ServerInfo{}, fmt.Errorf("execstore: detecting the server: %w", err)
-	}
-	si := ServerInfo{Profile: MongoDB, Version: info.Version}
-	if info.FerretDBVersion != nil {
-		si.Profile = FerretDB
-		si.FerretDBVersion = *info.FerretDBVersion
-	}
-	return si, nil
+	return MongoDB
 }
