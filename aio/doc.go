@@ -2,9 +2,19 @@
 // turning every call into an operation value sent on a bounded request channel and served by
 // a bounded pool of workers (package pool), which run the commands built in package ops.
 //
-//	caller ──▶ validate ──▶ request channel (QueueDepth) ──▶ pool (Workers) ──▶ server
-//	   ▲                                                           │
-//	   └──────────────────────── Future ◀──────────────────────────┘
+//	caller ──▶ validate ──▶ request channel ──▶ worker (pool) ──▶ alone: one command ──▶ server
+//	   ▲       + prepare     (QueueDepth)         │  takes seqs           │
+//	   │                                          │  (batch.Sequence)     │
+//	   │                                          └─▶ grouped: builds the command ──▶ coalescer
+//	   │                                               (batch.Coalescer intake; the next batch
+//	   │                                                gathers while one is in flight)
+//	   │                                                          │ flush: one bulk write
+//	   └──────────── Future ◀── settled by the worker, or by the flush (async.Handoff)
+//
+// Group commit and coalescing: a commit of an existing execution, an ack, a plain load and (on
+// MongoDB) a LoadForEvent are passed by the worker to a coalescer; a lone one goes out at once,
+// and those that arrive while a batch is in flight go out together as one bulk write, one find or
+// one aggregation (Options.MaxBatch). The caller can still withdraw it until the flush sends it.
 //
 // What always holds:
 //   - Bad input is refused with execstore.ErrInvalid in the caller's goroutine, before anything
