@@ -7,6 +7,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/ops"
 )
 
 // A commit is checked and copied before the lock is taken (preparedCommit), then guarded and
@@ -59,6 +60,14 @@ func (s *Store) Commit(ctx context.Context, exe *execstore.Execution, c execstor
 	}
 	pc, err := prepareCommit(exe, &c)
 	if err != nil {
+		return nil, err
+	}
+	contexts := make([][]byte, len(pc.spawns))
+	for i, sp := range pc.spawns {
+		contexts[i] = sp.context
+	}
+	// What the MongoDB store could not write, this one refuses too.
+	if err := ops.CheckCommitSize(exe, &c, contexts, pc.step); err != nil {
 		return nil, err
 	}
 	if err := s.lock(ctx); err != nil {

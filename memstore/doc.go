@@ -27,11 +27,10 @@
 //     and trace steps are copied on the way in and on the way out.
 //
 // What it does not do: it keeps nothing beyond the process (no persistence, no sharing between
-// processes), and an outcome is never unknown (no execstore.ErrOutcomeUnknown). It checks a
-// commit's size by the raw lengths contract.ValidateCommit measures, not by the encoded
-// document: a commit whose raw lengths pass but whose encoding MongoDB would find past its
-// 16 MiB limit (tens of thousands of small entries, timer paths full of dots), or one that
-// grows a stored document past it, is accepted here and refused by the MongoDB store.
+// processes), and an outcome is never unknown (no execstore.ErrOutcomeUnknown). A commit
+// whose write the MongoDB store would refuse as past the 16 MiB document limit is refused here
+// too (ErrInvalid, measured as the MongoDB store measures it); one that is small itself but
+// grows a stored document past the limit, which MongoDB refuses, is accepted here.
 //
 // Costs: every call takes one store-wide lock (a read lock for reads) and does its work in
 // memory. Commit costs the copy of what it writes plus the BSON encoding of its spawn contexts

@@ -54,24 +54,12 @@ type PreparedCommit struct {
 // longest).
 func PrepareCommit(env Env, exe *execstore.Execution, c *execstore.Commit) (*PreparedCommit, error) {
 	pc := &PreparedCommit{c: c, contexts: make([][]byte, len(c.Spawns))}
-	pc.bytes = sizeProcessed + len(c.ProcessedEventID)
-	for _, e := range c.Emits {
-		pc.bytes += sizeEmit + len(e.Event) + len(e.TargetID)
-	}
 	for i, s := range c.Spawns {
 		b, err := contract.EncodeMap(s.Context)
 		if err != nil {
 			return nil, contract.Invalid("Commit.Spawns["+strconv.Itoa(i)+"].Context", "%v", err)
 		}
 		pc.contexts[i] = b
-		pc.bytes += sizeSpawn + len(b) + len(s.ChildID) + len(s.RootPath)
-	}
-	pc.timers, pc.cancels = foldTimers(c.Timers)
-	for _, t := range pc.timers {
-		pc.bytes += sizeTimer + len(t.Key)
-	}
-	for _, k := range pc.cancels {
-		pc.bytes += sizeTimer + len(k)
 	}
 	if c.Trace != nil {
 		b, err := contract.EncodeMap(c.Trace)
@@ -79,7 +67,14 @@ func PrepareCommit(env Env, exe *execstore.Execution, c *execstore.Commit) (*Pre
 			return nil, contract.Invalid("Commit.Trace", "%v", err)
 		}
 		pc.step = b
-		pc.bytes += sizeTrace + len(b)
+	}
+	pc.timers, pc.cancels = foldTimers(c.Timers)
+	pc.bytes = payloadBytes(c, pc.contexts, pc.step)
+	for _, t := range pc.timers {
+		pc.bytes += sizeTimer + len(t.Key)
+	}
+	for _, k := range pc.cancels {
+		pc.bytes += sizeTimer + len(k)
 	}
 	if pc.bytes+execBytes(exe) > execstore.MaxDocumentBytes {
 		// Near the limit: build it with the longest seqs there are, and measure.
@@ -95,6 +90,39 @@ func PrepareCommit(env Env, exe *execstore.Execution, c *execstore.Commit) (*Pre
 		}
 	}
 	return pc, nil
+}
+
+// payloadBytes is a commit's part of CommitPlan.Bytes but for its timer ops: its dedupe mark,
+// emits, spawns (with their encoded contexts) and trace step (encoded; nil for none).
+func payloadBytes(c *execstore.Commit, contexts [][]byte, step []byte) int {
+	n := sizeProcessed + len(c.ProcessedEventID)
+	for _, e := range c.Emits {
+		n += sizeEmit + len(e.Event) + len(e.TargetID)
+	}
+	for i, s := range c.Spawns {
+		n += sizeSpawn + len(contexts[i]) + len(s.ChildID) + len(s.RootPath)
+	}
+	if step != nil {
+		n += sizeTrace + len(step)
+	}
+	return n
+}
+
+// CheckCommitSize refuses with ErrInvalid, as PrepareCommit does, a commit of c on exe that
+// would be past MongoDB's document limit as this package writes it, for a store that keeps
+// the commit another way (package memstore) and must refuse the same input. contexts and step
+// are c's spawn contexts and trace step as contract.EncodeMap encodes them. It costs some
+// arithmetic unless the commit is near the limit.
+func CheckCommitSize(exe *execstore.Execution, c *execstore.Commit, contexts [][]byte, step []byte) error {
+	n := execBytes(exe) + payloadBytes(c, contexts, step)
+	for _, t := range c.Timers {
+		n += sizeTimer + len(encodeKey(t.Path))
+	}
+	if n <= execstore.MaxDocumentBytes {
+		return nil
+	}
+	_, err := PrepareCommit(Env{Profile: MongoDB, TraceMax: 1}, exe, c)
+	return err
 }
 
 // execBytes is the execution's part of CommitPlan.Bytes.

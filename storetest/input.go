@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -51,6 +52,38 @@ func badCommitInput(t *testing.T, s execstore.Store) {
 	got, err := s.Load(bg, "ok")
 	require.NoError(t, err)
 	assert.Nil(t, got, "bad input was written")
+}
+
+// A commit whose raw lengths pass but whose write would be past 16 MiB once encoded (each "."
+// of a timer path is stored as three bytes; every outbox entry carries its seq, version and
+// framing) is refused with ErrInvalid, and nothing of it is written.
+func commitPastLimitEncoded(t *testing.T, s execstore.Store) {
+	dotted := execstore.Commit{}
+	for i := range 2000 {
+		dotted.Timers = append(dotted.Timers, execstore.ScheduleTimer(fmt.Sprintf("%04d%s", i, strings.Repeat(".", 996)), 1))
+	}
+	emits := execstore.Commit{Emits: make([]execstore.Emit, 40_000)}
+	for i := range emits.Emits {
+		emits.Emits[i] = execstore.Emit{TargetID: "t", Event: []byte{'e'}}
+	}
+	for _, c := range []struct {
+		name string
+		data int
+		c    execstore.Commit
+	}{{"dotted timer paths", 14 << 20, dotted}, {"many small emits", 13 << 20, emits}} {
+		e := newExe("big")
+		e.Data = make([]byte, c.data)
+		_, err := s.Commit(bg, e, c.c)
+		require.ErrorIs(t, err, execstore.ErrInvalid, c.name)
+		assert.NotErrorIs(t, err, execstore.ErrOutcomeUnknown, c.name)
+		assert.EqualValues(t, 0, e.Version, c.name)
+	}
+	got, err := s.Load(bg, "big")
+	require.NoError(t, err)
+	assert.Nil(t, got, "a refused commit was written")
+	pending, err := s.PendingOutbox(bg, 1)
+	require.NoError(t, err)
+	assert.Empty(t, pending)
 }
 
 // Bad input to every other call is refused with ErrInvalid; nothing is written.

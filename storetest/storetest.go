@@ -89,6 +89,7 @@ var behaviours = []behaviour{
 	{"OddIdsRoundTrip", oddIdsRoundTrip},
 	{"BadCommitInputIsInvalid", badCommitInput},
 	{"BadCallInputIsInvalid", badCallInput},
+	{"CommitPastLimitOnceEncodedIsInvalid", commitPastLimitEncoded},
 	{"EndedContextDoesNothing", endedContext},
 	{"CloseRefusesLaterCalls", closeRefuses},
 }
