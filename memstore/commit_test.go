@@ -300,40 +300,37 @@ func TestConcurrentWorkload(t *testing.T) {
 	})
 	delivered := map[string]int{}
 	lastSeq := map[string]int64{}
-	relayDone := make(chan struct{})
-	go func() {
-		defer close(relayDone)
+	relay := func() int { // one relay pass; the number of entries it handed on
+		pending, err := s.PendingOutbox(bg, 7)
+		assert.NoError(t, err)
+		for _, p := range pending {
+			delivered[string(p.Event)]++
+			assert.Greater(t, p.Seq, lastSeq[p.SourceID], "%s out of order", p.Event)
+			lastSeq[p.SourceID] = p.Seq
+			assert.NoError(t, s.AckOutbox(bg, p.SourceID, p.Seq))
+		}
+		spawns, err := s.PendingSpawns(bg, 0)
+		assert.NoError(t, err)
+		for _, sp := range spawns {
+			assert.NoError(t, s.AckSpawn(bg, sp.ParentID, sp.Seq))
+		}
+		return len(pending)
+	}
+	side.Go(func() { // the relay, beside the handlers
 		for {
-			// Only a scan that began after every handler returned can tell the relay is done:
-			// an empty scan from before may have missed the last commits.
-			finished := false
 			select {
 			case <-stop:
-				finished = true
-			default:
-			}
-			pending, err := s.PendingOutbox(bg, 7)
-			assert.NoError(t, err)
-			for _, p := range pending {
-				delivered[string(p.Event)]++
-				assert.Greater(t, p.Seq, lastSeq[p.SourceID], "%s out of order", p.Event)
-				lastSeq[p.SourceID] = p.Seq
-				assert.NoError(t, s.AckOutbox(bg, p.SourceID, p.Seq))
-			}
-			spawns, err := s.PendingSpawns(bg, 0)
-			assert.NoError(t, err)
-			for _, sp := range spawns {
-				assert.NoError(t, s.AckSpawn(bg, sp.ParentID, sp.Seq))
-			}
-			if finished && len(pending) == 0 {
 				return
+			default:
+				relay()
 			}
 		}
-	}()
+	})
 	wg.Wait()
 	close(stop)
-	<-relayDone
 	side.Wait()
+	for relay() > 0 { // what the handlers committed last
+	}
 	assert.Len(t, delivered, execs*commits)
 	for ev, n := range delivered {
 		assert.Equal(t, 1, n, "event %s delivered %d times", ev, n)

@@ -16,13 +16,9 @@ func (s *Store) List(ctx context.Context, q execstore.ListQuery) (execstore.Page
 	if err := contract.ValidateListQuery(&q); err != nil {
 		return execstore.Page{}, err
 	}
-	after, err := contract.DecodeCursor(q.Cursor)
+	after, limit, err := contract.ListPage(q)
 	if err != nil {
 		return execstore.Page{}, err
-	}
-	limit := q.Limit
-	if limit == 0 {
-		limit = execstore.DefaultListLimit
 	}
 	if err := s.rlock(ctx); err != nil {
 		return execstore.Page{}, err

@@ -9,14 +9,11 @@ import (
 
 // Load returns a copy of the execution, or (nil, nil) when there is none.
 func (s *Store) Load(ctx context.Context, id string) (*execstore.Execution, error) {
-	if err := contract.ValidateID("id", id); err != nil {
-		return nil, err
-	}
-	if err := s.rlock(ctx); err != nil {
+	r, err := s.readRecord(ctx, id)
+	if err != nil {
 		return nil, err
 	}
 	defer s.mu.RUnlock()
-	r := s.execs[id]
 	if r == nil {
 		return nil, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 )
 
 // traceMaxDefault is Options.TraceMax's default, the MongoDB store's (aio.DefaultTraceMax).
@@ -76,6 +77,18 @@ func (s *Store) lock(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// readRecord checks id, takes the read lock and returns id's record, nil when there is none;
+// on a nil error the caller must RUnlock.
+func (s *Store) readRecord(ctx context.Context, id string) (*record, error) {
+	if err := contract.ValidateID("id", id); err != nil {
+		return nil, err
+	}
+	if err := s.rlock(ctx); err != nil {
+		return nil, err
+	}
+	return s.execs[id], nil
 }
 
 // rlock is lock for reading; on nil the caller must RUnlock.

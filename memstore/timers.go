@@ -41,13 +41,7 @@ func (s *Store) DueTimers(ctx context.Context, now float64, limit int) ([]execst
 // DeleteTimer removes the timer at path only if it still fires at fireAt, and reports whether
 // it did.
 func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt float64) (bool, error) {
-	if err := contract.ValidateID("id", id); err != nil {
-		return false, err
-	}
-	if err := contract.ValidatePath("path", path); err != nil {
-		return false, err
-	}
-	if err := contract.ValidateFireAt("fireAt", fireAt); err != nil {
+	if err := contract.ValidateTimerRef(contract.DeleteTimerFields, id, path, fireAt); err != nil {
 		return false, err
 	}
 	if err := s.lock(ctx); err != nil {

@@ -57,14 +57,11 @@ func (s *Store) AppendTrace(ctx context.Context, id string, step map[string]any)
 // ReadTrace returns the kept trace steps, oldest first, each decoded afresh; none for an
 // unknown execution.
 func (s *Store) ReadTrace(ctx context.Context, id string) ([]execstore.TraceStep, error) {
-	if err := contract.ValidateID("id", id); err != nil {
-		return nil, err
-	}
-	if err := s.rlock(ctx); err != nil {
+	r, err := s.readRecord(ctx, id)
+	if err != nil {
 		return nil, err
 	}
 	defer s.mu.RUnlock()
-	r := s.execs[id]
 	if r == nil {
 		return nil, nil
 	}

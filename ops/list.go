@@ -44,13 +44,9 @@ var summaryProjection = bson.D{
 // List returns one page of summaries. One find sorted by _id with limit+1, so the last page is
 // known without another round trip.
 func List(ctx context.Context, env Env, q execstore.ListQuery) (execstore.Page, error) {
-	after, err := contract.DecodeCursor(q.Cursor)
+	after, limit, err := contract.ListPage(q)
 	if err != nil {
 		return execstore.Page{}, err
-	}
-	limit := q.Limit
-	if limit == 0 {
-		limit = execstore.DefaultListLimit
 	}
 	cur, err := env.Executions.Find(ctx, listFilter(q, after), options.Find().
 		SetProjection(summaryProjection).

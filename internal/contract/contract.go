@@ -68,17 +68,31 @@ func ValidateLimit(field string, limit int) error {
 	return nil
 }
 
+// TimerRefFields are the names ValidateTimerRef gives its three arguments in errors.
+type TimerRefFields struct{ ID, Path, FireAt string }
+
+// DeleteTimerFields names the arguments of DeleteTimer.
+var DeleteTimerFields = TimerRefFields{ID: "id", Path: "path", FireAt: "fireAt"}
+
+// ValidateTimerRef checks a reference to one timer, as DeleteTimer takes it: the execution id,
+// the timer's path and the fire time it must still hold.
+func ValidateTimerRef(f TimerRefFields, id, path string, fireAt float64) error {
+	if err := ValidateID(f.ID, id); err != nil {
+		return err
+	}
+	if err := ValidatePath(f.Path, path); err != nil {
+		return err
+	}
+	return ValidateFireAt(f.FireAt, fireAt)
+}
+
 // ValidateDueTimers checks the timers given to DeleteTimers, each as DeleteTimer checks its
 // arguments.
 func ValidateDueTimers(timers []execstore.DueTimer) error {
 	for i, t := range timers {
-		if err := ValidateID(fmt.Sprintf("timers[%d].ExecutionID", i), t.ExecutionID); err != nil {
-			return err
-		}
-		if err := ValidatePath(fmt.Sprintf("timers[%d].Path", i), t.Path); err != nil {
-			return err
-		}
-		if err := ValidateFireAt(fmt.Sprintf("timers[%d].FireAt", i), t.FireAt); err != nil {
+		p := fmt.Sprintf("timers[%d].", i)
+		f := TimerRefFields{ID: p + "ExecutionID", Path: p + "Path", FireAt: p + "FireAt"}
+		if err := ValidateTimerRef(f, t.ExecutionID, t.Path, t.FireAt); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,24 @@
 package contract
 
-import "encoding/base64"
+import (
+	"encoding/base64"
+
+	"github.com/execstore/execstore"
+)
+
+// ListPage returns where a listing of q resumes (the id after which, "" from the start) and
+// how many summaries its page holds (Limit, or DefaultListLimit for 0); a cursor List did not
+// return is ErrInvalid.
+func ListPage(q execstore.ListQuery) (after string, limit int, err error) {
+	if after, err = DecodeCursor(q.Cursor); err != nil {
+		return "", 0, err
+	}
+	limit = q.Limit
+	if limit == 0 {
+		limit = execstore.DefaultListLimit
+	}
+	return after, limit, nil
+}
 
 // A list cursor is the id a listing resumes after, encoded so that it is opaque: the same
 // codec for every store, so that a cursor means the same thing whichever store returned it.
