@@ -45,13 +45,3 @@ func (p Profile) ops() ops.Profile {
 	}
 	return 0
 }
-
-func profileOf(p ops.Profile) Profile {
-	switch p {
-	case ops.MongoDB:
-		return MongoDB
-	case ops.FerretDB:
-		return FerretDB
-	}
-	return Detect
-}
