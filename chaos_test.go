@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
@@ -126,13 +127,12 @@ func TestChaos(t *testing.T) {
 func runChaos(t *testing.T, seed uint64) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	srv, err := embedded.Start(ctx, embedded.Options{Dir: dir, Addr: addr})
+	srv, err := embedded.Start(ctx, embedded.Options{Dir: dir})
 	require.NoError(t, err)
 	defer func() { srv.Close() }()
+	cs, err := connstring.Parse(srv.URI())
+	require.NoError(t, err)
+	addr := cs.Hosts[0] // the restarted server listens here again
 
 	proxy := newChaosProxy(t, addr, seed)
 	uri := "mongodb://" + proxy.addr() +
