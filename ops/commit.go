@@ -13,6 +13,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/outcome"
 )
 
 // CommitPlan is the one write a commit issues: Update guarded by Filter when the execution
@@ -399,7 +400,7 @@ func RunCommit(ctx context.Context, env Env, plan CommitPlan) error {
 			return nil
 		}
 		if !mongo.IsDuplicateKeyError(err) {
-			return writeFailure("commit", plan.ID, err)
+			return outcome.WriteFailure("commit", plan.ID, err)
 		}
 		found, _, rerr := readVersion(ctx, env, plan.ID)
 		if rerr != nil {
@@ -409,7 +410,7 @@ func RunCommit(ctx context.Context, env Env, plan CommitPlan) error {
 	}
 	res, err := env.Executions.UpdateOne(ctx, plan.Filter, plan.Update)
 	if err != nil {
-		return writeFailure("commit", plan.ID, err)
+		return outcome.WriteFailure("commit", plan.ID, err)
 	}
 	if res.MatchedCount == 1 {
 		return nil
@@ -451,7 +452,7 @@ func readVersion(ctx context.Context, env Env, id string) (version, traceNext in
 		return execstore.NoVersion, 0, nil
 	}
 	if err != nil {
-		return 0, 0, readFailure("conflict check", id, err)
+		return 0, 0, outcome.ReadFailure("conflict check", id, err)
 	}
 	return d.Version, d.TraceNext, nil
 }

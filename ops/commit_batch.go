@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/outcome"
 )
 
 // fCommitToken marks the commit that wrote the current version; see RunCommitBatch.
@@ -40,7 +41,7 @@ func (p *CommitPlan) SetToken(token int64) {
 //     by the count: if the wins already known account for every match, they all lost; if the
 //     matches left equal their number, they all won; otherwise their outcome is unknown.
 //
-// What the server's answer proves comes from classifyWrite, the rule every write path uses:
+// What the server's answer proves comes from outcome.Classify, the rule every write path uses:
 //
 //   - no answer, or one that proves nothing (a network error, a timeout, an interruption or
 //     another command error after which some statements may have run): the bulk write may
@@ -148,7 +149,7 @@ type bulkAnswer struct {
 	err error
 }
 
-// answerBulk says what a bulk write's result and error prove, by classifyWrite.
+// answerBulk says what a bulk write's result and error prove, by outcome.Classify.
 func answerBulk(res *mongo.BulkWriteResult, err error) bulkAnswer {
 	ans := bulkAnswer{matched: -1, answered: true, err: err}
 	matched := int64(-1)
@@ -159,8 +160,8 @@ func answerBulk(res *mongo.BulkWriteResult, err error) bulkAnswer {
 		ans.matched = matched
 		return ans
 	}
-	switch classifyWrite(err) {
-	case refused:
+	switch outcome.Classify(err) {
+	case outcome.Refused:
 		if matched > 0 {
 			// An earlier batch of a bulk the driver split ran before the refusal: settle
 			// by reading back, as for write errors.
@@ -168,9 +169,9 @@ func answerBulk(res *mongo.BulkWriteResult, err error) bulkAnswer {
 			break
 		}
 		ans.refused, ans.matched = true, 0
-	case writeErrors:
+	case outcome.WriteErrors:
 		ans.matched = matched
-	case notDurable:
+	case outcome.NotDurable:
 		ans.matched, ans.notDurable = matched, true
 	default:
 		ans.answered = false
@@ -198,7 +199,7 @@ func settleBatch(plans []*CommitPlan, ans bulkAnswer, found map[string]readBackD
 	}
 	if ans.refused {
 		for i, p := range plans {
-			errs[i] = writeFailure("commit", p.ID, ans.err)
+			errs[i] = outcome.WriteFailure("commit", p.ID, ans.err)
 		}
 		return errs
 	}

@@ -33,7 +33,7 @@ type settleCase struct {
 	want     string // "won", "conflict:<found>", "unknown", "rerun"
 }
 
-func outcome(err error, reran bool) string {
+func planOutcome(err error, reran bool) string {
 	var ce *execstore.ConflictError
 	switch {
 	case reran && err == nil:
@@ -82,7 +82,7 @@ func runSettleAnswer(t *testing.T, ans bulkAnswer, cases []settleCase) {
 		return nil
 	})
 	for i, c := range cases {
-		assert.Equal(t, c.want, outcome(errs[i], reran[plans[i].ID]), c.name)
+		assert.Equal(t, c.want, planOutcome(errs[i], reran[plans[i].ID]), c.name)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/outcome"
 )
 
 // IdempotentWrite is one guarded update whose repetition is harmless (an ack): applying it
@@ -39,7 +40,7 @@ func DeleteTimerWrite(id, path string, fireAt float64) IdempotentWrite {
 // already gone). When the server refused part of the bulk (its per-operation error indexes
 // are not reliable on every server), every write is run again alone, which is harmless, and
 // reports its own result. Any other error is classified as for a single write (see
-// classifyWrite): a refusal of the whole command is reported to every write, and a bulk write
+// outcome.Classify): a refusal of the whole command is reported to every write, and a bulk write
 // whose answer never came back, or proves nothing, leaves every write's outcome unknown.
 func RunIdempotentWrites(ctx context.Context, env Env, writes []IdempotentWrite) []error {
 	errs := make([]error, len(writes))
@@ -57,16 +58,16 @@ func RunIdempotentWrites(ctx context.Context, env Env, writes []IdempotentWrite)
 	if err == nil {
 		return errs
 	}
-	if classifyWrite(err) == writeErrors {
+	if outcome.Classify(err) == outcome.WriteErrors {
 		for i, w := range writes {
 			if _, err := env.Executions.UpdateOne(ctx, w.Filter, w.Update); err != nil {
-				errs[i] = writeFailure(w.Op, w.ID, err)
+				errs[i] = outcome.WriteFailure(w.Op, w.ID, err)
 			}
 		}
 		return errs
 	}
 	for i, w := range writes {
-		errs[i] = writeFailure(w.Op, w.ID, err)
+		errs[i] = outcome.WriteFailure(w.Op, w.ID, err)
 	}
 	return errs
 }
@@ -93,11 +94,11 @@ func LoadMany(ctx context.Context, env Env, ids []string) (map[string]*execstore
 	cur, err := env.Executions.Find(ctx, bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: in}}}},
 		options.Find().SetProjection(loadProjection))
 	if err != nil {
-		return nil, readFailure("load", "", err)
+		return nil, outcome.ReadFailure("load", "", err)
 	}
 	var docs []execDoc
 	if err := cur.All(ctx, &docs); err != nil {
-		return nil, readFailure("load", "", err)
+		return nil, outcome.ReadFailure("load", "", err)
 	}
 	out := make(map[string]*execstore.Execution, len(ids))
 	for i := range docs {
@@ -139,11 +140,11 @@ type LoadedForEvent struct {
 func LoadForEvents(ctx context.Context, env Env, ids, eventIDs []string) (map[string]LoadedForEvent, error) {
 	cur, err := env.Executions.Aggregate(ctx, loadForEventsPipeline(env, ids, eventIDs))
 	if err != nil {
-		return nil, readFailure("load for event", "", err)
+		return nil, outcome.ReadFailure("load for event", "", err)
 	}
 	var docs []execDoc
 	if err := cur.All(ctx, &docs); err != nil {
-		return nil, readFailure("load for event", "", err)
+		return nil, outcome.ReadFailure("load for event", "", err)
 	}
 	out := make(map[string]LoadedForEvent, len(ids))
 	for i := range docs {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/outcome"
 )
 
 // listFilter builds the server-side filter of q resuming after afterID: every filter runs on
@@ -53,11 +54,11 @@ func List(ctx context.Context, env Env, q execstore.ListQuery) (execstore.Page, 
 		SetSort(bson.D{{Key: fID, Value: 1}}).
 		SetLimit(int64(limit)+1))
 	if err != nil {
-		return execstore.Page{}, readFailure("list", "", err)
+		return execstore.Page{}, outcome.ReadFailure("list", "", err)
 	}
 	var docs []execDoc
 	if err := cur.All(ctx, &docs); err != nil {
-		return execstore.Page{}, readFailure("list", "", err)
+		return execstore.Page{}, outcome.ReadFailure("list", "", err)
 	}
 	page := execstore.Page{}
 	if len(docs) > limit {

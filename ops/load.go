@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/outcome"
 )
 
 // loadProjection is what a load reads: the snapshot and the top-level fields, never the
@@ -33,7 +34,7 @@ func Load(ctx context.Context, env Env, id string) (*execstore.Execution, error)
 		return nil, nil
 	}
 	if err != nil {
-		return nil, readFailure("load", id, err)
+		return nil, outcome.ReadFailure("load", id, err)
 	}
 	return d.execution(), nil
 }

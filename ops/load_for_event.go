@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/outcome"
 )
 
 // loadForEventPipeline is the MongoDB formulation of LoadForEvent: one aggregation that
@@ -40,7 +41,7 @@ func LoadForEvent(ctx context.Context, env Env, id, eventID string) (*execstore.
 	}
 	d, err := loadWithDedupeSet(ctx, env, id, loadProjection)
 	if err != nil {
-		return nil, false, readFailure("load for event", id, err)
+		return nil, false, outcome.ReadFailure("load for event", id, err)
 	}
 	if d == nil {
 		return nil, false, nil
@@ -51,11 +52,11 @@ func LoadForEvent(ctx context.Context, env Env, id, eventID string) (*execstore.
 func loadForEventAggregate(ctx context.Context, env Env, id, eventID string) (*execstore.Execution, bool, error) {
 	cur, err := env.Executions.Aggregate(ctx, loadForEventPipeline(env, id, eventID))
 	if err != nil {
-		return nil, false, readFailure("load for event", id, err)
+		return nil, false, outcome.ReadFailure("load for event", id, err)
 	}
 	var docs []execDoc
 	if err := cur.All(ctx, &docs); err != nil {
-		return nil, false, readFailure("load for event", id, err)
+		return nil, false, outcome.ReadFailure("load for event", id, err)
 	}
 	if len(docs) == 0 {
 		return nil, false, nil

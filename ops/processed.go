@@ -7,6 +7,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/execstore/execstore/internal/outcome"
 )
 
 // IsProcessed reports whether eventID is in the dedupe set of id. One find: on MongoDB of
@@ -16,7 +18,7 @@ func IsProcessed(ctx context.Context, env Env, id, eventID string) (bool, error)
 	if env.Profile == FerretDB {
 		d, err := loadWithDedupeSet(ctx, env, id, bson.D{{Key: fID, Value: 1}})
 		if err != nil {
-			return false, readFailure("is processed", id, err)
+			return false, outcome.ReadFailure("is processed", id, err)
 		}
 		return d != nil && d.Set.holds(eventID), nil
 	}
@@ -26,7 +28,7 @@ func IsProcessed(ctx context.Context, env Env, id, eventID string) (bool, error)
 		return false, nil
 	}
 	if err != nil {
-		return false, readFailure("is processed", id, err)
+		return false, outcome.ReadFailure("is processed", id, err)
 	}
 	return true, nil
 }

@@ -7,6 +7,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/execstore/execstore/internal/outcome"
 )
 
 // A relayed field is an embedded sub-document of entries keyed by their decimal seq, with a
@@ -49,7 +51,7 @@ func (f relayField) entryKey(seq int64) string { return f.name + "." + strconv.F
 func pendingEntries[T any](ctx context.Context, env Env, f relayField, op string) (map[string][]T, error) {
 	cur, err := env.Executions.Find(ctx, f.PendingFilter(), options.Find().SetProjection(bson.D{{Key: f.name, Value: 1}}))
 	if err != nil {
-		return nil, readFailure(op, "", err)
+		return nil, outcome.ReadFailure(op, "", err)
 	}
 	defer cur.Close(ctx)
 	out := make(map[string][]T)
@@ -62,14 +64,14 @@ func pendingEntries[T any](ctx context.Context, env Env, f relayField, op string
 		}
 		var entries map[string]T
 		if err := bson.Unmarshal(sub, &entries); err != nil {
-			return nil, readFailure(op, id, err)
+			return nil, outcome.ReadFailure(op, id, err)
 		}
 		for _, e := range entries {
 			out[id] = append(out[id], e)
 		}
 	}
 	if err := cur.Err(); err != nil {
-		return nil, readFailure(op, "", err)
+		return nil, outcome.ReadFailure(op, "", err)
 	}
 	return out, nil
 }

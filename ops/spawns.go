@@ -5,6 +5,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/outcome"
 )
 
 // PendingSpawns returns up to limit pending spawn intents (0: all) in relay order.
@@ -19,7 +20,7 @@ func PendingSpawns(ctx context.Context, env Env, limit int) ([]execstore.SpawnEn
 		for _, d := range docs {
 			m, err := contract.DecodeMap(d.Context)
 			if err != nil {
-				return nil, readFailure("pending spawns", parent, err)
+				return nil, outcome.ReadFailure("pending spawns", parent, err)
 			}
 			order = append(order, ordered{source: parent, version: d.Version, seq: d.Seq, pos: len(all)})
 			all = append(all, execstore.SpawnEntry{

@@ -9,6 +9,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/outcome"
 )
 
 // DueFilter selects the documents whose timer hint is due. timer_min is kept with $min when
@@ -51,7 +52,7 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 		SetProjection(bson.D{{Key: fTimers, Value: 1}, {Key: fTimerMin, Value: 1}, {Key: fVersion, Value: 1}}).
 		SetSort(bson.D{{Key: fTimerMin, Value: 1}}))
 	if err != nil {
-		return nil, readFailure("due timers", "", err)
+		return nil, outcome.ReadFailure("due timers", "", err)
 	}
 	defer cur.Close(ctx)
 	type stale struct {
@@ -70,7 +71,7 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 			Version  int64              `bson:"version"`
 		}
 		if err := cur.Decode(&doc); err != nil {
-			return nil, readFailure("due timers", "", err)
+			return nil, outcome.ReadFailure("due timers", "", err)
 		}
 		if limit > 0 && len(out) >= limit {
 			contract.SortDueTimers(out)
@@ -96,7 +97,7 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 		}
 	}
 	if err := cur.Err(); err != nil {
-		return nil, readFailure("due timers", "", err)
+		return nil, outcome.ReadFailure("due timers", "", err)
 	}
 	if len(repairs) > 0 && env.Profile != FerretDB {
 		models := make([]mongo.WriteModel, len(repairs))
@@ -143,7 +144,7 @@ func deleteTimerUpdate(path string) bson.D {
 func DeleteTimer(ctx context.Context, env Env, id, path string, fireAt float64) (bool, error) {
 	res, err := env.Executions.UpdateOne(ctx, deleteTimerFilter(id, path, fireAt), deleteTimerUpdate(path))
 	if err != nil {
-		return false, writeFailure("delete timer", id, err)
+		return false, outcome.WriteFailure("delete timer", id, err)
 	}
 	return res.MatchedCount == 1, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/outcome"
 )
 
 // AppendTrace records step outside a commit: it reads the execution's trace_next and then
@@ -37,7 +38,7 @@ func AppendTrace(ctx context.Context, env Env, id string, step map[string]any) e
 		filter, update := appendTraceCommand(env, id, traceDoc{Index: next, Step: b})
 		res, err := env.Executions.UpdateOne(ctx, filter, update)
 		if err != nil {
-			return writeFailure("append trace", id, err)
+			return outcome.WriteFailure("append trace", id, err)
 		}
 		if res.MatchedCount == 1 {
 			return nil
@@ -74,17 +75,17 @@ func ReadTrace(ctx context.Context, env Env, id string) ([]execstore.TraceStep, 
 		return nil, nil
 	}
 	if err != nil {
-		return nil, readFailure("read trace", id, err)
+		return nil, outcome.ReadFailure("read trace", id, err)
 	}
 	docs, err := traceSteps(raw.Lookup(fTrace), env.TraceMax)
 	if err != nil {
-		return nil, readFailure("read trace", id, err)
+		return nil, outcome.ReadFailure("read trace", id, err)
 	}
 	out := make([]execstore.TraceStep, len(docs))
 	for i, d := range docs {
 		m, err := contract.DecodeMap(d.Step)
 		if err != nil {
-			return nil, readFailure("read trace", id, err)
+			return nil, outcome.ReadFailure("read trace", id, err)
 		}
 		out[i] = execstore.TraceStep{Index: d.Index, Fields: m}
 	}
@@ -121,7 +122,7 @@ func repairTraceShape(ctx context.Context, env Env, id string, traceNext int64) 
 		return nil
 	}
 	if err != nil {
-		return readFailure("read trace", id, err)
+		return outcome.ReadFailure("read trace", id, err)
 	}
 	if n, ok := raw.Lookup(fTraceNext).AsInt64OK(); !ok || n != traceNext {
 		return nil // moved on: the caller tries again with the new index
@@ -137,7 +138,7 @@ func repairTraceShape(ctx context.Context, env Env, id string, traceNext int64) 
 	}
 	filter, update := traceShapeCommand(env, id, traceNext, steps)
 	if _, err := env.Executions.UpdateOne(ctx, filter, update); err != nil {
-		return fmt.Errorf("converting the trace to the %s shape: %w", env.Profile, writeFailure("convert trace", id, err))
+		return fmt.Errorf("converting the trace to the %s shape: %w", env.Profile, outcome.WriteFailure("convert trace", id, err))
 	}
 	return nil
 }

@@ -1,4 +1,8 @@
-package ops
+// Package outcome is the one rule every store of the module uses to say what a write's error
+// proves: whether the server answered, and what it applied. A definite refusal is reported as
+// such (or as execstore.ErrInvalid for a document past MongoDB's size limit); anything that may
+// or may not have been applied becomes an *execstore.OutcomeUnknownError, never a plain failure.
+package outcome
 
 import (
 	"context"
@@ -47,28 +51,28 @@ var refusedCodes = map[int32]bool{
 	codeDocTooLargeOld:   true,
 }
 
-// writeAnswer is what a write command's error proves about what the server did. It is the
+// Answer is what a write command's error proves about what the server did. It is the
 // one classification every write path uses: a single write, a group commit and a bulk of
 // acks all ask it the same question, "did the server answer, and what did it apply?".
-type writeAnswer int
+type Answer int
 
 const (
-	// unanswered: no answer came back, or one that proves nothing (a network error, a
+	// Unanswered: no answer came back, or one that proves nothing (a network error, a
 	// timeout, the caller's context ending, an interruption after some statements ran, an
 	// unacknowledged write). The server may or may not have applied any statement.
-	unanswered writeAnswer = iota
-	// refused: the server refused the whole command before running it; nothing was applied.
-	refused
-	// writeErrors: the server ran the command; the statements it reported write errors for
+	Unanswered Answer = iota
+	// Refused: the server refused the whole command before running it; nothing was applied.
+	Refused
+	// WriteErrors: the server ran the command; the statements it reported write errors for
 	// were not applied, and the others were, as its counts say.
-	writeErrors
-	// notDurable: the server ran the command and applied what it reports, but the write
+	WriteErrors
+	// NotDurable: the server ran the command and applied what it reports, but the write
 	// concern was not met: the applied statements may still be rolled back by a failover.
-	notDurable
+	NotDurable
 )
 
-// classifyWrite says what err, returned by the driver for a write command, proves.
-func classifyWrite(err error) writeAnswer {
+// Classify says what err, returned by the driver for a write command, proves.
+func Classify(err error) Answer {
 	// A write or bulk write exception is the server's answer, whatever labels it carries: a
 	// write-concern error in it says the statements ran, not that nothing happened.
 	var bwe mongo.BulkWriteException
@@ -81,47 +85,47 @@ func classifyWrite(err error) writeAnswer {
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
 		mongo.IsTimeout(err) || mongo.IsNetworkError(err) {
-		return unanswered
+		return Unanswered
 	}
 	var ce mongo.CommandError
 	if errors.As(err, &ce) {
 		if refusedCodes[ce.Code] && !ce.HasErrorLabel("NetworkError") &&
 			!ce.HasErrorLabel("RetryableWriteError") {
-			return refused
+			return Refused
 		}
-		return unanswered
+		return Unanswered
 	}
 	if errors.Is(err, driver.ErrDocumentTooLarge) {
-		return refused // the driver would not send it
+		return Refused // the driver would not send it
 	}
-	return unanswered
+	return Unanswered
 }
 
-func answerOf(wce *mongo.WriteConcernError, nWriteErrors int, labels []string) writeAnswer {
+func answerOf(wce *mongo.WriteConcernError, nWriteErrors int, labels []string) Answer {
 	switch {
 	case wce != nil:
-		return notDurable
+		return NotDurable
 	case nWriteErrors > 0:
 		for _, l := range labels {
 			if l == "NetworkError" || l == "RetryableWriteError" {
-				return unanswered
+				return Unanswered
 			}
 		}
-		return writeErrors
+		return WriteErrors
 	}
-	return unanswered // a write exception with neither: proves nothing
+	return Unanswered // a write exception with neither: proves nothing
 }
 
-// writeFailure turns the error of a single write that was handed to the driver into the
+// WriteFailure turns the error of a single write that was handed to the driver into the
 // store's error. A definite refusal (a write error, or a command error that proves nothing
 // was applied) is reported as such, or as ErrInvalid when the document is too large;
 // anything else may or may not have been applied and becomes an
 // *execstore.OutcomeUnknownError (a write-concern error too: the write was applied on the
 // primary, but may be rolled back).
-func writeFailure(op, id string, err error) error {
-	switch classifyWrite(err) {
-	case refused, writeErrors:
-		if isTooLarge(err) {
+func WriteFailure(op, id string, err error) error {
+	switch Classify(err) {
+	case Refused, WriteErrors:
+		if IsTooLarge(err) {
 			return &execstore.InvalidError{Field: "document",
 				Reason: fmt.Sprintf("would exceed MongoDB's %d-byte document limit: %v", execstore.MaxDocumentBytes, err)}
 		}
@@ -130,10 +134,10 @@ func writeFailure(op, id string, err error) error {
 	return &execstore.OutcomeUnknownError{Op: op, ExecutionID: id, Err: err}
 }
 
-// isTooLarge reports whether a refusal says a document is past MongoDB's size limit. An
+// IsTooLarge reports whether a refusal says a document is past MongoDB's size limit. An
 // insert past it is refused with BadValue ("object to insert too large"), an update that
 // would grow a document past it with 17419, a command past it with 10334.
-func isTooLarge(err error) bool {
+func IsTooLarge(err error) bool {
 	if errors.Is(err, driver.ErrDocumentTooLarge) {
 		return true
 	}
@@ -148,9 +152,9 @@ func isTooLarge(err error) bool {
 	return se.HasErrorCode(codeBadValue) && strings.Contains(err.Error(), "too large")
 }
 
-// readFailure wraps the error of a read; a context error is returned as is so that callers can
+// ReadFailure wraps the error of a read; a context error is returned as is so that callers can
 // compare it with ctx.Err().
-func readFailure(op, id string, err error) error {
+func ReadFailure(op, id string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}

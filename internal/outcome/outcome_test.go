@@ -1,0 +1,89 @@
+package outcome
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
+
+	"github.com/execstore/execstore"
+)
+
+// MongoDB's refusal of a document past 16 MiB is a definite failure reported as ErrInvalid.
+func TestWriteFailureTooLarge(t *testing.T) {
+	for _, code := range []int{17419, 10334} {
+		err := WriteFailure("commit", "x", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: code, Message: "too large"}}})
+		assert.ErrorIs(t, err, execstore.ErrInvalid, "code %d", code)
+		assert.NotErrorIs(t, err, execstore.ErrOutcomeUnknown)
+	}
+}
+
+func TestWriteFailureClassification(t *testing.T) {
+	assert.ErrorIs(t, WriteFailure("commit", "x", context.DeadlineExceeded), execstore.ErrOutcomeUnknown)
+	assert.ErrorIs(t, WriteFailure("commit", "x", context.DeadlineExceeded), context.DeadlineExceeded)
+	assert.ErrorIs(t, WriteFailure("commit", "x", errors.New("connection reset")), execstore.ErrOutcomeUnknown)
+	assert.ErrorIs(t, WriteFailure("commit", "x", mongo.WriteException{WriteConcernError: &mongo.WriteConcernError{Code: 64}}),
+		execstore.ErrOutcomeUnknown, "a write-concern error: applied on the primary, maybe not durably")
+	refusal := WriteFailure("commit", "x", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 2, Message: "bad value"}}})
+	assert.NotErrorIs(t, refusal, execstore.ErrOutcomeUnknown)
+	assert.NotErrorIs(t, refusal, execstore.ErrInvalid)
+	assert.NotErrorIs(t, WriteFailure("commit", "x", mongo.CommandError{Code: 13, Message: "unauthorized"}), execstore.ErrOutcomeUnknown,
+		"the server refused the command: nothing was applied")
+	assert.ErrorIs(t, WriteFailure("commit", "x", mongo.CommandError{Code: 6, Labels: []string{"NetworkError"}}), execstore.ErrOutcomeUnknown)
+}
+
+// One rule for every write path: a command-level error proves nothing was applied only when
+// its code says the command was refused before it ran; anything else leaves the outcome
+// unknown.
+func TestClassifyWrite(t *testing.T) {
+	wce := &mongo.WriteConcernError{Code: 64, Name: "WriteConcernFailed"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want Answer
+	}{
+		{"context canceled", context.Canceled, Unanswered},
+		{"deadline", context.DeadlineExceeded, Unanswered},
+		{"plain error", errors.New("connection reset by peer"), Unanswered},
+		{"network error label", mongo.CommandError{Code: 6, Labels: []string{"NetworkError"}}, Unanswered},
+		{"interrupted", mongo.CommandError{Code: 11601, Name: "Interrupted"}, Unanswered},
+		{"interrupted at shutdown", mongo.CommandError{Code: 11600, Name: "InterruptedAtShutdown"}, Unanswered},
+		{"max time", mongo.CommandError{Code: 50, Name: "MaxTimeMSExpired"}, Unanswered},
+		{"not primary", mongo.CommandError{Code: 10107, Name: "NotWritablePrimary"}, Unanswered},
+		{"unknown code", mongo.CommandError{Code: 12345}, Unanswered},
+		{"refusal code but retryable label", mongo.CommandError{Code: 13, Labels: []string{"RetryableWriteError"}}, Unanswered},
+		{"unauthorized", mongo.CommandError{Code: 13, Name: "Unauthorized"}, Refused},
+		{"authentication failed", mongo.CommandError{Code: 18}, Refused},
+		{"failed to parse", mongo.CommandError{Code: 9}, Refused},
+		{"bad value", mongo.CommandError{Code: 2}, Refused},
+		{"not implemented (FerretDB)", mongo.CommandError{Code: 238}, Refused},
+		{"write error", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 11000}}}, WriteErrors},
+		{"write-concern error", mongo.WriteException{WriteConcernError: wce}, NotDurable},
+		{"write-concern error and write error", mongo.WriteException{WriteConcernError: wce, WriteErrors: []mongo.WriteError{{Code: 2}}}, NotDurable},
+		{"write exception with neither", mongo.WriteException{}, Unanswered},
+		{"bulk write errors", mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{Code: 2}}}}, WriteErrors},
+		{"bulk write-concern error", mongo.BulkWriteException{WriteConcernError: wce}, NotDurable},
+		{"bulk write-concern timeout labelled", mongo.BulkWriteException{WriteConcernError: &mongo.WriteConcernError{Code: 50}, Labels: []string{"ExceededTimeLimitError"}}, NotDurable},
+		{"bulk write errors with network label", mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{}}, Labels: []string{"NetworkError"}}, Unanswered},
+		{"unacknowledged", driver.ErrUnacknowledgedWrite, Unanswered},
+		{"driver refuses a document too large", driver.ErrDocumentTooLarge, Refused},
+	} {
+		assert.Equal(t, tc.want, Classify(tc.err), tc.name)
+	}
+}
+
+// A single write: interruptions and unknown command errors are unknown outcomes; an insert
+// MongoDB refuses for its size is ErrInvalid.
+func TestWriteFailureCommandErrors(t *testing.T) {
+	for _, code := range []int32{11601, 11600, 50, 189, 91, 12345} {
+		err := WriteFailure("commit", "x", mongo.CommandError{Code: code})
+		assert.ErrorIs(t, err, execstore.ErrOutcomeUnknown, "code %d", code)
+	}
+	tooLarge := WriteFailure("commit", "x", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: 2, Message: "object to insert too large. size in bytes: 16777300, max size: 16777216"}}})
+	assert.ErrorIs(t, tooLarge, execstore.ErrInvalid)
+	assert.NotErrorIs(t, tooLarge, execstore.ErrOutcomeUnknown)
+	assert.ErrorIs(t, WriteFailure("commit", "x", driver.ErrDocumentTooLarge), execstore.ErrInvalid)
+}
