@@ -1,0 +1,40 @@
+// Package idem is an asynchronous MongoDB store of idempotency keys, for APIs and workflow
+// engines that must run a request once however often it is retried: the first caller of a
+// key claims it under a lease, runs the request and stores its response; every later caller
+// with the same key gets that response replayed (package idem's Do for Go functions, its
+// Middleware for net/http following draft-ietf-httpapi-idempotency-key-header-07).
+//
+// One record per key (_id): CLAIMED (fingerprint of the request, a random 128-bit claim
+// token, claimed-at, lease end) or COMPLETED (plus the response: status, headers, body, and
+// the end of its retention), with an expiry for reaping.
+//
+// What always holds:
+//   - Of any number of concurrent claims of one key, at most one gets a token (New or
+//     LeaseReclaimed); Complete, Renew and Release act only with the current token, so a
+//     claim taken over (its lease lapsed) is fenced: it can no longer store a response.
+//   - Expiry is decided by the server's clock, never the application's: on MongoDB by $$NOW
+//     inside the write; on FerretDB by an estimate of the server's clock from hello's
+//     localTime, within ε (half a round trip plus 1ms), where only elapsed time is taken
+//     from the application (on Go's monotonic clock). A lease is never taken over before its
+//     full length has passed on the server's clock, and at most 2ε_writer+2ε_reader after.
+//   - Expiry is enforced when a record is read; reaping (a TTL index on MongoDB, a bounded
+//     sweep on FerretDB that Close stops) only bounds the collection's size.
+//   - An unreadable record (missing or mistyped fields) reads as absent; a claim takes it
+//     over and says so (Claim.RecoveredFromCorrupt), one claimer of many.
+//   - A request whose fingerprint differs from the stored one (same fingerprint version) is
+//     refused with a *FingerprintMismatchError, never given the stored response.
+//   - A write sent but not answered is an *execstore.OutcomeUnknownError (matching
+//     execstore.ErrOutcomeUnknown), unless a read settles it exactly: a claim whose token
+//     (chosen before sending) is read back is the caller's (Claim.Settled); a complete is
+//     settled when the record shows it done, or fenced.
+//   - Bad input (empty or oversized keys, non-positive leases, oversized bodies) is refused
+//     with execstore.ErrInvalid before any I/O.
+//
+// Like package aio, every operation is a request on a bounded pool (package pool, through
+// internal/async): a call whose context ends while it is queued is withdrawn unsent; Close
+// stops new calls, drains the rest within its context and leaves no goroutine behind.
+//
+// The server is detected at Open (or forced with Options.Profile) and picks the
+// formulation: see mongoForm (one findAndModify pipeline per claim) and ferretForm (a read
+// and a guarded write per claim) in the source.
+package idem

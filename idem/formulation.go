@@ -1,0 +1,133 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/outcome"
+)
+
+// formulation is how the store's writes are put to one kind of server: mongoForm with
+// server-side $$NOW pipelines on MongoDB, ferretForm with the estimated server clock and
+// guarded writes on FerretDB. Release and the settling reads are the same on both (the
+// records type below).
+type formulation interface {
+	// claim claims key with token, chosen by the caller before anything is sent.
+	claim(ctx context.Context, key, fingerprint string, version int, lease time.Duration, token string) (Claim, error)
+	complete(ctx context.Context, key, token string, resp Response, retention time.Duration) (bool, error)
+	renew(ctx context.Context, key, token string, lease time.Duration) (bool, error)
+	// get returns the record by the server's clock: nil when absent, unreadable or
+	// completed past its retention.
+	get(ctx context.Context, key string) (*Record, error)
+	// ensureIndexes prepares the collection at Open.
+	ensureIndexes(ctx context.Context) error
+}
+
+// records is what both formulations share: the collection and the writes and reads that
+// need no clock.
+type records struct {
+	coll   *mongo.Collection
+	settle time.Duration // bounds a settling read
+	grace  time.Duration
+}
+
+// heldFilter matches key's record while it is claimed with token: the guard of complete,
+// renew and release.
+func heldFilter(key, token string) bson.D {
+	return bson.D{{Key: "_id", Value: key}, {Key: fState, Value: string(Claimed)}, {Key: fToken, Value: token}}
+}
+
+// release deletes key's record if it is claimed with token. It is not settled when
+// unanswered: an absent record proves nothing (the next claimer may have come and gone).
+func (r *records) release(ctx context.Context, key, token string) (bool, error) {
+	res, err := r.coll.DeleteOne(ctx, heldFilter(key, token))
+	if err != nil {
+		return false, outcome.WriteFailure("release", key, err)
+	}
+	return res.DeletedCount == 1, nil
+}
+
+// findRaw returns key's stored document, or nil.
+func (r *records) findRaw(ctx context.Context, key string) (bson.Raw, error) {
+	raw, err := r.coll.FindOne(ctx, bson.D{{Key: "_id", Value: key}}).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, outcome.ReadFailure("read", key, err)
+	}
+	return raw, nil
+}
+
+// writeFailure is the error of a write of key that failed with err, and whether it went
+// unanswered (so may have been applied) and may be settled by reading the record back:
+// only when ctx, the caller's, has not ended.
+func writeFailure(ctx context.Context, op, key string, err error) (error, bool) {
+	werr := outcome.WriteFailure(op, key, err)
+	return werr, errors.Is(werr, execstore.ErrOutcomeUnknown) && ctx.Err() == nil
+}
+
+// readBack reads key's record after an unanswered write, within the settle bound; nil when
+// it cannot be read or decoded.
+func (r *records) readBack(ctx context.Context, key string) *Record {
+	ctx, cancel := context.WithTimeout(ctx, r.settle)
+	defer cancel()
+	raw, err := r.findRaw(ctx, key)
+	if err != nil || raw == nil {
+		return nil
+	}
+	rec, ok := decodeRecord(raw)
+	if !ok {
+		return nil
+	}
+	return rec
+}
+
+// settleClaim settles an unanswered claim with token: the claim is the caller's if the
+// record carries its token (tokens are random and never reused, so no one else wrote it).
+// Otherwise the outcome stays unknown: the write may still be on its way.
+func (r *records) settleClaim(ctx context.Context, key, token string, unknown error, corrupt bool,
+	outcomeOf func(*Record) Outcome) (Claim, error) {
+	rec := r.readBack(ctx, key)
+	if rec == nil || rec.token != token {
+		return Claim{}, unknown
+	}
+	return Claim{Outcome: outcomeOf(rec), Token: token, Record: rec, RecoveredFromCorrupt: corrupt, Settled: true}, nil
+}
+
+// settleComplete settles an unanswered complete with token: true when the record is
+// completed with that token, false when it carries another token (the old one is fenced
+// for good: tokens are never reused, so the write can never match). Otherwise unknown.
+func (r *records) settleComplete(ctx context.Context, key, token string, unknown error) (bool, error) {
+	rec := r.readBack(ctx, key)
+	switch {
+	case rec == nil:
+		return false, unknown
+	case rec.token != token:
+		return false, nil
+	case rec.State == Completed:
+		return true, nil
+	}
+	return false, unknown
+}
+
+// corruptGuard matches the unreadable document raw of key for as long as no claim has taken
+// it over: by its claim_token exactly when that is a string, else by its absence or its
+// BSON type. Every record a claim writes carries a fresh random string token, so once
+// anyone took it over the guard matches no more, and of concurrent take-overs one wins.
+func corruptGuard(key string, raw bson.Raw) bson.D {
+	g := bson.D{{Key: "_id", Value: key}}
+	v, err := raw.LookupErr(fToken)
+	switch {
+	case err != nil:
+		return append(g, bson.E{Key: fToken, Value: bson.D{{Key: "$exists", Value: false}}})
+	case v.Type == bson.TypeString:
+		return append(g, bson.E{Key: fToken, Value: v.StringValue()})
+	}
+	return append(g, bson.E{Key: fToken, Value: bson.D{{Key: "$type", Value: int32(v.Type)}}})
+}

@@ -1,0 +1,229 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// mongoForm is the formulation for MongoDB: seed 003's. Time is $$NOW, the server's clock at
+// the write, so the application's clock plays no part. A claim is one findAndModify upsert
+// whose pipeline takes the record if it is missing or lapsed and keeps it otherwise,
+// recording the state it took it over from (prev_state) so that new and reclaimed are told
+// apart without a second read; complete and renew are pipeline updates guarded by
+// {_id, state: CLAIMED, claim_token}; a TTL index on expire_at reaps. The command documents
+// are built by the pure functions below, which the tests check field by field.
+type mongoForm struct {
+	records
+}
+
+// Names of the pipeline's scratch fields and variables.
+const (
+	fTake = "__take" // the claim pipeline's decision, unset in its last stage
+	fNow  = "__now"  // the server time a read adds to the record
+)
+
+// lit makes v a literal in a pipeline: a string starting with "$" would otherwise be read
+// as a field path (a fingerprint or a header may well start with one).
+func lit(v any) bson.D { return bson.D{{Key: "$literal", Value: v}} }
+
+// afterNow is {$add: [$$NOW, d in ms]}.
+func afterNow(d time.Duration) bson.D {
+	return bson.D{{Key: "$add", Value: bson.A{"$$NOW", d.Milliseconds()}}}
+}
+
+// claimFilter is the claim's query: the key alone (the pipeline decides).
+func claimFilter(key string) bson.D { return bson.D{{Key: "_id", Value: key}} }
+
+// claimPipeline is the claim's update: take the record (a fresh claim with token) when it
+// is missing or its lease_until has passed on the server's clock — a Completed record's
+// lease_until is its retention's end, and a missing or mistyped lease_until sorts before any
+// date, so those are taken too — and leave every field as it is otherwise.
+func claimPipeline(fingerprint string, version int, token string, lease, grace time.Duration) bson.A {
+	take := bson.D{{Key: "$or", Value: bson.A{
+		bson.D{{Key: "$eq", Value: bson.A{bson.D{{Key: "$type", Value: "$" + fState}}, "missing"}}},
+		bson.D{{Key: "$lt", Value: bson.A{"$" + fLeaseUntil, "$$NOW"}}},
+	}}}
+	either := func(field string, taken any) bson.E {
+		return bson.E{Key: field, Value: bson.D{{Key: "$cond", Value: bson.A{"$" + fTake, taken, "$" + field}}}}
+	}
+	return bson.A{
+		bson.D{{Key: "$set", Value: bson.D{{Key: fTake, Value: take}}}},
+		bson.D{{Key: "$set", Value: bson.D{
+			// Every right-hand side sees the stage's input, so prev_state is the state
+			// before this claim.
+			either(fPrevState, "$"+fState),
+			either(fState, string(Claimed)),
+			either(fFingerprint, lit(fingerprint)),
+			either(fFPVersion, int64(version)),
+			either(fToken, token),
+			either(fClaimedAt, "$$NOW"),
+			either(fLeaseUntil, afterNow(lease)),
+			either(fExpireAt, afterNow(lease+grace)),
+			either(fCompletedAt, nil),
+			either(fStatus, nil),
+			either(fHeaders, lit(bson.A{})),
+			either(fBody, lit(bson.Binary{Data: []byte{}})),
+		}}},
+		bson.D{{Key: "$unset", Value: fTake}},
+	}
+}
+
+// takeOverPipeline writes a fresh claim with token over whatever is there: the take-over of
+// an unreadable record, under corruptGuard.
+func takeOverPipeline(fingerprint string, version int, token string, lease, grace time.Duration) bson.A {
+	return bson.A{bson.D{{Key: "$set", Value: bson.D{
+		{Key: fPrevState, Value: nil},
+		{Key: fState, Value: string(Claimed)},
+		{Key: fFingerprint, Value: lit(fingerprint)},
+		{Key: fFPVersion, Value: int64(version)},
+		{Key: fToken, Value: token},
+		{Key: fClaimedAt, Value: "$$NOW"},
+		{Key: fLeaseUntil, Value: afterNow(lease)},
+		{Key: fExpireAt, Value: afterNow(lease + grace)},
+		{Key: fCompletedAt, Value: nil},
+		{Key: fStatus, Value: nil},
+		{Key: fHeaders, Value: lit(bson.A{})},
+		{Key: fBody, Value: lit(bson.Binary{Data: []byte{}})},
+	}}}}
+}
+
+// completePipeline completes a claim: the response, and lease_until as the retention's end.
+func completePipeline(resp Response, retention, grace time.Duration) bson.A {
+	return bson.A{bson.D{{Key: "$set", Value: bson.D{
+		{Key: fState, Value: string(Completed)},
+		{Key: fCompletedAt, Value: "$$NOW"},
+		{Key: fLeaseUntil, Value: afterNow(retention)},
+		{Key: fExpireAt, Value: afterNow(retention + grace)},
+		{Key: fStatus, Value: int64(resp.Status)},
+		{Key: fHeaders, Value: lit(encodeHeader(resp.Header))},
+		{Key: fBody, Value: lit(bson.Binary{Data: nonNil(resp.Body)})},
+	}}}}
+}
+
+// renewPipeline extends a claim's lease from the server's now.
+func renewPipeline(lease, grace time.Duration) bson.A {
+	return bson.A{bson.D{{Key: "$set", Value: bson.D{
+		{Key: fLeaseUntil, Value: afterNow(lease)},
+		{Key: fExpireAt, Value: afterNow(lease + grace)},
+	}}}}
+}
+
+// getPipeline reads key's record with the server's now beside it, so that expiry is judged
+// by the server's clock.
+func getPipeline(key string) bson.A {
+	return bson.A{
+		bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: key}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: fNow, Value: "$$NOW"}}}},
+	}
+}
+
+// ttlIndex reaps a record once its expire_at has passed.
+func ttlIndex() mongo.IndexModel {
+	return mongo.IndexModel{Keys: bson.D{{Key: fExpireAt, Value: 1}},
+		Options: options.Index().SetName("expire_at_ttl").SetExpireAfterSeconds(0)}
+}
+
+func (m *mongoForm) claim(ctx context.Context, key, fingerprint string, version int, lease time.Duration, token string) (Claim, error) {
+	after := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
+	for range maxClaimRounds {
+		raw, err := m.coll.FindOneAndUpdate(ctx, claimFilter(key),
+			claimPipeline(fingerprint, version, token, lease, m.grace), after).Raw()
+		if err != nil {
+			return m.unanswered(ctx, key, token, err, false)
+		}
+		if t, _ := raw.Lookup(fToken).StringValueOK(); t == token {
+			rec, _ := decodeRecord(raw)
+			return Claim{Outcome: outcomeFrom(raw), Token: token, Record: rec}, nil
+		}
+		if rec, ok := decodeRecord(raw); ok {
+			return found(rec, fingerprint, version)
+		}
+		// Unreadable and not taken (its lease_until is a future date): take it over, unless
+		// someone else did first.
+		raw, err = m.coll.FindOneAndUpdate(ctx, corruptGuard(key, raw),
+			takeOverPipeline(fingerprint, version, token, lease, m.grace), options.FindOneAndUpdate().SetReturnDocument(options.After)).Raw()
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			continue
+		}
+		if err != nil {
+			return m.unanswered(ctx, key, token, err, true)
+		}
+		rec, _ := decodeRecord(raw)
+		return Claim{Outcome: New, Token: token, Record: rec, RecoveredFromCorrupt: true}, nil
+	}
+	return Claim{}, fmt.Errorf("idem: claim of %q: the record changed under %d claims in a row", key, maxClaimRounds)
+}
+
+// outcomeFrom tells a claim that took a record how it took it, from prev_state.
+func outcomeFrom(raw bson.Raw) Outcome {
+	if prev, _ := raw.Lookup(fPrevState).StringValueOK(); prev == string(Claimed) {
+		return LeaseReclaimed
+	}
+	return New
+}
+
+func (m *mongoForm) unanswered(ctx context.Context, key, token string, err error, corrupt bool) (Claim, error) {
+	werr, settle := writeFailure(ctx, "claim", key, err)
+	if !settle {
+		return Claim{}, werr
+	}
+	rec := m.readBack(ctx, key)
+	if rec == nil || rec.token != token {
+		return Claim{}, werr
+	}
+	out := New
+	if raw, rerr := m.findRaw(ctx, key); rerr == nil && raw != nil {
+		out = outcomeFrom(raw)
+	}
+	return Claim{Outcome: out, Token: token, Record: rec, RecoveredFromCorrupt: corrupt, Settled: true}, nil
+}
+
+func (m *mongoForm) complete(ctx context.Context, key, token string, resp Response, retention time.Duration) (bool, error) {
+	res, err := m.coll.UpdateOne(ctx, heldFilter(key, token), completePipeline(resp, retention, m.grace))
+	if err != nil {
+		werr, settle := writeFailure(ctx, "complete", key, err)
+		if !settle {
+			return false, werr
+		}
+		return m.settleComplete(ctx, key, token, werr)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+func (m *mongoForm) renew(ctx context.Context, key, token string, lease time.Duration) (bool, error) {
+	res, err := m.coll.UpdateOne(ctx, heldFilter(key, token), renewPipeline(lease, m.grace))
+	if err != nil {
+		werr, _ := writeFailure(ctx, "renew", key, err)
+		return false, werr
+	}
+	return res.MatchedCount == 1, nil
+}
+
+func (m *mongoForm) get(ctx context.Context, key string) (*Record, error) {
+	cur, err := m.coll.Aggregate(ctx, getPipeline(key))
+	if err != nil {
+		return nil, err
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	if !cur.Next(ctx) {
+		return nil, cur.Err()
+	}
+	now, ok := cur.Current.Lookup(fNow).DateTimeOK()
+	if !ok {
+		return nil, fmt.Errorf("idem: read of %q: the server gave no $$NOW", key)
+	}
+	return liveRecord(cur.Current, func(u time.Time) bool { return time.UnixMilli(now).After(u) }), nil
+}
+
+func (m *mongoForm) ensureIndexes(ctx context.Context) error {
+	if _, err := m.coll.Indexes().CreateOne(ctx, ttlIndex()); err != nil {
+		return fmt.Errorf("idem: creating the TTL index: %w", err)
+	}
+	return nil
+}

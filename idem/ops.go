@@ -1,0 +1,86 @@
+package idem
+
+import (
+	"context"
+	"time"
+)
+
+// Claim claims key for the request with fingerprint (of the given fingerprint version) for
+// lease; see Outcome for what it can find. A fingerprint that differs from the stored one
+// of the same version returns the Claim found with a *FingerprintMismatchError.
+//
+// Cost: on MongoDB one findAndModify (two when it takes over an unreadable record); on
+// FerretDB a find and a guarded write, plus a hello when the clock reading is stale.
+// Unanswered, it is settled by reading the token (chosen before sending) back: a claim that
+// landed is reported as such with Settled set; otherwise the error matches
+// execstore.ErrOutcomeUnknown (claim again: a claim that landed is then AlreadyClaimed under
+// a token no one holds, and is reclaimed once its lease lapses).
+func (s *Store) Claim(ctx context.Context, key, fingerprint string, fingerprintVersion int, lease time.Duration) (Claim, error) {
+	if err := validateClaim(key, fingerprint, lease); err != nil {
+		return Claim{}, err
+	}
+	token := newToken()
+	c, err := submit(ctx, s, opClaim, func(ctx context.Context) (Claim, error) {
+		return s.form.claim(ctx, key, fingerprint, fingerprintVersion, lease, token)
+	})
+	s.stats.recordClaim(c, err)
+	return c, err
+}
+
+// Complete stores resp as key's response and makes the record Completed for retention,
+// if it is still claimed with token; false means the token was fenced (reclaimed, released
+// or completed). Unanswered, it is settled by a read where the read proves the outcome;
+// otherwise the error matches execstore.ErrOutcomeUnknown.
+func (s *Store) Complete(ctx context.Context, key, token string, resp Response, retention time.Duration) (bool, error) {
+	if err := validateToken(key, token); err != nil {
+		return false, err
+	}
+	if err := validateDuration("retention", retention); err != nil {
+		return false, err
+	}
+	if err := validateResponse(resp, s.opts.MaxBodyBytes); err != nil {
+		return false, err
+	}
+	return submit(ctx, s, opComplete, func(ctx context.Context) (bool, error) {
+		return s.form.complete(ctx, key, token, resp, retention)
+	})
+}
+
+// Release deletes key's record if it is still claimed with token, so that the next claim is
+// New (a request that failed and may be retried). Unanswered, the error matches
+// execstore.ErrOutcomeUnknown: the lease still bounds how long the key stays claimed.
+func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
+	if err := validateToken(key, token); err != nil {
+		return false, err
+	}
+	return submit(ctx, s, opRelease, func(ctx context.Context) (bool, error) {
+		return s.recs.release(ctx, key, token)
+	})
+}
+
+// Renew extends the lease of key's claim to lease from now (the server's clock), if it is
+// still claimed with token; false means it was fenced or completed. A claim whose lease
+// lapsed is still renewed if no one reclaimed it. Unanswered, the error matches
+// execstore.ErrOutcomeUnknown.
+func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duration) (bool, error) {
+	if err := validateToken(key, token); err != nil {
+		return false, err
+	}
+	if err := validateDuration("lease", lease); err != nil {
+		return false, err
+	}
+	return submit(ctx, s, opRenew, func(ctx context.Context) (bool, error) {
+		return s.form.renew(ctx, key, token, lease)
+	})
+}
+
+// Get returns key's record, or nil when there is none, it is unreadable, or it is completed
+// and past its retention (by the server's clock).
+func (s *Store) Get(ctx context.Context, key string) (*Record, error) {
+	if err := validateKey(key); err != nil {
+		return nil, err
+	}
+	return submit(ctx, s, opGet, func(ctx context.Context) (*Record, error) {
+		return s.form.get(ctx, key)
+	})
+}

@@ -1,0 +1,162 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/async"
+	"github.com/execstore/execstore/internal/connect"
+	"github.com/execstore/execstore/pool"
+)
+
+// runner is what runs the store's operations: a pool of its own, or a share of one.
+type runner interface {
+	async.Submitter
+	Close(ctx context.Context) error
+	Len() int
+	InFlight() int
+}
+
+// Store is the idempotency store. Every method is safe for concurrent use.
+type Store struct {
+	client     *mongo.Client
+	ownsClient bool
+	info       aio.ServerInfo
+	form       formulation
+	recs       *records
+	ferret     *ferretForm // nil on MongoDB
+	pool       runner
+	opts       Options // with every default worked out
+	stats      *statCounters
+	stopReap   context.CancelFunc
+	reaping    sync.WaitGroup
+}
+
+// Open connects to the server at uri and returns a store. It pings the server, retrying with
+// exponential backoff until ctx ends, detects what it is (unless Options.Profile says) and
+// picks the formulation; on MongoDB it creates the TTL index.
+func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	stats := &statCounters{}
+	client, err := connect.Dial(ctx, uri, connect.Config{ClientOptions: opts.ClientOptions, Commands: &stats.cmds,
+		PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern})
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, client, true, opts, stats)
+	if err != nil {
+		_ = client.Disconnect(context.Background())
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenClient returns a store over an existing client, which stays the caller's: Close does
+// not disconnect it. Server commands are not counted in Stats for such a client.
+func OpenClient(ctx context.Context, client *mongo.Client, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	if err := connect.CheckWriteConcern(opts.WriteConcern); err != nil {
+		return nil, err
+	}
+	if err := connect.Ping(ctx, client, opts.PingInterval); err != nil {
+		return nil, fmt.Errorf("idem: server not reachable: %w", err)
+	}
+	return open(ctx, client, false, opts, &statCounters{})
+}
+
+func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, stats *statCounters) (*Store, error) {
+	info := aio.ServerInfo{Profile: opts.Profile}
+	if opts.Profile == aio.Detect {
+		server, err := connect.Detect(ctx, client)
+		if err != nil {
+			return nil, err
+		}
+		info = aio.ServerInfo{Profile: aio.MongoDB, Version: server.Version, FerretDBVersion: server.FerretDBVersion}
+		if server.FerretDB {
+			info.Profile = aio.FerretDB
+		}
+	}
+	db, err := connect.Database(ctx, client, opts.Database, opts.WriteConcern, nil, !owns, opts.Collection)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{client: client, ownsClient: owns, info: info, opts: opts, stats: stats,
+		recs: &records{coll: db.Collection(opts.Collection), settle: opts.SettleTimeout, grace: opts.Grace}}
+	switch info.Profile {
+	case aio.FerretDB:
+		clock := &serverClock{db: db, now: opts.Clock, refresh: opts.ClockRefresh}
+		if err := clock.sample(ctx); err != nil {
+			return nil, err
+		}
+		s.ferret = &ferretForm{records: *s.recs, clock: clock}
+		s.form = s.ferret
+	default:
+		s.form = &mongoForm{records: *s.recs}
+	}
+	if err := s.form.ensureIndexes(ctx); err != nil {
+		return nil, err
+	}
+	if opts.Pool != nil {
+		s.pool = opts.Pool.Share()
+	} else {
+		s.pool = pool.New(pool.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
+	}
+	reapCtx, stop := context.WithCancel(context.Background())
+	s.stopReap = stop
+	if s.ferret != nil && opts.ReapInterval > 0 {
+		s.reaping.Go(func() { s.reap(reapCtx) })
+	}
+	return s, nil
+}
+
+// Server returns what the store learned of the server at Open; its Profile names the
+// formulation in use.
+func (s *Store) Server() aio.ServerInfo { return s.info }
+
+// Close stops the sweep, stops accepting calls (execstore.ErrClosed), drains queued and
+// in-flight operations within ctx and, for a store made by Open, disconnects the client. No
+// goroutine of the store outlives it.
+func (s *Store) Close(ctx context.Context) error {
+	s.stopReap()
+	s.reaping.Wait()
+	err := s.pool.Close(ctx)
+	if s.ownsClient {
+		if derr := s.client.Disconnect(ctx); derr != nil && err == nil && !errors.Is(derr, mongo.ErrClientDisconnected) {
+			err = derr
+		}
+	}
+	return err
+}
+
+// reap sweeps expired records every ReapInterval until ctx ends (FerretDB only: MongoDB's
+// TTL index reaps there). A sweep is bounded by ReapBatch records and by the interval.
+func (s *Store) reap(ctx context.Context) {
+	t := time.NewTicker(s.opts.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sweepCtx, cancel := context.WithTimeout(ctx, s.opts.ReapInterval)
+		n, err := s.ferret.sweep(sweepCtx, s.opts.ReapBatch)
+		cancel()
+		s.stats.reaped.Add(n)
+		if err != nil && ctx.Err() == nil {
+			s.stats.reapErrors.Add(1)
+		}
+	}
+}
+
+// submit runs fn as an operation of kind on the store's pool and waits for it, with the
+// context rules of package async.
+func submit[T any](ctx context.Context, s *Store, kind opKind, fn func(ctx context.Context) (T, error)) (T, error) {
+	return async.NewRequest(s.stats, int(kind), fn).Submit(ctx, s.pool, s.opts.ShedLoad).Wait(ctx)
+}

@@ -1,0 +1,423 @@
+package idem
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/aio"
+)
+
+func TestOpenDetectsServer(t *testing.T) {
+	s := openStore(t, Options{})
+	if server.External {
+		t.Skip("the formulation depends on the server given")
+	}
+	assert.Equal(t, aio.FerretDB, s.Server().Profile)
+}
+
+// A claim of an absent key is New with a fresh 128-bit token, and the record says so.
+func TestClaimNew(t *testing.T) {
+	s := openStore(t, Options{})
+	c, err := s.Claim(bg, "k", fp, 1, longLease)
+	require.NoError(t, err)
+	assert.Equal(t, New, c.Outcome)
+	assert.Len(t, c.Token, 32)
+	rec, err := s.Get(bg, "k")
+	require.NoError(t, err)
+	require.NotNil(t, rec)
+	assert.Equal(t, Claimed, rec.State)
+	assert.Equal(t, fp, rec.Fingerprint)
+	assert.Equal(t, 1, rec.FingerprintVersion)
+	assert.False(t, rec.Lapsed)
+	assert.True(t, rec.Until.After(rec.ClaimedAt))
+}
+
+// A second claim of a live key sees the first claim's record and gets no token.
+func TestDuplicateClaimSeesFirst(t *testing.T) {
+	s := openStore(t, Options{})
+	first, err := s.Claim(bg, "k", fp, 1, longLease)
+	require.NoError(t, err)
+	second, err := s.Claim(bg, "k", fp, 1, longLease)
+	require.NoError(t, err)
+	assert.Equal(t, AlreadyClaimed, second.Outcome)
+	assert.Empty(t, second.Token)
+	assert.Equal(t, first.Record.ClaimedAt, second.Record.ClaimedAt)
+	assert.Equal(t, Claimed, second.Record.State)
+}
+
+// A completed key is replayed: status, headers and body byte for byte.
+func TestCompleteThenReplay(t *testing.T) {
+	s := openStore(t, Options{})
+	c, err := s.Claim(bg, "k", fp, 1, longLease)
+	require.NoError(t, err)
+	body := []byte{0, 1, 2, 0xff, '$', '.', 0}
+	resp := Response{Status: 201, Header: http.Header{"Content-Type": {"application/octet-stream"},
+		"X-Multi": {"a", "b"}, "$odd.name": {"$x"}}, Body: body}
+	ok, err := s.Complete(bg, "k", c.Token, resp, longLease)
+	require.NoError(t, err)
+	require.True(t, ok)
+	again, err := s.Claim(bg, "k", fp, 1, longLease)
+	require.NoError(t, err)
+	assert.Equal(t, AlreadyCompleted, again.Outcome)
+	assert.Empty(t, again.Token)
+	require.NotNil(t, again.Record.Response)
+	assert.Equal(t, resp, *again.Record.Response)
+	assert.False(t, again.Record.CompletedAt.IsZero())
+}
+
+// A wrong token completes, releases and renews nothing.
+func TestWrongTokenFenced(t *testing.T) {
+	s := openStore(t, Options{})
+	c, err := s.Claim(bg, "k", fp, 1, longLease)
+	require.NoError(t, err)
+	wrong := newToken()
+	ok, err := s.Complete(bg, "k", wrong, Response{Status: 200}, longLease)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	ok, err = s.Release(bg, "k", wrong)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	ok, err = s.Renew(bg, "k", wrong, longLease)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	rec, err := s.Get(bg, "k")
+	require.NoError(t, err)
+	assert.Equal(t, Claimed, rec.State)
+	assert.Equal(t, c.Record.Until, rec.Until)
+}
+
+// After a release the key is absent, and the next claim is New.
+func TestReleaseThenNew(t *testing.T) {
+	s := openStore(t, Options{})
+	c, err := s.Claim(bg, "k", fp, 1, longLease)
+	require.NoError(t, err)
+	ok, err := s.Release(bg, "k", c.Token)
+	require.NoError(t, err)
+	require.True(t, ok)
+	rec, err := s.Get(bg, "k")
+	require.NoError(t, err)
+	assert.Nil(t, rec)
+	next, err := s.Claim(bg, "k", fp, 1, longLease)
+	require.NoError(t, err)
+	assert.Equal(t, New, next.Outcome)
+	assert.NotEqual(t, c.Token, next.Token)
+}
+
+// A lapsed lease is reclaimed with a new token, and the old token is fenced from then on.
+func TestLeaseExpiryReclaimed(t *testing.T) {
+	s := openStore(t, Options{})
+	old, err := s.Claim(bg, "k", fp, 1, shortLease)
+	require.NoError(t, err)
+	var c Claim
+	require.Eventually(t, func() bool {
+		c, err = s.Claim(bg, "k", fp, 1, longLease)
+		require.NoError(t, err)
+		return c.Outcome != AlreadyClaimed
+	}, 10*time.Second, 50*time.Millisecond)
+	assert.Equal(t, LeaseReclaimed, c.Outcome)
+	assert.NotEqual(t, old.Token, c.Token)
+	for name, op := range map[string]func() (bool, error){
+		"complete": func() (bool, error) { return s.Complete(bg, "k", old.Token, Response{Status: 200}, longLease) },
+		"renew":    func() (bool, error) { return s.Renew(bg, "k", old.Token, longLease) },
+		"release":  func() (bool, error) { return s.Release(bg, "k", old.Token) },
+	} {
+		ok, err := op()
+		require.NoError(t, err)
+		assert.False(t, ok, "%s with the old token", name)
+	}
+	ok, err := s.Complete(bg, "k", c.Token, Response{Status: 200}, longLease)
+	require.NoError(t, err)
+	assert.True(t, ok)
+}
+
+// Of many concurrent claimers of one key exactly one gets a token, on an absent key and on
+// a lapsed one.
+func TestConcurrentClaimersOneToken(t *testing.T) {
+	s := openStore(t, Options{})
+	race := func(key string, lease time.Duration) []Claim {
+		const n = 16
+		claims := make([]Claim, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				c, err := s.Claim(bg, key, fp, 1, lease)
+				assert.NoError(t, err)
+				claims[i] = c
+			})
+		}
+		wg.Wait()
+		return claims
+	}
+	held := func(cs []Claim) (n int) {
+		for _, c := range cs {
+			if c.Held() {
+				n++
+			} else {
+				assert.Equal(t, AlreadyClaimed, c.Outcome)
+			}
+		}
+		return n
+	}
+	for round := range 3 {
+		assert.Equal(t, 1, held(race("k"+string(rune('a'+round)), shortLease)), "round %d", round)
+	}
+	// Once the leases lapse, one of the racers reclaims each key.
+	time.Sleep(2 * shortLease)
+	assert.Equal(t, 1, held(race("ka", longLease)))
+}
+
+// Wait returns the record once another caller completes, nil on timeout, and nil at once
+// for an absent key.
+func TestWait(t *testing.T) {
+	s := openStore(t, Options{})
+	c, err := s.Claim(bg, "k", fp, 1, longLease)
+	require.NoError(t, err)
+	rec, err := s.Wait(bg, "k", 150*time.Millisecond)
+	require.NoError(t, err)
+	assert.Nil(t, rec, "timed out")
+
+	done := make(chan *Record)
+	go func() {
+		rec, err := s.Wait(bg, "k", time.Minute)
+		assert.NoError(t, err)
+		done <- rec
+	}()
+	time.Sleep(100 * time.Millisecond)
+	ok, err := s.Complete(bg, "k", c.Token, Response{Status: 202, Body: []byte("x")}, longLease)
+	require.NoError(t, err)
+	require.True(t, ok)
+	rec = <-done
+	require.NotNil(t, rec)
+	assert.Equal(t, 202, rec.Response.Status)
+
+	rec, err = s.Wait(bg, "absent", time.Minute)
+	require.NoError(t, err)
+	assert.Nil(t, rec)
+}
+
+// Wait returns at once when its context ends.
+func TestWaitContextEnds(t *testing.T) {
+	s := openStore(t, Options{})
+	_, err := s.Claim(bg, "k", fp, 1, longLease)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(bg)
+	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	_, err = s.Wait(ctx, "k", time.Hour)
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// A completed record past its retention is absent: the next claim is New.
+func TestRetentionExpiryNew(t *testing.T) {
+	s := openStore(t, Options{})
+	c, err := s.Claim(bg, "k", fp, 1, longLease)
+	require.NoError(t, err)
+	ok, err := s.Complete(bg, "k", c.Token, Response{Status: 200}, shortLease)
+	require.NoError(t, err)
+	require.True(t, ok)
+	var next Claim
+	require.Eventually(t, func() bool {
+		next, err = s.Claim(bg, "k", fp, 1, longLease)
+		require.NoError(t, err)
+		return next.Outcome != AlreadyCompleted
+	}, 10*time.Second, 50*time.Millisecond)
+	assert.Equal(t, New, next.Outcome)
+	rec, err := s.Get(bg, "k")
+	require.NoError(t, err)
+	assert.Equal(t, Claimed, rec.State)
+	assert.Nil(t, rec.Response)
+}
+
+// Renewing keeps a claim alive past its first lease.
+func TestRenewKeepsClaimAlive(t *testing.T) {
+	s := openStore(t, Options{})
+	c, err := s.Claim(bg, "k", fp, 1, shortLease)
+	require.NoError(t, err)
+	start := time.Now()
+	for time.Since(start) < 3*shortLease {
+		ok, err := s.Renew(bg, "k", c.Token, shortLease)
+		require.NoError(t, err)
+		require.True(t, ok)
+		other, err := s.Claim(bg, "k", fp, 1, longLease)
+		require.NoError(t, err)
+		require.Equal(t, AlreadyClaimed, other.Outcome, "stolen after %v", time.Since(start))
+		time.Sleep(shortLease / 4)
+	}
+}
+
+// A completed claim cannot be renewed, nor released.
+func TestRenewAfterCompleteFalse(t *testing.T) {
+	s := openStore(t, Options{})
+	c, err := s.Claim(bg, "k", fp, 1, longLease)
+	require.NoError(t, err)
+	ok, err := s.Complete(bg, "k", c.Token, Response{Status: 200}, longLease)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = s.Renew(bg, "k", c.Token, longLease)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	ok, err = s.Release(bg, "k", c.Token)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	ok, err = s.Complete(bg, "k", c.Token, Response{Status: 500}, longLease)
+	require.NoError(t, err)
+	assert.False(t, ok, "completed twice")
+}
+
+// A claim with another fingerprint of the same version is refused with the record it
+// found; another fingerprint version is not compared.
+func TestFingerprintMismatch(t *testing.T) {
+	s := openStore(t, Options{})
+	c, err := s.Claim(bg, "k", fp, 1, longLease)
+	require.NoError(t, err)
+	other, err := s.Claim(bg, "k", "fp-2", 1, longLease)
+	var mismatch *FingerprintMismatchError
+	require.ErrorAs(t, err, &mismatch)
+	assert.ErrorIs(t, err, ErrFingerprintMismatch)
+	assert.Equal(t, fp, mismatch.Stored)
+	assert.Empty(t, other.Token)
+	ok, err := s.Complete(bg, "k", c.Token, Response{Status: 200}, longLease)
+	require.NoError(t, err)
+	require.True(t, ok)
+	replay, err := s.Claim(bg, "k", "fp-2", 1, longLease)
+	assert.ErrorIs(t, err, ErrFingerprintMismatch)
+	assert.Equal(t, AlreadyCompleted, replay.Outcome)
+	replay, err = s.Claim(bg, "k", "fp-2", 2, longLease)
+	require.NoError(t, err)
+	assert.Equal(t, AlreadyCompleted, replay.Outcome)
+	assert.Equal(t, int64(2), s.Stats().Mismatches)
+}
+
+// Bad input is refused with ErrInvalid before any I/O.
+func TestInvalidInput(t *testing.T) {
+	s := openStore(t, Options{MaxBodyBytes: 16})
+	before := s.Stats().ServerCommands
+	long := string(make([]byte, MaxKeyBytes+1))
+	tok := newToken()
+	for name, err := range map[string]error{
+		"empty key":  func() error { _, err := s.Claim(bg, "", fp, 1, time.Second); return err }(),
+		"long key":   func() error { _, err := s.Claim(bg, long, fp, 1, time.Second); return err }(),
+		"zero lease": func() error { _, err := s.Claim(bg, "k", fp, 1, 0); return err }(),
+		"negative":   func() error { _, err := s.Renew(bg, "k", tok, -time.Second); return err }(),
+		"bad token":  func() error { _, err := s.Release(bg, "k", "x"); return err }(),
+		"big body": func() error {
+			_, err := s.Complete(bg, "k", tok, Response{Status: 200, Body: make([]byte, 17)}, time.Second)
+			return err
+		}(),
+		"bad status":    func() error { _, err := s.Complete(bg, "k", tok, Response{Status: 0}, time.Second); return err }(),
+		"no retention":  func() error { _, err := s.Complete(bg, "k", tok, Response{Status: 200}, 0); return err }(),
+		"get empty key": func() error { _, err := s.Get(bg, ""); return err }(),
+		"long fp":       func() error { _, err := s.Claim(bg, "k", long, 1, time.Second); return err }(),
+	} {
+		assert.ErrorIs(t, err, execstore.ErrInvalid, name)
+	}
+	assert.Equal(t, before, s.Stats().ServerCommands, "no command sent")
+}
+
+// The application's clock plays no part in expiry: stores whose clocks are days ahead or
+// behind neither steal a live lease nor keep a dead one.
+func TestSkewedApplicationClock(t *testing.T) {
+	db := testDatabase(t)
+	skewed := func(d time.Duration) *Store {
+		return openStore(t, Options{Database: db, Clock: func() time.Time { return time.Now().Add(d) }})
+	}
+	ahead, behind := skewed(72*time.Hour), skewed(-5*time.Hour)
+	for _, pair := range []struct {
+		name          string
+		holder, other *Store
+	}{{"ahead holds", ahead, behind}, {"behind holds", behind, ahead}} {
+		key := pair.name
+		c, err := pair.holder.Claim(bg, key, fp, 1, shortLease)
+		require.NoError(t, err)
+		require.Equal(t, New, c.Outcome)
+		// Live: neither store takes it.
+		for _, s := range []*Store{pair.other, pair.holder} {
+			got, err := s.Claim(bg, key, fp, 1, longLease)
+			require.NoError(t, err)
+			assert.Equal(t, AlreadyClaimed, got.Outcome, pair.name)
+		}
+		// Lapsed: the other store takes it as soon as the server's clock says so.
+		time.Sleep(shortLease + 100*time.Millisecond)
+		got, err := pair.other.Claim(bg, key, fp, 1, longLease)
+		require.NoError(t, err)
+		assert.Equal(t, LeaseReclaimed, got.Outcome, pair.name)
+	}
+}
+
+// An unreadable record is taken over as New with RecoveredFromCorrupt, by exactly one of
+// several concurrent claimers; a readable one beside it is not touched.
+func TestCorruptRecordTakenOver(t *testing.T) {
+	s := openStore(t, Options{})
+	coll := rawCollection(t, s)
+	future := time.Now().Add(time.Hour)
+	for name, doc := range map[string]bson.D{
+		"no fields":       {},
+		"bad state":       {{Key: fState, Value: "WEIRD"}, {Key: fToken, Value: newToken()}, {Key: fLeaseUntil, Value: future}},
+		"string lease":    {{Key: fState, Value: "CLAIMED"}, {Key: fToken, Value: newToken()}, {Key: fLeaseUntil, Value: "tomorrow"}},
+		"numeric token":   {{Key: fState, Value: "CLAIMED"}, {Key: fToken, Value: int32(7)}, {Key: fLeaseUntil, Value: future}},
+		"no response":     {{Key: fState, Value: "COMPLETED"}, {Key: fToken, Value: newToken()}, {Key: fFingerprint, Value: fp}, {Key: fFPVersion, Value: 1}, {Key: fClaimedAt, Value: future}, {Key: fLeaseUntil, Value: future}},
+		"headers mangled": {{Key: fState, Value: "COMPLETED"}, {Key: fToken, Value: newToken()}, {Key: fFingerprint, Value: fp}, {Key: fFPVersion, Value: 1}, {Key: fClaimedAt, Value: future}, {Key: fLeaseUntil, Value: future}, {Key: fCompletedAt, Value: future}, {Key: fStatus, Value: 200}, {Key: fHeaders, Value: "x"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			key := "corrupt " + name
+			_, err := coll.InsertOne(bg, append(bson.D{{Key: "_id", Value: key}}, doc...))
+			require.NoError(t, err)
+			rec, err := s.Get(bg, key)
+			require.NoError(t, err)
+			assert.Nil(t, rec, "an unreadable record reads as absent")
+			claims := make([]Claim, 8)
+			var wg sync.WaitGroup
+			for i := range claims {
+				wg.Go(func() {
+					c, err := s.Claim(bg, key, fp, 1, longLease)
+					assert.NoError(t, err)
+					claims[i] = c
+				})
+			}
+			wg.Wait()
+			winners := 0
+			for _, c := range claims {
+				if c.Held() {
+					winners++
+					assert.Equal(t, New, c.Outcome)
+					assert.True(t, c.RecoveredFromCorrupt)
+				}
+			}
+			assert.Equal(t, 1, winners)
+			rec, err = s.Get(bg, key)
+			require.NoError(t, err)
+			require.NotNil(t, rec)
+			assert.Equal(t, Claimed, rec.State)
+		})
+	}
+	assert.Positive(t, s.Stats().Recovered)
+}
+
+// The FerretDB sweep deletes records past their expiry and grace, and only those.
+func TestSweepReaps(t *testing.T) {
+	if server.External {
+		t.Skip("MongoDB reaps with its TTL index")
+	}
+	s := openStore(t, Options{Grace: time.Millisecond, ReapInterval: 50 * time.Millisecond})
+	_, err := s.Claim(bg, "short", fp, 1, 10*time.Millisecond)
+	require.NoError(t, err)
+	_, err = s.Claim(bg, "long", fp, 1, longLease)
+	require.NoError(t, err)
+	coll := rawCollection(t, s)
+	require.Eventually(t, func() bool {
+		n, err := coll.CountDocuments(bg, bson.D{{Key: "_id", Value: "short"}})
+		require.NoError(t, err)
+		return n == 0
+	}, 10*time.Second, 20*time.Millisecond)
+	n, err := coll.CountDocuments(bg, bson.D{{Key: "_id", Value: "long"}})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+	assert.Positive(t, s.Stats().Reaped)
+}

@@ -1,0 +1,72 @@
+package idem
+
+import (
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
+)
+
+// Limits of what the store accepts; input past them is refused with execstore.ErrInvalid
+// before any I/O.
+const (
+	// MaxKeyBytes bounds a key (execstore.MaxIDBytes).
+	MaxKeyBytes = execstore.MaxIDBytes
+	// MaxFingerprintBytes bounds a fingerprint.
+	MaxFingerprintBytes = 1024
+	// MaxBodyLimit is the largest Options.MaxBodyBytes: a stored response must fit in one
+	// MongoDB document with its headers.
+	MaxBodyLimit = 15 << 20
+)
+
+func validateKey(key string) error { return contract.ValidateID("key", key) }
+
+func validateClaim(key, fingerprint string, lease time.Duration) error {
+	if err := validateKey(key); err != nil {
+		return err
+	}
+	if len(fingerprint) > MaxFingerprintBytes {
+		return contract.Invalid("fingerprint", "is %d bytes, more than the %d allowed", len(fingerprint), MaxFingerprintBytes)
+	}
+	return validateDuration("lease", lease)
+}
+
+func validateDuration(field string, d time.Duration) error {
+	if d < time.Millisecond {
+		return contract.Invalid(field, "must be at least 1ms, got %v", d)
+	}
+	return nil
+}
+
+func validateToken(key, token string) error {
+	if err := validateKey(key); err != nil {
+		return err
+	}
+	if len(token) != tokenHexLen {
+		return contract.Invalid("token", "is not a claim token")
+	}
+	return nil
+}
+
+func validateResponse(r Response, maxBody int) error {
+	if r.Status < 100 || r.Status > 999 {
+		return contract.Invalid("Response.Status", "must be between 100 and 999, got %d", r.Status)
+	}
+	if len(r.Body) > maxBody {
+		return contract.Invalid("Response.Body", "is %d bytes, more than the %d allowed (Options.MaxBodyBytes)", len(r.Body), maxBody)
+	}
+	size := 0
+	for k, vs := range r.Header {
+		size += len(k)
+		for _, v := range vs {
+			size += len(v)
+		}
+	}
+	if size > maxHeaderBytes {
+		return contract.Invalid("Response.Header", "is %d bytes, more than the %d allowed", size, maxHeaderBytes)
+	}
+	return nil
+}
+
+// maxHeaderBytes bounds a stored response's headers.
+const maxHeaderBytes = 256 << 10
