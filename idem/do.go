@@ -24,7 +24,9 @@ type Result struct {
 // (reclaimed by another caller after it lapsed) or can no longer be renewed in time; Do
 // then returns ErrLeaseLost unless fn's response could still be stored. When fn returns an
 // error (or panics), the claim is released so that a retry runs fn again, and the error is
-// returned. A fingerprint that differs from the stored one is a *FingerprintMismatchError.
+// returned. When fn succeeded but its response could not be stored (ErrLeaseLost, an
+// invalid response, a storage error), Result.Response still holds it beside the error.
+// A fingerprint that differs from the stored one is a *FingerprintMismatchError.
 //
 // Cost: a claim, a renew every Lease/3 while fn runs, and a complete or a release.
 func (s *Store) Do(ctx context.Context, key, fingerprint string, fn func(ctx context.Context) (Response, error)) (Result, error) {
@@ -74,14 +76,14 @@ func (s *Store) run(ctx context.Context, key, token string, started time.Time,
 		return Result{}, errors.Join(err, s.releaseAfter(ctx, key, token))
 	}
 	if err := validateResponse(resp, s.opts.MaxBodyBytes); err != nil {
-		return Result{}, errors.Join(err, s.releaseAfter(ctx, key, token))
+		return Result{Response: resp}, errors.Join(err, s.releaseAfter(ctx, key, token))
 	}
 	ok, err := s.Complete(ctx, key, token, resp, s.opts.Retention)
 	if err != nil {
-		return Result{}, err
+		return Result{Response: resp}, err
 	}
 	if !ok {
-		return Result{}, errors.Join(ErrLeaseLost, lost)
+		return Result{Response: resp}, errors.Join(ErrLeaseLost, lost)
 	}
 	return Result{Response: resp}, nil
 }
