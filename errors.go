@@ -49,12 +49,12 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 // and unwraps to the cause (a context error, a network error, …).
 type OutcomeUnknownError struct {
 	Op          string // the operation, e.g. "commit"
-	ExecutionID string
+	ExecutionID string // what it wrote: an execution's id (or, for package idem, a key)
 	Err         error
 }
 
 func (e *OutcomeUnknownError) Error() string {
-	return fmt.Sprintf("execstore: %s of execution %q: outcome unknown (reload before retrying): %v",
+	return fmt.Sprintf("execstore: %s of %q: outcome unknown (read it back before retrying): %v",
 		e.Op, e.ExecutionID, e.Err)
 }
 
