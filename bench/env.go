@@ -31,10 +31,10 @@ type environment struct {
 }
 
 // startEnvironment starts the embedded server unless cfg names one, connects the harness's
-// own client, detects the server and, with -rtt, starts the latency proxy. When no variant
-// of cfg uses a server (memory alone) it starts nothing. On error nothing is left running.
+// own client, detects the server and, with -rtt, starts the latency proxy. When nothing of
+// cfg uses a server (memory alone, no idempotency workload) it starts nothing. On error nothing is left running.
 func startEnvironment(ctx context.Context, cfg config) (_ *environment, err error) {
-	if !cfg.scaling && !slices.ContainsFunc(cfg.variants, usesServer) {
+	if !cfg.scaling && !slices.ContainsFunc(cfg.variants, usesServer) && len(cfg.idemDesigns) == 0 {
 		return &environment{description: "no server (memstore only)"}, nil
 	}
 	e := &environment{uri: cfg.uri}

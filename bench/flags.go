@@ -17,6 +17,8 @@ const (
 	quickEvents     = 100
 	fullExecutions  = 128
 	fullEvents      = 1000
+	quickIdemKeys   = 200
+	fullIdemKeys    = 2000
 )
 
 // config is what the flags select.
@@ -37,6 +39,10 @@ type config struct {
 	keep        bool
 	rounds      int
 
+	idemDesigns     []string // designs of the idempotency workload; none: not run
+	idemKeys        int
+	idemConcurrency []int
+
 	scaling      bool
 	scalingSizes []int
 	scalingDue   int
@@ -48,7 +54,7 @@ type config struct {
 // package go to out.
 func parseFlags(args []string, defaultURI string, out io.Writer) (config, error) {
 	var cfg config
-	var concurrency, variants, sizes string
+	var concurrency, variants, sizes, idemDesigns, idemConcurrency string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	// The default is applied after parsing, so that -h never prints a URI's credentials.
@@ -74,6 +80,11 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	fs.BoolVar(&cfg.keep, "keep", false, "keep each run's database instead of dropping it")
 	fs.IntVar(&cfg.rounds, "rounds", 1,
 		"rounds per concurrency level: each runs every variant in turn; events/s is the median of the rounds")
+	fs.StringVar(&idemDesigns, "idem", strings.Join(allIdemDesigns, ","),
+		"designs of the idempotency-key workload, comma-separated (idem, idemkit); none to skip it")
+	fs.IntVar(&cfg.idemKeys, "idem-keys", 0,
+		fmt.Sprintf("keys each idempotency run claims, completes and replays (default %d, or %d with -quick=false)", quickIdemKeys, fullIdemKeys))
+	fs.StringVar(&idemConcurrency, "idem-concurrency", "1,64", "callers of the idempotency workload: a comma-separated list of levels, each measured")
 	fs.BoolVar(&cfg.scaling, "scaling", false, "measure the timer sweep at several collection sizes instead of the workload")
 	fs.StringVar(&sizes, "scaling-sizes", "1000,100000", "collection sizes for -scaling, comma-separated")
 	fs.IntVar(&cfg.scalingDue, "scaling-due", 20, "due timers in the collection for -scaling")
@@ -97,6 +108,18 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	if cfg.variants, err = parseVariants(variants); err != nil {
 		return config{}, err
 	}
+	if cfg.idemDesigns, err = parseIdemDesigns(idemDesigns); err != nil {
+		return config{}, err
+	}
+	if cfg.idemConcurrency, err = parseInts("-idem-concurrency", idemConcurrency); err != nil {
+		return config{}, err
+	}
+	if cfg.idemKeys == 0 {
+		cfg.idemKeys = quickIdemKeys
+		if !cfg.quick {
+			cfg.idemKeys = fullIdemKeys
+		}
+	}
 	if cfg.executions == 0 {
 		cfg.executions = quickExecutions
 		if !cfg.quick {
@@ -118,6 +141,8 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 		return config{}, fmt.Errorf("-rtt must be a non-negative whole number of milliseconds, got %v", cfg.rtt)
 	case !(cfg.redeliver >= 0 && cfg.redeliver <= 1):
 		return config{}, fmt.Errorf("-redeliver must be between 0 and 1, got %v", cfg.redeliver)
+	case cfg.idemKeys < 1:
+		return config{}, fmt.Errorf("-idem-keys must be at least 1, got %d", cfg.idemKeys)
 	case cfg.rounds < 1:
 		return config{}, fmt.Errorf("-rounds must be at least 1, got %d", cfg.rounds)
 	case cfg.timeout <= 0 || cfg.runTimeout <= 0:
@@ -160,19 +185,34 @@ func parseInts(name, s string) ([]int, error) {
 
 // parseVariants parses the -variants list and returns it in the order of allVariants.
 func parseVariants(s string) ([]string, error) {
+	return parseChoices("-variants", "variant", s, allVariants)
+}
+
+// parseChoices parses a comma-separated list of names of flag, each one of known, and
+// returns the names picked in the order of known.
+func parseChoices(flag, what, s string, known []string) ([]string, error) {
 	var picked []string
 	for f := range strings.SplitSeq(s, ",") {
 		f = strings.TrimSpace(f)
-		if !slices.Contains(allVariants, f) {
-			return nil, fmt.Errorf("-variants: unknown variant %q (known: %s)", f, strings.Join(allVariants, ", "))
+		if !slices.Contains(known, f) {
+			return nil, fmt.Errorf("%s: unknown %s %q (known: %s)", flag, what, f, strings.Join(known, ", "))
 		}
 		picked = append(picked, f)
 	}
 	var out []string
-	for _, v := range allVariants {
+	for _, v := range known {
 		if slices.Contains(picked, v) {
 			out = append(out, v)
 		}
 	}
 	return out, nil
+}
+
+// parseIdemDesigns parses the -idem list and returns it in the order of allIdemDesigns; "none"
+// (or nothing) selects none.
+func parseIdemDesigns(s string) ([]string, error) {
+	if t := strings.TrimSpace(s); t == "" || t == "none" {
+		return nil, nil
+	}
+	return parseChoices("-idem", "design", s, allIdemDesigns)
 }

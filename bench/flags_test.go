@@ -148,3 +148,30 @@ func TestParseFlagsRefusesBadValues(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, name)
 	}
 }
+
+func TestParseFlagsIdem(t *testing.T) {
+	cfg, err := parseFlags(nil, "", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{"idem", "idemkit"}, cfg.idemDesigns)
+	require.Equal(t, []int{1, 64}, cfg.idemConcurrency)
+	require.Equal(t, quickIdemKeys, cfg.idemKeys)
+
+	cfg, err = parseFlags([]string{"-quick=false", "-idem", "idemkit, idem", "-idem-concurrency", "8"}, "", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{"idem", "idemkit"}, cfg.idemDesigns, "in the order they run")
+	require.Equal(t, []int{8}, cfg.idemConcurrency)
+	require.Equal(t, fullIdemKeys, cfg.idemKeys)
+
+	for _, none := range []string{"none", ""} {
+		cfg, err = parseFlags([]string{"-idem", none}, "", io.Discard)
+		require.NoError(t, err)
+		require.Empty(t, cfg.idemDesigns, "-idem %q", none)
+	}
+
+	_, err = parseFlags([]string{"-idem", "idem,redis"}, "", io.Discard)
+	require.ErrorContains(t, err, `-idem: unknown design "redis"`)
+	_, err = parseFlags([]string{"-idem-keys", "-1"}, "", io.Discard)
+	require.ErrorContains(t, err, "-idem-keys must be at least 1")
+	_, err = parseFlags([]string{"-idem-concurrency", "0"}, "", io.Discard)
+	require.ErrorContains(t, err, "-idem-concurrency")
+}

@@ -5,6 +5,7 @@
 //	go run ./bench                 # every variant at concurrency 1, 8 and 64, embedded server
 //	go run ./bench -uri mongodb://host:27017 -rtt 2ms -rounds 3
 //	go run ./bench -scaling        # the timer sweep's cost by collection size
+//	go run ./bench -variants memory -idem idem   # the idempotency-key store alone
 //	go run ./bench -h              # the flags
 //
 // Without -uri (or MONGODB_URI) it runs on the embedded server in this process. The table goes
@@ -138,11 +139,15 @@ levels:
 		}
 	}
 	prog.stop()
+	var idemRows []idemResult
+	if runErr == nil && len(cfg.idemDesigns) > 0 {
+		idemRows, runErr = env.runIdem(ctx, cfg, stamp)
+	}
 
 	fillRatios(results)
-	writeTable(os.Stdout, cfg, env.description, results)
+	writeTable(os.Stdout, cfg, env.description, results, idemRows)
 	if len(results) > 0 {
-		files, ferr := writeOutputs(cfg, env.description, results)
+		files, ferr := writeOutputs(cfg, env.description, results, idemRows)
 		if ferr != nil {
 			fmt.Fprintln(os.Stderr, "bench:", ferr)
 			status = 1
@@ -157,6 +162,11 @@ levels:
 	}
 	for _, r := range results {
 		if !r.ChecksPassed {
+			status = 1
+		}
+	}
+	for _, r := range idemRows {
+		if r.NotRun == "" && !r.ChecksPassed {
 			status = 1
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 // runResult is one (variant, concurrency) row of the report and of bench-results.json.
 type runResult struct {
+	Workload         string  `json:"workload"` // workloadEngine
 	Variant          string  `json:"variant"`
 	Concurrency      int     `json:"concurrency"`
 	RTTms            float64 `json:"rtt_ms"`
@@ -53,6 +54,7 @@ type runResult struct {
 func newRunResult(cfg config, server string, runs []measured) runResult {
 	spec := runs[0].spec
 	r := runResult{
+		Workload:        workloadEngine,
 		Variant:         spec.variant,
 		Concurrency:     spec.concurrency,
 		RTTms:           float64(cfg.rtt) / float64(time.Millisecond),
@@ -180,9 +182,9 @@ func sortResults(results []runResult) []runResult {
 	return s
 }
 
-// writeTable prints the results table, the commands per event by name, and the failed
-// checks.
-func writeTable(out io.Writer, cfg config, server string, results []runResult) {
+// writeTable prints the results table, the commands per event by name, the idempotency rows
+// (idem, none when that workload did not run), and the failed checks.
+func writeTable(out io.Writer, cfg config, server string, results []runResult, idem []idemResult) {
 	rtt := "none"
 	if cfg.rtt > 0 {
 		rtt = cfg.rtt.String() + " (in-process proxy)"
@@ -237,12 +239,15 @@ func writeTable(out io.Writer, cfg config, server string, results []runResult) {
 		tw.Flush()
 	}
 
+	writeIdemTable(out, cfg.idemKeys, idem)
+
 	var failed []string
 	for _, r := range results {
 		for _, f := range r.FailedChecks {
 			failed = append(failed, fmt.Sprintf("  %s ×%d: %s", r.Variant, r.Concurrency, f))
 		}
 	}
+	failed = append(failed, idemFailures(idem)...)
 	fmt.Fprintln(out)
 	if len(failed) > 0 {
 		fmt.Fprintln(out, "FAIL: failed checks")
@@ -254,15 +259,23 @@ func writeTable(out io.Writer, cfg config, server string, results []runResult) {
 	}
 }
 
-// writeOutputs writes DIR/bench-results.json and, when a server-backed variant ran,
-// DIR/bench.png, and returns their paths.
-func writeOutputs(cfg config, server string, results []runResult) ([]string, error) {
+// writeOutputs writes DIR/bench-results.json (the engine rows, then the idempotency rows,
+// each row naming its workload) and, when a server-backed variant ran, DIR/bench.png, and
+// returns their paths.
+func writeOutputs(cfg config, server string, results []runResult, idem []idemResult) ([]string, error) {
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return nil, err
 	}
 	results = sortResults(results)
+	rows := make([]any, 0, len(results)+len(idem))
+	for _, r := range results {
+		rows = append(rows, r)
+	}
+	for _, r := range idem {
+		rows = append(rows, r)
+	}
 	jsonPath := filepath.Join(cfg.out, "bench-results.json")
-	if err := writeJSON(jsonPath, results); err != nil {
+	if err := writeJSON(jsonPath, rows); err != nil {
 		return nil, err
 	}
 	if !slices.ContainsFunc(results, func(r runResult) bool { return usesServer(r.Variant) }) {

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore/idem"
+)
+
+// passingIdemRun is a run of two keys that passes every check: each claimed once with its
+// own token, completed, stored, and replayed byte-exact.
+func passingIdemRun() (*idemTally, map[string]idemRecord) {
+	t := newIdemTally(2)
+	stored := map[string]idemRecord{}
+	for i, key := range t.keys {
+		t.tokens[i] = []string{"token-" + key}
+		t.completed[i] = true
+		t.replays[i] = idemClaim{outcome: idem.AlreadyCompleted, body: idemBody(key)}
+		stored[key] = idemRecord{state: "COMPLETED", body: idemBody(key)}
+	}
+	return t, stored
+}
+
+func TestIdemChecksPass(t *testing.T) {
+	tally, stored := passingIdemRun()
+	cs := idemChecks(tally, stored)
+	require.Empty(t, failedChecks(cs))
+	var names []string
+	for _, c := range cs {
+		names = append(names, c.name)
+	}
+	require.Equal(t, []string{
+		"every key claimed exactly once",
+		"every completion stored",
+		"every replay returned the stored response byte-exact",
+	}, names)
+}
+
+// Each case breaks the passing run in one way; exactly the check it names fails, and its
+// message names the offender.
+func TestIdemChecksFail(t *testing.T) {
+	k0, k1 := idemKey(0), idemKey(1)
+	for _, tc := range []struct {
+		name  string
+		spoil func(*idemTally, map[string]idemRecord)
+		want  string
+	}{
+		{
+			name:  "a key claimed twice",
+			spoil: func(t *idemTally, _ map[string]idemRecord) { t.tokens[1] = append(t.tokens[1], "another") },
+			want:  "every key claimed exactly once: " + k1 + " got 2 tokens",
+		},
+		{
+			name:  "a key never claimed",
+			spoil: func(t *idemTally, _ map[string]idemRecord) { t.tokens[0] = nil },
+			want:  "every key claimed exactly once: " + k0 + " got 0 tokens",
+		},
+		{
+			name:  "one token for two keys",
+			spoil: func(t *idemTally, _ map[string]idemRecord) { t.tokens[1] = []string{"token-" + k0} },
+			want:  "every key claimed exactly once: token token-" + k0 + " given for " + k0 + " and " + k1,
+		},
+		{
+			name:  "a complete that did not match",
+			spoil: func(t *idemTally, _ map[string]idemRecord) { t.completed[0] = false },
+			want:  "every completion stored: " + k0 + ": complete did not match its claim",
+		},
+		{
+			name:  "a record missing",
+			spoil: func(_ *idemTally, s map[string]idemRecord) { delete(s, k1) },
+			want:  "every completion stored: " + k1 + ": no record",
+		},
+		{
+			name:  "a record left claimed",
+			spoil: func(_ *idemTally, s map[string]idemRecord) { s[k0] = idemRecord{state: "CLAIMED"} },
+			want:  "every completion stored: " + k0 + ": stored \"CLAIMED\"",
+		},
+		{
+			name:  "a stored body changed",
+			spoil: func(_ *idemTally, s map[string]idemRecord) { s[k0] = idemRecord{state: "COMPLETED", body: []byte("x")} },
+			want:  "every completion stored: " + k0 + ": stored body \"x\"",
+		},
+		{
+			name:  "a record of no key",
+			spoil: func(_ *idemTally, s map[string]idemRecord) { s["stray"] = idemRecord{} },
+			want:  "every completion stored: 3 records stored for 2 keys",
+		},
+		{
+			name: "a replay that was not AlreadyCompleted",
+			spoil: func(t *idemTally, _ map[string]idemRecord) {
+				t.replays[1] = idemClaim{outcome: idem.AlreadyClaimed}
+			},
+			want: "every replay returned the stored response byte-exact: 1 of 2 wrong: " + k1 + ": replay already claimed",
+		},
+		{
+			name: "a replay not byte-exact",
+			spoil: func(t *idemTally, _ map[string]idemRecord) {
+				t.replays[0].body = t.replays[0].body[:len(t.replays[0].body)-1]
+			},
+			want: "every replay returned the stored response byte-exact: 1 of 2 wrong: " + k0 +
+				": replayed body \"{\\\"key\\\":\\\"" + k0 + "\\\",\\\"status\\\":\\\"charged\\\"}\\x00\\xff\\xfe\"",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tally, stored := passingIdemRun()
+			tc.spoil(tally, stored)
+			require.Equal(t, []string{tc.want}, failedChecks(idemChecks(tally, stored)))
+		})
+	}
+}
+
+// A failed idempotency check fails the run: it is named under the table, the row says FAIL,
+// and PASS is not printed; a design not run is said so, without figures.
+func TestIdemRowsInTheTable(t *testing.T) {
+	cfg := config{executions: 2, events: 3, rounds: 1, seed: 1, idemKeys: 2}
+	engine := []runResult{newRunResult(cfg, "s", []measured{{spec: runSpec{variant: variantAIO, concurrency: 1},
+		window: window{processed: 3, wall: 1e9}}})}
+	tally, stored := passingIdemRun()
+	m := idemMeasured{design: idemDesignStore, concurrency: 64, keys: 2, checks: idemChecks(tally, stored),
+		phases: map[string]idemPhase{
+			"claim":    {wall: 1e9 / 2, commands: commandCounts{"find": 2, "insert": 2}},
+			"complete": {wall: 1e9, commands: commandCounts{"update": 2}},
+			"replay":   {wall: 1e9 / 4, commands: commandCounts{"find": 2}},
+		}}
+	ok := newIdemResult(idemResult{Design: idemDesignStore, Concurrency: 64, Keys: 2}, m)
+	require.Equal(t, 4.0, ok.ClaimsPerS)
+	require.Equal(t, 2.0, ok.CompletesPerS)
+	require.Equal(t, 8.0, ok.ReplaysPerS)
+	require.Equal(t, 2.0, ok.CmdsPerClaim)
+	require.Equal(t, map[string]float64{"find": 1, "insert": 1}, ok.CommandsPerOp["claim"])
+	notRun := idemResult{Design: idemDesignSeed, Concurrency: 64, NotRun: idemNotOnFerretDB}
+
+	var out bytes.Buffer
+	writeTable(&out, cfg, "s", engine, []idemResult{ok, notRun})
+	require.Regexp(t, `\n +idem +64 +4\.0 +2\.0 +8\.0 +2\.00 +1\.00 +1\.00 +ok\n`, out.String())
+	require.Contains(t, out.String(), "\nseed-port (idemkit): not run on FerretDB: needs pipeline updates with $$NOW\n")
+	require.Contains(t, out.String(), "PASS: every end-of-run check passed\n")
+
+	tally.replays[0].body = nil
+	m.checks = idemChecks(tally, stored)
+	bad := newIdemResult(idemResult{Design: idemDesignStore, Concurrency: 64, Keys: 2}, m)
+	out.Reset()
+	writeTable(&out, cfg, "s", engine, []idemResult{bad, notRun})
+	require.Regexp(t, `\n +idem +64 .* FAIL\n`, out.String())
+	require.Contains(t, out.String(), "FAIL: failed checks\n  idem ×64: every replay returned the stored response byte-exact: 1 of 2 wrong: "+idemKey(0))
+	require.NotContains(t, out.String(), "PASS")
+}
