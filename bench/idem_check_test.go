@@ -146,4 +146,7 @@ func TestIdemRowsInTheTable(t *testing.T) {
 	require.Regexp(t, `\n +idem +64 .* FAIL\n`, out.String())
 	require.Contains(t, out.String(), "FAIL: failed checks\n  idem ×64: every replay returned the stored response byte-exact: 1 of 2 wrong: "+idemKey(0))
 	require.NotContains(t, out.String(), "PASS")
+	require.True(t, bad.failed())
+	require.False(t, ok.failed())
+	require.False(t, notRun.failed(), "a design not run has failed nothing")
 }

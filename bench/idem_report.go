@@ -26,17 +26,18 @@ type idemResult struct {
 	// NotRun says why the design was not run on this server; the row has no figures then.
 	NotRun string `json:"not_run,omitempty"`
 
-	ClaimsPerS      float64 `json:"claims_per_s"`
-	CompletesPerS   float64 `json:"completes_per_s"`
-	ReplaysPerS     float64 `json:"replays_per_s"`
-	CmdsPerClaim    float64 `json:"commands_per_claim"`
-	CmdsPerComplete float64 `json:"commands_per_complete"`
-	CmdsPerReplay   float64 `json:"commands_per_replay"`
+	ClaimsPerS      float64 `json:"claims_per_s,omitempty"`
+	CompletesPerS   float64 `json:"completes_per_s,omitempty"`
+	ReplaysPerS     float64 `json:"replays_per_s,omitempty"`
+	CmdsPerClaim    float64 `json:"commands_per_claim,omitempty"`
+	CmdsPerComplete float64 `json:"commands_per_complete,omitempty"`
+	CmdsPerReplay   float64 `json:"commands_per_replay,omitempty"`
 	// CommandsPerOp is each phase's commands per operation by command name.
 	CommandsPerOp map[string]map[string]float64 `json:"commands_per_op_by_name,omitempty"`
 	WallS         map[string]float64            `json:"wall_s,omitempty"` // by phase
-	ChecksPassed  bool                          `json:"checks_passed"`
-	FailedChecks  []string                      `json:"failed_checks,omitempty"`
+	// ChecksPassed is nil for a design not run: nothing was checked.
+	ChecksPassed *bool    `json:"checks_passed,omitempty"`
+	FailedChecks []string `json:"failed_checks,omitempty"`
 }
 
 // newIdemResult fills row with the figures and verdicts of m.
@@ -44,7 +45,7 @@ func newIdemResult(row idemResult, m idemMeasured) idemResult {
 	n := float64(max(m.keys, 1))
 	row.CommandsPerOp = map[string]map[string]float64{}
 	row.WallS = map[string]float64{}
-	row.ChecksPassed = true
+	passed := true
 	rate := func(phase string) float64 {
 		return round(n/max(m.phases[phase].wall.Seconds(), 1e-9), 1)
 	}
@@ -63,12 +64,16 @@ func newIdemResult(row idemResult, m idemMeasured) idemResult {
 	row.ReplaysPerS, row.CmdsPerReplay = rate("replay"), perOp("replay")
 	for _, c := range m.checks {
 		if !c.ok {
-			row.ChecksPassed = false
+			passed = false
 			row.FailedChecks = append(row.FailedChecks, fmt.Sprintf("%s: %s", c.name, c.detail))
 		}
 	}
+	row.ChecksPassed = &passed
 	return row
 }
+
+// failed reports whether the row was run and a check failed.
+func (r idemResult) failed() bool { return r.ChecksPassed != nil && !*r.ChecksPassed }
 
 // writeIdemTable prints the idempotency rows: one per design and concurrency, a line for a
 // design not run, and the commands per operation by name.
@@ -88,7 +93,7 @@ func writeIdemTable(out io.Writer, keys int, rows []idemResult) {
 			continue
 		}
 		checks := "ok"
-		if !r.ChecksPassed {
+		if r.failed() {
 			checks = "FAIL"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%s\t\n", idemLabel(r.Design), r.Concurrency,

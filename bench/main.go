@@ -166,7 +166,7 @@ levels:
 		}
 	}
 	for _, r := range idemRows {
-		if r.NotRun == "" && !r.ChecksPassed {
+		if r.failed() {
 			status = 1
 		}
 	}
