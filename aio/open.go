@@ -3,7 +3,6 @@ package aio
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -51,17 +50,11 @@ type Store struct {
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	opts = opts.withDefaults(opts.Profile)
 	stats := &statCounters{}
-	client, err := connect.Dial(ctx, uri, connect.Config{ClientOptions: opts.ClientOptions, Commands: &stats.cmds,
-		PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern})
-	if err != nil {
-		return nil, err
-	}
-	s, err := open(ctx, client, true, opts, stats)
-	if err != nil {
-		_ = client.Disconnect(context.Background())
-		return nil, err
-	}
-	return s, nil
+	cfg := connect.Config{ClientOptions: opts.ClientOptions, Commands: &stats.cmds,
+		PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern}
+	return connect.Open(ctx, uri, cfg, func(client *mongo.Client, owns bool) (*Store, error) {
+		return open(ctx, client, owns, opts, stats)
+	})
 }
 
 // OpenClient returns a store over an existing client, which stays the caller's: Close does not
@@ -69,26 +62,16 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 // may share one client, and one pool (Options.Pool).
 func OpenClient(ctx context.Context, client *mongo.Client, opts Options) (*Store, error) {
 	opts = opts.withDefaults(opts.Profile)
-	if err := connect.CheckWriteConcern(opts.WriteConcern); err != nil {
-		return nil, err
-	}
-	if err := connect.Ping(ctx, client, opts.PingInterval); err != nil {
-		return nil, fmt.Errorf("execstore: server not reachable: %w", err)
-	}
-	return open(ctx, client, false, opts, &statCounters{})
+	cfg := connect.Config{PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern}
+	return connect.OpenClient(ctx, client, cfg, func(client *mongo.Client, owns bool) (*Store, error) {
+		return open(ctx, client, owns, opts, &statCounters{})
+	})
 }
 
 func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, stats *statCounters) (*Store, error) {
-	info := ServerInfo{Profile: opts.Profile}
-	if opts.Profile == Detect {
-		server, err := connect.Detect(ctx, client)
-		if err != nil {
-			return nil, err
-		}
-		info = ServerInfo{Profile: MongoDB, Version: server.Version, FerretDBVersion: server.FerretDBVersion}
-		if server.FerretDB {
-			info.Profile = FerretDB
-		}
+	info, err := connect.Identify(ctx, client, opts.Profile)
+	if err != nil {
+		return nil, err
 	}
 	opts = opts.withDefaults(info.Profile)
 	// A client the store did not make cannot say its write concern: the server is asked.
@@ -106,7 +89,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 			Primary:      ops.PrimaryReads(executions),
 			Durable:      ops.DurableReads(executions),
 			Counters:     db.Collection(ops.CountersCollection),
-			Profile:      info.Profile.ops(),
+			Profile:      opsProfile(info.Profile),
 			TraceMax:     opts.TraceMax,
 			DedupeWindow: opts.DedupeWindow,
 		},

@@ -53,7 +53,7 @@ func startEnvironment(ctx context.Context, cfg config) (_ *environment, err erro
 	if e.admin, err = mongo.Connect(options.Client().ApplyURI(e.uri)); err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", hostsOf(e.uri), err)
 	}
-	if e.info, err = connect.Detect(ctx, e.admin); err != nil {
+	if e.info, err = connect.DetectServer(ctx, e.admin); err != nil {
 		return nil, err
 	}
 	e.description = e.describe()

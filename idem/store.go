@@ -3,7 +3,6 @@ package idem
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -44,43 +43,27 @@ type Store struct {
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	stats := &statCounters{}
-	client, err := connect.Dial(ctx, uri, connect.Config{ClientOptions: opts.ClientOptions, Commands: &stats.cmds,
-		PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern})
-	if err != nil {
-		return nil, err
-	}
-	s, err := open(ctx, client, true, opts, stats)
-	if err != nil {
-		_ = client.Disconnect(context.Background())
-		return nil, err
-	}
-	return s, nil
+	cfg := connect.Config{ClientOptions: opts.ClientOptions, Commands: &stats.cmds,
+		PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern}
+	return connect.Open(ctx, uri, cfg, func(client *mongo.Client, owns bool) (*Store, error) {
+		return open(ctx, client, owns, opts, stats)
+	})
 }
 
 // OpenClient returns a store over an existing client, which stays the caller's: Close does
 // not disconnect it. Server commands are not counted in Stats for such a client.
 func OpenClient(ctx context.Context, client *mongo.Client, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
-	if err := connect.CheckWriteConcern(opts.WriteConcern); err != nil {
-		return nil, err
-	}
-	if err := connect.Ping(ctx, client, opts.PingInterval); err != nil {
-		return nil, fmt.Errorf("idem: server not reachable: %w", err)
-	}
-	return open(ctx, client, false, opts, &statCounters{})
+	cfg := connect.Config{PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern}
+	return connect.OpenClient(ctx, client, cfg, func(client *mongo.Client, owns bool) (*Store, error) {
+		return open(ctx, client, owns, opts, &statCounters{})
+	})
 }
 
 func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, stats *statCounters) (*Store, error) {
-	info := aio.ServerInfo{Profile: opts.Profile}
-	if opts.Profile == aio.Detect {
-		server, err := connect.Detect(ctx, client)
-		if err != nil {
-			return nil, err
-		}
-		info = aio.ServerInfo{Profile: aio.MongoDB, Version: server.Version, FerretDBVersion: server.FerretDBVersion}
-		if server.FerretDB {
-			info.Profile = aio.FerretDB
-		}
+	info, err := connect.Identify(ctx, client, opts.Profile)
+	if err != nil {
+		return nil, err
 	}
 	db, err := connect.Database(ctx, client, opts.Database, opts.WriteConcern, nil, !owns, opts.Collection)
 	if err != nil {

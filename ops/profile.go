@@ -10,7 +10,7 @@ import (
 
 // Detect returns the profile of client's server (see connect.Detect).
 func Detect(ctx context.Context, client *mongo.Client) (Profile, error) {
-	s, err := connect.Detect(ctx, client)
+	s, err := connect.DetectServer(ctx, client)
 	if err != nil {
 		return 0, err
 	}

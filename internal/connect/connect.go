@@ -92,16 +92,16 @@ func Ping(ctx context.Context, client *mongo.Client, first time.Duration) error 
 	return err
 }
 
-// Server is what Detect learns of the server.
+// Server is what DetectServer learns of the server.
 type Server struct {
 	FerretDB        bool   // the server is FerretDB
 	Version         string // the MongoDB version the server reports
 	FerretDBVersion string // set when the server is FerretDB
 }
 
-// Detect asks the server's buildInfo what it is: FerretDB answers with a ferretdbVersion
+// DetectServer asks the server's buildInfo what it is: FerretDB answers with a ferretdbVersion
 // field (its value may be "unknown" in an embedded build), MongoDB does not.
-func Detect(ctx context.Context, client *mongo.Client) (Server, error) {
+func DetectServer(ctx context.Context, client *mongo.Client) (Server, error) {
 	var info struct {
 		Version         string  `bson:"version"`
 		FerretDBVersion *string `bson:"ferretdbVersion"`
@@ -218,4 +218,34 @@ func redactErr(err error, uri string) error {
 		return err
 	}
 	return &redactedError{msg: strings.ReplaceAll(err.Error(), cs.Password, "xxxxx"), err: err}
+}
+
+// Open is a store's Open: it dials uri with cfg, then builds the store on the client with
+// build (owns: the store made the client and disconnects it at Close). If build fails, the
+// client is disconnected.
+func Open[S any](ctx context.Context, uri string, cfg Config, build func(client *mongo.Client, owns bool) (S, error)) (S, error) {
+	var zero S
+	client, err := Dial(ctx, uri, cfg)
+	if err != nil {
+		return zero, err
+	}
+	s, err := build(client, true)
+	if err != nil {
+		_ = client.Disconnect(context.Background())
+		return zero, err
+	}
+	return s, nil
+}
+
+// OpenClient is a store's OpenClient: it checks the store's own write concern, pings client
+// with backoff, then builds the store on it (owns is false: the client stays the caller's).
+func OpenClient[S any](ctx context.Context, client *mongo.Client, cfg Config, build func(client *mongo.Client, owns bool) (S, error)) (S, error) {
+	var zero S
+	if err := CheckWriteConcern(cfg.WriteConcern); err != nil {
+		return zero, err
+	}
+	if err := Ping(ctx, client, cfg.PingInterval); err != nil {
+		return zero, fmt.Errorf("execstore: server not reachable: %w", err)
+	}
+	return build(client, false)
 }
