@@ -22,6 +22,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/embedded"
+	"github.com/execstore/execstore/internal/testserver"
 )
 
 // chaosProxy relays TCP connections to upstream and, while active, injects faults chosen by a
@@ -29,7 +30,7 @@ import (
 // after a client's request went through, so that writes are in flight inside the server when
 // their connection dies.
 type chaosProxy struct {
-	*relay
+	*testserver.Relay
 	active atomic.Bool
 	resets atomic.Int64
 	spikes atomic.Int64
@@ -44,9 +45,9 @@ const (
 )
 
 func newChaosProxy(t *testing.T, upstream string, seed uint64) *chaosProxy {
-	p := &chaosProxy{relay: newRelay(t, "127.0.0.1:0", upstream), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
-	p.start(func(client, server net.Conn) {
-		p.goRun(func() { p.pipe(server, client, true, client, server) })
+	p := &chaosProxy{Relay: testserver.NewRelay(t, "127.0.0.1:0", upstream), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	p.Start(func(client, server net.Conn) {
+		p.Go(func() { p.pipe(server, client, true, client, server) })
 		p.pipe(client, server, false, client, server)
 	})
 	t.Cleanup(func() { p.active.Store(false) }) // before the relay's own cleanup
@@ -68,7 +69,7 @@ func (p *chaosProxy) duration(lo, hi time.Duration) time.Duration {
 // pipe copies src to dst. Requests (client to server) may be followed by a reset of the
 // pair; chunks either way may be held back for a spike.
 func (p *chaosProxy) pipe(dst, src net.Conn, requests bool, client, server net.Conn) {
-	defer p.reset(client, server)
+	defer p.Reset(client, server)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -82,7 +83,7 @@ func (p *chaosProxy) pipe(dst, src net.Conn, requests bool, client, server net.C
 			}
 			if requests && p.active.Load() && p.chance(chaosResetChance) {
 				p.resets.Add(1)
-				time.AfterFunc(p.duration(0, 4*time.Millisecond), func() { p.reset(client, server) })
+				time.AfterFunc(p.duration(0, 4*time.Millisecond), func() { p.Reset(client, server) })
 			}
 		}
 		if err != nil {
@@ -135,7 +136,7 @@ func runChaos(t *testing.T, seed uint64) {
 	addr := cs.Hosts[0] // the restarted server listens here again
 
 	proxy := newChaosProxy(t, addr, seed)
-	uri := "mongodb://" + proxy.addr() +
+	uri := "mongodb://" + proxy.Addr() +
 		"/?directConnection=true&heartbeatFrequencyMS=500&serverSelectionTimeoutMS=2000"
 	// The handlers run in three processes and the relay in a fourth, each with connections
 	// of its own: a reset stalls one of them while the others write on.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/testserver"
 	"github.com/execstore/execstore/pool"
 )
 
@@ -71,7 +72,7 @@ func TestOpenWaitsForServer(t *testing.T) {
 		done <- result{s, err}
 	}()
 	time.Sleep(2 * time.Second) // the server is "down" for this long
-	newStallProxyAt(t, addr, upstream)
+	testserver.NewStallProxy(t, addr, upstream)
 	r := <-done
 	require.NoError(t, r.err)
 	e := newExe("e")

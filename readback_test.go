@@ -17,6 +17,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/testserver"
 )
 
 // routerProxy relays wire-protocol messages to upstream and adds msg: "isdbgrid" to every
@@ -25,12 +26,12 @@ import (
 // router it sends every one but primary as $readPreference, so the read preference an
 // operation was given can be read off the command it sends. Every command still runs on the
 // real server behind it.
-type routerProxy struct{ *relay }
+type routerProxy struct{ *testserver.Relay }
 
 func newRouterProxy(t *testing.T, upstream string) *routerProxy {
-	p := &routerProxy{relay: newRelay(t, "127.0.0.1:0", upstream)}
-	p.start(func(client, server net.Conn) {
-		p.goRun(func() { defer server.Close(); _, _ = io.Copy(server, client) })
+	p := &routerProxy{Relay: testserver.NewRelay(t, "127.0.0.1:0", upstream)}
+	p.Start(func(client, server net.Conn) {
+		p.Go(func() { defer server.Close(); _, _ = io.Copy(server, client) })
 		defer client.Close()
 		relayReplies(client, server)
 	})
@@ -38,7 +39,7 @@ func newRouterProxy(t *testing.T, upstream string) *routerProxy {
 }
 
 func (p *routerProxy) uri(query string) string {
-	return "mongodb://" + p.addr() + "/?" + query
+	return "mongodb://" + p.Addr() + "/?" + query
 }
 
 const (

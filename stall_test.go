@@ -2,73 +2,17 @@ package execstore_test
 
 import (
 	"context"
-	"errors"
-	"io"
-	"net"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/testserver"
 )
-
-// stallProxy relays TCP connections to upstream. It can hold every byte while stalled, hold
-// only the server's answers while answersStalled, and reset every connection.
-type stallProxy struct {
-	*relay
-	stalled        atomic.Bool
-	answersStalled atomic.Bool
-}
-
-func newStallProxy(t *testing.T, upstream string) *stallProxy {
-	return newStallProxyAt(t, "127.0.0.1:0", upstream)
-}
-
-// newStallProxyAt is newStallProxy listening on listen.
-func newStallProxyAt(t *testing.T, listen, upstream string) *stallProxy {
-	p := &stallProxy{relay: newRelay(t, listen, upstream)}
-	p.start(func(client, server net.Conn) {
-		p.goRun(func() { p.pipe(server, client, &p.stalled) })
-		p.pipe(client, server, &p.answersStalled)
-	})
-	t.Cleanup(func() { // runs before the relay's own cleanup: nothing stays held
-		p.stalled.Store(false)
-		p.answersStalled.Store(false)
-	})
-	return p
-}
-
-func (p *stallProxy) pipe(dst, src net.Conn, held *atomic.Bool) {
-	defer dst.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		for n > 0 && (p.stalled.Load() || held.Load()) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				src.Close()
-			}
-			return
-		}
-	}
-}
-
-// reset closes every connection relayed so far, as a network failure would.
-func (p *stallProxy) reset() { p.closeAll() }
 
 // While the server does not answer, a caller whose commit waits for a batch slot gets its
 // context error on time (never sent), one whose batch was sent gets ErrOutcomeUnknown on
@@ -82,7 +26,7 @@ func TestCallersAnsweredOnTimeWhileServerStalls(t *testing.T) {
 	a, b := newExe("a"), newExe("b")
 	require.NoError(t, s.Save(bg, a))
 	require.NoError(t, s.Save(bg, b))
-	proxy.stalled.Store(true)
+	proxy.Stalled.Store(true)
 
 	sentCtx, cancelSent := context.WithTimeout(bg, 300*time.Millisecond)
 	defer cancelSent()
@@ -115,19 +59,9 @@ func TestCallersAnsweredOnTimeWhileServerStalls(t *testing.T) {
 
 }
 
-// proxied returns a stallProxy in front of the test server and the URI that goes through it.
-func proxied(t *testing.T) (*stallProxy, string) {
-	t.Helper()
-	cs, err := connstring.Parse(server.URI)
-	require.NoError(t, err)
-	proxy := newStallProxy(t, cs.Hosts[0])
-	uri := strings.Replace(server.URI, cs.Hosts[0], proxy.addr(), 1)
-	if !strings.Contains(uri, "?") {
-		uri += "?"
-	} else {
-		uri += "&"
-	}
-	return proxy, uri + "directConnection=true&heartbeatFrequencyMS=500"
+// proxied returns a stall proxy in front of the test server and the URI that goes through it.
+func proxied(t *testing.T) (*testserver.StallProxy, string) {
+	return testserver.Proxied(t, server.URI, "&heartbeatFrequencyMS=500")
 }
 
 // A connection reset after a commit was sent: ErrOutcomeUnknown, and a reload shows the whole
@@ -156,9 +90,9 @@ func TestConnectionResetAfterSend(t *testing.T) {
 			require.Eventually(t, func() bool { return s.Stats().SeqBlocks >= 2 }, 5*time.Second, 10*time.Millisecond)
 			for round := range 3 {
 				if mode.answerOnly {
-					proxy.answersStalled.Store(true)
+					proxy.AnswersStalled.Store(true)
 				} else {
-					proxy.stalled.Store(true)
+					proxy.Stalled.Store(true)
 				}
 				c := execstore.Commit{
 					Emits:            []execstore.Emit{{TargetID: "t", Event: []byte{byte(round)}}},
@@ -171,9 +105,9 @@ func TestConnectionResetAfterSend(t *testing.T) {
 				prior := h.rawDoc(t, "e")
 				f := s.CommitAsync(bg, e, c)
 				time.Sleep(100 * time.Millisecond) // sent, and (answer lost) applied
-				proxy.reset()
-				proxy.stalled.Store(false)
-				proxy.answersStalled.Store(false)
+				proxy.CloseAll()
+				proxy.Stalled.Store(false)
+				proxy.AnswersStalled.Store(false)
 				_, err := f.Wait(bg)
 				if err == nil {
 					// A group commit settles its outcome with a read after the failure: it may

@@ -2,7 +2,6 @@ package embedded_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,16 +25,7 @@ import (
 // without -race), or MONGODB_URI.
 var srv *testserver.Server
 
-func TestMain(m *testing.M) {
-	code := testserver.Main(m, &srv)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testserver.Main(m, &srv)) }
 
 const (
 	// rounds is how many compare-and-set races a test runs.

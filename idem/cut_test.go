@@ -2,11 +2,6 @@ package idem
 
 import (
 	"context"
-	"errors"
-	"io"
-	"net"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,91 +10,16 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/testserver"
 )
 
-// cutProxy relays TCP connections to the server. While held, it holds the bytes of one
-// direction (only the server's answers, or both); cut closes every connection.
-type cutProxy struct {
-	ln          net.Listener
-	upstream    string
-	wg          sync.WaitGroup
-	mu          sync.Mutex
-	conns       []net.Conn
-	holdAnswers atomic.Bool
-	holdAll     atomic.Bool
-}
-
-func newCutProxy(t *testing.T) (*cutProxy, string) {
-	cs, err := connstring.Parse(server.URI)
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &cutProxy{ln: ln, upstream: cs.Hosts[0]}
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", p.upstream)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			p.wg.Go(func() { p.pipe(u, c, &p.holdAll) })
-			p.wg.Go(func() { p.pipe(c, u, &p.holdAnswers) })
-		}
-	})
-	t.Cleanup(func() {
-		p.holdAll.Store(false)
-		p.holdAnswers.Store(false)
-		ln.Close()
-		p.cut()
-		p.wg.Wait()
-	})
-	uri := strings.Replace(server.URI, cs.Hosts[0], ln.Addr().String(), 1)
-	sep := "?"
-	if strings.Contains(uri, "?") {
-		sep = "&"
-	}
-	return p, uri + sep + "directConnection=true"
-}
-
-func (p *cutProxy) pipe(dst, src net.Conn, held *atomic.Bool) {
-	defer dst.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		for n > 0 && (p.holdAll.Load() || held.Load()) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				src.Close()
-			}
-			return
-		}
-	}
-}
-
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
+// newCutProxy returns a proxy in front of the test server and the URI that goes through it:
+// while AnswersStalled it holds the server's answers, while Stalled every byte; CloseAll cuts
+// every connection.
+func newCutProxy(t *testing.T) (*testserver.StallProxy, string) {
+	return testserver.Proxied(t, server.URI, "")
 }
 
 // A connection cut after a claim's write was sent: the claim is settled exactly (its token
@@ -118,9 +38,9 @@ func TestConnectionCutAfterClaimSent(t *testing.T) {
 				write := e.CommandName == "insert" || e.CommandName == "update" || e.CommandName == "findAndModify"
 				if write && armed.CompareAndSwap(true, false) {
 					if answerOnly {
-						proxy.holdAnswers.Store(true)
+						proxy.AnswersStalled.Store(true)
 					} else {
-						proxy.holdAll.Store(true)
+						proxy.Stalled.Store(true)
 					}
 					fired.Store(true)
 				}
@@ -146,9 +66,9 @@ func TestConnectionCutAfterClaimSent(t *testing.T) {
 				}()
 				require.Eventually(t, fired.Load, 10*time.Second, time.Millisecond)
 				time.Sleep(100 * time.Millisecond) // sent, and (answer lost) applied
-				proxy.cut()
-				proxy.holdAll.Store(false)
-				proxy.holdAnswers.Store(false)
+				proxy.CloseAll()
+				proxy.Stalled.Store(false)
+				proxy.AnswersStalled.Store(false)
 				r := <-done
 				rec, err := direct.Get(bg, key)
 				require.NoError(t, err)

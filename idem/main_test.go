@@ -2,17 +2,13 @@ package idem
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"regexp"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.uber.org/goleak"
 
 	"github.com/execstore/execstore/internal/testserver"
 )
@@ -20,31 +16,12 @@ import (
 // server is the embedded FerretDB behind its front, or MONGODB_URI when set.
 var server *testserver.Server
 
-func TestMain(m *testing.M) {
-	code := testserver.Main(m, &server)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testserver.Main(m, &server)) }
 
 var bg = context.Background()
 
-var dbCounter atomic.Int64
-
-var unsafeDBChars = regexp.MustCompile(`[^a-zA-Z0-9_]`)
-
 // testDatabase returns a database name of its own for t.
-func testDatabase(t testing.TB) string {
-	name := unsafeDBChars.ReplaceAllString(t.Name(), "_")
-	if len(name) > 40 {
-		name = name[:40]
-	}
-	return fmt.Sprintf("idem%d_%s", dbCounter.Add(1), name)
-}
+func testDatabase(t testing.TB) string { return testserver.Database(t, "idem") }
 
 // openStore opens a store on a database of t's own, closed when t ends.
 func openStore(t testing.TB, opts Options) *Store {

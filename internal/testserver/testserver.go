@@ -34,10 +34,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 const (
@@ -274,10 +278,13 @@ func (b *tailBuffer) String() string {
 }
 
 // Main is the body of a TestMain that needs a server: it starts one, stores it in *srv,
-// runs the tests and closes the server. It returns the exit code for os.Exit: 1 when the
-// server cannot start or close, else m.Run's.
+// runs the tests, closes the server and, when they passed, checks that no goroutine was left
+// behind (goleak). It returns the exit code for os.Exit: 1 when the server cannot start or
+// close or a goroutine leaked, else m.Run's.
 func Main(m *testing.M, srv **Server) int {
-	s, err := Start(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout+announceTimeout)
+	s, err := Start(ctx)
+	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -290,5 +297,26 @@ func Main(m *testing.M, srv **Server) int {
 			code = 1
 		}
 	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+			code = 1
+		}
+	}
 	return code
+}
+
+var (
+	dbCounter     atomic.Int64
+	unsafeDBChars = regexp.MustCompile(`[^a-zA-Z0-9_]`)
+)
+
+// Database returns a database name for t of its own, unique in the test binary: prefix, a
+// counter, and t's name made safe.
+func Database(t testing.TB, prefix string) string {
+	name := unsafeDBChars.ReplaceAllString(t.Name(), "_")
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return fmt.Sprintf("%s%d_%s", prefix, dbCounter.Add(1), name)
 }
