@@ -1,0 +1,135 @@
+package journal
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
+)
+
+// Claim claims the invocation id for owner. The first owner to claim it holds it, at
+// revision 1; of any number of concurrent claimers exactly one wins (the _id's uniqueness
+// decides). The same owner claiming again gets its fence back at the stored revision;
+// another owner gets an *OwnerConflictError naming the holder, and the same id with another
+// scope or digest a *BindingError.
+//
+// Cost: one insert; one majority read when the id exists. Unanswered, the error matches
+// execstore.ErrOutcomeUnknown and the journal is uncertain about id (Reverify it).
+func (j *Journal) Claim(ctx context.Context, id Identity, owner string) (Fence, error) {
+	if err := validateIdentity(id); err != nil {
+		return Fence{}, err
+	}
+	if err := contract.ValidateID("owner", owner); err != nil {
+		return Fence{}, err
+	}
+	if err := j.uncertain.refusal(); err != nil {
+		return Fence{}, err
+	}
+	claim := newRandomID()
+	return submit(ctx, j, func(ctx context.Context) (Fence, error) {
+		doc := document{ID: id.ID, Scope: id.Scope, Digest: id.Digest, Owner: owner, Claim: claim,
+			Rev: 1, Latest: attemptNone}
+		err := j.write(ctx, "claim", id.ID, func(ctx context.Context) error {
+			_, err := j.coll.InsertOne(ctx, doc)
+			return err
+		})
+		if err == nil {
+			return Fence{InvocationID: id.ID, Owner: owner, Revision: 1, claim: claim, scope: id.Scope, digest: id.Digest}, nil
+		}
+		if !mongo.IsDuplicateKeyError(err) {
+			return Fence{}, err
+		}
+		d, err := j.bound(ctx, "claim", id)
+		if err != nil {
+			return Fence{}, err
+		}
+		if d == nil { // the holder's document vanished in between: nothing deletes them
+			return Fence{}, fmt.Errorf("journal: claim of invocation %q: %w", id.ID, execstore.ErrNotFound)
+		}
+		if d.Owner != owner {
+			return Fence{}, &OwnerConflictError{InvocationID: id.ID, ExpectedOwner: owner, FoundOwner: d.Owner, FoundRevision: d.Rev}
+		}
+		return Fence{InvocationID: id.ID, Owner: owner, Revision: d.Rev, claim: d.Claim, scope: id.Scope, digest: id.Digest}, nil
+	})
+}
+
+// HasInvocation reports whether the invocation exists with exactly this identity: a
+// read-only majority read. An id that exists with another scope or digest is a
+// *BindingError, never false.
+func (j *Journal) HasInvocation(ctx context.Context, id Identity) (bool, error) {
+	if err := validateIdentity(id); err != nil {
+		return false, err
+	}
+	return submit(ctx, j, func(ctx context.Context) (bool, error) {
+		d, err := j.bound(ctx, "has invocation", id)
+		return d != nil, err
+	})
+}
+
+// bound reads id's document and refuses it when it is bound to another scope or digest.
+func (j *Journal) bound(ctx context.Context, op string, id Identity) (*document, error) {
+	d, err := j.load(ctx, op, id.ID)
+	if err != nil || d == nil {
+		return nil, err
+	}
+	switch {
+	case d.Scope != id.Scope:
+		return nil, &BindingError{InvocationID: id.ID, Field: "scope"}
+	case d.Digest != id.Digest:
+		return nil, &BindingError{InvocationID: id.ID, Field: "digest"}
+	}
+	return d, nil
+}
+
+// VerifyOwner checks with a majority read from the primary that f still holds its
+// invocation exactly: same owner, same claim, same revision. It writes nothing, retries
+// nothing and advances nothing: nil, an *OwnerConflictError, or execstore.ErrNotFound.
+func (j *Journal) VerifyOwner(ctx context.Context, f Fence) error {
+	if err := validateFence(f); err != nil {
+		return err
+	}
+	_, err := submit(ctx, j, func(ctx context.Context) (struct{}, error) {
+		d, err := j.load(ctx, "verify owner", f.InvocationID)
+		switch {
+		case err != nil:
+			return struct{}{}, err
+		case d == nil:
+			return struct{}{}, fmt.Errorf("journal: verify owner of invocation %q: %w", f.InvocationID, execstore.ErrNotFound)
+		case d.Owner != f.Owner || d.Claim != f.claim || d.Rev != f.Revision:
+			return struct{}{}, &OwnerConflictError{InvocationID: f.InvocationID, ExpectedOwner: f.Owner,
+				FoundOwner: d.Owner, ExpectedRevision: f.Revision, FoundRevision: d.Rev}
+		}
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// Read returns invocation id as a majority read from the primary finds it, every
+// ciphertext authenticated (an *IntegrityError otherwise), or execstore.ErrNotFound.
+func (j *Journal) Read(ctx context.Context, id string) (*Invocation, error) {
+	if err := contract.ValidateID("id", id); err != nil {
+		return nil, err
+	}
+	return submit(ctx, j, func(ctx context.Context) (*Invocation, error) {
+		d, err := j.load(ctx, "read", id)
+		if err != nil {
+			return nil, err
+		}
+		if d == nil {
+			return nil, fmt.Errorf("journal: read of invocation %q: %w", id, execstore.ErrNotFound)
+		}
+		return d.open(j.cipher)
+	})
+}
+
+// newRandomID returns a random 128-bit id (a claim's, a checkpoint's), hex-encoded.
+func newRandomID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,69 @@
+package journal
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// uncertainty is the set of invocations a Journal wrote to without learning the outcome.
+// While it is not empty the journal refuses every mutation (fail closed): the caller must
+// re-establish the truth with Reverify, a majority read of each of them, before writing
+// again. Nothing clears it but a successful Reverify.
+type uncertainty struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (u *uncertainty) add(id string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.ids == nil {
+		u.ids = map[string]bool{}
+	}
+	u.ids[id] = true
+}
+
+func (u *uncertainty) clear(id string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.ids, id)
+}
+
+// refusal returns the *UncertainError every mutation gets while the set is not empty.
+func (u *uncertainty) refusal() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.ids) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(u.ids))
+	for id := range u.ids {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return &UncertainError{InvocationIDs: ids}
+}
+
+// Uncertain returns the invocations this Journal must Reverify before it writes again;
+// empty when it is not uncertain.
+func (j *Journal) Uncertain() []string {
+	if err, ok := j.uncertain.refusal().(*UncertainError); ok {
+		return err.InvocationIDs
+	}
+	return nil
+}
+
+// Reverify re-establishes the truth about invocation id after an unknown outcome: a
+// majority read from the primary, every ciphertext authenticated. Once it succeeds the
+// journal is no longer uncertain about id (and accepts mutations again when it is
+// uncertain about nothing else); the caller goes on from the invocation it returns (its
+// Fence), never from what it had before. It returns execstore.ErrNotFound (and clears id)
+// when the invocation does not exist: a claim that never landed.
+func (j *Journal) Reverify(ctx context.Context, id string) (*Invocation, error) {
+	inv, err := j.Read(ctx, id)
+	if err == nil || isNotFound(err) {
+		j.uncertain.clear(id)
+	}
+	return inv, err
+}
