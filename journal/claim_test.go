@@ -141,19 +141,22 @@ func TestInvalidInputBeforeIO(t *testing.T) {
 	require.NoError(t, j.Close(bg))
 	big := make([]byte, MaxPayloadBytes+1)
 	for name, call := range map[string]func() error{
-		"empty id":     func() error { _, err := j.Claim(bg, Identity{Scope: "s", Digest: "d"}, "o"); return err },
-		"empty scope":  func() error { _, err := j.HasInvocation(bg, Identity{ID: "i", Digest: "d"}); return err },
-		"empty owner":  func() error { _, err := j.Claim(bg, ident("x"), ""); return err },
-		"made fence":   func() error { return j.VerifyOwner(bg, Fence{InvocationID: "x", Owner: "o", Revision: 1}) },
-		"phase":        func() error { _, _, err := j.Checkpoint(bg, f, Phase("during"), nil); return err },
-		"big state":    func() error { _, _, err := j.Checkpoint(bg, f, PhaseBefore, big); return err },
-		"big op":       func() error { _, err := j.Prepare(bg, f, "c", big); return err },
-		"no ckpt":      func() error { _, err := j.Prepare(bg, f, "", nil); return err },
-		"outcome":      func() error { _, err := j.Reconcile(bg, f, Receipt{Attempt: 1, Outcome: "maybe"}); return err },
-		"attempt":      func() error { _, err := j.Reconcile(bg, f, Receipt{Outcome: Failed}); return err },
-		"big receipt":  func() error { _, err := j.Reconcile(bg, f, Receipt{Attempt: 1, Outcome: Failed, Data: big}); return err },
-		"read id":      func() error { _, err := j.Read(bg, ""); return err },
-		"zero fence":   func() error { _, err := j.Dispatch(bg, Fence{}); return err },
+		"empty id":    func() error { _, err := j.Claim(bg, Identity{Scope: "s", Digest: "d"}, "o"); return err },
+		"empty scope": func() error { _, err := j.HasInvocation(bg, Identity{ID: "i", Digest: "d"}); return err },
+		"empty owner": func() error { _, err := j.Claim(bg, ident("x"), ""); return err },
+		"made fence":  func() error { return j.VerifyOwner(bg, Fence{InvocationID: "x", Owner: "o", Revision: 1}) },
+		"phase":       func() error { _, _, err := j.Checkpoint(bg, f, Phase("during"), nil); return err },
+		"big state":   func() error { _, _, err := j.Checkpoint(bg, f, PhaseBefore, big); return err },
+		"big op":      func() error { _, err := j.Prepare(bg, f, "c", big); return err },
+		"no ckpt":     func() error { _, err := j.Prepare(bg, f, "", nil); return err },
+		"outcome":     func() error { _, err := j.Reconcile(bg, f, Receipt{Attempt: 1, Outcome: "maybe"}); return err },
+		"attempt":     func() error { _, err := j.Reconcile(bg, f, Receipt{Outcome: Failed}); return err },
+		"big receipt": func() error {
+			_, err := j.Reconcile(bg, f, Receipt{Attempt: 1, Outcome: Failed, Data: big})
+			return err
+		},
+		"read id":    func() error { _, err := j.Read(bg, ""); return err },
+		"zero fence": func() error { _, err := j.Dispatch(bg, Fence{}); return err },
 	} {
 		assert.ErrorIs(t, call(), execstore.ErrInvalid, name)
 	}

@@ -75,4 +75,15 @@ func rawDoc(t testing.TB, coll *mongo.Collection, id string) document {
 	return d
 }
 
-func ident(id string) Identity { return Identity{ID: id, Scope: "tenant-a/tools", Digest: "sha256:" + id} }
+func ident(id string) Identity {
+	return Identity{ID: id, Scope: "tenant-a/tools", Digest: "sha256:" + id}
+}
+
+// bsonD builds a bson.D from key, value pairs.
+func bsonD(kv ...any) bson.D {
+	var d bson.D
+	for i := 0; i < len(kv); i += 2 {
+		d = append(d, bson.E{Key: kv[i].(string), Value: kv[i+1]})
+	}
+	return d
+}
