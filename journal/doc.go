@@ -1,3 +1,49 @@
-// Package journal is an operation journal: a majority-durable, encrypted, owner-fenced
-// record of one invocation of an outside-world operation (a tool call, a payment).
+// Package journal is an operation journal on MongoDB: the durable record of one invocation
+// of an outside-world operation (a tool call, a payment), so that a crashed or fenced
+// worker never runs it twice by guessing. An invocation is claimed by its first owner,
+// advanced by owner/revision compare-and-set, checkpointed, prepared with an opaque
+// operation that names the exact checkpoint it continues from, handed out per attempt
+// (Dispatch) and reconciled by receipts from the outside system.
+//
+// One document per invocation (_id its id): identity (scope, request digest), owner, a
+// random claim id, revision, the checkpoint, the prepared operation, attempt count and
+// state, a no-replay flag and the receipts. Checkpoints, the operation and receipts are
+// stored only as ciphertexts of the caller's Cipher (KeyRing: AES-256-GCM with rotation).
+//
+// What always holds:
+//   - Identity: an id is bound to its scope and digest for good; HasInvocation and Claim
+//     refuse the same id with another one (*BindingError), never report it absent.
+//   - First owner: of any number of concurrent claims exactly one wins (revision 1); the
+//     same owner claiming again gets its fence back; another owner is refused.
+//   - Fencing: every mutation names a Fence (owner, claim, revision) and is one write
+//     guarded by it; a stale or foreign fence writes nothing and gets an
+//     *OwnerConflictError with expected and found. VerifyOwner is a majority read only.
+//   - Sealed and bound: every ciphertext's associated data binds it to the invocation's
+//     identity, its claim, and its place (a checkpoint's phase and id, the checkpoint an
+//     operation continues from, a receipt's attempt and outcome); a ciphertext altered, or
+//     copied to another invocation, claim or phase, is refused on read (*IntegrityError),
+//     never returned. Nothing of a checkpoint, operation or receipt is stored in plaintext.
+//   - Prepare names the checkpoint: the checkpoint id is in the write's filter; another
+//     stored checkpoint means nothing written (*CheckpointMismatchError).
+//   - No replay after UNKNOWN: Dispatch hands the body out only after recording the
+//     attempt, only when the latest attempt Failed (or there is none), and never once any
+//     attempt was reconciled Unknown (ErrNoReplay, also checked against the authenticated
+//     receipts); the only way forward is Reconcile with the outside system's receipt.
+//   - Durability: writes {w: "majority", j: true}, bounded by Options.WriteTimeout as a
+//     context deadline (driver v2 sends no wtimeout); reads readConcern majority from the
+//     primary; the client Open makes never retries writes. Open refuses retryable writes,
+//     a nil cipher, and a standalone server unless Options.AcceptWeakDurability.
+//   - Fail closed: a write sent but not answered (network cut, timeout, write-concern
+//     error) is an *execstore.OutcomeUnknownError and makes the Journal refuse every
+//     mutation (ErrUncertain) until Reverify has read the invocation with a majority read.
+//   - Bad input (empty ids, payloads past MaxPayloadBytes, unknown phases or outcomes, a
+//     fence the journal did not make) is execstore.ErrInvalid before any I/O.
+//
+// Like the module's other stores, every operation is a request on a bounded pool (package
+// pool, through internal/async): a call whose context ends while queued is withdrawn
+// unsent; Close drains the rest within its context and disconnects the client.
+//
+// FerretDB makes concurrent writes to one document atomic only behind the module's
+// write-serializing front (package embedded); the journal's guarantees assume MongoDB's
+// single-document atomicity.
 package journal
