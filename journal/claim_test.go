@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -41,18 +42,12 @@ func TestFirstOwnerRace(t *testing.T) {
 		assert.EqualValues(t, 1, fences[winner].Revision)
 		for i, err := range errs {
 			var oc *OwnerConflictError
-			if i != winner && assertAs(err, &oc) {
+			if i != winner && errors.As(err, &oc) {
 				assert.Equal(t, fmt.Sprintf("owner-%d", winner), oc.FoundOwner)
 			}
 		}
 		require.NoError(t, j.VerifyOwner(bg, fences[winner]))
 	}
-}
-
-func assertAs(err error, target **OwnerConflictError) bool {
-	oc, ok := err.(*OwnerConflictError)
-	*target = oc
-	return ok
 }
 
 // The same owner claiming again gets its binding back, at the stored revision.
