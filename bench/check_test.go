@@ -35,6 +35,15 @@ func passingFinalState() finalState {
 }
 
 // failedChecks returns "name: detail" of each failed check.
+// checkNames returns the names of cs, in order.
+func checkNames(cs []check) []string {
+	names := make([]string, 0, len(cs))
+	for _, c := range cs {
+		names = append(names, c.name)
+	}
+	return names
+}
+
 func failedChecks(cs []check) []string {
 	var failed []string
 	for _, c := range cs {

@@ -32,9 +32,11 @@ type environment struct {
 
 // startEnvironment starts the embedded server unless cfg names one, connects the harness's
 // own client, detects the server and, with -rtt, starts the latency proxy. When nothing of
-// cfg uses a server (memory alone, no idempotency workload) it starts nothing. On error nothing is left running.
+// cfg uses a server (memory alone, no idempotency or journal workload) it starts nothing. On
+// error nothing is left running.
 func startEnvironment(ctx context.Context, cfg config) (_ *environment, err error) {
-	if !cfg.scaling && !slices.ContainsFunc(cfg.variants, usesServer) && len(cfg.idemDesigns) == 0 {
+	if !cfg.scaling && !slices.ContainsFunc(cfg.variants, usesServer) && len(cfg.idemDesigns) == 0 &&
+		len(cfg.journalDesigns) == 0 {
 		return &environment{description: "no server (memstore only)"}, nil
 	}
 	e := &environment{uri: cfg.uri}
@@ -136,4 +138,19 @@ func linkedFerretDB() string {
 		}
 	}
 	return ""
+}
+
+// tearDown ends a run: closes its client with closeRun (nil: nothing to close) and, unless
+// -keep, drops its database, on a context that outlives ctx's cancellation.
+func (e *environment) tearDown(ctx context.Context, cfg config, database string, closeRun func(context.Context) error) error {
+	cctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	var err error
+	if closeRun != nil {
+		err = closeRun(cctx)
+	}
+	if !cfg.keep {
+		err = errors.Join(err, e.dropDatabase(cctx, database))
+	}
+	return err
 }

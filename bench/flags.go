@@ -19,6 +19,9 @@ const (
 	fullEvents      = 1000
 	quickIdemKeys   = 200
 	fullIdemKeys    = 2000
+
+	quickJournalInvocations = 100
+	fullJournalInvocations  = 1000
 )
 
 // config is what the flags select.
@@ -43,6 +46,10 @@ type config struct {
 	idemKeys        int
 	idemConcurrency []int
 
+	journalDesigns     []string // designs of the journal workload; none: not run
+	journalInvocations int
+	journalConcurrency []int
+
 	scaling      bool
 	scalingSizes []int
 	scalingDue   int
@@ -54,7 +61,7 @@ type config struct {
 // package go to out.
 func parseFlags(args []string, defaultURI string, out io.Writer) (config, error) {
 	var cfg config
-	var concurrency, variants, sizes, idemDesigns, idemConcurrency string
+	var concurrency, variants, sizes, idemDesigns, idemConcurrency, journalDesigns, journalConcurrency string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	// The default is applied after parsing, so that -h never prints a URI's credentials.
@@ -85,6 +92,13 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	fs.IntVar(&cfg.idemKeys, "idem-keys", 0,
 		fmt.Sprintf("keys each idempotency run claims, completes and replays (default %d, or %d with -quick=false)", quickIdemKeys, fullIdemKeys))
 	fs.StringVar(&idemConcurrency, "idem-concurrency", "1,64", "callers of the idempotency workload: a comma-separated list of levels, each measured")
+	fs.StringVar(&journalDesigns, "journal", strings.Join(allJournalDesigns, ","),
+		"designs of the operation-journal workload, comma-separated (journal); none to skip it")
+	fs.IntVar(&cfg.journalInvocations, "journal-invocations", 0,
+		fmt.Sprintf("invocations each journal run takes through their whole life (default %d, or %d with -quick=false)",
+			quickJournalInvocations, fullJournalInvocations))
+	fs.StringVar(&journalConcurrency, "journal-concurrency", "1,64",
+		"callers of the journal workload: a comma-separated list of levels, each measured")
 	fs.BoolVar(&cfg.scaling, "scaling", false, "measure the timer sweep at several collection sizes instead of the workload")
 	fs.StringVar(&sizes, "scaling-sizes", "1000,100000", "collection sizes for -scaling, comma-separated")
 	fs.IntVar(&cfg.scalingDue, "scaling-due", 20, "due timers in the collection for -scaling")
@@ -113,6 +127,18 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	}
 	if cfg.idemConcurrency, err = parseInts("-idem-concurrency", idemConcurrency); err != nil {
 		return config{}, err
+	}
+	if cfg.journalDesigns, err = parseJournalDesigns(journalDesigns); err != nil {
+		return config{}, err
+	}
+	if cfg.journalConcurrency, err = parseInts("-journal-concurrency", journalConcurrency); err != nil {
+		return config{}, err
+	}
+	if cfg.journalInvocations == 0 {
+		cfg.journalInvocations = quickJournalInvocations
+		if !cfg.quick {
+			cfg.journalInvocations = fullJournalInvocations
+		}
 	}
 	if cfg.idemKeys == 0 {
 		cfg.idemKeys = quickIdemKeys
@@ -143,6 +169,8 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 		return config{}, fmt.Errorf("-redeliver must be between 0 and 1, got %v", cfg.redeliver)
 	case cfg.idemKeys < 1:
 		return config{}, fmt.Errorf("-idem-keys must be at least 1, got %d", cfg.idemKeys)
+	case cfg.journalInvocations < 1:
+		return config{}, fmt.Errorf("-journal-invocations must be at least 1, got %d", cfg.journalInvocations)
 	case cfg.rounds < 1:
 		return config{}, fmt.Errorf("-rounds must be at least 1, got %d", cfg.rounds)
 	case cfg.timeout <= 0 || cfg.runTimeout <= 0:
@@ -215,4 +243,12 @@ func parseIdemDesigns(s string) ([]string, error) {
 		return nil, nil
 	}
 	return parseChoices("-idem", "design", s, allIdemDesigns)
+}
+
+// parseJournalDesigns parses the -journal list; "none" (or nothing) selects none.
+func parseJournalDesigns(s string) ([]string, error) {
+	if t := strings.TrimSpace(s); t == "" || t == "none" {
+		return nil, nil
+	}
+	return parseChoices("-journal", "design", s, allJournalDesigns)
 }

@@ -175,3 +175,34 @@ func TestParseFlagsIdem(t *testing.T) {
 	_, err = parseFlags([]string{"-idem-concurrency", "0"}, "", io.Discard)
 	require.ErrorContains(t, err, "-idem-concurrency")
 }
+
+func TestParseFlagsJournal(t *testing.T) {
+	cfg, err := parseFlags(nil, "", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{"journal"}, cfg.journalDesigns)
+	require.Equal(t, []int{1, 64}, cfg.journalConcurrency)
+	require.Equal(t, quickJournalInvocations, cfg.journalInvocations)
+
+	cfg, err = parseFlags([]string{"-quick=false", "-journal", " journal", "-journal-concurrency", "8,8,2"}, "", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{"journal"}, cfg.journalDesigns)
+	require.Equal(t, []int{8, 2}, cfg.journalConcurrency)
+	require.Equal(t, fullJournalInvocations, cfg.journalInvocations)
+
+	skipped := map[string]bool{}
+	for _, none := range []string{"none", ""} {
+		cfg, err = parseFlags([]string{"-journal", none}, "", io.Discard)
+		require.NoError(t, err)
+		skipped[none] = len(cfg.journalDesigns) == 0
+	}
+	require.Equal(t, map[string]bool{"none": true, "": true}, skipped)
+
+	for args, want := range map[string]string{
+		"-journal journal,wal":     `-journal: unknown design "wal"`,
+		"-journal-invocations -1":  "-journal-invocations must be at least 1",
+		"-journal-concurrency 1,0": "-journal-concurrency",
+	} {
+		_, err = parseFlags(strings.Fields(args), "", io.Discard)
+		require.ErrorContains(t, err, want, args)
+	}
+}

@@ -280,14 +280,11 @@ func (e *environment) idemRun(ctx context.Context, cfg config, design, database 
 		panic("unknown idempotency design " + design) // parseFlags admits no other name
 	}
 	defer func() {
-		cctx, cancel := cleanupContext(ctx)
-		defer cancel()
+		var closeRun func(context.Context) error
 		if b != nil {
-			err = errors.Join(err, b.close(cctx))
+			closeRun = b.close
 		}
-		if !cfg.keep {
-			err = errors.Join(err, e.dropDatabase(cctx, database))
-		}
+		err = errors.Join(err, e.tearDown(ctx, cfg, database, closeRun))
 	}()
 	if err != nil {
 		return m, fmt.Errorf("setup: %w", err)

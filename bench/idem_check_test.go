@@ -27,15 +27,11 @@ func TestIdemChecksPass(t *testing.T) {
 	tally, stored := passingIdemRun()
 	cs := idemChecks(tally, stored)
 	require.Empty(t, failedChecks(cs))
-	var names []string
-	for _, c := range cs {
-		names = append(names, c.name)
-	}
 	require.Equal(t, []string{
 		"every key claimed exactly once",
 		"every completion stored",
 		"every replay returned the stored response byte-exact",
-	}, names)
+	}, checkNames(cs))
 }
 
 // Each case breaks the passing run in one way; exactly the check it names fails, and its
@@ -133,7 +129,7 @@ func TestIdemRowsInTheTable(t *testing.T) {
 	notRun := idemResult{Design: idemDesignSeed, Concurrency: 64, NotRun: idemNotOnFerretDB}
 
 	var out bytes.Buffer
-	writeTable(&out, cfg, "s", engine, []idemResult{ok, notRun})
+	writeTable(&out, cfg, "s", engine, []idemResult{ok, notRun}, nil)
 	require.Regexp(t, `\n +idem +64 +4\.0 +2\.0 +8\.0 +2\.00 +1\.00 +1\.00 +ok\n`, out.String())
 	require.Contains(t, out.String(), "\nseed-port (idemkit): not run on FerretDB: needs pipeline updates with $$NOW\n")
 	require.Contains(t, out.String(), "PASS: every end-of-run check passed\n")
@@ -142,7 +138,7 @@ func TestIdemRowsInTheTable(t *testing.T) {
 	m.checks = idemChecks(tally, stored)
 	bad := newIdemResult(idemResult{Design: idemDesignStore, Concurrency: 64, Keys: 2}, m)
 	out.Reset()
-	writeTable(&out, cfg, "s", engine, []idemResult{bad, notRun})
+	writeTable(&out, cfg, "s", engine, []idemResult{bad, notRun}, nil)
 	require.Regexp(t, `\n +idem +64 .* FAIL\n`, out.String())
 	require.Contains(t, out.String(), "FAIL: failed checks\n  idem ×64: every replay returned the stored response byte-exact: 1 of 2 wrong: "+idemKey(0))
 	require.NotContains(t, out.String(), "PASS")

@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
-	"maps"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 )
 
@@ -104,42 +104,18 @@ func writeIdemTable(out io.Writer, keys int, rows []idemResult) {
 		fmt.Fprintln(out, l)
 	}
 
-	names := map[string]bool{}
-	for _, r := range rows {
-		for _, byName := range r.CommandsPerOp {
-			for n := range byName {
-				names[n] = true
-			}
-		}
-	}
-	cols := slices.Sorted(maps.Keys(names))
-	if len(cols) == 0 {
-		return
-	}
-	fmt.Fprintln(out, "\nserver commands per idempotency operation, by command")
-	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "design\tconcurrency\toperation\t")
-	for _, c := range cols {
-		fmt.Fprintf(tw, "%s\t", c)
-	}
-	fmt.Fprintln(tw)
+	var byName []commandRow
 	for _, r := range rows {
 		if r.NotRun != "" {
 			continue
 		}
 		for _, phase := range idemPhases {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t", idemLabel(r.Design), r.Concurrency, phase)
-			for _, c := range cols {
-				if v, ok := r.CommandsPerOp[phase][c]; ok {
-					fmt.Fprintf(tw, "%.2f\t", v)
-				} else {
-					fmt.Fprint(tw, "-\t")
-				}
-			}
-			fmt.Fprintln(tw)
+			byName = append(byName, commandRow{labels: []string{idemLabel(r.Design), strconv.Itoa(r.Concurrency), phase},
+				byName: r.CommandsPerOp[phase]})
 		}
 	}
-	tw.Flush()
+	writeCommandTable(out, "server commands per idempotency operation, by command",
+		[]string{"design", "concurrency", "operation"}, byName)
 }
 
 // idemLabel is how the table names a design: the seed's as its port.

@@ -5,7 +5,8 @@
 //	go run ./bench                 # every variant at concurrency 1, 8 and 64, embedded server
 //	go run ./bench -uri mongodb://host:27017 -rtt 2ms -rounds 3
 //	go run ./bench -scaling        # the timer sweep's cost by collection size
-//	go run ./bench -variants memory -idem idem   # the idempotency-key store alone
+//	go run ./bench -variants memory -idem idem -journal none   # the idempotency-key store alone
+//	go run ./bench -variants memory -idem none   # the operation journal alone
 //	go run ./bench -h              # the flags
 //
 // Without -uri (or MONGODB_URI) it runs on the embedded server in this process. The table goes
@@ -143,11 +144,15 @@ levels:
 	if runErr == nil && len(cfg.idemDesigns) > 0 {
 		idemRows, runErr = env.runIdem(ctx, cfg, stamp)
 	}
+	var journalRows []journalResult
+	if runErr == nil && len(cfg.journalDesigns) > 0 {
+		journalRows, runErr = env.runJournal(ctx, cfg, stamp)
+	}
 
 	fillRatios(results)
-	writeTable(os.Stdout, cfg, env.description, results, idemRows)
+	writeTable(os.Stdout, cfg, env.description, results, idemRows, journalRows)
 	if len(results) > 0 {
-		files, ferr := writeOutputs(cfg, env.description, results, idemRows)
+		files, ferr := writeOutputs(cfg, env.description, results, idemRows, journalRows)
 		if ferr != nil {
 			fmt.Fprintln(os.Stderr, "bench:", ferr)
 			status = 1
@@ -166,6 +171,11 @@ levels:
 		}
 	}
 	for _, r := range idemRows {
+		if r.failed() {
+			status = 1
+		}
+	}
+	for _, r := range journalRows {
 		if r.failed() {
 			status = 1
 		}

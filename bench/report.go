@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -183,8 +184,9 @@ func sortResults(results []runResult) []runResult {
 }
 
 // writeTable prints the results table, the commands per event by name, the idempotency rows
-// (idem, none when that workload did not run), and the failed checks.
-func writeTable(out io.Writer, cfg config, server string, results []runResult, idem []idemResult) {
+// (idem, none when that workload did not run), the journal rows (jrnl, likewise), and the
+// failed checks.
+func writeTable(out io.Writer, cfg config, server string, results []runResult, idem []idemResult, jrnl []journalResult) {
 	rtt := "none"
 	if cfg.rtt > 0 {
 		rtt = cfg.rtt.String() + " (in-process proxy)"
@@ -215,31 +217,14 @@ func writeTable(out io.Writer, cfg config, server string, results []runResult, i
 	}
 	tw.Flush()
 
-	names := map[string]bool{}
+	rows := make([]commandRow, 0, len(results))
 	for _, r := range results {
-		for n := range r.CommandsPerName {
-			names[n] = true
-		}
+		rows = append(rows, commandRow{labels: []string{r.Variant, strconv.Itoa(r.Concurrency)}, byName: r.CommandsPerName})
 	}
-	if cols := slices.Sorted(maps.Keys(names)); len(cols) > 0 { // none when only memory ran
-		fmt.Fprintln(out, "\nserver commands per event, by command")
-		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "variant\tconcurrency\t%s\t\n", strings.Join(cols, "\t"))
-		for _, r := range results {
-			fmt.Fprintf(tw, "%s\t%d\t", r.Variant, r.Concurrency)
-			for _, c := range cols {
-				if v, ok := r.CommandsPerName[c]; ok {
-					fmt.Fprintf(tw, "%.2f\t", v)
-				} else {
-					fmt.Fprint(tw, "-\t")
-				}
-			}
-			fmt.Fprintln(tw)
-		}
-		tw.Flush()
-	}
+	writeCommandTable(out, "server commands per event, by command", []string{"variant", "concurrency"}, rows)
 
 	writeIdemTable(out, cfg.idemKeys, idem)
+	writeJournalTable(out, cfg.journalInvocations, jrnl)
 
 	var failed []string
 	for _, r := range results {
@@ -248,6 +233,7 @@ func writeTable(out io.Writer, cfg config, server string, results []runResult, i
 		}
 	}
 	failed = append(failed, idemFailures(idem)...)
+	failed = append(failed, journalFailures(jrnl)...)
 	fmt.Fprintln(out)
 	if len(failed) > 0 {
 		fmt.Fprintln(out, "FAIL: failed checks")
@@ -259,19 +245,22 @@ func writeTable(out io.Writer, cfg config, server string, results []runResult, i
 	}
 }
 
-// writeOutputs writes DIR/bench-results.json (the engine rows, then the idempotency rows,
-// each row naming its workload) and, when a server-backed variant ran, DIR/bench.png, and
+// writeOutputs writes DIR/bench-results.json (the engine rows, then the idempotency rows, then
+// the journal rows, each row naming its workload) and, when a server-backed variant ran, DIR/bench.png, and
 // returns their paths.
-func writeOutputs(cfg config, server string, results []runResult, idem []idemResult) ([]string, error) {
+func writeOutputs(cfg config, server string, results []runResult, idem []idemResult, jrnl []journalResult) ([]string, error) {
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return nil, err
 	}
 	results = sortResults(results)
-	rows := make([]any, 0, len(results)+len(idem))
+	rows := make([]any, 0, len(results)+len(idem)+len(jrnl))
 	for _, r := range results {
 		rows = append(rows, r)
 	}
 	for _, r := range idem {
+		rows = append(rows, r)
+	}
+	for _, r := range jrnl {
 		rows = append(rows, r)
 	}
 	jsonPath := filepath.Join(cfg.out, "bench-results.json")
@@ -325,4 +314,42 @@ func mebibytes(b uint64) float64 { return float64(b) / (1 << 20) }
 func round(x float64, places int) float64 {
 	p := math.Pow(10, float64(places))
 	return math.Round(x*p) / p
+}
+
+// commandRow is one row of a table of server commands per operation by command name: the
+// row's labels, then the commands by name.
+type commandRow struct {
+	labels []string
+	byName map[string]float64
+}
+
+// writeCommandTable prints, under title, one column per command name any row has, after the
+// header's label columns; "-" where a row sent none of that name. It prints nothing when no
+// row has a command (only memory ran).
+func writeCommandTable(out io.Writer, title string, header []string, rows []commandRow) {
+	names := map[string]bool{}
+	for _, r := range rows {
+		for n := range r.byName {
+			names[n] = true
+		}
+	}
+	cols := slices.Sorted(maps.Keys(names))
+	if len(cols) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\n%s\n", title)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\t%s\t\n", strings.Join(header, "\t"), strings.Join(cols, "\t"))
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t", strings.Join(r.labels, "\t"))
+		for _, c := range cols {
+			if v, ok := r.byName[c]; ok {
+				fmt.Fprintf(tw, "%.2f\t", v)
+			} else {
+				fmt.Fprint(tw, "-\t")
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
 }

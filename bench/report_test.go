@@ -103,13 +103,13 @@ func TestFailedCheckIsNamedUnderTheTable(t *testing.T) {
 	require.Equal(t, []string{"outbox empty at the end: 1 pending: seq 7 of exe-a → exe-b"}, results[1].FailedChecks)
 
 	var out bytes.Buffer
-	writeTable(&out, cfg, "test server", results, nil)
+	writeTable(&out, cfg, "test server", results, nil, nil)
 	require.Contains(t, out.String(), "FAIL: failed checks\n  aio+batch ×8: outbox empty at the end: 1 pending: seq 7 of exe-a → exe-b\n")
 	require.NotContains(t, out.String(), "PASS")
 	require.Regexp(t, `aio\+batch +8 .* FAIL\n`, out.String())
 
 	out.Reset()
-	writeTable(&out, cfg, "test server", results[:1], nil)
+	writeTable(&out, cfg, "test server", results[:1], nil, nil)
 	require.Contains(t, out.String(), "PASS: every end-of-run check passed\n")
 	require.NotContains(t, out.String(), "FAIL")
 }
@@ -127,12 +127,12 @@ func TestMemoryRowHasNoCommands(t *testing.T) {
 	require.Zero(t, results[1].CommandsPerEvent)
 
 	var out bytes.Buffer
-	writeTable(&out, cfg, "s", results, nil)
+	writeTable(&out, cfg, "s", results, nil, nil)
 	require.Regexp(t, `\n +aio +8 +50\.0 +12\.0 +12\.0 +1\.50 `, out.String())
 	require.Regexp(t, `\n +memory +8 +100\.0 +0\.003 +0\.040 +- `, out.String())
 	require.Regexp(t, `\n +memory +8 +-\n`, out.String(), "no command of any name")
 
 	out.Reset()
-	writeTable(&out, cfg, "s", results[1:], nil)
+	writeTable(&out, cfg, "s", results[1:], nil, nil)
 	require.NotContains(t, out.String(), "server commands per event", "no such table when only memory ran")
 }
