@@ -7,19 +7,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/execstore/execstore/batch"
-	"github.com/execstore/execstore/internal/async"
 	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/ops"
 	"github.com/execstore/execstore/pool"
 )
-
-// runner is what runs the store's operations: a pool of its own, or a share of one.
-type runner interface {
-	async.Submitter
-	Close(ctx context.Context) error
-	Len() int
-	InFlight() int
-}
 
 // Store is the asynchronous execution store. It implements execstore.Store; every method is
 // safe for concurrent use.
@@ -28,7 +19,7 @@ type Store struct {
 	ownsClient bool
 	env        ops.Env
 	info       ServerInfo
-	pool       runner                        // the store's own pool, or its share of Options.Pool
+	pool       pool.Runner                   // the store's own pool, or its share of Options.Pool
 	group      *batch.Coalescer[*commitItem] // nil when group commit is off
 	// writeBatch writes a group commit's batch and settles each plan: ops.RunCommitBatch,
 	// or a stand-in that tests the group commit without a server.
@@ -113,11 +104,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 	if !opts.DisableCoalescing {
 		newCoalescers(s, opts)
 	}
-	if opts.Pool != nil {
-		s.pool = opts.Pool.Share()
-	} else {
-		s.pool = pool.New(pool.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
-	}
+	s.pool = pool.NewRunner(opts.Pool, pool.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
 	return s, nil
 }
 

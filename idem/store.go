@@ -14,14 +14,6 @@ import (
 	"github.com/execstore/execstore/pool"
 )
 
-// runner is what runs the store's operations: a pool of its own, or a share of one.
-type runner interface {
-	async.Submitter
-	Close(ctx context.Context) error
-	Len() int
-	InFlight() int
-}
-
 // Store is the idempotency store. Every method is safe for concurrent use.
 type Store struct {
 	client     *mongo.Client
@@ -30,7 +22,7 @@ type Store struct {
 	form       formulation
 	recs       *records
 	ferret     *ferretForm // nil on MongoDB
-	pool       runner
+	pool       pool.Runner
 	opts       Options // with every default worked out
 	stats      *statCounters
 	stopReap   context.CancelFunc
@@ -85,11 +77,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 	if err := s.form.ensureIndexes(ctx); err != nil {
 		return nil, err
 	}
-	if opts.Pool != nil {
-		s.pool = opts.Pool.Share()
-	} else {
-		s.pool = pool.New(pool.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
-	}
+	s.pool = pool.NewRunner(opts.Pool, pool.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
 	reapCtx, stop := context.WithCancel(context.Background())
 	s.stopReap = stop
 	if s.ferret != nil && opts.ReapInterval > 0 {

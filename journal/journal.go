@@ -20,18 +20,12 @@ import (
 	"github.com/execstore/execstore/pool"
 )
 
-// runner is what runs the journal's operations: a pool of its own, or a share of one.
-type runner interface {
-	async.Submitter
-	Close(ctx context.Context) error
-}
-
 // Journal is the operation journal. Every method is safe for concurrent use.
 type Journal struct {
 	client    *mongo.Client
 	coll      *mongo.Collection
 	cipher    Cipher
-	pool      runner
+	pool      pool.Runner
 	opts      Options
 	uncertain uncertainty
 }
@@ -79,11 +73,7 @@ func open(ctx context.Context, client *mongo.Client, cipher Cipher, opts Options
 	}
 	j := &Journal{client: client, cipher: cipher, opts: opts,
 		coll: db.Collection(opts.Collection, options.Collection().SetReadPreference(readpref.Primary()))}
-	if opts.Pool != nil {
-		j.pool = opts.Pool.Share()
-	} else {
-		j.pool = pool.New(pool.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
-	}
+	j.pool = pool.NewRunner(opts.Pool, pool.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
 	return j, nil
 }
 

@@ -73,3 +73,20 @@ func (s *Share) Close(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
+
+// Runner is what runs a store's operations: a Pool of its own, or its Share of one.
+type Runner interface {
+	Submit(ctx context.Context, e *Envelope, t Task) error
+	TrySubmit(ctx context.Context, e *Envelope, t Task) error
+	Close(ctx context.Context) error
+	Len() int
+	InFlight() int
+}
+
+// NewRunner returns a new Share of shared when it is set, else a new Pool sized by cfg.
+func NewRunner(shared *Pool, cfg Config) Runner {
+	if shared != nil {
+		return shared.Share()
+	}
+	return New(cfg)
+}
