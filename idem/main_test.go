@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore/internal/testserver"
 )
@@ -38,11 +37,7 @@ func openStore(t testing.TB, opts Options) *Store {
 // rawCollection is s's collection through a client of the test's own, for writing records
 // the store would never write.
 func rawCollection(t testing.TB, s *Store) *mongo.Collection {
-	t.Helper()
-	c, err := mongo.Connect(options.Client().ApplyURI(server.URI))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Disconnect(bg) })
-	return c.Database(s.opts.Database).Collection(s.opts.Collection)
+	return testserver.Collection(t, server.URI, s.opts.Database, s.opts.Collection)
 }
 
 const (

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore/internal/testserver"
 )
@@ -52,11 +51,7 @@ func openJournal(t testing.TB, c Cipher, opts Options) *Journal {
 // rawCollection is j's collection through a client of the test's own, for reading and
 // altering documents the journal would never write.
 func rawCollection(t testing.TB, j *Journal) *mongo.Collection {
-	t.Helper()
-	c, err := mongo.Connect(options.Client().ApplyURI(server.URI))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Disconnect(bg) })
-	return c.Database(j.opts.Database).Collection(j.opts.Collection)
+	return testserver.Collection(t, server.URI, j.opts.Database, j.opts.Collection)
 }
 
 // rawSet overwrites fields of invocation id's stored document.

@@ -41,6 +41,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/goleak"
 )
 
@@ -319,4 +322,14 @@ func Database(t testing.TB, prefix string) string {
 		name = name[:40]
 	}
 	return fmt.Sprintf("%s%d_%s", prefix, dbCounter.Add(1), name)
+}
+
+// Collection returns database's collection at uri through a client of the test's own, closed
+// when t ends: for reading and altering documents as a store would never write them.
+func Collection(t testing.TB, uri, database, collection string) *mongo.Collection {
+	t.Helper()
+	c, err := mongo.Connect(options.Client().ApplyURI(uri))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Disconnect(context.Background()) })
+	return c.Database(database).Collection(collection)
 }
