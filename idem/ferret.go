@@ -145,14 +145,7 @@ func (f *ferretForm) complete(ctx context.Context, key, token string, resp Respo
 		{Key: fHeaders, Value: encodeHeader(resp.Header)},
 		{Key: fBody, Value: bson.Binary{Data: nonNil(resp.Body)}},
 	}}})
-	if err != nil {
-		werr, settle := writeFailure(ctx, "complete", key, err)
-		if !settle {
-			return false, werr
-		}
-		return f.settleComplete(ctx, key, token, werr)
-	}
-	return res.MatchedCount == 1, nil
+	return f.completed(ctx, key, token, res, err)
 }
 
 func (f *ferretForm) renew(ctx context.Context, key, token string, lease time.Duration) (bool, error) {

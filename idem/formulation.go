@@ -103,6 +103,19 @@ func (r *records) settleClaim(ctx context.Context, key, token string, unknown er
 // settleComplete settles an unanswered complete with token: true when the record is
 // completed with that token, false when it carries another token (the old one is fenced
 // for good: tokens are never reused, so the write can never match). Otherwise unknown.
+// completed turns the answer to a complete's guarded update into its result: whether it
+// matched, or, when the write went unanswered, what a read settles (settleComplete).
+func (r *records) completed(ctx context.Context, key, token string, res *mongo.UpdateResult, err error) (bool, error) {
+	if err != nil {
+		werr, settle := writeFailure(ctx, "complete", key, err)
+		if !settle {
+			return false, werr
+		}
+		return r.settleComplete(ctx, key, token, werr)
+	}
+	return res.MatchedCount == 1, nil
+}
+
 func (r *records) settleComplete(ctx context.Context, key, token string, unknown error) (bool, error) {
 	rec := r.readBack(ctx, key)
 	switch {

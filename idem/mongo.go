@@ -186,14 +186,7 @@ func (m *mongoForm) unanswered(ctx context.Context, key, token string, err error
 
 func (m *mongoForm) complete(ctx context.Context, key, token string, resp Response, retention time.Duration) (bool, error) {
 	res, err := m.coll.UpdateOne(ctx, heldFilter(key, token), completePipeline(resp, retention, m.grace))
-	if err != nil {
-		werr, settle := writeFailure(ctx, "complete", key, err)
-		if !settle {
-			return false, werr
-		}
-		return m.settleComplete(ctx, key, token, werr)
-	}
-	return res.MatchedCount == 1, nil
+	return m.completed(ctx, key, token, res, err)
 }
 
 func (m *mongoForm) renew(ctx context.Context, key, token string, lease time.Duration) (bool, error) {
