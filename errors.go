@@ -21,6 +21,10 @@ var (
 	ErrInvalid = errors.New("execstore: invalid input")
 	// ErrNotFound: the operation needs an execution that does not exist.
 	ErrNotFound = errors.New("execstore: execution not found")
+	// ErrAlreadyProcessed: the commit carried a ProcessedEventID that is already in the
+	// execution's dedupe set; nothing was written. The event was handled before: ack it and
+	// move on. See AlreadyProcessedError.
+	ErrAlreadyProcessed = errors.New("execstore: event already processed")
 )
 
 // NoVersion is ConflictError.Found when no document exists.
@@ -44,6 +48,27 @@ func (e *ConflictError) Error() string {
 
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// AlreadyProcessedError reports a commit refused because its ProcessedEventID is already in
+// the execution's dedupe set: the event was handled by an earlier commit, and nothing of this
+// one was written (the caller's exe is unchanged). It matches ErrAlreadyProcessed. A commit
+// whose event is processed and whose version is stale reports this error rather than a
+// conflict: reloading would not make the event worth handling again.
+type AlreadyProcessedError struct {
+	ExecutionID string
+	EventID     string
+	// Version is the execution's stored version when the store found the event in its
+	// dedupe set: the version created by the commit that recorded the event, or a later one.
+	Version int64
+}
+
+func (e *AlreadyProcessedError) Error() string {
+	return fmt.Sprintf("execstore: event %q already processed by execution %q (found at version %d); nothing was written",
+		e.EventID, e.ExecutionID, e.Version)
+}
+
+// Is makes errors.Is(err, ErrAlreadyProcessed) true.
+func (e *AlreadyProcessedError) Is(target error) bool { return target == ErrAlreadyProcessed }
 
 // OutcomeUnknownError reports a write whose effect is unknown. It matches ErrOutcomeUnknown
 // and unwraps to the cause (a context error, a network error, …).

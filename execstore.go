@@ -31,7 +31,10 @@ type Store interface {
 
 	// LoadForEvent returns the execution and whether eventID is already in its dedupe set,
 	// in one round trip, without shipping the dedupe set to the client. An unknown id gives
-	// (nil, false, nil).
+	// (nil, false, nil). A store that answers it from a cache of its own commits (package
+	// aio with Options.CacheSize) reports true for the events it knows were processed and may
+	// report false for one processed elsewhere; Commit's dedupe guard then refuses that event
+	// with ErrAlreadyProcessed, so either answer ends in the event being processed once.
 	LoadForEvent(ctx context.Context, id, eventID string) (*Execution, bool, error)
 
 	// IsProcessed reports whether eventID is in the execution's dedupe set. An unknown
@@ -42,7 +45,11 @@ type Store interface {
 	// guarded by exe.Version. On success exe.Version is incremented and the outbox seqs are
 	// returned in emit order. On a stale version it returns a *ConflictError (matching
 	// ErrConflict), writes nothing and leaves exe.Version unchanged. A commit at version 0
-	// creates the execution; of two racing creators exactly one wins.
+	// creates the execution; of two racing creators exactly one wins. A commit whose
+	// c.ProcessedEventID is already in the dedupe set is refused with an
+	// *AlreadyProcessedError (matching ErrAlreadyProcessed), checked in the same atomic write
+	// as the version, so an event is processed at most once even by a caller that skipped
+	// LoadForEvent; nothing is written and exe is unchanged.
 	Commit(ctx context.Context, exe *Execution, c Commit) ([]int64, error)
 
 	// Save is a Commit with nothing but the snapshot.
