@@ -11,9 +11,9 @@ import (
 )
 
 // A commit is checked and copied before the lock is taken (preparedCommit), then guarded and
-// applied under it. Nothing can fail once the version guard has passed, so a commit is applied
-// whole or, when the guard fails, not at all; no reader sees a part of it, since the write lock
-// is held throughout.
+// applied under it. Nothing can fail once the dedupe and version guards have passed, so a
+// commit is applied whole or, when a guard fails, not at all; no reader sees a part of it,
+// since the write lock is held throughout.
 
 // preparedCommit is a commit with the caller's input copied and encoded: it shares nothing with
 // the caller.
@@ -54,6 +54,9 @@ func prepareCommit(exe *execstore.Execution, c *execstore.Commit) (*preparedComm
 
 // Commit atomically writes exe at exe.Version+1 with everything in c; see execstore.Store. On
 // success exe.Version is incremented and exe.TraceNext set to the execution's next trace index.
+// A c.ProcessedEventID already in the dedupe set gets an *execstore.AlreadyProcessedError, even
+// when exe.Version is also stale; a stale version otherwise gets an *execstore.ConflictError.
+// Either way nothing is written and exe is left as it was.
 func (s *Store) Commit(ctx context.Context, exe *execstore.Execution, c execstore.Commit) ([]int64, error) {
 	if err := contract.ValidateCommit(exe, &c); err != nil {
 		return nil, err
@@ -74,7 +77,7 @@ func (s *Store) Commit(ctx context.Context, exe *execstore.Execution, c execstor
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	r, err := s.guard(&pc.exe)
+	r, err := s.guard(&pc.exe, pc.processed)
 	if err != nil {
 		return nil, err
 	}
@@ -89,11 +92,18 @@ func (s *Store) Save(ctx context.Context, exe *execstore.Execution) error {
 	return err
 }
 
-// guard checks exe's version against the stored one and returns the record the commit is to
-// change: a new one, not yet in the store, when exe.Version is 0. The caller holds the lock.
-func (s *Store) guard(exe *execstore.Execution) (*record, error) {
+// guard checks the commit's processed event id (eventID, "" for none) against the dedupe set
+// and exe's version against the stored one, and returns the record the commit is to change: a
+// new one, not yet in the store, when exe.Version is 0. An event already in the set is refused
+// with an *AlreadyProcessedError whatever the version, the create path's included, since a
+// reload would not make it worth handling again; the set is read as it stands before the
+// commit (both generations, before the commit's own generation is reset), as the MongoDB
+// store's filter reads it. The caller holds the lock.
+func (s *Store) guard(exe *execstore.Execution, eventID string) (*record, error) {
 	r, found := s.execs[exe.ID]
 	switch {
+	case found && eventID != "" && r.dedupe.holds(eventID):
+		return nil, &execstore.AlreadyProcessedError{ExecutionID: exe.ID, EventID: eventID, Version: r.exe.Version}
 	case !found && exe.Version == 0:
 		// The create starts the trace at the caller's TraceNext, as the MongoDB store's
 		// insert does.

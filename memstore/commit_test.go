@@ -344,3 +344,108 @@ func TestConcurrentWorkload(t *testing.T) {
 		}
 	}
 }
+
+// A commit of an event already in the dedupe set is refused with an *AlreadyProcessedError
+// carrying the stored version, whatever the caller's version (current, stale, ahead, or 0 on
+// the create path): nothing is written, no seq is taken, and the caller's execution is
+// untouched.
+func TestAlreadyProcessed(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	e := newExe("e")
+	mustCommit(t, s, e, everything(1)) // v1 processes p1
+	mustCommit(t, s, e, everything(2)) // v2 processes p2
+	for _, c := range []struct {
+		name    string
+		version int64
+	}{{"current version", 2}, {"stale version", 1}, {"version ahead", 3}, {"create path", 0}} {
+		for _, event := range []string{"p1", "p2"} {
+			t.Run(c.name+" "+event, func(t *testing.T) {
+				before := snapshot(t, s, "e")
+				x := newExe("e")
+				x.Version, x.TraceNext, x.Data = c.version, 7, []byte("mine")
+				want := *x
+				commit := everything(9)
+				commit.ProcessedEventID = event
+				seqs, err := s.Commit(bg, x, commit)
+				assert.Nil(t, seqs)
+				var ae *execstore.AlreadyProcessedError
+				require.ErrorAs(t, err, &ae)
+				assert.ErrorIs(t, err, execstore.ErrAlreadyProcessed)
+				assert.NotErrorIs(t, err, execstore.ErrConflict)
+				assert.Equal(t, execstore.AlreadyProcessedError{ExecutionID: "e", EventID: event, Version: 2}, *ae)
+				assert.Equal(t, want, *x)
+				assert.Equal(t, before, snapshot(t, s, "e"))
+				hit, err := s.IsProcessed(bg, "e", "p9")
+				require.NoError(t, err)
+				assert.False(t, hit)
+			})
+		}
+	}
+	// The same commit with a fresh event goes through, and the refusals took no seq.
+	seqs := mustCommit(t, s, e, everything(3))
+	assert.Equal(t, []int64{3}, seqs, "a refused commit took a seq")
+	assert.EqualValues(t, 3, e.Version)
+	assert.EqualValues(t, 3, e.TraceNext)
+}
+
+// The guard looks only at the commit's own execution, only at a non-empty ProcessedEventID,
+// and only at the dedupe set, not at outbox events or spawns of the same name.
+func TestAlreadyProcessedOnlyForItsEvent(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	a := newExe("a")
+	mustCommit(t, s, a, everything(1)) // emits ev1, processes p1, spawns c1
+	b := newExe("b")
+	mustCommit(t, s, b, execstore.Commit{ProcessedEventID: "p1"})
+	for range 3 {
+		mustCommit(t, s, a, execstore.Commit{})
+	}
+	mustCommit(t, s, a, execstore.Commit{ProcessedEventID: "ev1"})
+	mustCommit(t, s, a, execstore.Commit{ProcessedEventID: "c1"})
+	assert.EqualValues(t, 6, a.Version)
+	assert.EqualValues(t, 1, b.Version)
+}
+
+// Copies of one execution racing at one version with the same event, as redeliveries of one
+// event to many handlers: exactly one wins, every other gets an *AlreadyProcessedError (not a
+// conflict) at the winner's version, and the event leaves one outbox entry.
+func TestRacingRedeliveriesOneWinner(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	require.NoError(t, s.Save(bg, newExe("e")))
+	const rounds, racers = 20, 12
+	for r := range rounds {
+		cur, err := s.Load(bg, "e")
+		require.NoError(t, err)
+		event := fmt.Sprintf("ev%d", r)
+		var wins, refused atomic.Int64
+		var wg sync.WaitGroup
+		for range racers {
+			c := *cur
+			wg.Go(func() {
+				_, err := s.Commit(bg, &c, execstore.Commit{
+					Emits:            []execstore.Emit{{Event: []byte(event)}},
+					ProcessedEventID: event,
+				})
+				var ae *execstore.AlreadyProcessedError
+				switch {
+				case err == nil:
+					wins.Add(1)
+				case errors.As(err, &ae):
+					refused.Add(1)
+					assert.Equal(t, execstore.AlreadyProcessedError{ExecutionID: "e", EventID: event, Version: cur.Version + 1}, *ae)
+					assert.Equal(t, cur.Version, c.Version)
+				default:
+					t.Errorf("unexpected error: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		require.EqualValues(t, 1, wins.Load(), "round %d", r)
+		require.EqualValues(t, racers-1, refused.Load(), "round %d", r)
+	}
+	pending, err := s.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	require.Len(t, pending, rounds)
+	for r, p := range pending {
+		assert.Equal(t, fmt.Sprintf("ev%d", r), string(p.Event))
+	}
+}

@@ -73,22 +73,62 @@ func TestDedupeWindow(t *testing.T) {
 	}
 }
 
-// An id processed again is still one id; a redelivered event is recognised by the commit's
-// version, not by how often it came.
+// An id processed again once it has left the window is accepted, and its new commit keeps it
+// for a window of its own: it is recognised by the version that processed it last.
 func TestDedupeSameIDTwice(t *testing.T) {
 	s := memstore.New(memstore.Options{DedupeWindow: 2})
 	e := newExe("e")
 	mustCommit(t, s, e, execstore.Commit{ProcessedEventID: "x"}) // v1, generation 0
-	mustCommit(t, s, e, execstore.Commit{ProcessedEventID: "x"}) // v2, generation 1
-	for range 2 {                                                // v3 (gen 1), v4 resets gen 0
+	for range 3 {                                                // v2, v3 (gen 1), v4 resets gen 0
 		mustCommit(t, s, e, execstore.Commit{})
 	}
 	hit, err := s.IsProcessed(bg, "e", "x")
 	require.NoError(t, err)
-	assert.True(t, hit, "kept by version 2's generation")
-	mustCommit(t, s, e, execstore.Commit{}) // v5
+	assert.False(t, hit)
+	mustCommit(t, s, e, execstore.Commit{ProcessedEventID: "x"}) // v5, generation 0 again
+	_, err = s.Commit(bg, e, execstore.Commit{ProcessedEventID: "x"})
+	var ae *execstore.AlreadyProcessedError
+	require.ErrorAs(t, err, &ae)
+	assert.EqualValues(t, 5, ae.Version)
 	mustCommit(t, s, e, execstore.Commit{}) // v6 resets gen 1
+	mustCommit(t, s, e, execstore.Commit{}) // v7
+	hit, err = s.IsProcessed(bg, "e", "x")
+	require.NoError(t, err)
+	assert.True(t, hit, "kept by version 5's generation")
+	mustCommit(t, s, e, execstore.Commit{}) // v8 resets gen 0
 	hit, err = s.IsProcessed(bg, "e", "x")
 	require.NoError(t, err)
 	assert.False(t, hit)
+}
+
+// The commit guard refuses exactly the ids the set holds before the commit: with a window W,
+// after the commit that created version v, a commit of the id processed at version u is refused
+// if and only if u/W >= v/W - 1, even when that commit is the first of a generation and would
+// have emptied the id's set itself. An id out of the window is accepted again.
+func TestDedupeGuardFollowsWindow(t *testing.T) {
+	for _, window := range []int64{1, 2, 3, 5} {
+		t.Run(fmt.Sprintf("W=%d", window), func(t *testing.T) {
+			const commits = 13
+			for v := int64(1); v <= commits; v++ {
+				for u := int64(1); u <= v; u++ {
+					s := memstore.New(memstore.Options{DedupeWindow: int(window)})
+					e := newExe("e")
+					for i := int64(1); i <= v; i++ {
+						mustCommit(t, s, e, execstore.Commit{ProcessedEventID: fmt.Sprintf("v%d", i)})
+					}
+					id := fmt.Sprintf("v%d", u)
+					_, err := s.Commit(bg, e, execstore.Commit{ProcessedEventID: id})
+					if u/window >= v/window-1 {
+						var ae *execstore.AlreadyProcessedError
+						require.ErrorAs(t, err, &ae, "%s after version %d", id, v)
+						assert.Equal(t, execstore.AlreadyProcessedError{ExecutionID: "e", EventID: id, Version: v}, *ae)
+						assert.Equal(t, v, e.Version)
+					} else {
+						require.NoError(t, err, "%s after version %d", id, v)
+						assert.Equal(t, v+1, e.Version)
+					}
+				}
+			}
+		})
+	}
 }

@@ -10,6 +10,11 @@
 //     *execstore.ConflictError (Found is execstore.NoVersion when there is no execution),
 //     nothing is written and the caller's Execution is left untouched. Of racing creators at
 //     version 0 exactly one wins.
+//   - A commit whose ProcessedEventID is already in the dedupe set gets an
+//     *execstore.AlreadyProcessedError (Version the stored version), checked under the same
+//     lock as the version and before it: an event in the set is refused even when the version
+//     is stale too, and on the create path. Nothing is written and the caller's Execution is
+//     left untouched.
 //   - Outbox and spawn seqs come from one counter each, unique and increasing; PendingOutbox
 //     and PendingSpawns return the oldest seq first, so each source's entries come in commit
 //     order. Acks remove exactly that entry and are idempotent.
