@@ -110,7 +110,7 @@ func checkExactlyOnce(budget int, emitted, processed map[int]int) check {
 }
 
 // checkDedupe: each event the relay delivered a second time was recognised as processed
-// by LoadForEvent and skipped. The handler that owns an execution handles its deliveries in
+// (by LoadForEvent, or by the commit's dedupe guard) and skipped. The handler that owns an execution handles its deliveries in
 // order, so the second copy always comes after the first one's commit.
 func checkDedupe(redelivered, duplicates int64) check {
 	return check{
@@ -120,8 +120,8 @@ func checkDedupe(redelivered, duplicates int64) check {
 	}
 }
 
-// checkNoEarlySkip: LoadForEvent never called an event processed before a commit had
-// processed it (such an event is lost).
+// checkNoEarlySkip: neither LoadForEvent nor a commit's dedupe guard called an event
+// processed before a commit had processed it (such an event is lost).
 func checkNoEarlySkip(skippedEarly []string) check {
 	c := check{name: "no event called processed before it was", ok: len(skippedEarly) == 0}
 	if c.ok {

@@ -129,7 +129,8 @@ type workload struct {
 	commits     atomic.Int64
 	traced      atomic.Int64
 	conflicts   atomic.Int64
-	duplicates  atomic.Int64
+	duplicates  atomic.Int64 // deliveries skipped as already processed…
+	refused     atomic.Int64 // …of which the commit's dedupe guard refused
 	redelivered atomic.Int64
 	reappeared  atomic.Int64
 	acks        atomic.Int64
@@ -173,6 +174,7 @@ func (w *workload) counts() map[string]int64 {
 	c := map[string]int64{
 		"conflicts":          w.conflicts.Load(),
 		"duplicates_skipped": w.duplicates.Load(),
+		"refused_by_commit":  w.refused.Load(),
 		"redelivered":        w.redelivered.Load(),
 		"acks":               w.acks.Load(),
 		"timers_armed":       w.armed.Load(),
@@ -378,12 +380,7 @@ func (w *workload) handle(ctx context.Context, d delivery) (bool, error) {
 			return false, fmt.Errorf("event %s is addressed to %s, which does not exist", d.id, d.target)
 		}
 		if done {
-			w.duplicates.Add(1)
-			w.mu.Lock()
-			if w.processed[d.n] == 0 {
-				w.skippedEarly = append(w.skippedEarly, fmt.Sprintf("%s at %s version %d", d.id, d.target, exe.Version))
-			}
-			w.mu.Unlock()
+			w.duplicate(d, exe.Version)
 			return false, nil
 		}
 		var snap snapshot
@@ -407,11 +404,34 @@ func (w *workload) handle(ctx context.Context, d delivery) (bool, error) {
 			}
 			continue
 		}
+		// The commit's dedupe guard refused an event LoadForEvent did not know was processed
+		// (a store answering from its cache): a duplicate, as if LoadForEvent had said so.
+		if errors.Is(err, execstore.ErrAlreadyProcessed) {
+			version := exe.Version
+			if dup := (*execstore.AlreadyProcessedError)(nil); errors.As(err, &dup) {
+				version = dup.Version
+			}
+			w.refused.Add(1)
+			w.duplicate(d, version)
+			return false, nil
+		}
 		if err != nil {
 			return false, fmt.Errorf("committing %s for event %s: %w", d.target, d.id, err)
 		}
 		w.committed(d, c, p)
 		return true, nil
+	}
+}
+
+// duplicate records a delivery skipped as already processed, found so at version (by
+// LoadForEvent, or by the commit's dedupe guard), and an early skip if no successful commit
+// had processed it yet.
+func (w *workload) duplicate(d delivery, version int64) {
+	w.duplicates.Add(1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.processed[d.n] == 0 {
+		w.skippedEarly = append(w.skippedEarly, fmt.Sprintf("%s at %s version %d", d.id, d.target, version))
 	}
 }
 
