@@ -19,9 +19,12 @@ import (
 // CommitPlan is the one write a commit issues: Update guarded by Filter when the execution
 // exists (Version > 0), Insert when it is being created (Version 0).
 type CommitPlan struct {
-	ID         string
-	Expected   int64  // the version the caller loaded
-	Filter     bson.D // {_id, version[, trace_next]}
+	ID       string
+	Expected int64 // the version the caller loaded
+	// Filter guards the update: {_id, version[, trace_next, trace shape][, dedupe guard]}.
+	Filter     bson.D
+	EventID    string // the commit's ProcessedEventID, guarded by the filter; "" for none
+	Traced     bool   // the filter guards the trace index and shape
 	Update     bson.D
 	Insert     bson.D // the whole new document; nil unless Expected == 0
 	OutboxSeqs []int64
@@ -146,7 +149,8 @@ func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Se
 func (pc *PreparedCommit) Build(env Env, exe *execstore.Execution, seqs Seqs) (CommitPlan, error) {
 	c := pc.c
 	newVersion := exe.Version + 1
-	p := CommitPlan{ID: exe.ID, Expected: exe.Version, OutboxSeqs: seqs.Outbox, TraceNext: exe.TraceNext}
+	p := CommitPlan{ID: exe.ID, Expected: exe.Version, EventID: c.ProcessedEventID, OutboxSeqs: seqs.Outbox,
+		TraceNext: exe.TraceNext}
 	// p.Bytes bounds the encoded size of the write from above; each entry adds its own bytes
 	// and a constant that exceeds what BSON adds around them.
 	p.Bytes = execBytes(exe) + pc.bytes
@@ -209,12 +213,14 @@ func (pc *PreparedCommit) Build(env Env, exe *execstore.Execution, seqs Seqs) (C
 	var push bson.D
 	if step != nil {
 		p.Filter = append(p.Filter, bson.E{Key: fTraceNext, Value: exe.TraceNext}, traceShapeGuard(env))
+		p.Traced = true
 		set = append(set, bson.E{Key: fTraceNext, Value: p.TraceNext})
 		ringSet, ringUnset, ringPush := traceRing(env, *step)
 		set = append(set, ringSet...)
 		unset = append(unset, ringUnset...)
 		push = ringPush
 	}
+	p.Filter = append(p.Filter, dedupeGuard(env, c.ProcessedEventID)...)
 	if dset, _ := dedupeUpdate(env, newVersion, c.ProcessedEventID); len(dset) > 0 {
 		set = append(set, dset...)
 	}
@@ -387,9 +393,11 @@ func traceRing(env Env, step traceDoc) (set, unset, push bson.D) {
 // traceShrinkPerWrite is how many out-of-window trace keys one write removes on FerretDB.
 const traceShrinkPerWrite = 8
 
-// RunCommit executes plan. It returns nil when the commit won, a *execstore.ConflictError when
-// the version guard failed, errTraceMoved when only the trace index guard failed (nothing was
-// written; rebuild with a fresh TraceNext), and otherwise a classified write failure.
+// RunCommit executes plan. It returns nil when the commit won; when it did not, one read of
+// the execution tells why, and nothing was written: a *execstore.AlreadyProcessedError when
+// the plan's event is in the dedupe set (whatever the version), a *execstore.ConflictError
+// when the version moved, a *TraceMovedError when only the trace index guard failed (rebuild
+// with a fresh TraceNext). A write that failed is a classified write failure.
 func RunCommit(ctx context.Context, env Env, plan CommitPlan) error {
 	if err := ctx.Err(); err != nil {
 		return err // not sent: certainly not applied
@@ -402,11 +410,14 @@ func RunCommit(ctx context.Context, env Env, plan CommitPlan) error {
 		if !mongo.IsDuplicateKeyError(err) {
 			return outcome.WriteFailure("commit", plan.ID, err)
 		}
-		found, _, rerr := readVersion(ctx, env, plan.ID)
+		st, rerr := readState(ctx, env, plan.ID, plan.EventID)
 		if rerr != nil {
 			return rerr
 		}
-		return &execstore.ConflictError{ExecutionID: plan.ID, Expected: 0, Found: found}
+		if st.processed {
+			return &execstore.AlreadyProcessedError{ExecutionID: plan.ID, EventID: plan.EventID, Version: st.version}
+		}
+		return &execstore.ConflictError{ExecutionID: plan.ID, Expected: 0, Found: st.version}
 	}
 	res, err := env.Executions.UpdateOne(ctx, plan.Filter, plan.Update)
 	if err != nil {
@@ -415,12 +426,16 @@ func RunCommit(ctx context.Context, env Env, plan CommitPlan) error {
 	if res.MatchedCount == 1 {
 		return nil
 	}
-	found, traceNext, err := readVersion(ctx, env, plan.ID)
+	st, err := readState(ctx, env, plan.ID, plan.EventID)
 	if err != nil {
 		return err
 	}
+	found, traceNext := st.version, st.traceNext
+	if st.processed {
+		return &execstore.AlreadyProcessedError{ExecutionID: plan.ID, EventID: plan.EventID, Version: found}
+	}
 	if found == plan.Expected {
-		if len(plan.Filter) > 2 { // the trace guards are what missed
+		if plan.Traced { // the trace guards are what missed
 			if traceNext == plan.TraceNext-1 {
 				// The index did not move: the trace has the other profile's shape.
 				if err := repairTraceShape(ctx, env, plan.ID, traceNext); err != nil {
@@ -441,20 +456,52 @@ type TraceMovedError struct{ TraceNext int64 }
 
 func (e *TraceMovedError) Error() string { return "execstore: trace index moved" }
 
-// readVersion returns the stored version and trace_next of id, or NoVersion when there is no
-// document, as the primary has them now (Env.Primary). Its errors are reported as the outcome of the conflict check: the commit itself is
-// known not to have been applied.
-func readVersion(ctx context.Context, env Env, id string) (version, traceNext int64, err error) {
+// stateProjection is the projection of readState's find on MongoDB: version, trace_next and,
+// for an event, hit: whether the dedupe set holds it (a projection expression, MongoDB 4.4+).
+func stateProjection(env Env, eventID string) bson.D {
+	projection := bson.D{{Key: fVersion, Value: 1}, {Key: fTraceNext, Value: 1}}
+	if eventID != "" {
+		projection = append(projection, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
+			literal(eventID), dedupeSetExpr(env),
+		}}}})
+	}
+	return projection
+}
+
+// storedState is what readState read of an execution whose commit guard missed.
+type storedState struct {
+	version   int64 // NoVersion when there is no document
+	traceNext int64
+	processed bool // the event asked about is in the dedupe set
+}
+
+// readState reads the stored version and trace_next of id, and whether eventID ("" for none)
+// is in its dedupe set, as the primary has them now (Env.Primary), in one round trip: on
+// MongoDB a find with the membership computed on the server ($in over the dedupe set, which
+// never leaves it); on FerretDB, which has no aggregation $in, a find that also returns the
+// dedupe set. Its errors are reported as the outcome of the conflict check: the commit
+// itself is known not to have been applied.
+func readState(ctx context.Context, env Env, id, eventID string) (storedState, error) {
+	if eventID != "" && env.Profile == FerretDB {
+		d, err := findWithDedupeSet(ctx, env.primary(), env, id, stateProjection(env, ""))
+		switch {
+		case err != nil:
+			return storedState{}, outcome.ReadFailure("conflict check", id, err)
+		case d == nil:
+			return storedState{version: execstore.NoVersion}, nil
+		}
+		return storedState{version: d.Exec.Version, traceNext: d.Exec.TraceNext, processed: d.Set.holds(eventID)}, nil
+	}
 	var d execDoc
-	err = env.primary().FindOne(ctx, bson.D{{Key: fID, Value: id}},
-		options.FindOne().SetProjection(bson.D{{Key: fVersion, Value: 1}, {Key: fTraceNext, Value: 1}})).Decode(&d)
+	err := env.primary().FindOne(ctx, bson.D{{Key: fID, Value: id}},
+		options.FindOne().SetProjection(stateProjection(env, eventID))).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return execstore.NoVersion, 0, nil
+		return storedState{version: execstore.NoVersion}, nil
 	}
 	if err != nil {
-		return 0, 0, outcome.ReadFailure("conflict check", id, err)
+		return storedState{}, outcome.ReadFailure("conflict check", id, err)
 	}
-	return d.Version, d.TraceNext, nil
+	return storedState{version: d.Version, traceNext: d.TraceNext, processed: d.Hit}, nil
 }
 
 func nonNil(b []byte) []byte {

@@ -42,7 +42,10 @@ func TestBuildCommitMongoDB(t *testing.T) {
 	assert.Equal(t, []int64{10, 11}, p.OutboxSeqs)
 	assert.EqualValues(t, 8, p.TraceNext)
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(4)}, {Key: "trace_next", Value: int64(7)},
-		{Key: "trace", Value: bson.D{{Key: "$type", Value: "array"}}}}, p.Filter)
+		{Key: "trace", Value: bson.D{{Key: "$type", Value: "array"}}},
+		{Key: "processed", Value: bson.D{{Key: "$ne", Value: "evt"}}}}, p.Filter)
+	assert.Equal(t, "evt", p.EventID)
+	assert.True(t, p.Traced)
 	p1 := "p"
 	step := traceDoc{Index: 7, Step: mustMarshal(t, map[string]any{"s": 1})}
 	assert.Equal(t, bson.D{
@@ -98,6 +101,8 @@ func TestBuildCommitSnapshotOnly(t *testing.T) {
 	p, err := BuildCommit(env, exe, &execstore.Commit{}, Seqs{})
 	require.NoError(t, err)
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(1)}}, p.Filter)
+	assert.False(t, p.Traced)
+	assert.Empty(t, p.EventID)
 	require.Len(t, p.Update, 1)
 	assert.Equal(t, "$set", p.Update[0].Key)
 	assert.EqualValues(t, 0, p.TraceNext)
@@ -315,6 +320,7 @@ func TestTraceShapeCommands(t *testing.T) {
 		&execstore.Commit{Trace: map[string]any{}}, Seqs{})
 	require.NoError(t, err)
 	assert.Equal(t, traceShapeGuard(ferret), p.Filter[len(p.Filter)-1])
+	assert.True(t, p.Traced)
 	filter, _ := appendTraceCommand(mongo, "x", traceDoc{Index: 5})
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "trace_next", Value: int64(5)}, traceShapeGuard(mongo)}, filter)
 

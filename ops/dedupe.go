@@ -39,6 +39,21 @@ func processedFilter(env Env, id, eventID string) bson.D {
 	return bson.D{{Key: fID, Value: id}, {Key: "$or", Value: or}}
 }
 
+// dedupeGuard returns the filter elements that match the execution only if eventID ("" for
+// none) is not in its dedupe set: {processed: {$ne: id}}, or one such element for each
+// generation array when the window is on. An absent array matches, as an empty one would.
+func dedupeGuard(env Env, eventID string) bson.D {
+	if eventID == "" {
+		return nil
+	}
+	fields := dedupeFields(env)
+	guard := make(bson.D, len(fields))
+	for i, f := range fields {
+		guard[i] = bson.E{Key: f, Value: bson.D{{Key: "$ne", Value: eventID}}}
+	}
+	return guard
+}
+
 // dedupeSetExpr is the aggregation expression of the whole dedupe set, [] when absent.
 func dedupeSetExpr(env Env) any {
 	fields := dedupeFields(env)

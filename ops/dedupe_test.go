@@ -4,7 +4,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/execstore/execstore"
 )
 
 func TestDedupeUpdateUnbounded(t *testing.T) {
@@ -50,4 +53,35 @@ func TestDedupeFilters(t *testing.T) {
 		bson.D{{Key: "$ifNull", Value: bson.A{"$processed_1", bson.A{}}}},
 	}}}, dedupeSetExpr(env))
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "processed", Value: "e"}}, processedFilter(Env{}, "x", "e"))
+}
+
+// A commit's dedupe guard: the event is in none of the set's arrays (an absent one matches).
+func TestDedupeGuard(t *testing.T) {
+	assert.Nil(t, dedupeGuard(Env{}, ""))
+	assert.Equal(t, bson.D{{Key: "processed", Value: bson.D{{Key: "$ne", Value: "e"}}}}, dedupeGuard(Env{}, "e"))
+	assert.Equal(t, bson.D{
+		{Key: "processed_0", Value: bson.D{{Key: "$ne", Value: "e"}}},
+		{Key: "processed_1", Value: bson.D{{Key: "$ne", Value: "e"}}},
+	}, dedupeGuard(Env{DedupeWindow: 5}, "e"))
+
+	p, err := BuildCommit(Env{Profile: FerretDB, TraceMax: 3, DedupeWindow: 2},
+		&execstore.Execution{ID: "x", Status: execstore.Running, Version: 2}, &execstore.Commit{ProcessedEventID: "$e"}, Seqs{})
+	require.NoError(t, err)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(2)},
+		{Key: "processed_0", Value: bson.D{{Key: "$ne", Value: "$e"}}},
+		{Key: "processed_1", Value: bson.D{{Key: "$ne", Value: "$e"}}}}, p.Filter)
+}
+
+// The read that tells why a commit's guard missed asks the server, on MongoDB, whether the
+// event is in the set; without an event it reads the version and trace index alone.
+func TestStateProjection(t *testing.T) {
+	base := bson.D{{Key: "version", Value: 1}, {Key: "trace_next", Value: 1}}
+	assert.Equal(t, base, stateProjection(Env{}, ""))
+	assert.Equal(t, append(base, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
+		bson.D{{Key: "$literal", Value: "$e"}},
+		bson.D{{Key: "$concatArrays", Value: bson.A{
+			bson.D{{Key: "$ifNull", Value: bson.A{"$processed_0", bson.A{}}}},
+			bson.D{{Key: "$ifNull", Value: bson.A{"$processed_1", bson.A{}}}},
+		}}},
+	}}}}), stateProjection(Env{Profile: MongoDB, DedupeWindow: 4}, "$e"))
 }

@@ -86,12 +86,17 @@ func (d *dedupeSet) holds(eventID string) bool {
 // loadWithDedupeSet finds the document by _id with the fields of projection and the dedupe
 // set; nil, nil when there is none.
 func loadWithDedupeSet(ctx context.Context, env Env, id string, projection bson.D) (*dedupeDoc, error) {
+	return findWithDedupeSet(ctx, env.Executions, env, id, projection)
+}
+
+// findWithDedupeSet is loadWithDedupeSet on coll.
+func findWithDedupeSet(ctx context.Context, coll *mongo.Collection, env Env, id string, projection bson.D) (*dedupeDoc, error) {
 	p := slices.Clone(projection)
 	for _, f := range dedupeFields(env) {
 		p = append(p, bson.E{Key: f, Value: 1})
 	}
 	var d dedupeDoc
-	err := env.Executions.FindOne(ctx, loadFilter(id), options.FindOne().SetProjection(p)).Decode(&d)
+	err := coll.FindOne(ctx, loadFilter(id), options.FindOne().SetProjection(p)).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}

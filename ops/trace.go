@@ -28,11 +28,12 @@ func AppendTrace(ctx context.Context, env Env, id string, step map[string]any) e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		version, next, err := readVersion(ctx, env, id)
+		st, err := readState(ctx, env, id, "")
 		if err != nil {
 			return err
 		}
-		if version == execstore.NoVersion {
+		next := st.traceNext
+		if st.version == execstore.NoVersion {
 			return fmt.Errorf("%w: %q", execstore.ErrNotFound, id)
 		}
 		filter, update := appendTraceCommand(env, id, traceDoc{Index: next, Step: b})

@@ -76,3 +76,12 @@ func DedupeGeneration(version int64, window int) (gen int, starts bool) {
 	w := int64(window)
 	return int((version / w) % 2), version%w == 0
 }
+
+// DedupeStillHeld reports whether, under a dedupe window (window > 0), the event id recorded
+// by the commit that created version recorded is still in the dedupe set at version current
+// (current >= recorded): the set holds the ids of the current generation and of the one
+// before it, a generation being window versions.
+func DedupeStillHeld(recorded, current int64, window int) bool {
+	w := int64(window)
+	return current/w-recorded/w <= 1
+}
