@@ -118,3 +118,39 @@ func dedupeWindow(t *testing.T, open func(t *testing.T, w Windows) execstore.Sto
 	}
 	assert.EqualValues(t, events, e.Version)
 }
+
+// The commit guard follows the dedupe window: with a window of 3, an event committed once and
+// then followed by fewer than 3 further commits is refused when committed again, at the stored
+// version; after more than 6 further commits it is accepted. At every step in between the guard
+// agrees with IsProcessed: it sees the set as it stands before the commit, the commit that
+// starts a generation included, and a refused re-commit changes nothing of it.
+func dedupeGuardWindow(t *testing.T, open func(t *testing.T, w Windows) execstore.Store) {
+	const window = 3
+	s := open(t, Windows{TraceMax: 10, DedupeWindow: window})
+	e := newExe("e")
+	mustCommit(t, s, e, execstore.Commit{ProcessedEventID: "ev"})
+	for further := 0; ; further++ {
+		held, err := s.IsProcessed(bg, "e", "ev")
+		require.NoError(t, err)
+		if further < window {
+			assert.True(t, held, "dropped after %d further commits", further)
+		}
+		if further > 2*window {
+			assert.False(t, held, "kept after %d further commits", further)
+		}
+		before := *e
+		_, err = s.Commit(bg, e, execstore.Commit{ProcessedEventID: "ev"})
+		if !held {
+			require.NoError(t, err, "an event out of the window refused after %d further commits", further)
+			assert.Equal(t, before.Version+1, e.Version)
+			break
+		}
+		requireAlreadyProcessed(t, err, "e", "ev", e.Version)
+		assert.Equal(t, before, *e)
+		require.LessOrEqual(t, further, 2*window, "an event refused after %d further commits", further)
+		mustCommit(t, s, e, execstore.Commit{ProcessedEventID: fmt.Sprintf("other%d", further)})
+	}
+	hit, err := s.IsProcessed(bg, "e", "ev")
+	require.NoError(t, err)
+	assert.True(t, hit, "the accepted re-commit marked its event")
+}

@@ -1,9 +1,12 @@
 // Package storetest checks that an execution store keeps the execstore contract, in the
 // manner of testing/fstest.TestFS: Run exercises every behaviour the contract promises —
 // version CAS with expected and found versions, atomic commits, the outbox and spawn relays,
-// dedupe, durable timers, the trace, listing with cursors, bad input, concurrency, context and
-// Close — as named subtests against stores the caller makes, and RunWindows checks the trace
-// and dedupe windows a store is configured with.
+// dedupe, Commit's dedupe guard (a commit of an event already processed is refused with an
+// *execstore.AlreadyProcessedError, before a conflict, on the create path too, and writes
+// nothing), durable timers, the trace, listing with cursors, bad input, concurrency, context and
+// Close, and that a store never returns a snapshot older than its own last commit — as named
+// subtests against stores the caller makes. RunWindows checks the trace and dedupe windows a
+// store is configured with, the dedupe guard following the window.
 //
 // The MongoDB store (package aio, on a real server) and the in-memory store (package
 // memstore) both pass it; so must any other implementation of execstore.Store. Behaviours
@@ -81,6 +84,15 @@ var behaviours = []behaviour{
 	{"LoadForEventAgreesWithIsProcessed", loadForEvent},
 	{"LoadForEventUnderCommits", loadForEventUnderCommits},
 	{"LoadForEventRacingACreate", loadForEventRacesCreate},
+	{"ProcessedEventIsRefused", processedEventRefused},
+	{"ProcessedEventAtAStaleVersionIsRefused", processedEventAtStaleVersionRefused},
+	{"UnprocessedEventAtAStaleVersionIsAConflict", unprocessedEventAtStaleVersionConflicts},
+	{"ProcessedEventOnTheCreatePathIsRefused", processedEventOnCreateRefused},
+	{"CommitWithoutAnEventIsNeverRefused", commitWithoutEventNeverRefused},
+	{"CommitAfterARefusalSucceeds", commitAfterRefusalSucceeds},
+	{"RacingRedeliveriesHaveOneWinner", racingRedeliveriesOneWinner},
+	{"LoadsReturnTheLastCommit", loadsReturnTheLastCommit},
+	{"LoadsReturnTheLastCommitConcurrently", loadsReturnTheLastCommitConcurrently},
 	{"ConcurrentSavesHaveOneWinner", concurrentSavesOneWinner},
 	{"ConcurrentCreatesHaveOneWinner", concurrentCreatesOneWinner},
 	{"ConcurrentCommitsWriteOneOutboxEntry", concurrentCommitsOneOutboxEntry},
@@ -98,6 +110,7 @@ var windowBehaviours = []windowBehaviour{
 	{"TraceKeepsTheLastTraceMaxSteps", traceWindow},
 	{"TraceWindowSkipsCommitsWithoutSteps", traceWindowSparse},
 	{"DedupeWindowKeepsTheLastIds", dedupeWindow},
+	{"DedupeGuardFollowsTheWindow", dedupeGuardWindow},
 }
 
 var bg = context.Background()
