@@ -26,3 +26,12 @@ func open(t *testing.T, opts memstore.Options) execstore.Store {
 	t.Cleanup(func() { _ = s.Close(bg) })
 	return s
 }
+
+// The shared suite of two stores over the same data: for memstore that is one store, as one
+// process's memory is.
+func TestConformanceShared(t *testing.T) {
+	storetest.RunShared(t, func(t *testing.T) (first, second execstore.Store) {
+		s := open(t, memstore.Options{})
+		return s, s
+	})
+}

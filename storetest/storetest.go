@@ -6,7 +6,10 @@
 // nothing), durable timers, the trace, listing with cursors, bad input, concurrency, context and
 // Close, and that a store never returns a snapshot older than its own last commit — as named
 // subtests against stores the caller makes. RunWindows checks the trace and dedupe windows a
-// store is configured with, the dedupe guard following the window.
+// store is configured with, the dedupe guard following the window. RunShared checks two stores
+// over the same data, as two processes sharing executions have them: a stale snapshot (a
+// cache's, say) ends in a conflict, never in a lost update, an event processed through one
+// store is refused through the other, and what either commits the other relays.
 //
 // The MongoDB store (package aio, on a real server) and the in-memory store (package
 // memstore) both pass it; so must any other implementation of execstore.Store. Behaviours
