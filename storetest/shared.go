@@ -31,7 +31,7 @@ import (
 // read, so return a snapshot older than the other store's last commit (the commit made from it
 // must then fail with a *execstore.ConflictError, and the store's next LoadForEvent must return
 // the current snapshot) or call an event processed through the other store unprocessed (Commit's
-// dedupe guard must then refuse it with an *execstore.AlreadyProcessedError). What it must not:
+// dedupe guard must then refuse it with an *execstore.AlreadyProcessedError). What it must keep:
 // Load, IsProcessed, ReadTrace and the relay methods see every commit that returned before they
 // were called, through whichever store.
 func RunShared(t *testing.T, open func(t *testing.T) (first, second execstore.Store)) {
