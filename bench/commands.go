@@ -60,3 +60,15 @@ func (c commandCounts) since(before commandCounts) commandCounts {
 	}
 	return out
 }
+
+// plus returns the commands of c and other together.
+func (c commandCounts) plus(other commandCounts) commandCounts {
+	out := maps.Clone(c)
+	if out == nil {
+		out = make(commandCounts)
+	}
+	for k, v := range other {
+		out[k] += v
+	}
+	return out
+}

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -20,18 +21,22 @@ import (
 // environment is what every run of a benchmark shares: the server, the proxy in front of it
 // and a client of the harness's own.
 type environment struct {
-	embedded  *embedded.Server // nil when -uri names the server
-	uri       string           // the server's own URI
-	clientURI string           // what the measured clients connect to: the proxy's with -rtt
-	proxy     *latencyProxy    // nil without -rtt
-	admin     *mongo.Client    // straight to the server, never counted: drops databases
+	embedded *embedded.Server // nil when -uri names the server
+	uri      string           // the server's own URI
+	// clientURIs is what the measured clients connect to at each -rtt: the server's own URI
+	// at 0, a latency proxy's above.
+	clientURIs map[time.Duration]string
+	// clientURI is the first -rtt's: the idempotency and journal workloads run there.
+	clientURI string
+	proxies   []*latencyProxy // one per -rtt above 0
+	admin     *mongo.Client   // straight to the server, never counted: drops databases
 	info      connect.Server
 
 	description string // the server, without credentials
 }
 
 // startEnvironment starts the embedded server unless cfg names one, connects the harness's
-// own client, detects the server and, with -rtt, starts the latency proxy. When nothing of
+// own client, detects the server and starts a latency proxy for each -rtt above 0. When nothing of
 // cfg uses a server (memory alone, no idempotency or journal workload) it starts nothing. On
 // error nothing is left running.
 func startEnvironment(ctx context.Context, cfg config) (_ *environment, err error) {
@@ -59,12 +64,20 @@ func startEnvironment(ctx context.Context, cfg config) (_ *environment, err erro
 		return nil, err
 	}
 	e.description = e.describe()
-	e.clientURI = e.uri
-	if cfg.rtt > 0 {
-		if e.proxy, e.clientURI, err = proxied(e.uri, cfg.rtt); err != nil {
+	e.clientURIs = make(map[time.Duration]string, len(cfg.rtts))
+	for _, rtt := range cfg.rtts {
+		if rtt == 0 {
+			e.clientURIs[rtt] = e.uri
+			continue
+		}
+		p, uri, err := proxied(e.uri, rtt)
+		if err != nil {
 			return nil, err
 		}
+		e.proxies = append(e.proxies, p)
+		e.clientURIs[rtt] = uri
 	}
+	e.clientURI = e.clientURIs[cfg.rtts[0]]
 	return e, nil
 }
 
@@ -72,8 +85,8 @@ func (e *environment) close() error {
 	ctx, cancel := cleanupContext(context.Background())
 	defer cancel()
 	var err error
-	if e.proxy != nil {
-		e.proxy.close()
+	for _, p := range e.proxies {
+		p.close()
 	}
 	if e.admin != nil {
 		err = errors.Join(err, e.admin.Disconnect(ctx))

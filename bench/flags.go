@@ -32,7 +32,7 @@ type config struct {
 	events      int
 	concurrency []int
 	variants    []string
-	rtt         time.Duration
+	rtts        []time.Duration // round trips added by the proxy, each measured; 0: no proxy
 	quick       bool
 	out         string
 	seed        uint64
@@ -73,8 +73,10 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 		fmt.Sprintf("events each run processes, the start events included (default %d, or %d with -quick=false)", quickEvents, fullEvents))
 	fs.StringVar(&concurrency, "concurrency", "1,8,64", "handler goroutines: a comma-separated list of levels, each measured")
 	fs.StringVar(&variants, "variants", strings.Join(allVariants, ","), "variants to measure, comma-separated")
-	fs.DurationVar(&cfg.rtt, "rtt", 0,
-		"round-trip latency added between the clients and the server by an in-process proxy, in whole milliseconds (0: no proxy)")
+	rtts := durationList{0}
+	fs.Var(&rtts, "rtt",
+		"round-trip latency added between the clients and the server by an in-process proxy, in whole milliseconds (0: no proxy): "+
+			"a comma-separated list, each measured")
 	fs.BoolVar(&cfg.quick, "quick", true,
 		"size the runs so that the default run finishes within a minute on 2 cores; -quick=false for larger runs")
 	fs.StringVar(&cfg.out, "out", "bench-out", "directory for bench-results.json and bench.png (bench-scaling.json with -scaling)")
@@ -163,8 +165,6 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 		return config{}, fmt.Errorf("-executions must be at least 1, got %d", cfg.executions)
 	case cfg.events < 1:
 		return config{}, fmt.Errorf("-events must be at least 1, got %d", cfg.events)
-	case cfg.rtt < 0 || cfg.rtt%time.Millisecond != 0:
-		return config{}, fmt.Errorf("-rtt must be a non-negative whole number of milliseconds, got %v", cfg.rtt)
 	case !(cfg.redeliver >= 0 && cfg.redeliver <= 1):
 		return config{}, fmt.Errorf("-redeliver must be between 0 and 1, got %v", cfg.redeliver)
 	case cfg.idemKeys < 1:
@@ -180,12 +180,47 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	case cfg.scalingReps < 1:
 		return config{}, fmt.Errorf("-scaling-reps must be at least 1, got %d", cfg.scalingReps)
 	}
+	for _, d := range rtts {
+		if d < 0 || d%time.Millisecond != 0 {
+			return config{}, fmt.Errorf("-rtt must be a non-negative whole number of milliseconds, got %v", d)
+		}
+		if !slices.Contains(cfg.rtts, d) {
+			cfg.rtts = append(cfg.rtts, d)
+		}
+	}
 	for _, n := range cfg.scalingSizes {
 		if n < cfg.scalingDue {
 			return config{}, fmt.Errorf("-scaling-sizes: %d is smaller than -scaling-due %d", n, cfg.scalingDue)
 		}
 	}
 	return cfg, nil
+}
+
+// durationList is a flag of comma-separated durations, in the order given.
+type durationList []time.Duration
+
+func (l *durationList) String() string {
+	if l == nil {
+		return ""
+	}
+	s := make([]string, len(*l))
+	for i, d := range *l {
+		s[i] = d.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *durationList) Set(s string) error {
+	var out durationList
+	for f := range strings.SplitSeq(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil {
+			return err
+		}
+		out = append(out, d)
+	}
+	*l = out
+	return nil
 }
 
 // isSet reports whether the command line set the flag name.

@@ -16,10 +16,10 @@ func TestParseFlagsDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "", cfg.uri, "no -uri and no $MONGODB_URI: the embedded server")
 	require.Equal(t, []int{1, 8, 64}, cfg.concurrency)
-	require.Equal(t, []string{"seed-port", "aio", "aio+batch", "raw", "memory"}, cfg.variants)
+	require.Equal(t, []string{"seed-port", "aio", "aio+batch", "aio+cache", "raw", "memory"}, cfg.variants)
 	require.Equal(t, quickExecutions, cfg.executions)
 	require.Equal(t, quickEvents, cfg.events)
-	require.Zero(t, cfg.rtt)
+	require.Equal(t, []time.Duration{0}, cfg.rtts, "no proxy")
 	require.Equal(t, 1, cfg.rounds)
 	require.Equal(t, uint64(1), cfg.seed)
 	require.Equal(t, 0.05, cfg.redeliver)
@@ -96,18 +96,33 @@ func TestParseFlagsVariants(t *testing.T) {
 	cfg, err = parseFlags([]string{"-variants", "memory,aio"}, "", io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, []string{variantAIO, variantMemory}, cfg.variants)
+
+	cfg, err = parseFlags([]string{"-variants", "raw,aio+cache,aio"}, "", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{variantAIO, variantCache, variantRaw}, cfg.variants)
 }
 
 func TestParseFlagsRTT(t *testing.T) {
-	for arg, want := range map[string]time.Duration{"0": 0, "2ms": 2 * time.Millisecond, "1s": time.Second, "1500us": 0} {
-		cfg, err := parseFlags([]string{"-rtt", arg}, "", io.Discard)
-		if arg == "1500us" {
-			require.ErrorContains(t, err, "-rtt must be a non-negative whole number of milliseconds, got 1.5ms")
-			continue
-		}
-		require.NoError(t, err, arg)
-		require.Equal(t, want, cfg.rtt, arg)
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		arg  string
+		want []time.Duration
+	}{
+		{"0", []time.Duration{0}},
+		{"2ms", []time.Duration{2 * ms}},
+		{"1s", []time.Duration{time.Second}},
+		{"0,2ms,10ms", []time.Duration{0, 2 * ms, 10 * ms}},
+		{" 10ms , 0s", []time.Duration{10 * ms, 0}}, // the order given
+		{"2ms,2000us,2ms", []time.Duration{2 * ms}}, // a repeated round trip measured once
+	} {
+		cfg, err := parseFlags([]string{"-rtt", tc.arg}, "", io.Discard)
+		require.NoError(t, err, tc.arg)
+		require.Equal(t, tc.want, cfg.rtts, tc.arg)
 	}
+	_, err := parseFlags([]string{"-rtt", "1500us"}, "", io.Discard)
+	require.ErrorContains(t, err, "-rtt must be a non-negative whole number of milliseconds, got 1.5ms")
+	_, err = parseFlags([]string{"-rtt", "0,2ms,1500us"}, "", io.Discard)
+	require.ErrorContains(t, err, "-rtt must be a non-negative whole number of milliseconds, got 1.5ms", "every value is checked")
 }
 
 // Every bad value is refused with an error that names the flag and the value.
@@ -124,11 +139,15 @@ func TestParseFlagsRefusesBadValues(t *testing.T) {
 		{[]string{"-concurrency", "1;8"}, `-concurrency: "1;8" is not a positive integer`},
 		{[]string{"-scaling-sizes", "1000,big"}, `-scaling-sizes: "big" is not a positive integer`},
 		{[]string{"-scaling-sizes", "10"}, "-scaling-sizes: 10 is smaller than -scaling-due 20"},
-		{[]string{"-variants", "aio,mongo"}, `-variants: unknown variant "mongo" (known: seed-port, aio, aio+batch, raw, memory)`},
+		{[]string{"-variants", "aio,mongo"}, `-variants: unknown variant "mongo" (known: seed-port, aio, aio+batch, aio+cache, raw, memory)`},
 		{[]string{"-variants", ""}, `-variants: unknown variant ""`},
 		{[]string{"-rtt", "-2ms"}, "-rtt must be a non-negative whole number of milliseconds, got -2ms"},
 		{[]string{"-rtt", "2"}, `invalid value "2" for flag -rtt`},
 		{[]string{"-rtt", "fast"}, `invalid value "fast" for flag -rtt`},
+		{[]string{"-rtt", "0,-2ms"}, "-rtt must be a non-negative whole number of milliseconds, got -2ms"},
+		{[]string{"-rtt", "0,,2ms"}, `invalid value "0,,2ms" for flag -rtt`},
+		{[]string{"-rtt", "2ms;10ms"}, `invalid value "2ms;10ms" for flag -rtt`},
+		{[]string{"-rtt", ""}, `invalid value "" for flag -rtt`},
 		{[]string{"-executions", "-1"}, "-executions must be at least 1, got -1"},
 		{[]string{"-events", "-5"}, "-events must be at least 1, got -5"},
 		{[]string{"-events", "many"}, `invalid value "many" for flag -events`},

@@ -248,7 +248,7 @@ func (e *environment) runIdem(ctx context.Context, cfg config, stamp string) ([]
 	for _, conc := range cfg.idemConcurrency {
 		for _, design := range cfg.idemDesigns {
 			row := idemResult{Workload: workloadIdem, Design: design, Concurrency: conc, Keys: cfg.idemKeys,
-				Server: e.description, RTTms: float64(cfg.rtt) / float64(time.Millisecond)}
+				Server: e.description, RTTms: float64(cfg.rtts[0]) / float64(time.Millisecond)}
 			if design == idemDesignSeed && e.info.FerretDB {
 				row.NotRun = idemNotOnFerretDB
 				rows = append(rows, row)

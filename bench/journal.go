@@ -247,7 +247,7 @@ func (e *environment) runJournal(ctx context.Context, cfg config, stamp string) 
 				return rows, fmt.Errorf("operation journal at concurrency %d: %w", conc, err)
 			}
 			rows = append(rows, newJournalResult(journalResult{Workload: workloadJournal, Design: design,
-				Server: e.description, RTTms: float64(cfg.rtt) / float64(time.Millisecond)}, m))
+				Server: e.description, RTTms: float64(cfg.rtts[0]) / float64(time.Millisecond)}, m))
 		}
 	}
 	return rows, nil

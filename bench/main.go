@@ -4,6 +4,7 @@
 //
 //	go run ./bench                 # every variant at concurrency 1, 8 and 64, embedded server
 //	go run ./bench -uri mongodb://host:27017 -rtt 2ms -rounds 3
+//	go run ./bench -rtt 0,2ms,10ms -concurrency 1,64   # every variant at each round trip
 //	go run ./bench -scaling        # the timer sweep's cost by collection size
 //	go run ./bench -variants memory -idem idem -journal none   # the idempotency-key store alone
 //	go run ./bench -variants memory -idem none   # the operation journal alone
@@ -41,11 +42,12 @@ const (
 	variantSeedPort = "seed-port"
 	variantAIO      = "aio"
 	variantBatch    = "aio+batch"
+	variantCache    = "aio+cache"
 	variantRaw      = "raw"
 	variantMemory   = "memory"
 )
 
-var allVariants = []string{variantSeedPort, variantAIO, variantBatch, variantRaw, variantMemory}
+var allVariants = []string{variantSeedPort, variantAIO, variantBatch, variantCache, variantRaw, variantMemory}
 
 // usesServer reports whether a variant's runs talk to the server: all but memory do.
 func usesServer(variant string) bool { return variant != variantMemory }
@@ -102,7 +104,7 @@ func run(cfg config) int {
 	return status
 }
 
-// bench runs every variant at every concurrency level, reports and charts. Everything it set
+// bench runs every variant at every round trip and concurrency level, reports and charts. Everything it set
 // up is torn down before it returns, whatever happened.
 func bench(ctx context.Context, cfg config) (status int, err error) {
 	t0 := time.Now()
@@ -113,30 +115,35 @@ func bench(ctx context.Context, cfg config) (status int, err error) {
 	defer func() { err = errors.Join(err, env.close()) }()
 
 	stamp := time.Now().UTC().Format("20060102_150405")
-	runs := len(cfg.concurrency) * cfg.rounds * len(cfg.variants)
+	runs := len(cfg.rtts) * len(cfg.concurrency) * cfg.rounds * len(cfg.variants)
 	prog := startProgress(os.Stderr, term.IsTerminal(int(os.Stderr.Fd())), runs, cfg.events)
 	var results []runResult
 	var runErr error
 levels:
-	for _, conc := range cfg.concurrency {
-		byVariant := make(map[string][]measured)
-		for round := range cfg.rounds {
-			for _, name := range cfg.variants {
-				spec := runSpec{
-					variant:     name,
-					concurrency: conc,
-					database:    fmt.Sprintf("bench_%s_%d_%s_c%d_r%d", stamp, os.Getpid(), databaseSafe(name), conc, round),
+	for _, rtt := range cfg.rtts {
+		for _, conc := range cfg.concurrency {
+			byVariant := make(map[string][]measured)
+			for round := range cfg.rounds {
+				for _, name := range cfg.variants {
+					spec := runSpec{
+						variant:     name,
+						concurrency: conc,
+						rtt:         rtt,
+						database: fmt.Sprintf("bench_%s_%d_%s_t%d_c%d_r%d", stamp, os.Getpid(), databaseSafe(name),
+							rtt.Milliseconds(), conc, round),
+					}
+					m, err := env.measureRun(ctx, cfg, spec, prog)
+					if err != nil {
+						runErr = fmt.Errorf("%s at concurrency %d, round trip +%s: %w", name, conc,
+							rttLabel(float64(rtt.Milliseconds())), err)
+						break levels
+					}
+					byVariant[name] = append(byVariant[name], m)
 				}
-				m, err := env.measureRun(ctx, cfg, spec, prog)
-				if err != nil {
-					runErr = fmt.Errorf("%s at concurrency %d: %w", name, conc, err)
-					break levels
-				}
-				byVariant[name] = append(byVariant[name], m)
 			}
-		}
-		for _, name := range cfg.variants {
-			results = append(results, newRunResult(cfg, env.description, byVariant[name]))
+			for _, name := range cfg.variants {
+				results = append(results, newRunResult(cfg, env.description, byVariant[name]))
+			}
 		}
 	}
 	prog.stop()

@@ -30,6 +30,7 @@ type progress struct {
 	done    int // runs finished
 	variant string
 	conc    int
+	rtt     time.Duration
 	loop    *loop // nil while setting up a run
 	started time.Time
 
@@ -77,11 +78,12 @@ func startProgress(out io.Writer, terminal bool, runs, events int) *progress {
 	return p
 }
 
-// setup announces the run about to be set up.
-func (p *progress) setup(variant string, conc int) {
+// setup announces the run about to be set up: variant at concurrency conc, with rtt added
+// to every round trip.
+func (p *progress) setup(variant string, conc int, rtt time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.variant, p.conc, p.loop = variant, conc, nil
+	p.variant, p.conc, p.rtt, p.loop = variant, conc, rtt, nil
 }
 
 // begin announces that the run's window opened, measured by l.
@@ -124,7 +126,8 @@ func (p *progress) report() {
 	p.bar.Describe(line)
 }
 
-// status returns the current run as a line ("run 4/12 raw ×1: 29/100 events, 113 events/s")
+// status returns the current run as a line ("run 4/12 raw ×1: 29/100 events, 113 events/s",
+// "run 5/12 aio ×8 +2ms: setting up")
 // and the events processed over every run so far; ok is false before the first run.
 func (p *progress) status() (line string, overall int64, ok bool) {
 	p.mu.Lock()
@@ -132,7 +135,11 @@ func (p *progress) status() (line string, overall int64, ok bool) {
 	if p.variant == "" {
 		return "", 0, false
 	}
-	line = fmt.Sprintf("run %d/%d %s ×%d: ", min(p.done+1, p.runs), p.runs, p.variant, p.conc)
+	line = fmt.Sprintf("run %d/%d %s ×%d", min(p.done+1, p.runs), p.runs, p.variant, p.conc)
+	if p.rtt > 0 {
+		line += " +" + p.rtt.String()
+	}
+	line += ": "
 	overall = int64(p.done) * int64(p.events)
 	if p.loop == nil {
 		return line + "setting up", overall, true

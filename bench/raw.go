@@ -68,6 +68,9 @@ func (r *rawWrites) name() string { return variantRaw }
 
 func (r *rawWrites) commands() commandCounts { return r.cmds.snapshot() }
 
+// pathCommands is every command: raw has no relay and no sweeper, only the handlers' writes.
+func (r *rawWrites) pathCommands() commandCounts { return r.cmds.snapshot() }
+
 func (r *rawWrites) counts() map[string]int64 {
 	return map[string]int64{"commit_misses": r.commitMisses.Load(), "ack_misses": r.ackMisses.Load()}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,10 +27,15 @@ type runResult struct {
 	P50ms            float64 `json:"p50_ms"`
 	P99ms            float64 `json:"p99_ms"`
 	CommandsPerEvent float64 `json:"commands_per_event"`
-	Server           string  `json:"server"`
+	// PathCommandsPerEvent counts only the commands of the events' critical path: the
+	// handlers' loads and commits, not the relay's scans and acks nor the sweeper's.
+	PathCommandsPerEvent float64 `json:"path_commands_per_event"`
+	Server               string  `json:"server"`
 
-	RatioSeedPort *float64 `json:"ratio_to_seed_port,omitempty"` // events/s over seed-port's at this concurrency
-	RatioRaw      *float64 `json:"ratio_to_raw,omitempty"`       // events/s over raw's at this concurrency
+	// Events/s over seed-port's, aio's and raw's at this round trip and concurrency.
+	RatioSeedPort *float64 `json:"ratio_to_seed_port,omitempty"`
+	RatioAIO      *float64 `json:"ratio_to_aio,omitempty"`
+	RatioRaw      *float64 `json:"ratio_to_raw,omitempty"`
 
 	Rounds           int       `json:"rounds"`
 	EventsPerSRounds []float64 `json:"events_per_s_rounds,omitempty"` // each round's, when more than one
@@ -41,6 +48,8 @@ type runResult struct {
 	MaxMs           float64            `json:"max_ms"`
 	Commands        int64              `json:"commands"`
 	CommandsPerName map[string]float64 `json:"commands_per_event_by_name"`
+	PathCommands    int64              `json:"path_commands"`
+	PathPerName     map[string]float64 `json:"path_commands_per_event_by_name"`
 	Counts          map[string]int64   `json:"counts"`
 	CallMs          map[string]callMs  `json:"call_ms,omitempty"` // store calls as the workload saw them
 	HeapStartMiB    float64            `json:"heap_start_mib"`
@@ -58,11 +67,12 @@ func newRunResult(cfg config, server string, runs []measured) runResult {
 		Workload:        workloadEngine,
 		Variant:         spec.variant,
 		Concurrency:     spec.concurrency,
-		RTTms:           float64(cfg.rtt) / float64(time.Millisecond),
+		RTTms:           float64(spec.rtt) / float64(time.Millisecond),
 		Server:          server,
 		Executions:      cfg.executions,
 		Rounds:          len(runs),
 		CommandsPerName: map[string]float64{},
+		PathPerName:     map[string]float64{},
 		Counts:          map[string]int64{},
 		HeapStartMiB:    round(mebibytes(runs[0].window.heapStart), 2),
 		ChecksPassed:    true,
@@ -71,7 +81,7 @@ func newRunResult(cfg config, server string, runs []measured) runResult {
 	calls := map[string][]time.Duration{}
 	var rates []float64
 	var wall, setup time.Duration
-	cmds := commandCounts{}
+	cmds, path := commandCounts{}, commandCounts{}
 	for _, m := range runs {
 		w := m.window
 		r.Events += w.processed
@@ -80,9 +90,8 @@ func newRunResult(cfg config, server string, runs []measured) runResult {
 		setup += w.setup
 		rates = append(rates, float64(w.processed)/max(w.wall.Seconds(), 1e-9))
 		latencies = append(latencies, w.latencies...)
-		for k, v := range w.commands {
-			cmds[k] += v
-		}
+		cmds = cmds.plus(w.commands)
+		path = path.plus(w.path)
 		for k, v := range w.counts {
 			r.Counts[k] += v
 		}
@@ -109,6 +118,11 @@ func newRunResult(cfg config, server string, runs []measured) runResult {
 	r.CommandsPerEvent = round(float64(r.Commands)/events, 3)
 	for name, n := range cmds {
 		r.CommandsPerName[name] = round(float64(n)/events, 3)
+	}
+	r.PathCommands = path.total()
+	r.PathCommandsPerEvent = round(float64(r.PathCommands)/events, 3)
+	for name, n := range path {
+		r.PathPerName[name] = round(float64(n)/events, 3)
 	}
 	r.WallS = round(wall.Seconds(), 3)
 	r.SetupS = round(setup.Seconds(), 3)
@@ -147,34 +161,42 @@ func median(s []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// fillRatios sets each result's ratios to the seed-port's and the raw run's events/s at the
-// same concurrency, where those were measured.
+// fillRatios sets each result's ratios to the seed-port's, aio's and raw's events/s at the
+// same round trip and concurrency, where those were measured.
 func fillRatios(results []runResult) {
-	by := func(variant string, conc int) *runResult {
+	by := func(variant string, r *runResult) *runResult {
 		for i := range results {
-			if results[i].Variant == variant && results[i].Concurrency == conc {
-				return &results[i]
+			s := &results[i]
+			if s.Variant == variant && s.Concurrency == r.Concurrency && s.RTTms == r.RTTms {
+				return s
 			}
 		}
 		return nil
 	}
+	ratioTo := func(variant string, r *runResult) *float64 {
+		s := by(variant, r)
+		if s == nil || s.EventsPerS <= 0 {
+			return nil
+		}
+		v := round(r.EventsPerS/s.EventsPerS, 3)
+		return &v
+	}
 	for i := range results {
 		r := &results[i]
-		if s := by(variantSeedPort, r.Concurrency); s != nil && s.EventsPerS > 0 {
-			v := round(r.EventsPerS/s.EventsPerS, 3)
-			r.RatioSeedPort = &v
-		}
-		if s := by(variantRaw, r.Concurrency); s != nil && s.EventsPerS > 0 {
-			v := round(r.EventsPerS/s.EventsPerS, 3)
-			r.RatioRaw = &v
-		}
+		r.RatioSeedPort = ratioTo(variantSeedPort, r)
+		r.RatioAIO = ratioTo(variantAIO, r)
+		r.RatioRaw = ratioTo(variantRaw, r)
 	}
 }
 
-// sortResults orders results by concurrency, then variant in allVariants order.
+// sortResults orders results by round trip, then concurrency, then variant in allVariants
+// order.
 func sortResults(results []runResult) []runResult {
 	s := slices.Clone(results)
 	slices.SortStableFunc(s, func(a, b runResult) int {
+		if a.RTTms != b.RTTms {
+			return cmp.Compare(a.RTTms, b.RTTms)
+		}
 		if a.Concurrency != b.Concurrency {
 			return a.Concurrency - b.Concurrency
 		}
@@ -183,45 +205,77 @@ func sortResults(results []runResult) []runResult {
 	return s
 }
 
+// rttLabel is how the report names a round trip added by the proxy: "0ms", "2ms".
+func rttLabel(ms float64) string { return strconv.FormatFloat(ms, 'f', -1, 64) + "ms" }
+
+// rttsLabel names the round trips of cfg for the report's header.
+func rttsLabel(cfg config) string {
+	var s []string
+	proxied := false
+	for _, d := range cfg.rtts {
+		s = append(s, rttLabel(float64(d.Milliseconds())))
+		proxied = proxied || d > 0
+	}
+	out := strings.Join(s, ", ")
+	if len(cfg.rtts) == 1 && !proxied {
+		return "none"
+	}
+	if proxied {
+		out += " (in-process proxy)"
+	}
+	return out
+}
+
 // writeTable prints the results table, the commands per event by name, the idempotency rows
 // (idem, none when that workload did not run), the journal rows (jrnl, likewise), and the
 // failed checks.
 func writeTable(out io.Writer, cfg config, server string, results []runResult, idem []idemResult, jrnl []journalResult) {
-	rtt := "none"
-	if cfg.rtt > 0 {
-		rtt = cfg.rtt.String() + " (in-process proxy)"
-	}
 	fmt.Fprintf(out, "execstore bench: %s\n", server)
-	fmt.Fprintf(out, "%d executions, %d events per run, %d round(s), redeliver %g, seed %d, added round trip %s\n\n",
-		cfg.executions, cfg.events, cfg.rounds, cfg.redeliver, cfg.seed, rtt)
+	fmt.Fprintf(out, "%d executions, %d events per run, %d round(s), redeliver %g, seed %d, added round trip %s\n",
+		cfg.executions, cfg.events, cfg.rounds, cfg.redeliver, cfg.seed, rttsLabel(cfg))
+	if len(cfg.rtts) > 1 && (len(idem) > 0 || len(jrnl) > 0) {
+		fmt.Fprintf(out, "the idempotency and journal workloads run at the first round trip, %s\n",
+			rttLabel(float64(cfg.rtts[0].Milliseconds())))
+	}
+	fmt.Fprintln(out)
 	if len(results) == 0 {
 		fmt.Fprintln(out, "no run completed")
 		return
 	}
 	results = sortResults(results)
 
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "variant\tconcurrency\tevents/s\tp50 ms\tp99 ms\tcmds/event\t×seed-port\t×raw\theap MiB\tchecks\t")
-	for _, r := range results {
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
+	const columns = "variant\trtt\tconcurrency\tevents/s\tp50 ms\tp99 ms\tcmds/event\tpath cmds/event\t×seed-port\t×aio\t×raw\theap MiB\tchecks\t"
+	fmt.Fprintln(tw, columns)
+	for i, r := range results {
+		if i > 0 && (r.RTTms != results[i-1].RTTms || r.Concurrency != results[i-1].Concurrency) {
+			// An empty row between groups, its cells empty so that the columns stay aligned.
+			fmt.Fprintln(tw, strings.Repeat("\t", strings.Count(columns, "\t")))
+		}
 		checks := "ok"
 		if !r.ChecksPassed {
 			checks = "FAIL"
 		}
-		cmds := "-" // no server
+		cmds, path := "-", "-" // no server
 		if usesServer(r.Variant) {
-			cmds = fmt.Sprintf("%.2f", r.CommandsPerEvent)
+			cmds, path = fmt.Sprintf("%.2f", r.CommandsPerEvent), fmt.Sprintf("%.2f", r.PathCommandsPerEvent)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.0f→%.0f\t%s\t\n",
-			r.Variant, r.Concurrency, r.EventsPerS, latencyMs(r.P50ms), latencyMs(r.P99ms), cmds,
-			ratio(r.RatioSeedPort), ratio(r.RatioRaw), r.HeapStartMiB, r.HeapEndMiB, checks)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f→%.0f\t%s\t\n",
+			r.Variant, rttLabel(r.RTTms), r.Concurrency, r.EventsPerS, latencyMs(r.P50ms), latencyMs(r.P99ms), cmds, path,
+			ratio(r.RatioSeedPort), ratio(r.RatioAIO), ratio(r.RatioRaw), r.HeapStartMiB, r.HeapEndMiB, checks)
 	}
 	tw.Flush()
+	writeTrimmed(out, table.String())
 
 	rows := make([]commandRow, 0, len(results))
 	for _, r := range results {
-		rows = append(rows, commandRow{labels: []string{r.Variant, strconv.Itoa(r.Concurrency)}, byName: r.CommandsPerName})
+		rows = append(rows, commandRow{labels: []string{r.Variant, rttLabel(r.RTTms), strconv.Itoa(r.Concurrency)},
+			byName: r.CommandsPerName})
 	}
-	writeCommandTable(out, "server commands per event, by command", []string{"variant", "concurrency"}, rows)
+	writeCommandTable(out, "server commands per event, by command", []string{"variant", "rtt", "concurrency"}, rows)
+
+	writeTargets(out, issueTargets(results))
 
 	writeIdemTable(out, cfg.idemKeys, idem)
 	writeJournalTable(out, cfg.journalInvocations, jrnl)
@@ -229,7 +283,7 @@ func writeTable(out io.Writer, cfg config, server string, results []runResult, i
 	var failed []string
 	for _, r := range results {
 		for _, f := range r.FailedChecks {
-			failed = append(failed, fmt.Sprintf("  %s ×%d: %s", r.Variant, r.Concurrency, f))
+			failed = append(failed, fmt.Sprintf("  %s: %s", runLabel(r), f))
 		}
 	}
 	failed = append(failed, idemFailures(idem)...)
@@ -245,9 +299,26 @@ func writeTable(out io.Writer, cfg config, server string, results []runResult, i
 	}
 }
 
-// writeOutputs writes DIR/bench-results.json (the engine rows, then the idempotency rows, then
-// the journal rows, each row naming its workload) and, when a server-backed variant ran, DIR/bench.png, and
-// returns their paths.
+// runLabel names a row in lines under the tables: "aio ×8", "aio+cache ×1 +2ms".
+func runLabel(r runResult) string {
+	l := fmt.Sprintf("%s ×%d", r.Variant, r.Concurrency)
+	if r.RTTms > 0 {
+		l += " +" + rttLabel(r.RTTms)
+	}
+	return l
+}
+
+// writeTrimmed writes s with the spaces at the end of each line removed.
+func writeTrimmed(out io.Writer, s string) {
+	for line := range strings.Lines(s) {
+		fmt.Fprintln(out, strings.TrimRight(line, " \n"))
+	}
+}
+
+// writeOutputs writes DIR/bench-results.json (the engine rows, then the snapshot cache's
+// target rows when aio+cache ran, then the idempotency rows, then the journal rows, each row
+// naming its workload) and, when a server-backed variant ran, DIR/bench.png, and returns
+// their paths.
 func writeOutputs(cfg config, server string, results []runResult, idem []idemResult, jrnl []journalResult) ([]string, error) {
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return nil, err
@@ -256,6 +327,11 @@ func writeOutputs(cfg config, server string, results []runResult, idem []idemRes
 	rows := make([]any, 0, len(results)+len(idem)+len(jrnl))
 	for _, r := range results {
 		rows = append(rows, r)
+	}
+	if slices.ContainsFunc(results, func(r runResult) bool { return r.Variant == variantCache }) {
+		for _, t := range issueTargets(results) {
+			rows = append(rows, t)
+		}
 	}
 	for _, r := range idem {
 		rows = append(rows, r)
@@ -271,7 +347,7 @@ func writeOutputs(cfg config, server string, results []runResult, idem []idemRes
 		return []string{jsonPath}, nil // the chart has only server-backed variants
 	}
 	pngPath := filepath.Join(cfg.out, "bench.png")
-	if err := writeChart(pngPath, cfg, server, results); err != nil {
+	if err := writeChart(pngPath, server, results); err != nil {
 		return []string{jsonPath}, fmt.Errorf("writing %s: %w", pngPath, err)
 	}
 	return []string{jsonPath, pngPath}, nil

@@ -56,7 +56,7 @@ type sweepDesign struct {
 // scaling measures the store's timer sweep against the seed's at each -scaling-sizes size,
 // with -scaling-due due timers in the collection each time.
 func scaling(ctx context.Context, cfg config) (status int, err error) {
-	cfg.rtt = 0 // the sweep's cost is the server's; no proxy
+	cfg.rtts = []time.Duration{0} // the sweep's cost is the server's; no proxy
 	env, err := startEnvironment(ctx, cfg)
 	if err != nil {
 		return 1, err

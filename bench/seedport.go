@@ -42,6 +42,11 @@ const seedTraceMax = 200
 //   - an ack is updateOne({"outbox.seq": seq}, {$pull: {outbox: entry}}), a timer delete
 //     updateOne({_id, timers.<enc>: fire_at}, {$unset: …}).
 //
+// Like the aio variants, it runs on two clients, each with its own command counter: the
+// handlers' (loads, dedupe reads, seq reservations, commits: the events' critical path) and
+// the relay's (outbox scans and acks, timer scans and deletes, the end-of-run reads), as a
+// relay and a sweeper running in processes of their own would.
+//
 // One change makes it work on FerretDB at all: the seed's ack pulls by condition
 // ({$pull: {outbox: {seq: seq}}}), which FerretDB accepts and ignores, so this port pulls the
 // exact entry as it was read (same fields, same order), which FerretDB does remove; the
@@ -50,15 +55,18 @@ const seedTraceMax = 200
 type seedPort struct {
 	uri      string
 	database string
-	cmds     *commandCounter
+	cmds     *commandCounter // the handlers' client
+	bgCmds   *commandCounter // the relay's client
 	client   *mongo.Client
-	exes     *mongo.Collection
-	counters *mongo.Collection
-	ackMiss  atomic.Int64 // acks that removed nothing
+	bgClient *mongo.Client
+	exes     *mongo.Collection // over the handlers' client
+	counters *mongo.Collection // over the handlers' client
+	bgExes   *mongo.Collection // over the relay's client
+	ackMiss  atomic.Int64      // acks that removed nothing
 }
 
 func newSeedPort(uri, database string) *seedPort {
-	return &seedPort{uri: uri, database: database, cmds: newCommandCounter()}
+	return &seedPort{uri: uri, database: database, cmds: newCommandCounter(), bgCmds: newCommandCounter()}
 }
 
 // seedExecution is the seed's "data": the whole execution serialized, version included. The
@@ -75,28 +83,45 @@ type seedExecution struct {
 func (s *seedPort) name() string { return variantSeedPort }
 
 func (s *seedPort) open(ctx context.Context) error {
-	client, err := mongo.Connect(options.Client().ApplyURI(s.uri).SetMonitor(s.cmds.monitor()))
-	if err != nil {
+	var err error
+	if s.client, err = seedConnect(ctx, s.uri, s.cmds); err != nil {
 		return err
 	}
-	if err := client.Ping(ctx, nil); err != nil {
-		_ = client.Disconnect(ctx)
+	if s.bgClient, err = seedConnect(ctx, s.uri, s.bgCmds); err != nil {
 		return err
 	}
-	s.client = client
-	db := client.Database(s.database)
+	db := s.client.Database(s.database)
 	s.exes, s.counters = db.Collection("executions"), db.Collection("counters")
+	s.bgExes = s.bgClient.Database(s.database).Collection("executions")
 	return nil
 }
 
-func (s *seedPort) close(ctx context.Context) error {
-	if s.client == nil {
-		return nil
+// seedConnect connects a client whose commands cmds counts.
+func seedConnect(ctx context.Context, uri string, cmds *commandCounter) (*mongo.Client, error) {
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetMonitor(cmds.monitor()))
+	if err != nil {
+		return nil, err
 	}
-	return s.client.Disconnect(ctx)
+	if err := client.Ping(ctx, nil); err != nil {
+		_ = client.Disconnect(ctx)
+		return nil, err
+	}
+	return client, nil
 }
 
-func (s *seedPort) commands() commandCounts { return s.cmds.snapshot() }
+func (s *seedPort) close(ctx context.Context) error {
+	var err error
+	for _, c := range []*mongo.Client{s.client, s.bgClient} {
+		if c != nil {
+			err = errors.Join(err, c.Disconnect(ctx))
+		}
+	}
+	return err
+}
+
+// commands counts both clients; pathCommands the handlers' alone.
+func (s *seedPort) commands() commandCounts     { return s.cmds.snapshot().plus(s.bgCmds.snapshot()) }
+func (s *seedPort) pathCommands() commandCounts { return s.cmds.snapshot() }
 
 func (s *seedPort) counts() map[string]int64 { return map[string]int64{"ack_misses": s.ackMiss.Load()} }
 
@@ -326,7 +351,7 @@ func (s *seedPort) version(ctx context.Context, id string) (int64, error) {
 // projecting the outbox, entries sorted by seq. The seed takes no limit; the limit is applied
 // here after the scan, which costs the same commands.
 func (s *seedPort) pendingOutbox(ctx context.Context, limit int) ([]pendingEntry, error) {
-	cur, err := s.exes.Find(ctx,
+	cur, err := s.bgExes.Find(ctx,
 		bson.D{{Key: "outbox", Value: bson.D{{Key: "$exists", Value: true}, {Key: "$ne", Value: bson.A{}}}}},
 		options.Find().SetProjection(bson.D{{Key: "outbox", Value: 1}}))
 	if err != nil {
@@ -382,7 +407,7 @@ func (s *seedPort) concurrentAcks() bool { return false }
 
 // ackOutbox is the seed's ack_outbox with the exact entry pulled (see seedPort). One update.
 func (s *seedPort) ackOutbox(ctx context.Context, e pendingEntry) error {
-	res, err := s.exes.UpdateOne(ctx, bson.D{{Key: "outbox.seq", Value: e.Seq}},
+	res, err := s.bgExes.UpdateOne(ctx, bson.D{{Key: "outbox.seq", Value: e.Seq}},
 		bson.D{{Key: "$pull", Value: bson.D{{Key: "outbox", Value: e.stored}}}})
 	if err != nil {
 		return err
@@ -397,7 +422,7 @@ func (s *seedPort) ackOutbox(ctx context.Context, e pendingEntry) error {
 // the timers, each fire time checked here, sorted by fire time. The limit is applied after
 // the scan, as in pendingOutbox.
 func (s *seedPort) dueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error) {
-	cur, err := s.exes.Find(ctx,
+	cur, err := s.bgExes.Find(ctx,
 		bson.D{{Key: "timers", Value: bson.D{{Key: "$exists", Value: true}, {Key: "$ne", Value: bson.D{}}}}},
 		options.Find().SetProjection(bson.D{{Key: "timers", Value: 1}}))
 	if err != nil {
@@ -432,7 +457,7 @@ func (s *seedPort) dueTimers(ctx context.Context, now float64, limit int) ([]exe
 // deleteTimer is the seed's delete_timer, guarded on the stored fire time. One update.
 func (s *seedPort) deleteTimer(ctx context.Context, t execstore.DueTimer) (bool, error) {
 	key := "timers." + seedEnc(t.Path)
-	res, err := s.exes.UpdateOne(ctx, bson.D{{Key: "_id", Value: t.ExecutionID}, {Key: key, Value: t.FireAt}},
+	res, err := s.bgExes.UpdateOne(ctx, bson.D{{Key: "_id", Value: t.ExecutionID}, {Key: key, Value: t.FireAt}},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: key, Value: ""}}}})
 	if err != nil {
 		return false, err
@@ -440,11 +465,18 @@ func (s *seedPort) deleteTimer(ctx context.Context, t execstore.DueTimer) (bool,
 	return res.MatchedCount == 1, nil
 }
 
+// bulkTimerDeletes is false: the seed deletes timers one delete_timer at a time.
+func (s *seedPort) bulkTimerDeletes() bool { return false }
+
+func (s *seedPort) deleteTimers(context.Context, []execstore.DueTimer) error {
+	return errors.New("the seed port has no bulk timer delete")
+}
+
 // final reads every document whole: its version, its data (whose own version must agree),
 // the trace steps it holds (indexes strictly increasing), then the pending outbox and the
 // timers due by horizon with the seed's own scans.
 func (s *seedPort) final(ctx context.Context, ids []string, horizon float64) (finalState, error) {
-	cur, err := s.exes.Find(ctx, bson.D{})
+	cur, err := s.bgExes.Find(ctx, bson.D{})
 	if err != nil {
 		return finalState{}, err
 	}

@@ -2,59 +2,125 @@ package main
 
 import (
 	"context"
+	"reflect"
 
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 )
 
 // aioStore is the module's asynchronous store as the engine workload uses it: the aio
 // variant, with group commit and the coalescing of acks and loads off, so that every call is
-// its own command, and the aio+batch variant, with the store's defaults (both on).
+// its own command; the aio+batch variant, with the store's defaults (both on); and the
+// aio+cache variant, the defaults with the snapshot cache on (Options.CacheSize), big enough
+// for every execution of the run.
+//
+// Each run opens two stores on the run's database, each with its own client and command
+// counter: the handlers' store, which creates the executions and serves the handlers' loads
+// and commits, and the relay's store, which serves the relay's scans and acks, the timer
+// sweeper and the end-of-run reads, as a relay and a sweeper running in processes of their
+// own would. The handlers' client's commands are then exactly the events' critical path.
 type aioStore struct {
 	apiStore
-	label    string
-	uri      string
-	database string
-	batch    bool
-	cmds     *commandCounter
-	aio      *aio.Store // the same store as apiStore's, for its Stats
+	label     string
+	uri       string
+	database  string
+	batch     bool
+	cacheSize int
+	cacheOn   bool            // the handlers' store has the cache on (aio has the option)
+	cmds      *commandCounter // the handlers' store's client
+	bgCmds    *commandCounter // the relay's store's client
+	aio       *aio.Store      // the handlers' store, as apiStore's store, for its Stats
+	bgAIO     *aio.Store      // the relay's store, as apiStore's bg
 }
 
-func newAIOStore(label, uri, database string, batch bool) *aioStore {
-	return &aioStore{label: label, uri: uri, database: database, batch: batch, cmds: newCommandCounter()}
+func newAIOStore(label, uri, database string, batch bool, cacheSize int) *aioStore {
+	return &aioStore{label: label, uri: uri, database: database, batch: batch, cacheSize: cacheSize,
+		cmds: newCommandCounter(), bgCmds: newCommandCounter()}
 }
 
 func (s *aioStore) name() string { return s.label }
 
 func (s *aioStore) open(ctx context.Context) error {
-	st, err := aio.Open(ctx, s.uri, aio.Options{
+	opts := aio.Options{
 		Database:           s.database,
 		DisableGroupCommit: !s.batch,
 		DisableCoalescing:  !s.batch,
 		ClientOptions:      options.Client().SetMonitor(s.cmds.monitor()),
-	})
+	}
+	s.cacheOn = s.cacheSize > 0 && setCacheSize(&opts, s.cacheSize)
+	st, err := aio.Open(ctx, s.uri, opts)
 	if err != nil {
 		return err
 	}
 	s.store, s.aio = st, st
+	// The relay's store never loads an execution for an event: no cache.
+	opts.ClientOptions = options.Client().SetMonitor(s.bgCmds.monitor())
+	setCacheSize(&opts, 0)
+	bg, err := aio.Open(ctx, s.uri, opts)
+	if err != nil {
+		return err
+	}
+	s.bg, s.bgAIO = bg, bg
 	return nil
 }
 
-func (s *aioStore) commands() commandCounts { return s.cmds.snapshot() }
+// setCacheSize sets opts.CacheSize to n and reports whether aio.Options has that field.
+func setCacheSize(opts *aio.Options, n int) bool {
+	f := reflect.ValueOf(opts).Elem().FieldByName("CacheSize")
+	if !f.IsValid() || f.Kind() != reflect.Int {
+		return false
+	}
+	f.SetInt(int64(n))
+	return true
+}
 
-// counts reports the store's group commits (bulk writes issued, commits they carried) and
-// its calls by operation ("op_commit", "op_delete_timer", …).
+// commands counts both stores' clients; pathCommands the handlers' alone.
+func (s *aioStore) commands() commandCounts {
+	return s.cmds.snapshot().plus(s.bgCmds.snapshot())
+}
+
+func (s *aioStore) pathCommands() commandCounts { return s.cmds.snapshot() }
+
+// bulkTimerDeletes is true with the store's defaults: the sweeper deletes a sweep's timers
+// with one DeleteTimers call, as a user of the store's batch calls does; aio, every call its
+// own command, deletes them one DeleteTimer at a time.
+func (s *aioStore) bulkTimerDeletes() bool { return s.batch }
+
+// counts reports the handlers' store's group commits (bulk writes issued, commits they
+// carried) and seq-block reservations, the snapshot cache's hits and misses when the store
+// counts them, and both stores' calls by operation ("op_commit", "op_delete_timer", …).
 func (s *aioStore) counts() map[string]int64 {
 	if s.aio == nil {
 		return nil
 	}
 	st := s.aio.Stats()
-	c := map[string]int64{"group_commits": st.GroupCommits, "grouped_commits": st.GroupedCommits}
-	for name, op := range st.Ops {
-		if op.Calls > 0 {
-			c["op_"+name] = op.Calls
+	c := map[string]int64{"group_commits": st.GroupCommits, "grouped_commits": st.GroupedCommits, "seq_blocks": st.SeqBlocks}
+	if s.cacheOn {
+		c["cache_size"] = int64(s.cacheSize)
+	}
+	stv := reflect.ValueOf(st)
+	for field, key := range map[string]string{"CacheHits": "cache_hits", "CacheMisses": "cache_misses"} {
+		if f := stv.FieldByName(field); f.IsValid() && f.CanInt() {
+			c[key] = f.Int()
+		}
+	}
+	stats := []aio.Stats{st}
+	if s.bgAIO != nil {
+		stats = append(stats, s.bgAIO.Stats())
+	}
+	for _, st := range stats {
+		for name, op := range st.Ops {
+			if op.Calls > 0 {
+				c["op_"+name] += op.Calls
+			}
 		}
 	}
 	return c
+}
+
+// deleteTimers deletes a sweep's timers with the store's DeleteTimers.
+func (s *apiStore) deleteTimers(ctx context.Context, ts []execstore.DueTimer) error {
+	return s.relayStore().DeleteTimers(ctx, ts)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"golang.org/x/sync/errgroup"
@@ -16,14 +17,29 @@ const finalLoads = 16
 // interface: what the aio variants (aioStore) and the memory variant (memStore) share. Each
 // of those embeds it and adds how its store is opened and what is counted of it.
 type apiStore struct {
-	store execstore.Store // nil until opened
+	store execstore.Store // the handlers' store; nil until opened
+	// bg, when set, is a second store on the same database, with a client of its own, that
+	// serves the relay, the sweeper and the end-of-run reads; nil: store serves them too.
+	bg execstore.Store
+}
+
+// relayStore is the store of the relay, the sweeper and the end-of-run reads.
+func (s *apiStore) relayStore() execstore.Store {
+	if s.bg != nil {
+		return s.bg
+	}
+	return s.store
 }
 
 func (s *apiStore) close(ctx context.Context) error {
-	if s.store == nil {
-		return nil
+	var err error
+	if s.bg != nil {
+		err = s.bg.Close(ctx)
 	}
-	return s.store.Close(ctx)
+	if s.store != nil {
+		err = errors.Join(err, s.store.Close(ctx))
+	}
+	return err
 }
 
 func (s *apiStore) loadForEvent(ctx context.Context, id, eventID string) (*execstore.Execution, bool, error) {
@@ -36,7 +52,7 @@ func (s *apiStore) commit(ctx context.Context, exe *execstore.Execution, c execs
 }
 
 func (s *apiStore) pendingOutbox(ctx context.Context, limit int) ([]pendingEntry, error) {
-	entries, err := s.store.PendingOutbox(ctx, limit)
+	entries, err := s.relayStore().PendingOutbox(ctx, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +64,7 @@ func (s *apiStore) pendingOutbox(ctx context.Context, limit int) ([]pendingEntry
 }
 
 func (s *apiStore) ackOutbox(ctx context.Context, e pendingEntry) error {
-	return s.store.AckOutbox(ctx, e.SourceID, e.Seq)
+	return s.relayStore().AckOutbox(ctx, e.SourceID, e.Seq)
 }
 
 // concurrentAcks is true: every execstore.Store takes concurrent calls (and aio with
@@ -56,12 +72,15 @@ func (s *apiStore) ackOutbox(ctx context.Context, e pendingEntry) error {
 func (s *apiStore) concurrentAcks() bool { return true }
 
 func (s *apiStore) dueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error) {
-	return s.store.DueTimers(ctx, now, limit)
+	return s.relayStore().DueTimers(ctx, now, limit)
 }
 
 func (s *apiStore) deleteTimer(ctx context.Context, t execstore.DueTimer) (bool, error) {
-	return s.store.DeleteTimer(ctx, t.ExecutionID, t.Path, t.FireAt)
+	return s.relayStore().DeleteTimer(ctx, t.ExecutionID, t.Path, t.FireAt)
 }
+
+// bulkTimerDeletes is false by default: the sweeper deletes timers one DeleteTimer at a time.
+func (s *apiStore) bulkTimerDeletes() bool { return false }
 
 // final loads every execution (its TraceNext counts the trace steps recorded), the whole
 // pending outbox and the timers due by horizon.
@@ -71,7 +90,7 @@ func (s *apiStore) final(ctx context.Context, ids []string, horizon float64) (fi
 	g.SetLimit(finalLoads)
 	for i, id := range ids {
 		g.Go(func() error {
-			exe, err := s.store.Load(gctx, id)
+			exe, err := s.relayStore().Load(gctx, id)
 			if err != nil {
 				return fmt.Errorf("loading %s: %w", id, err)
 			}
@@ -89,7 +108,7 @@ func (s *apiStore) final(ctx context.Context, ids []string, horizon float64) (fi
 	if st.pending, err = s.pendingOutbox(ctx, 0); err != nil {
 		return st, err
 	}
-	if st.timers, err = s.store.DueTimers(ctx, horizon, 0); err != nil {
+	if st.timers, err = s.relayStore().DueTimers(ctx, horizon, 0); err != nil {
 		return st, err
 	}
 	return st, nil

@@ -22,7 +22,8 @@ func (s *memStore) open(context.Context) error {
 	return nil
 }
 
-// commands is empty: there is no server.
-func (s *memStore) commands() commandCounts { return commandCounts{} }
+// commands and pathCommands are empty: there is no server.
+func (s *memStore) commands() commandCounts     { return commandCounts{} }
+func (s *memStore) pathCommands() commandCounts { return commandCounts{} }
 
 func (s *memStore) counts() map[string]int64 { return nil }

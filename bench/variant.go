@@ -36,6 +36,9 @@ type variant interface {
 	check(ctx context.Context) ([]check, error)
 	// commands returns the commands the variant's clients have sent so far.
 	commands() commandCounts
+	// pathCommands returns the commands sent so far on the events' critical path: by the
+	// handlers' loads and commits (and, for raw, its writes), not by the relay or the sweeper.
+	pathCommands() commandCounts
 	// counts returns the variant's own counters so far (conflicts, duplicates, …).
 	counts() map[string]int64
 	// callTimes returns how long the variant's store calls took so far, by kind; nil for
@@ -73,6 +76,7 @@ const (
 type runSpec struct {
 	variant     string
 	concurrency int
+	rtt         time.Duration // the round trip the proxy adds; 0: no proxy
 	database    string
 }
 
@@ -84,6 +88,7 @@ type window struct {
 	skipped   int64
 	latencies []time.Duration
 	commands  commandCounts
+	path      commandCounts // the commands on the critical path, of commands
 	counts    map[string]int64
 	callTimes map[string][]time.Duration // store calls made in the window, by kind
 	heapStart uint64
@@ -143,13 +148,14 @@ func measure(ctx context.Context, v variant, concurrency int, p *progress) (wind
 
 	l := newLoop(concurrency)
 	p.begin(l)
-	cmds0, counts0, times0 := v.commands(), v.counts(), v.callTimes()
+	cmds0, path0, counts0, times0 := v.commands(), v.pathCommands(), v.counts(), v.callTimes()
 	t0 = time.Now()
 	if err := l.run(ctx, v); err != nil {
 		return w, err
 	}
 	w.wall = time.Since(t0)
 	w.commands = v.commands().since(cmds0)
+	w.path = v.pathCommands().since(path0)
 	w.counts = subCounts(v.counts(), counts0)
 	w.callTimes = make(map[string][]time.Duration)
 	for k, d := range v.callTimes() {
@@ -250,7 +256,7 @@ type measured struct {
 func (e *environment) measureRun(ctx context.Context, cfg config, spec runSpec, p *progress) (m measured, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.runTimeout)
 	defer cancel()
-	p.setup(spec.variant, spec.concurrency)
+	p.setup(spec.variant, spec.concurrency, spec.rtt)
 	defer p.end()
 	v := e.newVariant(cfg, spec)
 	defer func() {
@@ -276,15 +282,18 @@ func (e *environment) measureRun(ctx context.Context, cfg config, spec runSpec, 
 
 // newVariant returns the variant spec names, not yet set up.
 func (e *environment) newVariant(cfg config, spec runSpec) variant {
+	uri := e.clientURIs[spec.rtt]
 	switch spec.variant {
 	case variantSeedPort:
-		return newEngine(cfg, newSeedPort(e.clientURI, spec.database))
+		return newEngine(cfg, newSeedPort(uri, spec.database))
 	case variantAIO:
-		return newEngine(cfg, newAIOStore(variantAIO, e.clientURI, spec.database, false))
+		return newEngine(cfg, newAIOStore(variantAIO, uri, spec.database, false, 0))
 	case variantBatch:
-		return newEngine(cfg, newAIOStore(variantBatch, e.clientURI, spec.database, true))
+		return newEngine(cfg, newAIOStore(variantBatch, uri, spec.database, true, 0))
+	case variantCache:
+		return newEngine(cfg, newAIOStore(variantCache, uri, spec.database, true, cfg.executions))
 	case variantRaw:
-		return newRaw(cfg, e.clientURI, spec.database)
+		return newRaw(cfg, uri, spec.database)
 	case variantMemory:
 		return newEngine(cfg, &memStore{})
 	}

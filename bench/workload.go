@@ -64,10 +64,20 @@ type execStore interface {
 	concurrentAcks() bool
 	dueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error)
 	deleteTimer(ctx context.Context, t execstore.DueTimer) (bool, error)
+	// bulkTimerDeletes reports whether the sweeper deletes a sweep's due timers with one
+	// deleteTimers call, as a user of a store's batch calls does, rather than one after the
+	// other with deleteTimer.
+	bulkTimerDeletes() bool
+	// deleteTimers deletes each of ts that still fires at its FireAt; used only when
+	// bulkTimerDeletes is true.
+	deleteTimers(ctx context.Context, ts []execstore.DueTimer) error
 	// final reads what the checks need: every execution of ids, in that order, the pending
 	// outbox and the timers due by horizon.
 	final(ctx context.Context, ids []string, horizon float64) (finalState, error)
+	// commands returns the commands the store's clients have sent so far; pathCommands those
+	// of the client that serves loadForEvent and commit, the events' critical path.
 	commands() commandCounts
+	pathCommands() commandCounts
 	counts() map[string]int64
 	close(ctx context.Context) error
 }
@@ -138,6 +148,7 @@ type workload struct {
 	cancelled   atomic.Int64
 	fired       atomic.Int64
 	stale       atomic.Int64
+	bulkDeleted atomic.Int64 // timers passed to deleteTimers, fired or stale
 }
 
 func newEngine(cfg config, store execStore) *workload {
@@ -168,20 +179,22 @@ func executionIDs(n int) []string {
 func (w *workload) name() string                          { return w.store.name() }
 func (w *workload) callTimes() map[string][]time.Duration { return w.timings.snapshot() }
 func (w *workload) commands() commandCounts               { return w.store.commands() }
+func (w *workload) pathCommands() commandCounts           { return w.store.pathCommands() }
 func (w *workload) close(ctx context.Context) error       { return w.store.close(ctx) }
 
 func (w *workload) counts() map[string]int64 {
 	c := map[string]int64{
-		"conflicts":          w.conflicts.Load(),
-		"duplicates_skipped": w.duplicates.Load(),
-		"refused_by_commit":  w.refused.Load(),
-		"redelivered":        w.redelivered.Load(),
-		"acks":               w.acks.Load(),
-		"timers_armed":       w.armed.Load(),
-		"timers_cancelled":   w.cancelled.Load(),
-		"timers_fired":       w.fired.Load(),
-		"stale_deletes":      w.stale.Load(),
-		"traced":             w.traced.Load(),
+		"conflicts":           w.conflicts.Load(),
+		"duplicates_skipped":  w.duplicates.Load(),
+		"refused_by_commit":   w.refused.Load(),
+		"redelivered":         w.redelivered.Load(),
+		"acks":                w.acks.Load(),
+		"timers_armed":        w.armed.Load(),
+		"timers_cancelled":    w.cancelled.Load(),
+		"timers_fired":        w.fired.Load(),
+		"stale_deletes":       w.stale.Load(),
+		"timers_bulk_deleted": w.bulkDeleted.Load(),
+		"traced":              w.traced.Load(),
 	}
 	for k, v := range w.store.counts() {
 		c[k] = v
@@ -507,7 +520,9 @@ func (w *workload) committed(d delivery, c execstore.Commit, p plan) {
 }
 
 // sweep deletes the timers due at now, each with the guarded delete: a timer re-armed or
-// cancelled since the scan is left alone and counted as a stale delete.
+// cancelled since the scan is left alone and counted as a stale delete. A store that deletes
+// in bulk gets each scan's timers in one deleteTimers call, which does not tell the timers it
+// removed from the stale ones: they are counted together.
 func (w *workload) sweep(ctx context.Context, now float64) error {
 	for {
 		t0 := time.Now()
@@ -515,6 +530,22 @@ func (w *workload) sweep(ctx context.Context, now float64) error {
 		w.timings.add("due_timers", t0)
 		if err != nil {
 			return fmt.Errorf("due timers: %w", err)
+		}
+		if w.store.bulkTimerDeletes() {
+			if len(due) == 0 {
+				return nil
+			}
+			t0 := time.Now()
+			err := w.store.deleteTimers(ctx, due)
+			w.timings.add("delete_timers", t0)
+			if err != nil {
+				return fmt.Errorf("delete timers (%d of them): %w", len(due), err)
+			}
+			w.bulkDeleted.Add(int64(len(due)))
+			if len(due) < sweepBatch {
+				return nil
+			}
+			continue
 		}
 		removed := 0
 		for _, t := range due {
