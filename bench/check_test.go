@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -236,4 +237,55 @@ func TestRawChecks(t *testing.T) {
 			require.Equal(t, tc.want, failedChecks(rawChecks(tl, docs)))
 		})
 	}
+}
+
+// refusingStore is an execStore whose LoadForEvent never knows an event was processed (as a
+// cache that did not see it) and whose commit refuses the events of refuse with
+// execstore.ErrAlreadyProcessed; every other call is unused.
+type refusingStore struct {
+	execStore
+	refuse map[string]bool
+}
+
+func (s *refusingStore) counts() map[string]int64 { return nil }
+
+func (s *refusingStore) loadForEvent(_ context.Context, id, _ string) (*execstore.Execution, bool, error) {
+	return &execstore.Execution{ID: id, Version: 4, Data: []byte(`{"handled":3}`)}, false, nil
+}
+
+func (s *refusingStore) commit(_ context.Context, exe *execstore.Execution, c execstore.Commit) error {
+	if s.refuse[c.ProcessedEventID] {
+		return fmt.Errorf("wrapped: %w", &execstore.AlreadyProcessedError{ExecutionID: exe.ID, EventID: c.ProcessedEventID, Version: 7})
+	}
+	exe.Version++
+	return nil
+}
+
+// A commit refused with ErrAlreadyProcessed is a duplicate skipped, as LoadForEvent's
+// processed=true is: counted, not an error, and an early skip when no commit had processed
+// the event yet.
+func TestCommitRefusedAsProcessedIsADuplicate(t *testing.T) {
+	cfg := config{executions: 2, events: 4, seed: 1}
+	w := newEngine(cfg, &refusingStore{refuse: map[string]bool{eventID(0): true, eventID(1): true}})
+	d := func(n int) delivery { return delivery{target: w.ids[n%2], id: eventID(n), n: n} }
+
+	processed, err := w.handle(t.Context(), d(1))
+	require.NoError(t, err)
+	require.False(t, processed, "refused: skipped")
+	processed, err = w.handle(t.Context(), d(2))
+	require.NoError(t, err)
+	require.True(t, processed)
+
+	w.processed[0] = 1 // event 0 was processed by an earlier commit: its refusal is a plain duplicate
+	processed, err = w.handle(t.Context(), d(0))
+	require.NoError(t, err)
+	require.False(t, processed)
+
+	tl := w.tally()
+	require.Equal(t, int64(2), tl.duplicates)
+	require.Equal(t, int64(2), w.counts()["refused_by_commit"])
+	require.Equal(t, []string{"ev-0000001 at exe-000001 version 7"}, tl.skippedEarly,
+		"event 1 refused before any commit processed it, found at the refusal's version")
+	c := checkNoEarlySkip(tl.skippedEarly)
+	require.False(t, c.ok)
 }
