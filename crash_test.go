@@ -100,6 +100,8 @@ func (g *engine) handle(ctx context.Context, store *aio.Store, target, event str
 			g.wins[fmt.Sprintf("%s/%d", exe.ID, exe.Version)]++
 			g.mu.Unlock()
 			return nil
+		case errors.Is(err, execstore.ErrAlreadyProcessed):
+			return nil // a LoadForEvent answered from the cache did not know it: the commit did
 		case errors.Is(err, execstore.ErrConflict), errors.Is(err, execstore.ErrOutcomeUnknown):
 			continue // reload and look again
 		case g.retry && pause(ctx):
@@ -223,8 +225,14 @@ func longRuns() bool { return os.Getenv("EXECSTORE_LONG") == "1" }
 // The store is killed mid-run (closed without draining), reopened, and the runtime recovers
 // by relaying the outbox and sweeping due timers again: every emitted event is processed
 // exactly once, every execution's last timer is fired, and no execution is behind its last
-// acknowledged commit.
+// acknowledged commit. With the snapshot cache off and on.
 func TestCrashAndRecover(t *testing.T) {
+	for _, cache := range []int{0, testCacheSize} {
+		t.Run(fmt.Sprintf("cache=%d", cache), func(t *testing.T) { testCrashAndRecover(t, cache) })
+	}
+}
+
+func testCrashAndRecover(t *testing.T, cacheSize int) {
 	h := newHarness(t, aio.Options{})
 	executions, maxVersion := 24, int64(10)
 	if longRuns() {
@@ -239,7 +247,7 @@ func TestCrashAndRecover(t *testing.T) {
 	}
 
 	// First life: killed after a while, without draining.
-	first, err := aio.Open(bg, server.URI, aio.Options{Database: h.opts.Database})
+	first, err := aio.Open(bg, server.URI, aio.Options{Database: h.opts.Database, CacheSize: cacheSize})
 	require.NoError(t, err)
 	g.store = first
 	done := make(chan error, 1)
@@ -255,14 +263,19 @@ func TestCrashAndRecover(t *testing.T) {
 	require.Error(t, <-done, "the first life should have been cut short")
 
 	// Second life: a new store on the same database recovers by relaying what is pending.
-	second, err := aio.Open(bg, server.URI, aio.Options{Database: h.opts.Database})
+	second, err := aio.Open(bg, server.URI, aio.Options{Database: h.opts.Database, CacheSize: cacheSize})
 	require.NoError(t, err)
 	defer second.Close(bg)
 	g.store = second
 	require.NoError(t, g.run(bg, 6))
 
 	processed := g.verify(t, h.db, second)
-	t.Logf("%d executions, %d events processed exactly once across a crash", executions, processed)
+	st := second.Stats()
+	t.Logf("%d executions, %d events processed exactly once across a crash (cache: %d hits, %d misses, %d refused as processed)",
+		executions, processed, st.CacheHits, st.CacheMisses, st.AlreadyProcessed)
+	if cacheSize > 0 {
+		assert.Positive(t, st.CacheHits, "the second life's handlers should have been answered from the cache")
+	}
 }
 
 // verify checks a finished run against the stored executions: every emitted event was

@@ -31,10 +31,11 @@ type Store interface {
 
 	// LoadForEvent returns the execution and whether eventID is already in its dedupe set,
 	// in one round trip, without shipping the dedupe set to the client. An unknown id gives
-	// (nil, false, nil). A store that answers it from a cache of its own commits (package
-	// aio with Options.CacheSize) reports true for the events it knows were processed and may
-	// report false for one processed elsewhere; Commit's dedupe guard then refuses that event
-	// with ErrAlreadyProcessed, so either answer ends in the event being processed once.
+	// (nil, false, nil). A store that answers it from a cache of what it committed and read
+	// (package aio with Options.CacheSize) reports true for the events it knows are in the
+	// set and may report false for another (one processed by another process, or one it has
+	// forgotten); Commit's dedupe guard then refuses that event with ErrAlreadyProcessed, so
+	// either answer ends in the event being processed once.
 	LoadForEvent(ctx context.Context, id, eventID string) (*Execution, bool, error)
 
 	// IsProcessed reports whether eventID is in the execution's dedupe set. An unknown

@@ -173,25 +173,61 @@ func newExe(id string) *execstore.Execution {
 
 var bg = context.Background()
 
-// The execstore contract on the MongoDB store, with group commit and coalescing on (the
-// default) and off.
+// contractConfigs are the configurations the contract suite runs the MongoDB store in: group
+// commit and coalescing on (the default) and off, and on with the snapshot cache.
+var contractConfigs = []struct {
+	name string
+	opts aio.Options
+}{
+	{"grouped=true", grouping(true, aio.Options{})},
+	{"grouped=false", grouping(false, aio.Options{})},
+	{"cached", aio.Options{CacheSize: testCacheSize}},
+}
+
+// testCacheSize is the snapshot cache of the tests that turn it on: more executions than any
+// test uses, so that nothing is evicted unless a test means it.
+const testCacheSize = 1024
+
+// The execstore contract on the MongoDB store, in each of contractConfigs.
 func TestContract(t *testing.T) {
-	for _, grouped := range []bool{true, false} {
-		t.Run(fmt.Sprintf("grouped=%v", grouped), func(t *testing.T) {
+	for _, cfg := range contractConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) execstore.Store {
-				return newHarness(t, grouping(grouped, aio.Options{})).store
+				return newHarness(t, cfg.opts).store
+			})
+		})
+	}
+}
+
+// Two MongoDB stores over the same database, as two processes of an engine have them, each
+// in each of contractConfigs (so each with a snapshot cache of its own, in "cached").
+func TestContractShared(t *testing.T) {
+	for _, cfg := range contractConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			storetest.RunShared(t, func(t *testing.T) (execstore.Store, execstore.Store) {
+				h := newHarness(t, cfg.opts)
+				return h.store, h.reopen(t, cfg.opts)
 			})
 		})
 	}
 }
 
 // The trace and dedupe windows on the MongoDB store, with the detected profile's
-// formulations and with FerretDB's forced.
+// formulations, with FerretDB's forced, and with the snapshot cache on.
 func TestContractWindows(t *testing.T) {
-	for _, profile := range []aio.Profile{aio.Detect, aio.FerretDB} {
-		t.Run(fmt.Sprintf("profile=%v", profile), func(t *testing.T) {
+	for _, cfg := range []struct {
+		name string
+		opts aio.Options
+	}{
+		{"profile=detect", aio.Options{}},
+		{"profile=ferretdb", aio.Options{Profile: aio.FerretDB}},
+		{"cached", aio.Options{CacheSize: testCacheSize}},
+	} {
+		t.Run(cfg.name, func(t *testing.T) {
 			storetest.RunWindows(t, func(t *testing.T, w storetest.Windows) execstore.Store {
-				return newHarness(t, aio.Options{Profile: profile, TraceMax: w.TraceMax, DedupeWindow: w.DedupeWindow}).store
+				opts := cfg.opts
+				opts.TraceMax, opts.DedupeWindow = w.TraceMax, w.DedupeWindow
+				return newHarness(t, opts).store
 			})
 		})
 	}

@@ -29,6 +29,7 @@ type loadItem struct {
 	ctx      context.Context
 	id       string
 	event    string // LoadForEvent only
+	epoch    uint64 // the snapshot cache's epoch when the load was submitted
 	load     *Future[*execstore.Execution]
 	forEvent *Future[Loaded]
 	hand     *async.Handoff
@@ -91,16 +92,16 @@ func (s *Store) settleWrite(it *writeItem, err error) {
 func readAbandoned(ctxErr error) error { return ctxErr }
 
 // coalescedLoad hands a Load to the load coalescer.
-func (s *Store) coalescedLoad(ctx context.Context, id string, fut *Future[*execstore.Execution]) error {
-	it := &loadItem{ctx: ctx, id: id, load: fut}
+func (s *Store) coalescedLoad(ctx context.Context, id string, epoch uint64, fut *Future[*execstore.Execution]) error {
+	it := &loadItem{ctx: ctx, id: id, epoch: epoch, load: fut}
 	it.hand = fut.HandTo(readAbandoned, func(err error) { s.stats.record(opLoad, err) })
 	async.Hand(ctx, s.loads, it, it.hand)
 	return async.ErrSettledLater
 }
 
 // coalescedLoadForEvent hands a LoadForEvent to the load coalescer (MongoDB only).
-func (s *Store) coalescedLoadForEvent(ctx context.Context, id, event string, fut *Future[Loaded]) error {
-	it := &loadItem{ctx: ctx, id: id, event: event, forEvent: fut}
+func (s *Store) coalescedLoadForEvent(ctx context.Context, id, event string, epoch uint64, fut *Future[Loaded]) error {
+	it := &loadItem{ctx: ctx, id: id, event: event, epoch: epoch, forEvent: fut}
 	it.hand = fut.HandTo(readAbandoned, func(err error) { s.stats.record(opLoadForEvent, err) })
 	async.Hand(ctx, s.loads, it, it.hand)
 	return async.ErrSettledLater
@@ -169,6 +170,7 @@ func cloneExecution(e *execstore.Execution) *execstore.Execution {
 }
 
 func (s *Store) settleLoad(it *loadItem, l *ops.LoadedForEvent, err error) {
+	s.remember(l.Execution, processedEvent(it.event, l.Processed), it.epoch, err)
 	if !it.hand.Settle() {
 		return
 	}

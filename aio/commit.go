@@ -41,6 +41,7 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 	if err != nil {
 		return async.Failed[[]int64](err)
 	}
+	epoch := s.cacheMark()
 	var r *async.Request[[]int64]
 	r = newRequest(s, opCommit, func(wctx context.Context) ([]int64, error) {
 		seqs, err := s.takeSeqs(wctx, &c)
@@ -49,9 +50,16 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 		}
 		if s.group != nil && exe.Version > 0 {
 			// The worker's context ends when it returns; the batch answers to the caller's.
-			return nil, s.groupCommit(ctx, exe, pc, seqs, r.Future())
+			return nil, s.groupCommit(ctx, exe, pc, seqs, epoch, r.Future())
 		}
-		return s.commit(wctx, exe, pc, seqs)
+		id, version := exe.ID, exe.Version
+		out, err := s.commit(wctx, exe, pc, seqs)
+		if err != nil {
+			s.commitFailed(id, version, c.ProcessedEventID, err)
+			return nil, err
+		}
+		s.commitWon(exe, c.ProcessedEventID, epoch)
+		return out, nil
 	})
 	return r.Submit(ctx, s.pool, s.shed)
 }

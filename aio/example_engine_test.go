@@ -77,6 +77,11 @@ func handle(ctx context.Context, store execstore.Store, target string, ev event)
 		case err == nil:
 			fmt.Printf("  %s handles %s: v%d %s\n", target, ev.ID, exe.Version, exe.Data)
 			return nil
+		case errors.Is(err, execstore.ErrAlreadyProcessed):
+			// Processed since LoadForEvent answered (or unknown to a store's snapshot cache):
+			// nothing of ours was written, and the event needs nothing more.
+			fmt.Printf("  %s skips %s: already processed\n", target, ev.ID)
+			return nil
 		case errors.Is(err, execstore.ErrConflict), errors.Is(err, execstore.ErrOutcomeUnknown):
 			// Conflict: another handler committed first and nothing of ours was written. Outcome
 			// unknown: ours may have landed. Either way, reload and look again; never retry blind.
@@ -181,8 +186,14 @@ func Example_engine() {
 	fmt.Println("order-1's timer fires again")
 	check(handle(ctx, store, "order-1", event{ID: "Paid.Close@1900000060", Type: "close"}))
 	// A worker of the first life that wakes up late with its copy of the warehouse at version 1
-	// cannot overwrite what was done since: its commit is refused and writes nothing.
+	// cannot overwrite what was done since: its commit is refused and writes nothing. If the
+	// event it handled has been processed since, that is what the refusal says.
 	_, err = store.Commit(ctx, warehouse, execstore.Commit{ProcessedEventID: "ship-order-1"})
+	var done *execstore.AlreadyProcessedError
+	if errors.As(err, &done) {
+		fmt.Printf("late commit refused: %s was processed (found at v%d)\n", done.EventID, done.Version)
+	}
+	_, err = store.Commit(ctx, warehouse, execstore.Commit{ProcessedEventID: "restock"})
 	var conflict *execstore.ConflictError
 	if errors.As(err, &conflict) {
 		fmt.Printf("stale commit refused: expected v%d, found v%d\n", conflict.Expected, conflict.Found)
@@ -212,6 +223,7 @@ func Example_engine() {
 	//   order-2 handles Paid.Close@1900000110: v3 {"state":"closed"}
 	// order-1's timer fires again
 	//   order-1 skips Paid.Close@1900000060: already processed
+	// late commit refused: ship-order-1 was processed (found at v3)
 	// stale commit refused: expected v1, found v3
 	// order-1 v3 DONE {"state":"closed"}
 	// order-2 v3 DONE {"state":"closed"}

@@ -23,8 +23,10 @@ type commitItem struct {
 	pc   *ops.PreparedCommit
 	seqs ops.Seqs
 	plan ops.CommitPlan
-	fut  *Future[[]int64]
-	hand *async.Handoff
+	// epoch is the snapshot cache's when the commit was submitted.
+	epoch uint64
+	fut   *Future[[]int64]
+	hand  *async.Handoff
 }
 
 func commitItemSize(it *commitItem) int { return it.plan.Bytes }
@@ -38,13 +40,14 @@ func newGroupCommit(s *Store, opts Options) *batch.Coalescer[*commitItem] {
 
 // groupCommit hands a commit of an existing execution to the group commit. The future is
 // settled by flushCommits, or by the caller giving up (see handoff).
-func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, pc *ops.PreparedCommit, seqs ops.Seqs, fut *Future[[]int64]) error {
+func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, pc *ops.PreparedCommit, seqs ops.Seqs,
+	epoch uint64, fut *Future[[]int64]) error {
 	plan, err := pc.Build(s.env, exe, seqs)
 	if err != nil {
 		return err
 	}
 	plan.SetToken(commitToken())
-	it := &commitItem{ctx: ctx, exe: exe, pc: pc, seqs: seqs, plan: plan, fut: fut}
+	it := &commitItem{ctx: ctx, exe: exe, pc: pc, seqs: seqs, plan: plan, epoch: epoch, fut: fut}
 	it.hand = fut.HandTo(func(ctxErr error) error {
 		return &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: exe.ID, Err: ctxErr}
 	}, func(err error) { s.stats.record(opCommit, err) })
@@ -125,6 +128,7 @@ func (s *Store) flushCommits(items []*commitItem) {
 }
 
 func (s *Store) settleCommit(it *commitItem, err error) {
+	s.commitFailed(it.plan.ID, it.plan.Expected, it.plan.EventID, err)
 	if !it.hand.Settle() {
 		return // abandoned: its caller was answered already
 	}
@@ -134,10 +138,14 @@ func (s *Store) settleCommit(it *commitItem, err error) {
 
 func (s *Store) settleCommitWon(it *commitItem, version, traceNext int64) {
 	if !it.hand.Settle() {
-		return // abandoned: the caller reloads, its execution is not touched
+		// Abandoned: the caller reloads, its execution is not touched, and the cache
+		// cannot copy it (the caller may be changing it): drop what it holds.
+		s.commitFailed(it.plan.ID, it.plan.Expected, "", errCommitAbandoned)
+		return
 	}
 	it.exe.Version = version
 	it.exe.TraceNext = traceNext
+	s.commitWon(it.exe, it.plan.EventID, it.epoch)
 	s.stats.record(opCommit, nil)
 	it.fut.Set(it.plan.OutboxSeqs, nil)
 }

@@ -26,6 +26,7 @@ type Store struct {
 	writeBatch func(ctx, settleCtx context.Context, env ops.Env, plans []*ops.CommitPlan) []error
 	writes     *batch.Coalescer[*writeItem] // nil when coalescing is off
 	loads      *batch.Coalescer[*loadItem]  // nil when coalescing is off
+	cache      *snapshotCache               // nil when Options.CacheSize is 0
 	opts       Options                      // with every default worked out
 	shed       bool                         // Options.ShedLoad
 	stop       context.Context              // ends when Close gives up waiting
@@ -98,6 +99,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 		return ops.Reserve(ctx, s.env, ops.SpawnCounter, n)
 	}, opts.SeqBlockSize)
 	s.opts, s.shed = opts, opts.ShedLoad
+	s.cache = newSnapshotCache(opts.CacheSize, opts.DedupeWindow)
 	if !opts.DisableGroupCommit {
 		s.group = newGroupCommit(s, opts)
 	}

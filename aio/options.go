@@ -63,6 +63,21 @@ type Options struct {
 	// set grows with every processed event. Every store on a database must use the same
 	// window.
 	DedupeWindow int
+	// CacheSize turns on the snapshot cache and bounds it: the store keeps, for up to
+	// CacheSize executions (least recently used dropped first), the snapshot as this process
+	// last committed or read it (data, version, trace index) and the ids of the events it saw
+	// processed on it. LoadForEvent of a cached execution then answers from memory, with no
+	// server command, and the commit that follows is the event's one round trip: its dedupe
+	// guard (in the same atomic update as the version guard) refuses an event processed
+	// elsewhere with execstore.ErrAlreadyProcessed, and its version guard refuses a stale
+	// snapshot with a *execstore.ConflictError, after which the entry is dropped and the
+	// caller's reload reads the server. Memory: about CacheSize × (snapshot bytes + 200 +
+	// the remembered event ids, at most 2×DedupeWindow of them, or cacheMaxEvents without a
+	// window). Turn it on where each execution's events are handled by one process (routed by
+	// execution id), the usual way to run an engine; leave it off where executions are handled
+	// by many processes at random, since every miss costs one extra round trip (a stale entry
+	// makes the commit fail and the reload follow). Default 0: off.
+	CacheSize int
 	// SeqBlockSize is how many outbox or spawn seqs one counter reservation takes.
 	// Default batch.DefaultBlockSize (256).
 	SeqBlockSize int64

@@ -14,12 +14,15 @@ func (s *Store) Load(ctx context.Context, id string) (*execstore.Execution, erro
 	if err := contract.ValidateID("id", id); err != nil {
 		return nil, err
 	}
+	epoch := s.cacheMark()
 	var r *async.Request[*execstore.Execution]
 	r = newRequest(s, opLoad, func(wctx context.Context) (*execstore.Execution, error) {
 		if s.loads != nil {
-			return nil, s.coalescedLoad(ctx, id, r.Future())
+			return nil, s.coalescedLoad(ctx, id, epoch, r.Future())
 		}
-		return ops.Load(wctx, s.env, id)
+		exe, err := ops.Load(wctx, s.env, id)
+		s.remember(exe, "", epoch, err)
+		return exe, err
 	})
 	return r.Submit(ctx, s.pool, s.shed).Wait(ctx)
 }
@@ -31,7 +34,13 @@ type Loaded struct {
 }
 
 // LoadForEvent returns the execution and whether eventID was already processed, in one round
-// trip; see execstore.Store.
+// trip; see execstore.Store. With the snapshot cache on (Options.CacheSize), an execution
+// the cache holds is answered from memory, with no server command: its snapshot as this
+// process last committed or read it, and processed true for the events the cache knows are
+// in its dedupe set (those this process committed on it, and those a read found there). Any
+// other event is reported not processed; if it was, the commit refuses it with
+// execstore.ErrAlreadyProcessed, and if the snapshot is stale, with a *execstore.ConflictError,
+// after which the next LoadForEvent reads the server.
 func (s *Store) LoadForEvent(ctx context.Context, id, eventID string) (*execstore.Execution, bool, error) {
 	l, err := s.LoadForEventAsync(ctx, id, eventID).Wait(ctx)
 	return l.Execution, l.Processed, err
@@ -45,12 +54,20 @@ func (s *Store) LoadForEventAsync(ctx context.Context, id, eventID string) *Futu
 	if err := contract.ValidateID("eventID", eventID); err != nil {
 		return async.Failed[Loaded](err)
 	}
+	if s.cache != nil && s.stop.Err() == nil {
+		if exe, processed, ok := s.cache.lookup(id, eventID); ok {
+			s.stats.record(opLoadForEvent, nil)
+			return async.Ready(Loaded{Execution: exe, Processed: processed})
+		}
+	}
+	epoch := s.cacheMark()
 	var r *async.Request[Loaded]
 	r = newRequest(s, opLoadForEvent, func(wctx context.Context) (Loaded, error) {
 		if s.loads != nil && s.env.Profile == ops.MongoDB {
-			return Loaded{}, s.coalescedLoadForEvent(ctx, id, eventID, r.Future())
+			return Loaded{}, s.coalescedLoadForEvent(ctx, id, eventID, epoch, r.Future())
 		}
 		exe, hit, err := ops.LoadForEvent(wctx, s.env, id, eventID)
+		s.remember(exe, processedEvent(eventID, hit), epoch, err)
 		return Loaded{Execution: exe, Processed: hit}, err
 	})
 	return r.Submit(ctx, s.pool, s.shed)

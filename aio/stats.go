@@ -33,16 +33,22 @@ var opNames = [opKinds]string{
 
 // Stats is a snapshot of a Store's counters.
 type Stats struct {
-	Queued         int                // requests waiting in the channel
-	InFlight       int                // operations running
-	Ops            map[string]OpStats // by operation name ("commit", "load", …)
-	Conflicts      int64              // commits refused by the version guard
-	OutcomeUnknown int64              // writes whose outcome is unknown
-	Overloaded     int64              // non-blocking submits refused
-	ServerCommands int64              // commands sent to the server (clients opened by Open only)
-	SeqBlocks      int64              // seq blocks reserved
-	GroupCommits   int64              // bulk writes issued by group commit
-	GroupedCommits int64              // commits written by those bulk writes
+	Queued    int                // requests waiting in the channel
+	InFlight  int                // operations running
+	Ops       map[string]OpStats // by operation name ("commit", "load", …)
+	Conflicts int64              // commits refused by the version guard
+	// AlreadyProcessed counts commits refused by the dedupe guard (ErrAlreadyProcessed).
+	AlreadyProcessed int64
+	OutcomeUnknown   int64 // writes whose outcome is unknown
+	Overloaded       int64 // non-blocking submits refused
+	ServerCommands   int64 // commands sent to the server (clients opened by Open only)
+	SeqBlocks        int64 // seq blocks reserved
+	GroupCommits     int64 // bulk writes issued by group commit
+	GroupedCommits   int64 // commits written by those bulk writes
+	// CacheHits counts the LoadForEvent calls the snapshot cache answered with no server
+	// command; CacheMisses those it could not, which went to the server. Both are 0 with the
+	// cache off.
+	CacheHits, CacheMisses int64
 	// CoalescedBatches counts the commands that served coalesced acks and loads;
 	// CoalescedOps the acks and loads they served.
 	CoalescedBatches int64
@@ -59,6 +65,7 @@ type OpStats struct {
 type statCounters struct {
 	calls, errs                          [opKinds]atomic.Int64
 	conflicts, unknown, overloaded, cmds atomic.Int64
+	alreadyProcessed                     atomic.Int64
 	groupCommits, groupedCommits         atomic.Int64
 	coalesced, coalescedOps              atomic.Int64
 }
@@ -75,6 +82,8 @@ func (c *statCounters) record(k opKind, err error) {
 	switch {
 	case errors.Is(err, execstore.ErrConflict):
 		c.conflicts.Add(1)
+	case errors.Is(err, execstore.ErrAlreadyProcessed):
+		c.alreadyProcessed.Add(1)
 	case errors.Is(err, execstore.ErrOutcomeUnknown):
 		c.unknown.Add(1)
 	case errors.Is(err, execstore.ErrOverloaded):
@@ -89,6 +98,7 @@ func (s *Store) Stats() Stats {
 		InFlight:         s.pool.InFlight(),
 		Ops:              make(map[string]OpStats, opKinds),
 		Conflicts:        s.stats.conflicts.Load(),
+		AlreadyProcessed: s.stats.alreadyProcessed.Load(),
 		OutcomeUnknown:   s.stats.unknown.Load(),
 		Overloaded:       s.stats.overloaded.Load(),
 		ServerCommands:   s.stats.cmds.Load(),
@@ -97,6 +107,9 @@ func (s *Store) Stats() Stats {
 		GroupedCommits:   s.stats.groupedCommits.Load(),
 		CoalescedBatches: s.stats.coalesced.Load(),
 		CoalescedOps:     s.stats.coalescedOps.Load(),
+	}
+	if s.cache != nil {
+		st.CacheHits, st.CacheMisses = s.cache.hits.Load(), s.cache.misses.Load()
 	}
 	for k := range opKinds {
 		st.Ops[opNames[k]] = OpStats{Calls: s.stats.calls[k].Load(), Errors: s.stats.errs[k].Load()}

@@ -20,6 +20,7 @@ func (s *Store) AppendTrace(ctx context.Context, id string, step map[string]any)
 		return err
 	}
 	_, err := submit(ctx, s, opAppendTrace, func(ctx context.Context) (struct{}, error) {
+		defer s.forget(id) // the trace index moved: a cached one would cost a retry
 		return struct{}{}, ops.AppendTrace(ctx, s.env, id, step)
 	}).Wait(ctx)
 	return err

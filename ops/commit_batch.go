@@ -28,14 +28,18 @@ func (p *CommitPlan) SetToken(token int64) {
 
 // RunCommitBatch runs the updates of plans (none of them a create; each with a distinct
 // token) as one unordered bulk write, and returns each plan's outcome as RunCommit would:
-// nil when it won, *execstore.ConflictError, *TraceMovedError, or a classified failure.
+// nil when it won, *execstore.AlreadyProcessedError, *execstore.ConflictError,
+// *TraceMovedError, or a classified failure. A plan that lost and carries an event reports
+// AlreadyProcessedError when its event is in the set, as RunCommit does.
 //
 // A bulk write reports how many CAS filters matched, not which. When not all of them did,
 // one find reads back version and commit_token of every document, and each plan is settled:
 //
 //   - version == expected+1 with its own token: it won;
-//   - version == expected: it was not applied (a trace-index guard or a write error stopped
-//     it): it is run again alone, which is safe since it certainly did not land;
+//   - version == expected: it was not applied (its event's dedupe guard, a trace-index guard
+//     or a write error stopped it): a plan with an event whose set holds it is refused with
+//     *execstore.AlreadyProcessedError; any other is run again alone, which is safe since it
+//     certainly did not land;
 //   - version == expected+1 with another token, a lower version, or no document: it lost;
 //   - version > expected+1: it may have won before another commit moved on. These are settled
 //     by the count: if the wins already known account for every match, they all lost; if the
@@ -92,12 +96,34 @@ func RunCommitBatch(ctx, settleCtx context.Context, env Env, plans []*CommitPlan
 		return errs
 	}
 	errs = settleBatch(plans, ans, found, func(p *CommitPlan) error {
+		if st, err := readState(ctx, env, p.ID, p.EventID); p.EventID != "" && err == nil && st.processed {
+			return &execstore.AlreadyProcessedError{ExecutionID: p.ID, EventID: p.EventID, Version: st.version}
+		}
 		return RunCommit(ctx, env, *p)
 	})
 	if !ans.answered {
 		confirmDurable(settleCtx, env, plans, errs, err)
 	}
+	for i, p := range plans {
+		var conflict *execstore.ConflictError
+		if p.EventID != "" && errors.As(errs[i], &conflict) {
+			errs[i] = explainConflict(settleCtx, env, p, conflict)
+		}
+	}
 	return errs
+}
+
+// explainConflict returns what a plan of a group commit that lost to another commit should
+// report: *execstore.AlreadyProcessedError when its event is in the dedupe set (RunCommit's
+// rule: reloading would not make the event worth handling), else conflict. The read-back
+// reads versions only, so this is one more read, for the plans that lost and carry an event.
+// If that read fails, the conflict, which is proven, is reported.
+func explainConflict(ctx context.Context, env Env, p *CommitPlan, conflict *execstore.ConflictError) error {
+	st, err := readState(ctx, env, p.ID, p.EventID)
+	if err != nil || !st.processed {
+		return conflict
+	}
+	return &execstore.AlreadyProcessedError{ExecutionID: p.ID, EventID: p.EventID, Version: st.version}
 }
 
 // confirmDurable re-reads, at majority read concern, the plans of an unanswered bulk write

@@ -37,6 +37,13 @@ func (f *Future[T]) HandTo(abandon func(ctxErr error) error, record func(error))
 	return h
 }
 
+// Ready returns a future that is already done with v.
+func Ready[T any](v T) *Future[T] {
+	f := &Future[T]{done: make(chan struct{}), val: v}
+	close(f.done)
+	return f
+}
+
 // Failed returns a future that is already done with err.
 func Failed[T any](err error) *Future[T] {
 	f := &Future[T]{done: make(chan struct{}), err: err}
