@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"reflect"
 
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -28,7 +27,6 @@ type aioStore struct {
 	database  string
 	batch     bool
 	cacheSize int
-	cacheOn   bool            // the handlers' store has the cache on (aio has the option)
 	cmds      *commandCounter // the handlers' store's client
 	bgCmds    *commandCounter // the relay's store's client
 	aio       *aio.Store      // the handlers' store, as apiStore's store, for its Stats
@@ -47,9 +45,9 @@ func (s *aioStore) open(ctx context.Context) error {
 		Database:           s.database,
 		DisableGroupCommit: !s.batch,
 		DisableCoalescing:  !s.batch,
+		CacheSize:          s.cacheSize,
 		ClientOptions:      options.Client().SetMonitor(s.cmds.monitor()),
 	}
-	s.cacheOn = s.cacheSize > 0 && setCacheSize(&opts, s.cacheSize)
 	st, err := aio.Open(ctx, s.uri, opts)
 	if err != nil {
 		return err
@@ -57,23 +55,13 @@ func (s *aioStore) open(ctx context.Context) error {
 	s.store, s.aio = st, st
 	// The relay's store never loads an execution for an event: no cache.
 	opts.ClientOptions = options.Client().SetMonitor(s.bgCmds.monitor())
-	setCacheSize(&opts, 0)
+	opts.CacheSize = 0
 	bg, err := aio.Open(ctx, s.uri, opts)
 	if err != nil {
 		return err
 	}
 	s.bg, s.bgAIO = bg, bg
 	return nil
-}
-
-// setCacheSize sets opts.CacheSize to n and reports whether aio.Options has that field.
-func setCacheSize(opts *aio.Options, n int) bool {
-	f := reflect.ValueOf(opts).Elem().FieldByName("CacheSize")
-	if !f.IsValid() || f.Kind() != reflect.Int {
-		return false
-	}
-	f.SetInt(int64(n))
-	return true
 }
 
 // commands counts both stores' clients; pathCommands the handlers' alone.
@@ -89,22 +77,16 @@ func (s *aioStore) pathCommands() commandCounts { return s.cmds.snapshot() }
 func (s *aioStore) bulkTimerDeletes() bool { return s.batch }
 
 // counts reports the handlers' store's group commits (bulk writes issued, commits they
-// carried) and seq-block reservations, the snapshot cache's hits and misses when the store
-// counts them, and both stores' calls by operation ("op_commit", "op_delete_timer", …).
+// carried), its seq-block reservations and, with the cache on, the cache's hits and misses,
+// and both stores' calls by operation ("op_commit", "op_delete_timer", …).
 func (s *aioStore) counts() map[string]int64 {
 	if s.aio == nil {
 		return nil
 	}
 	st := s.aio.Stats()
 	c := map[string]int64{"group_commits": st.GroupCommits, "grouped_commits": st.GroupedCommits, "seq_blocks": st.SeqBlocks}
-	if s.cacheOn {
-		c["cache_size"] = int64(s.cacheSize)
-	}
-	stv := reflect.ValueOf(st)
-	for field, key := range map[string]string{"CacheHits": "cache_hits", "CacheMisses": "cache_misses"} {
-		if f := stv.FieldByName(field); f.IsValid() && f.CanInt() {
-			c[key] = f.Int()
-		}
+	if s.cacheSize > 0 {
+		c["cache_hits"], c["cache_misses"] = st.CacheHits, st.CacheMisses
 	}
 	stats := []aio.Stats{st}
 	if s.bgAIO != nil {
