@@ -75,8 +75,8 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	fs.StringVar(&variants, "variants", strings.Join(allVariants, ","), "variants to measure, comma-separated")
 	rtts := durationList{0}
 	fs.Var(&rtts, "rtt",
-		"round-trip latency added between the clients and the server by an in-process proxy, in whole milliseconds (0: no proxy): "+
-			"a comma-separated list, each measured")
+		"round trips added between the clients and the server by an in-process proxy, in whole milliseconds (0: no proxy): "+
+			"a comma-separated `list` (0,2ms,10ms), each measured; the idempotency and journal workloads run at the first")
 	fs.BoolVar(&cfg.quick, "quick", true,
 		"size the runs so that the default run finishes within a minute on 2 cores; -quick=false for larger runs")
 	fs.StringVar(&cfg.out, "out", "bench-out", "directory for bench-results.json and bench.png (bench-scaling.json with -scaling)")
@@ -85,10 +85,10 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	fs.Float64Var(&cfg.redeliver, "redeliver", 0.05,
 		"fraction of outbox entries the relay delivers twice by withholding the first ack")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "bound on the whole benchmark")
-	fs.DurationVar(&cfg.runTimeout, "run-timeout", 3*time.Minute, "bound on one run (one variant at one concurrency)")
+	fs.DurationVar(&cfg.runTimeout, "run-timeout", 3*time.Minute, "bound on one run (one variant at one round trip and concurrency)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep each run's database instead of dropping it")
 	fs.IntVar(&cfg.rounds, "rounds", 1,
-		"rounds per concurrency level: each runs every variant in turn; events/s is the median of the rounds")
+		"rounds per round trip and concurrency level: each runs every variant in turn; events/s is the median of the rounds")
 	fs.StringVar(&idemDesigns, "idem", strings.Join(allIdemDesigns, ","),
 		"designs of the idempotency-key workload, comma-separated (idem, idemkit); none to skip it")
 	fs.IntVar(&cfg.idemKeys, "idem-keys", 0,
