@@ -11,6 +11,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/ops"
 )
 
 // cachedConfigs are the configurations of the snapshot cache's tests: alone and grouped.
@@ -299,5 +300,25 @@ func TestCacheOutcomeUnknownDrops(t *testing.T) {
 				assert.True(t, processed)
 			}
 		})
+	}
+}
+
+// The coalesced load's find by _id $in, which the store sends only on MongoDB, returns every
+// execution asked for that exists and nothing else, on whichever server the suite runs.
+func TestLoadManyReturnsWhatWasAsked(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	for _, id := range []string{"a", "b", "c"} {
+		exe := newExe(id)
+		exe.Data = []byte(`{"id":"` + id + `"}`)
+		_, err := h.store.Commit(bg, exe, execstore.Commit{})
+		require.NoError(t, err)
+	}
+	env := ops.Env{Executions: h.db.Collection(ops.ExecutionsCollection), Profile: ops.MongoDB}
+	got, err := ops.LoadMany(bg, env, []string{"a", "c", "missing"})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	for _, id := range []string{"a", "c"} {
+		assert.Equal(t, `{"id":"`+id+`"}`, string(got[id].Data))
+		assert.EqualValues(t, 1, got[id].Version)
 	}
 }

@@ -92,9 +92,10 @@ type Options struct {
 	// one bulk write (a lone commit still goes out at once, alone); creates always go alone.
 	DisableGroupCommit bool
 	// DisableCoalescing makes every ack and load its own server command. By default, acks
-	// that arrive while earlier ones are being written go out as one bulk write, plain loads as
-	// one find by _id $in, and (on MongoDB) LoadForEvent calls as one aggregation; a lone call
-	// still goes out at once.
+	// that arrive while earlier ones are being written go out as one bulk write and, on
+	// MongoDB, plain loads as one find by _id $in and LoadForEvent calls as one aggregation; a
+	// lone call still goes out at once. (FerretDB's SQLite backend reads every document of the
+	// collection for any filter but {_id} alone, so there each load is its own find by _id.)
 	DisableCoalescing bool
 	// MaxBatch caps the operations of one batch: the commits of a group commit's bulk write,
 	// the acks of a coalesced bulk write, the loads of a coalesced find, and the timers of

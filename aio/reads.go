@@ -17,7 +17,7 @@ func (s *Store) Load(ctx context.Context, id string) (*execstore.Execution, erro
 	epoch := s.cacheMark()
 	var r *async.Request[*execstore.Execution]
 	r = newRequest(s, opLoad, func(wctx context.Context) (*execstore.Execution, error) {
-		if s.loads != nil {
+		if s.loads != nil && s.env.Profile == ops.MongoDB {
 			return nil, s.coalescedLoad(ctx, id, epoch, r.Future())
 		}
 		exe, err := ops.Load(wctx, s.env, id)
