@@ -147,6 +147,15 @@ func TestCacheStaleEntryConflicts(t *testing.T) {
 		_, err = h.store.Commit(bg, fresh, execstore.Commit{ProcessedEventID: "e3"})
 		require.NoError(t, err)
 		assert.EqualValues(t, 3, rawInt(t, h.rawDoc(t, "x"), "version"))
+
+		// What the stale entry cost, against two commands (a read and the commit) with the
+		// cache off: the failed commit and the read that told why, the reload, the commit.
+		want := []string{"update", "find", "find", "update"}
+		if !opts.DisableGroupCommit {
+			// The bulk write's read-back of versions, then the read of the dedupe set.
+			want = []string{"update", "find", "find", "find", "update"}
+		}
+		assert.Equal(t, want, h.cmds.snapshot())
 	})
 }
 
