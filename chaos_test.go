@@ -117,9 +117,8 @@ func chaosSeeds(t *testing.T) []uint64 {
 // every execution's last timer fires. The embedded server runs in this process here, so that
 // the test can restart it.
 func TestChaos(t *testing.T) {
-	if server.External {
-		t.Skip("restarts the embedded server it starts itself; MONGODB_URI names a server it cannot restart")
-	}
+	server.RequireEmbedded(t, "the chaos test stops and restarts an embedded server of its own mid-run; "+
+		"the server MONGODB_URI names cannot be restarted by a test")
 	for _, seed := range chaosSeeds(t) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runChaos(t, seed) })
 	}

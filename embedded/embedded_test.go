@@ -173,9 +173,7 @@ func TestFrontIncLosesNothing(t *testing.T) {
 // TestBareCASIsNotAtomic shows what the front is for: the same race straight against
 // FerretDB goes wrong.
 func TestBareCASIsNotAtomic(t *testing.T) {
-	if srv.BareURI == "" {
-		t.Skip("not applicable: MONGODB_URI is set, so there is no FerretDB without the front to race against")
-	}
+	srv.RequireEmbedded(t, "there is no FerretDB without the front to race against")
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	coll := collection(t, connect(t, srv.BareURI, racers))

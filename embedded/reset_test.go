@@ -130,9 +130,7 @@ const (
 // reaches last, and checks, once the slow write has ended, that every acknowledged
 // increment is there and no counter ever went down.
 func (sc resetScenario) run(t *testing.T) {
-	if srv.BareURI == "" {
-		t.Skip("not applicable: MONGODB_URI is set, and these tests reset connections to the embedded server's front")
-	}
+	srv.RequireEmbedded(t, "these tests reset connections to the embedded server's front")
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 

@@ -24,6 +24,8 @@ import (
 // commit: calls in flight fail cleanly (an unknown outcome, never a wrong answer), the store
 // recovers by itself without being reopened, and nothing reported committed is lost.
 func TestStoreSurvivesServerRestart(t *testing.T) {
+	srv.RequireEmbedded(t, "the test stops and restarts an embedded server of its own; "+
+		"the server MONGODB_URI names cannot be restarted by a test")
 	ctx := context.Background()
 	dir := t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

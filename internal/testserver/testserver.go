@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -215,6 +216,17 @@ func launch(ctx context.Context, bin, tmpDir string) (*Server, error) {
 	return nil, fmt.Errorf("%w%s", err, s.stderrText())
 }
 
+// RequireEmbedded skips t when the tests run against MONGODB_URI: for a test that needs what
+// only the embedded server has (FerretDB without its front, the front itself, FerretDB's own
+// answers, or an embedded server the test stops and starts, which a server named by a URI
+// cannot be). why says which, and is the skip's reason.
+func (s *Server) RequireEmbedded(t testing.TB, why string) {
+	t.Helper()
+	if s.External {
+		t.Skip("MONGODB_URI is set: " + why)
+	}
+}
+
 // Close stops the embedded server: it closes the child's standard input and waits for it
 // to exit (killing it if it has not within a few seconds), which removes the child's data.
 // It does nothing for an external server. Calls after the first return the first's result.
@@ -312,16 +324,21 @@ func Main(m *testing.M, srv **Server) int {
 var (
 	dbCounter     atomic.Int64
 	unsafeDBChars = regexp.MustCompile(`[^a-zA-Z0-9_]`)
+	// runID tells this run's databases from an earlier run's on the same server: a server
+	// MONGODB_URI names outlives the run, and not every test drops what it wrote.
+	runID = strconv.FormatUint(uint64(time.Now().UnixNano())%(36*36*36*36*36*36), 36)
 )
 
-// Database returns a database name for t of its own, unique in the test binary: prefix, a
-// counter, and t's name made safe.
+// Database returns a database name for t of its own, unique in the test binary and apart from
+// other runs' on the same server: prefix, a counter, the run's id and t's name made safe,
+// cut to 40 bytes (so that, with a short prefix, the name stays within the 63 bytes FerretDB
+// and MongoDB allow).
 func Database(t testing.TB, prefix string) string {
 	name := unsafeDBChars.ReplaceAllString(t.Name(), "_")
 	if len(name) > 40 {
 		name = name[:40]
 	}
-	return fmt.Sprintf("%s%d_%s", prefix, dbCounter.Add(1), name)
+	return fmt.Sprintf("%s%d_%s_%s", prefix, dbCounter.Add(1), runID, name)
 }
 
 // Collection returns database's collection at uri through a client of the test's own, closed
