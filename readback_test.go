@@ -26,6 +26,10 @@ import (
 // router it sends every one but primary as $readPreference, so the read preference an
 // operation was given can be read off the command it sends. Every command still runs on the
 // real server behind it.
+//
+// A replica set member (MONGODB_URI) stays one whatever msg says, since its hello names its
+// set: the driver then leaves the proxy for the members the set lists, and sends every read
+// preference but primary to them as it would to a router. The test holds there too.
 type routerProxy struct{ *testserver.Relay }
 
 func newRouterProxy(t *testing.T, upstream string) *routerProxy {

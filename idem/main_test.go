@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore/internal/testserver"
 )
@@ -32,6 +34,21 @@ func openStore(t testing.TB, opts Options) *Store {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close(bg)) })
 	return s
+}
+
+// serverIsFerretDB reports whether the test server is FerretDB (the embedded server, or one
+// MONGODB_URI names), asked of buildInfo through a client of the test's own: FerretDB's
+// answer carries ferretdbVersion, MongoDB's does not.
+func serverIsFerretDB(t testing.TB) bool {
+	t.Helper()
+	client, err := mongo.Connect(options.Client().ApplyURI(server.URI))
+	require.NoError(t, err)
+	defer client.Disconnect(bg)
+	var info struct {
+		FerretDBVersion *string `bson:"ferretdbVersion"`
+	}
+	require.NoError(t, client.Database("admin").RunCommand(bg, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info))
+	return info.FerretDBVersion != nil
 }
 
 // rawCollection is s's collection through a client of the test's own, for writing records

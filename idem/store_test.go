@@ -15,12 +15,15 @@ import (
 	"github.com/execstore/execstore/aio"
 )
 
+// Open picks the formulation of the server it finds: FerretDB's on FerretDB (the embedded
+// server), MongoDB's on MongoDB.
 func TestOpenDetectsServer(t *testing.T) {
 	s := openStore(t, Options{})
-	if server.External {
-		t.Skip("the formulation depends on the server given")
+	want := aio.MongoDB
+	if serverIsFerretDB(t) {
+		want = aio.FerretDB
 	}
-	assert.Equal(t, aio.FerretDB, s.Server().Profile)
+	assert.Equal(t, want, s.Server().Profile)
 }
 
 // A claim of an absent key is New with a fresh 128-bit token, and the record says so.
@@ -400,12 +403,11 @@ func TestCorruptRecordTakenOver(t *testing.T) {
 	assert.Positive(t, s.Stats().Recovered)
 }
 
-// The FerretDB sweep deletes records past their expiry and grace, and only those.
+// The FerretDB sweep deletes records past their expiry and grace, and only those. Its
+// formulation is forced, so that the sweep runs on MongoDB too (where a TTL index reaps when
+// MongoDB's own formulation is in use, on the server's schedule of about a minute).
 func TestSweepReaps(t *testing.T) {
-	if server.External {
-		t.Skip("MongoDB reaps with its TTL index")
-	}
-	s := openStore(t, Options{Grace: time.Millisecond, ReapInterval: 50 * time.Millisecond})
+	s := openStore(t, Options{Profile: aio.FerretDB, Grace: time.Millisecond, ReapInterval: 50 * time.Millisecond})
 	_, err := s.Claim(bg, "short", fp, 1, 10*time.Millisecond)
 	require.NoError(t, err)
 	_, err = s.Claim(bg, "long", fp, 1, longLease)
