@@ -131,7 +131,23 @@ func WriteFailure(op, id string, err error) error {
 		}
 		return fmt.Errorf("execstore: %s of execution %q refused by the server: %w", op, id, err)
 	}
+	if deadlineOnServer(err) {
+		// The driver sends the caller's deadline as maxTimeMS, a little shorter than what is
+		// left of it, so the server may end the write (or its wait for the write concern)
+		// before the context does: that too is the caller's deadline.
+		err = fmt.Errorf("%w (%w, applied by the server as maxTimeMS)", err, context.DeadlineExceeded)
+	}
 	return &execstore.OutcomeUnknownError{Op: op, ExecutionID: id, Err: err}
+}
+
+// codeMaxTimeMSExpired is the server's error, or write-concern error, when a command's
+// maxTimeMS runs out.
+const codeMaxTimeMSExpired = 50
+
+// deadlineOnServer reports whether err says the server ran out the command's maxTimeMS.
+func deadlineOnServer(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(codeMaxTimeMSExpired)
 }
 
 // IsTooLarge reports whether a refusal says a document is past MongoDB's size limit. An

@@ -87,3 +87,19 @@ func TestWriteFailureCommandErrors(t *testing.T) {
 	assert.NotErrorIs(t, tooLarge, execstore.ErrOutcomeUnknown)
 	assert.ErrorIs(t, WriteFailure("commit", "x", driver.ErrDocumentTooLarge), execstore.ErrInvalid)
 }
+
+// The caller's deadline, sent as maxTimeMS, may run out on the server before the context does:
+// the write's outcome is unknown, and the error says it was the deadline.
+func TestWriteFailureServerDeadline(t *testing.T) {
+	for _, err := range []error{
+		mongo.WriteException{WriteConcernError: &mongo.WriteConcernError{Code: 50, Name: "MaxTimeMSExpired"}},
+		mongo.BulkWriteException{WriteConcernError: &mongo.WriteConcernError{Code: 50}},
+		mongo.CommandError{Code: 50, Name: "MaxTimeMSExpired"},
+	} {
+		got := WriteFailure("commit", "x", err)
+		assert.ErrorIs(t, got, execstore.ErrOutcomeUnknown, "%T", err)
+		assert.ErrorIs(t, got, context.DeadlineExceeded, "%T", err)
+	}
+	got := WriteFailure("commit", "x", mongo.WriteException{WriteConcernError: &mongo.WriteConcernError{Code: 64}})
+	assert.NotErrorIs(t, got, context.DeadlineExceeded, "another write-concern error is not the deadline")
+}
