@@ -11,8 +11,8 @@
 //	   │                                                          │ flush: one bulk write
 //	   └──────────── Future ◀── settled by the worker, or by the flush (async.Handoff)
 //
-// Group commit and coalescing: a commit of an existing execution, an ack, a plain load and (on
-// MongoDB) a LoadForEvent are passed by the worker to a coalescer; a lone one goes out at once,
+// Group commit and coalescing: a commit of an existing execution, an ack and (on MongoDB) a
+// plain load or a LoadForEvent are passed by the worker to a coalescer; a lone one goes out at once,
 // and those that arrive while a batch is in flight go out together as one bulk write, one find or
 // one aggregation (Options.MaxBatch). The caller can still withdraw it until the flush sends it.
 //
@@ -28,6 +28,13 @@
 //   - A commit costs exactly one server command when a seq block is available: the outbox and
 //     spawn seqs come from blocks the store reserves ahead of need (package batch), and the
 //     trace index from the execution's own trace_next.
+//   - A commit carrying a ProcessedEventID is guarded on the server by the dedupe set as well
+//     as the version, in the same single-document update: an event already processed is
+//     refused with execstore.ErrAlreadyProcessed and nothing is written.
+//   - With the snapshot cache on (Options.CacheSize), LoadForEvent of a cached execution is
+//     answered in the caller's goroutine with no server command, and never with a snapshot
+//     older than this store's own last successful commit or read of it; the commit's guards
+//     refuse what a stale entry got wrong.
 //   - Close stops new calls (execstore.ErrClosed), drains queued and in-flight work within its
 //     context, and leaves no goroutine behind.
 //
