@@ -217,12 +217,20 @@ func (f *front) unregister(l *link) {
 }
 
 // acquire takes the write slot, or gives up and reports false when the link's client side
-// ends first.
+// ends first or the front is closing. close ends the links one after the other, so a link
+// it has not reached yet may be handed the slot by one it has closed: such a write is not
+// forwarded.
 func (f *front) acquire(clientDone <-chan struct{}) bool {
 	select {
 	case f.slot <- struct{}{}:
+		if f.ctx.Err() != nil {
+			f.release()
+			return false
+		}
 		return true
 	case <-clientDone:
+		return false
+	case <-f.ctx.Done():
 		return false
 	}
 }

@@ -591,3 +591,16 @@ func isConnError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op)
 }
+
+// Once the front is closing, a link is handed no slot: close ends the links one after the
+// other, and a write of a link it has not reached yet must not start when an earlier one
+// gives the slot back.
+func TestFrontClosingHandsNoSlot(t *testing.T) {
+	u := newFakeUpstream(t)
+	f := startTestFront(t, u)
+	require.True(t, f.acquire(make(chan struct{})))
+	f.release()
+	f.cancel() // what close does first
+	assert.False(t, f.acquire(make(chan struct{})))
+	assert.Empty(t, f.slot, "the slot is free")
+}
