@@ -78,10 +78,12 @@ func TestDoErrorReleases(t *testing.T) {
 
 // The lease is renewed while fn runs past it: no one else can claim the key meanwhile.
 func TestDoKeepsLeaseAlive(t *testing.T) {
-	s := openStore(t, Options{Lease: 150 * time.Millisecond})
+	// fn runs for three leases; a lease of 400 ms leaves a renew (every 133 ms) room to be
+	// late on a loaded machine without the claim lapsing.
+	s := openStore(t, Options{Lease: 400 * time.Millisecond})
 	r, err := s.Do(bg, "k", fp, func(ctx context.Context) (Response, error) {
 		for range 6 {
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
 			c, err := s.Claim(bg, "k", fp, 1, time.Minute)
 			if err != nil || c.Outcome != AlreadyClaimed {
 				return Response{}, errors.Join(err, errors.New("the key was taken while fn ran: "+c.Outcome.String()))
