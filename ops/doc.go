@@ -3,10 +3,13 @@
 // code that runs them against a collection.
 //
 // Guarantees every operation here keeps:
-//   - A commit is one single-document write (an update guarded by the loaded version, or an
-//     insert for a version-0 create): atomic on a standalone server, no transaction.
+//   - A commit is one single-document write (an update guarded by the loaded version and, when
+//     it records an event, by that event's absence from the dedupe set; or an insert for a
+//     version-0 create): atomic on a standalone server, no transaction. When the guard misses,
+//     one read tells which part of it did.
 //   - Reads project only what they return; the snapshot is never read by a relay or a sweep,
-//     and the dedupe set is never shipped to the client.
+//     and on MongoDB the dedupe set is never shipped to the client (FerretDB has no aggregation
+//     $in, so there the membership test runs in the client, on the one document read).
 //   - Keys built from caller text (timer paths) go through encodeKey, which round-trips every
 //     string, so no input can address another field.
 //   - A write whose result did not come back is reported as *execstore.OutcomeUnknownError,
