@@ -1,6 +1,7 @@
 package aio
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -18,8 +19,11 @@ const settleTimeout = 5 * time.Second
 
 // commitItem is one commit waiting in, or flushed by, the group commit.
 type commitItem struct {
-	ctx  context.Context
-	exe  *execstore.Execution
+	ctx context.Context
+	exe *execstore.Execution // the caller's: touched only while the caller still waits
+	// snap is the store's copy of *exe as the commit was built, Data included: what a rebuild
+	// reads, since a caller that gave up may change *exe at once.
+	snap execstore.Execution
 	pc   *ops.PreparedCommit
 	seqs ops.Seqs
 	plan ops.CommitPlan
@@ -42,12 +46,16 @@ func newGroupCommit(s *Store, opts Options) *batch.Coalescer[*commitItem] {
 // settled by flushCommits, or by the caller giving up (see handoff).
 func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, pc *ops.PreparedCommit, seqs ops.Seqs,
 	epoch uint64, fut *Future[[]int64]) error {
-	plan, err := pc.Build(s.env, exe, seqs)
+	// The plan must not share the caller's Data: a caller that gives up once the batch is sent
+	// may change it at once, while the bulk write is still being encoded.
+	snap := *exe
+	snap.Data = bytes.Clone(exe.Data)
+	plan, err := pc.Build(s.env, &snap, seqs)
 	if err != nil {
 		return err
 	}
 	plan.SetToken(commitToken())
-	it := &commitItem{ctx: ctx, exe: exe, pc: pc, seqs: seqs, plan: plan, epoch: epoch, fut: fut}
+	it := &commitItem{ctx: ctx, exe: exe, snap: snap, pc: pc, seqs: seqs, plan: plan, epoch: epoch, fut: fut}
 	it.hand = fut.HandTo(func(ctxErr error) error {
 		return &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: exe.ID, Err: ctxErr}
 	}, func(err error) { s.stats.record(opCommit, err) })
@@ -117,7 +125,7 @@ func (s *Store) flushCommits(items []*commitItem) {
 		it := live[i]
 		var tm *ops.TraceMovedError
 		errors.As(errs[i], &tm)
-		next := *it.exe
+		next := it.snap
 		next.TraceNext = tm.TraceNext
 		if _, err := s.commit(it.ctx, &next, it.pc, it.seqs); err != nil {
 			s.settleCommit(it, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/ops"
@@ -180,4 +181,33 @@ func TestGroupCommitCallersGiveUp(t *testing.T) {
 		assert.NotContains(t, b, "queued", "a withdrawn commit was written")
 	}
 	assert.Equal(t, fmt.Sprint([][]string{{"sent"}}), fmt.Sprint(w.batches))
+}
+
+// A caller that gives up once its commit was sent may change its execution at once, even while
+// the bulk write is still being encoded: the plan holds a copy of the snapshot. (Run with
+// -race: the writer reads the plan's data while the caller overwrites its own.)
+func TestGroupCommitAbandonedCallerOwnsItsExecution(t *testing.T) {
+	written := make(chan string, 1)
+	w := &fakeWriter{gate: make(chan struct{}), entered: make(chan struct{}, 4)}
+	w.answer = func(p *ops.CommitPlan) error {
+		for _, e := range p.Update[0].Value.(bson.D) {
+			if e.Key == "data" {
+				written <- string(e.Value.([]byte)) // what the bulk write would encode
+			}
+		}
+		return nil
+	}
+	s := groupStore(t, w)
+	exe := existing("x")
+	exe.Data = []byte("committed")
+	ctx, cancel := context.WithCancel(context.Background())
+	f := s.CommitAsync(ctx, exe, execstore.Commit{})
+	<-w.entered // sent: the writer holds the batch
+	cancel()
+	_, err := f.Wait(ctx)
+	require.ErrorIs(t, err, execstore.ErrOutcomeUnknown)
+	copy(exe.Data, "CHANGED!!") // the caller's to change at once
+	w.open()
+	assert.Equal(t, "committed", <-written)
+	assert.EqualValues(t, 3, exe.Version, "the store no longer touches it")
 }
