@@ -30,8 +30,12 @@ const cacheMaxEvents = 128
 //
 // Its one invariant beyond that: it never holds a snapshot older than one this process has
 // committed or read since. Entries only move forward, and an entry is put where none is only
-// if no entry was removed (dropped or evicted) since the read or commit that produced it was
-// sent (epoch): a removed entry may have held a newer snapshot than that read returned.
+// if nothing was forgotten since the read or commit that produced it was sent (epoch): no
+// entry was removed (dropped or evicted: it may have held a newer snapshot than that read
+// returned), no put was refused and no commit failed without an entry to drop (either may
+// stand for a version no entry records). An answer sent after such an event reflects it, so
+// it is accepted. The epoch is the cache's, not an entry's: a cache sized for its working
+// set rarely moves it; one that keeps evicting refuses more first fills.
 type snapshotCache struct {
 	max    int
 	window int // the store's dedupe window
@@ -140,7 +144,11 @@ func (c *snapshotCache) put(exe *execstore.Execution, known []knownEvent, epoch 
 	el := c.byID[exe.ID]
 	if el == nil {
 		if epoch != c.epoch {
-			return // an entry removed since may have been newer than exe
+			// An entry removed since may have been newer than exe. Refusing exe forgets
+			// that exe exists, so it counts as a removal: a read still in flight may be
+			// older than exe.
+			c.epoch++
+			return
 		}
 		cp := *exe
 		cp.Data = bytes.Clone(exe.Data)
@@ -199,6 +207,9 @@ func (c *snapshotCache) failed(id string, version int64, eventID string, err err
 	defer c.mu.Unlock()
 	el := c.byID[id]
 	if el == nil {
+		// The commit may have written a version no entry records: a read still in flight
+		// may be older than it.
+		c.epoch++
 		return
 	}
 	e := el.Value.(*cacheEntry)

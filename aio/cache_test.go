@@ -168,3 +168,28 @@ func TestCacheEventsWindow(t *testing.T) {
 	e := c.byID["a"].Value.(*cacheEntry)
 	assert.Empty(t, e.events, "what is no longer held is forgotten")
 }
+
+// A put refused for an absent entry, and a commit that failed with no entry to drop, each
+// forget a version: a read still in flight from before must not be put either, or the cache
+// would answer with a snapshot older than this process's own commit.
+func TestCacheForgettingCountsAsRemoval(t *testing.T) {
+	c := newSnapshotCache(1, 0)
+	c.committed(cachedExe("z", 1, ""), "", c.mark())
+	commitSent := c.mark()                               // a commit of x (v5 → v6) is sent…
+	c.committed(cachedExe("y", 1, ""), "", c.mark())     // …an unrelated put evicts z…
+	readSent := c.mark()                                 // …a read of x is sent, the server still at v5…
+	c.committed(cachedExe("x", 6, ""), "e1", commitSent) // …the commit wins v6, its put is refused…
+	c.read(cachedExe("x", 5, ""), "", readSent)          // …and the read answers v5.
+	assert.EqualValues(t, -1, lookupVersion(c, "x"), "v5 would be older than this process's own v6")
+
+	c.read(cachedExe("x", 6, ""), "", c.mark()) // a read sent now reflects the commit
+	assert.EqualValues(t, 6, lookupVersion(c, "x"))
+
+	// A commit whose outcome is unknown, of an execution with no entry: it may have written
+	// v8; a read sent before it answers v7.
+	c2 := newSnapshotCache(4, 0)
+	readSent = c2.mark()
+	c2.failed("w", 7, "", &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: "w", Err: errors.New("reset")})
+	c2.read(cachedExe("w", 7, ""), "", readSent)
+	assert.EqualValues(t, -1, lookupVersion(c2, "w"))
+}

@@ -3,6 +3,7 @@ package aio
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -31,6 +32,7 @@ type Store struct {
 	shed       bool                         // Options.ShedLoad
 	stop       context.Context              // ends when Close gives up waiting
 	stopNow    context.CancelFunc
+	closing    atomic.Bool // set when Close starts: no call is answered after it
 	outboxSeq  *batch.Sequence
 	spawnSeq   *batch.Sequence
 	stats      *statCounters
@@ -120,6 +122,7 @@ func (s *Store) Server() ServerInfo { return s.info }
 // prefetchers and, for a store made by Open, disconnects the client. No goroutine of the store
 // outlives it.
 func (s *Store) Close(ctx context.Context) error {
+	s.closing.Store(true)
 	err := s.pool.Close(ctx)
 	if err != nil {
 		s.stopNow() // batches still queued are refused, those in flight cancelled

@@ -54,7 +54,7 @@ func (s *Store) LoadForEventAsync(ctx context.Context, id, eventID string) *Futu
 	if err := contract.ValidateID("eventID", eventID); err != nil {
 		return async.Failed[Loaded](err)
 	}
-	if s.cache != nil && s.stop.Err() == nil && ctx.Err() == nil {
+	if s.cache != nil && !s.closing.Load() && ctx.Err() == nil {
 		if exe, processed, ok := s.cache.lookup(id, eventID); ok {
 			s.stats.record(opLoadForEvent, nil)
 			return async.Ready(Loaded{Execution: exe, Processed: processed})
