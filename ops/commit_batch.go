@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/outcome"
@@ -95,35 +96,47 @@ func RunCommitBatch(ctx, settleCtx context.Context, env Env, plans []*CommitPlan
 		}
 		return errs
 	}
+	rerun := make(map[*CommitPlan]bool)
 	errs = settleBatch(plans, ans, found, func(p *CommitPlan) error {
-		if st, err := readState(ctx, env, p.ID, p.EventID); p.EventID != "" && err == nil && st.processed {
-			return &execstore.AlreadyProcessedError{ExecutionID: p.ID, EventID: p.EventID, Version: st.version}
+		rerun[p] = true // RunCommit explains its own guard misses
+		if p.EventID != "" {
+			if st, err := readState(ctx, env, p.ID, p.EventID); err == nil && st.processed {
+				return &execstore.AlreadyProcessedError{ExecutionID: p.ID, EventID: p.EventID, Version: st.version}
+			}
 		}
 		return RunCommit(ctx, env, *p)
 	})
 	if !ans.answered {
 		confirmDurable(settleCtx, env, plans, errs, err)
 	}
-	for i, p := range plans {
-		var conflict *execstore.ConflictError
-		if p.EventID != "" && errors.As(errs[i], &conflict) {
-			errs[i] = explainConflict(settleCtx, env, p, conflict)
-		}
-	}
+	explainConflicts(settleCtx, env, plans, errs, rerun)
 	return errs
 }
 
-// explainConflict returns what a plan of a group commit that lost to another commit should
-// report: *execstore.AlreadyProcessedError when its event is in the dedupe set (RunCommit's
-// rule: reloading would not make the event worth handling), else conflict. The read-back
-// reads versions only, so this is one more read, for the plans that lost and carry an event.
-// If that read fails, the conflict, which is proven, is reported.
-func explainConflict(ctx context.Context, env Env, p *CommitPlan, conflict *execstore.ConflictError) error {
-	st, err := readState(ctx, env, p.ID, p.EventID)
-	if err != nil || !st.processed {
-		return conflict
+// explainConflictsAtOnce bounds the reads explainConflicts has in flight.
+const explainConflictsAtOnce = 16
+
+// explainConflicts turns into *execstore.AlreadyProcessedError the conflict of each plan that
+// lost to another commit and whose event is in the dedupe set (RunCommit's rule: reloading
+// would not make the event worth handling). The read-back reads versions only, so each such
+// plan costs one more read, made concurrently with the others'; plans run again alone were
+// explained by RunCommit already. If a read fails, the conflict, which is proven, stays.
+func explainConflicts(ctx context.Context, env Env, plans []*CommitPlan, errs []error, explained map[*CommitPlan]bool) {
+	var g errgroup.Group
+	g.SetLimit(explainConflictsAtOnce)
+	for i, p := range plans {
+		var conflict *execstore.ConflictError
+		if p.EventID == "" || explained[p] || !errors.As(errs[i], &conflict) {
+			continue
+		}
+		g.Go(func() error {
+			if st, err := readState(ctx, env, p.ID, p.EventID); err == nil && st.processed {
+				errs[i] = &execstore.AlreadyProcessedError{ExecutionID: p.ID, EventID: p.EventID, Version: st.version}
+			}
+			return nil
+		})
 	}
-	return &execstore.AlreadyProcessedError{ExecutionID: p.ID, EventID: p.EventID, Version: st.version}
+	_ = g.Wait()
 }
 
 // confirmDurable re-reads, at majority read concern, the plans of an unanswered bulk write
