@@ -105,8 +105,7 @@ func (c *snapshotCache) held(k knownEvent, current int64) bool {
 	default:
 		// Recorded in k.version's generation or the one before: certainly held while the
 		// execution is still in k.version's generation.
-		return contract.DedupeStillHeld(k.version, current, c.window) &&
-			current/int64(c.window) == k.version/int64(c.window)
+		return current/int64(c.window) == k.version/int64(c.window)
 	}
 }
 

@@ -415,7 +415,7 @@ func RunCommit(ctx context.Context, env Env, plan CommitPlan) error {
 			return rerr
 		}
 		if st.processed {
-			return &execstore.AlreadyProcessedError{ExecutionID: plan.ID, EventID: plan.EventID, Version: st.version}
+			return plan.alreadyProcessed(st.version)
 		}
 		return &execstore.ConflictError{ExecutionID: plan.ID, Expected: 0, Found: st.version}
 	}
@@ -432,7 +432,7 @@ func RunCommit(ctx context.Context, env Env, plan CommitPlan) error {
 	}
 	found, traceNext := st.version, st.traceNext
 	if st.processed {
-		return &execstore.AlreadyProcessedError{ExecutionID: plan.ID, EventID: plan.EventID, Version: found}
+		return plan.alreadyProcessed(found)
 	}
 	if found == plan.Expected {
 		if plan.Traced { // the trace guards are what missed
@@ -461,11 +461,15 @@ func (e *TraceMovedError) Error() string { return "execstore: trace index moved"
 func stateProjection(env Env, eventID string) bson.D {
 	projection := bson.D{{Key: fVersion, Value: 1}, {Key: fTraceNext, Value: 1}}
 	if eventID != "" {
-		projection = append(projection, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
-			literal(eventID), dedupeSetExpr(env),
-		}}}})
+		projection = append(projection, bson.E{Key: "hit", Value: hitExpr(env, literal(eventID))})
 	}
 	return projection
+}
+
+// alreadyProcessed is the error of plan's commit refused by its dedupe guard, its event found
+// in the set of the stored version.
+func (p *CommitPlan) alreadyProcessed(version int64) error {
+	return &execstore.AlreadyProcessedError{ExecutionID: p.ID, EventID: p.EventID, Version: version}
 }
 
 // storedState is what readState read of an execution whose commit guard missed.

@@ -99,10 +99,8 @@ func RunCommitBatch(ctx, settleCtx context.Context, env Env, plans []*CommitPlan
 	rerun := make(map[*CommitPlan]bool)
 	errs = settleBatch(plans, ans, found, func(p *CommitPlan) error {
 		rerun[p] = true // RunCommit explains its own guard misses
-		if p.EventID != "" {
-			if st, err := readState(ctx, env, p.ID, p.EventID); err == nil && st.processed {
-				return &execstore.AlreadyProcessedError{ExecutionID: p.ID, EventID: p.EventID, Version: st.version}
-			}
+		if err := p.recorded(ctx, env); err != nil {
+			return err
 		}
 		return RunCommit(ctx, env, *p)
 	})
@@ -111,6 +109,19 @@ func RunCommitBatch(ctx, settleCtx context.Context, env Env, plans []*CommitPlan
 	}
 	explainConflicts(settleCtx, env, plans, errs, rerun)
 	return errs
+}
+
+// recorded reads whether p's event is already in the dedupe set, and returns the
+// *execstore.AlreadyProcessedError to report if it is; nil if it is not, if p has no event, or
+// if the read fails (the caller then keeps what it knows).
+func (p *CommitPlan) recorded(ctx context.Context, env Env) error {
+	if p.EventID == "" {
+		return nil
+	}
+	if st, err := readState(ctx, env, p.ID, p.EventID); err == nil && st.processed {
+		return p.alreadyProcessed(st.version)
+	}
+	return nil
 }
 
 // explainConflictsAtOnce bounds the reads explainConflicts has in flight.
@@ -130,8 +141,8 @@ func explainConflicts(ctx context.Context, env Env, plans []*CommitPlan, errs []
 			continue
 		}
 		g.Go(func() error {
-			if st, err := readState(ctx, env, p.ID, p.EventID); err == nil && st.processed {
-				errs[i] = &execstore.AlreadyProcessedError{ExecutionID: p.ID, EventID: p.EventID, Version: st.version}
+			if err := p.recorded(ctx, env); err != nil {
+				errs[i] = err
 			}
 			return nil
 		})

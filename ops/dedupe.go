@@ -54,6 +54,12 @@ func dedupeGuard(env Env, eventID string) bson.D {
 	return guard
 }
 
+// hitExpr is the aggregation expression of whether event (an expression) is in the dedupe
+// set, computed on the server so that the set never leaves it.
+func hitExpr(env Env, event any) bson.D {
+	return bson.D{{Key: "$in", Value: bson.A{event, dedupeSetExpr(env)}}}
+}
+
 // dedupeSetExpr is the aggregation expression of the whole dedupe set, [] when absent.
 func dedupeSetExpr(env Env) any {
 	fields := dedupeFields(env)

@@ -120,9 +120,7 @@ func loadForEventsPipeline(env Env, ids, eventIDs []string) mongo.Pipeline {
 	event := bson.D{{Key: "$arrayElemAt", Value: bson.A{literal(evArr), bson.D{{Key: "$indexOfArray", Value: bson.A{literal(idArr), "$" + fID}}}}}}
 	project := bson.D{}
 	project = append(project, loadProjection...)
-	project = append(project, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
-		event, dedupeSetExpr(env),
-	}}}})
+	project = append(project, bson.E{Key: "hit", Value: hitExpr(env, event)})
 	return mongo.Pipeline{
 		{{Key: "$match", Value: bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: idArr}}}}}},
 		{{Key: "$project", Value: project}},

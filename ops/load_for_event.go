@@ -19,9 +19,7 @@ import (
 func loadForEventPipeline(env Env, id, eventID string) mongo.Pipeline {
 	project := bson.D{}
 	project = append(project, loadProjection...)
-	project = append(project, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
-		literal(eventID), dedupeSetExpr(env),
-	}}}})
+	project = append(project, bson.E{Key: "hit", Value: hitExpr(env, literal(eventID))})
 	return mongo.Pipeline{
 		{{Key: "$match", Value: bson.D{{Key: fID, Value: id}}}},
 		{{Key: "$project", Value: project}},
