@@ -76,7 +76,7 @@ type Options struct {
 	// window). Turn it on where each execution's events are handled by one process (routed by
 	// execution id), the usual way to run an engine; leave it off where executions are handled
 	// by many processes at random, since every miss costs one extra round trip (a stale entry
-	// makes the commit fail and the reload follow). Default 0: off.
+	// makes the commit fail and the reload follow). Default 0 (or less): off.
 	CacheSize int
 	// SeqBlockSize is how many outbox or spawn seqs one counter reservation takes.
 	// Default batch.DefaultBlockSize (256).
