@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/execstore/execstore/internal/unique"
 )
 
 // ferretForm is the formulation for FerretDB, which has no pipeline updates, $$NOW, $expr or
@@ -85,7 +86,7 @@ func (f *ferretForm) claim(ctx context.Context, key, fingerprint string, version
 		if raw == nil {
 			tried, triedCorrupt = New, false
 			_, err := f.coll.InsertOne(ctx, doc)
-			if mongo.IsDuplicateKeyError(err) {
+			if unique.IsDuplicateKey(err) {
 				continue
 			}
 			if err != nil {

@@ -6,10 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"go.mongodb.org/mongo-driver/v2/mongo"
-
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/unique"
 )
 
 // Claim claims the invocation id for owner. The first owner to claim it holds it, at
@@ -41,7 +40,7 @@ func (j *Journal) Claim(ctx context.Context, id Identity, owner string) (Fence, 
 		if err == nil {
 			return Fence{InvocationID: id.ID, Owner: owner, Revision: 1, claim: claim, scope: id.Scope, digest: id.Digest}, nil
 		}
-		if !mongo.IsDuplicateKeyError(err) {
+		if !unique.IsDuplicateKey(err) {
 			return Fence{}, err
 		}
 		d, err := j.bound(ctx, "claim", id)

@@ -17,6 +17,7 @@ import (
 	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/outcome"
+	"github.com/execstore/execstore/internal/unique"
 	"github.com/execstore/execstore/pool"
 )
 
@@ -138,7 +139,7 @@ func (j *Journal) write(ctx context.Context, op, id string, w func(ctx context.C
 	ctx, cancel := context.WithTimeout(ctx, j.opts.WriteTimeout)
 	defer cancel()
 	err := w(ctx)
-	if err == nil || errors.Is(err, mongo.ErrNoDocuments) || mongo.IsDuplicateKeyError(err) {
+	if err == nil || errors.Is(err, mongo.ErrNoDocuments) || unique.IsDuplicateKey(err) {
 		return err
 	}
 	err = outcome.WriteFailure(op, id, err)

@@ -10,6 +10,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/execstore/execstore/internal/unique"
 )
 
 // The concerns on the wire: every write carries {w: "majority", j: true} and no
@@ -66,5 +68,6 @@ func TestConcernsOnTheWire(t *testing.T) {
 		assert.Error(t, err, "%s: a wtimeout the driver cannot send", name)
 		_, err = c.LookupErr("txnNumber")
 		assert.Error(t, err, "%s: a retryable write", name)
+		assert.Empty(t, unique.IDOnlyUpserts(c), "%s: an upsert of the _id alone has several winners on a row-locking engine", name)
 	}
 }

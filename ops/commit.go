@@ -14,6 +14,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/outcome"
+	"github.com/execstore/execstore/internal/unique"
 )
 
 // CommitPlan is the one write a commit issues: Update guarded by Filter when the execution
@@ -407,7 +408,7 @@ func RunCommit(ctx context.Context, env Env, plan CommitPlan) error {
 		if err == nil {
 			return nil
 		}
-		if !mongo.IsDuplicateKeyError(err) {
+		if !unique.IsDuplicateKey(err) {
 			return outcome.WriteFailure("commit", plan.ID, err)
 		}
 		st, rerr := readState(ctx, env, plan.ID, plan.EventID)

@@ -1,0 +1,203 @@
+package execstore_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/unique"
+	"github.com/execstore/execstore/ops"
+)
+
+// upsertWatch records every command a client sends, and the upserts among them whose filter
+// is the _id alone (unique.IDOnlyUpserts): none may be sent, on any path.
+type upsertWatch struct {
+	mu     sync.Mutex
+	names  []string
+	idOnly []string
+	// before, when set, runs in the sending goroutine before each command goes out: an
+	// injected writer.
+	before func(name string, cmd bson.Raw)
+}
+
+func (w *upsertWatch) monitor() *event.CommandMonitor {
+	return &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		w.mu.Lock()
+		w.names = append(w.names, e.CommandName)
+		for _, f := range unique.IDOnlyUpserts(e.Command) {
+			w.idOnly = append(w.idOnly, e.CommandName+" "+f.String())
+		}
+		before := w.before
+		w.mu.Unlock()
+		if before != nil {
+			before(e.CommandName, e.Command)
+		}
+	}}
+}
+
+func (w *upsertWatch) commands() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.names...)
+}
+
+func (w *upsertWatch) assertNoIDOnlyUpsert(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	assert.Empty(t, w.idOnly, "an upsert whose filter is the _id alone has more than one winner on a row-locking engine")
+}
+
+// dropDatabase drops db, reached through a client of its own.
+func dropDatabase(t *testing.T, db string) {
+	client, err := mongo.Connect(options.Client().ApplyURI(server.URI))
+	require.NoError(t, err)
+	defer client.Disconnect(bg)
+	assert.NoError(t, client.Database(db).Drop(bg))
+}
+
+// countersEnv is an ops.Env over the counters collection of db, reached through client.
+func countersEnv(client *mongo.Client, db string) ops.Env {
+	return ops.Env{Counters: client.Database(db).Collection(ops.CountersCollection)}
+}
+
+func watchedClient(t *testing.T, w *upsertWatch) *mongo.Client {
+	t.Helper()
+	client, err := mongo.Connect(options.Client().ApplyURI(server.URI).SetMonitor(w.monitor()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Disconnect(bg) })
+	return client
+}
+
+// Many reservers of one counter that does not exist yet get disjoint blocks, and the counter
+// ends at the sum: the counter is created by an insert, reserved by an update of the existing
+// document, and no command is an _id-only upsert.
+func TestCounterReservationsAreDisjoint(t *testing.T) {
+	w := &upsertWatch{}
+	client := watchedClient(t, w)
+	db := testDatabase(t)
+	t.Cleanup(func() { _ = client.Database(db).Drop(bg) })
+	env := countersEnv(client, db)
+
+	const racers, rounds, block = 16, 8, 10
+	var mu sync.Mutex
+	var lasts []int64
+	var g errgroup.Group
+	for range racers {
+		g.Go(func() error {
+			for range rounds {
+				last, err := ops.Reserve(bg, env, ops.OutboxCounter, block)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				lasts = append(lasts, last)
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	require.NoError(t, g.Wait())
+	sort.Slice(lasts, func(i, j int) bool { return lasts[i] < lasts[j] })
+	for i, last := range lasts {
+		assert.Equal(t, int64(block*(i+1)), last, "block %d", i)
+	}
+	w.assertNoIDOnlyUpsert(t)
+	assert.Contains(t, w.commands(), "insert", "the counter is created by an insert")
+}
+
+// Another process creates the counter and reserves a block between this reservation's miss
+// and its insert: the insert is refused as a duplicate, and the reservation runs again on the
+// document that now exists, so the two blocks are disjoint.
+func TestCounterCreationRaceInjected(t *testing.T) {
+	w := &upsertWatch{}
+	client := watchedClient(t, w)
+	other, err := mongo.Connect(options.Client().ApplyURI(server.URI))
+	require.NoError(t, err)
+	defer other.Disconnect(bg)
+	db := testDatabase(t)
+	t.Cleanup(func() { _ = client.Database(db).Drop(bg) })
+
+	var otherLast int64
+	var once sync.Once
+	w.before = func(name string, cmd bson.Raw) {
+		if name != "insert" || cmd.Lookup("insert").StringValue() != ops.CountersCollection {
+			return
+		}
+		once.Do(func() {
+			otherLast, err = ops.Reserve(bg, countersEnv(other, db), ops.SpawnCounter, 5)
+		})
+	}
+	last, rerr := ops.Reserve(bg, countersEnv(client, db), ops.SpawnCounter, 7)
+	require.NoError(t, rerr)
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), otherLast, "the injected writer created the counter and took (0, 5]")
+	assert.Equal(t, int64(12), last, "this reservation took (5, 12] after its insert was refused")
+	assert.Equal(t, []string{"findAndModify", "insert", "findAndModify"}, w.commands())
+	w.assertNoIDOnlyUpsert(t)
+}
+
+// A whole engine's worth of calls on aio — creates, commits with emits, spawns and timers,
+// the relay's acks, the sweep — sends no _id-only upsert.
+func TestStoreSendsNoIDOnlyUpsert(t *testing.T) {
+	for _, grouped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("grouped=%v", grouped), func(t *testing.T) {
+			w := &upsertWatch{}
+			db := testDatabase(t)
+			store, err := aio.Open(bg, server.URI, aio.Options{Database: db, DisableGroupCommit: !grouped,
+				ClientOptions: options.Client().SetMonitor(w.monitor())})
+			require.NoError(t, err)
+			defer func() { _ = store.Close(bg) }()
+			t.Cleanup(func() { dropDatabase(t, db) })
+			var g errgroup.Group
+			for i := range 8 {
+				g.Go(func() error {
+					id := fmt.Sprintf("x%d", i)
+					exe := &execstore.Execution{ID: id, DefinitionID: "d", Status: execstore.Running, Data: []byte("{}")}
+					if err := store.Save(bg, exe); err != nil {
+						return err
+					}
+					_, err := store.Commit(bg, exe, execstore.Commit{
+						Emits:            []execstore.Emit{{TargetID: "y", Event: []byte("e")}},
+						Spawns:           []execstore.Spawn{{ChildID: id + "-child", RootPath: "A"}},
+						Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T", 1)},
+						ProcessedEventID: "ev",
+					})
+					return err
+				})
+			}
+			require.NoError(t, g.Wait())
+			pending, err := store.PendingOutbox(bg, 100)
+			require.NoError(t, err)
+			require.Len(t, pending, 8)
+			for _, p := range pending {
+				require.NoError(t, store.AckOutbox(bg, p.SourceID, p.Seq))
+			}
+			spawns, err := store.PendingSpawns(bg, 100)
+			require.NoError(t, err)
+			require.Len(t, spawns, 8)
+			for _, p := range spawns {
+				require.NoError(t, store.AckSpawn(bg, p.ParentID, p.Seq))
+			}
+			due, err := store.DueTimers(bg, 2, 100)
+			require.NoError(t, err)
+			require.Len(t, due, 8)
+			_, err = store.DeleteTimer(bg, due[0].ExecutionID, due[0].Path, due[0].FireAt)
+			require.NoError(t, err)
+			require.NoError(t, store.DeleteTimers(bg, due[1:]))
+			w.assertNoIDOnlyUpsert(t)
+		})
+	}
+}
