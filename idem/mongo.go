@@ -9,15 +9,18 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/execstore/execstore/internal/unique"
 )
 
-// mongoForm is the formulation for MongoDB: seed 003's. Time is $$NOW, the server's clock at
-// the write, so the application's clock plays no part. A claim is one findAndModify upsert
-// whose pipeline takes the record if it is missing or lapsed and keeps it otherwise,
-// recording the state it took it over from (prev_state) so that new and reclaimed are told
-// apart without a second read; complete and renew are pipeline updates guarded by
-// {_id, state: CLAIMED, claim_token}; a TTL index on expire_at reaps. The command documents
-// are built by the pure functions below, which the tests check field by field.
+// mongoForm is the formulation for MongoDB (and the servers that serve its pipelines, such as
+// FerretDB 2.x): seed 003's. Time is $$NOW, the server's clock at the write, so the
+// application's clock plays no part. A claim is one findAndModify upsert (never of the _id
+// alone: see claimFilter) whose pipeline takes the record if it is missing or lapsed and keeps
+// it otherwise, recording the state it took it over from (prev_state) so that new and
+// reclaimed are told apart without a second read; complete and renew are pipeline updates
+// guarded by {_id, state: CLAIMED, claim_token}; a TTL index on expire_at reaps. The command
+// documents are built by the pure functions below, which the tests check field by field.
 type mongoForm struct {
 	records
 }
@@ -37,8 +40,16 @@ func afterNow(d time.Duration) bson.D {
 	return bson.D{{Key: "$add", Value: bson.A{"$$NOW", d.Milliseconds()}}}
 }
 
-// claimFilter is the claim's query: the key alone (the pipeline decides).
-func claimFilter(key string) bson.D { return bson.D{{Key: "_id", Value: key}} }
+// claimFilter is the claim's query: the key, with unique.UpsertFilter's predicate that matches
+// every record, so the upsert is never one of the _id alone (the pipeline decides). Two
+// claimers of an absent key then have one winner on every engine: on MongoDB the loser's
+// insert is refused as a duplicate (the server retries that as an update only for an _id-only
+// filter) and on an engine that runs an _id-only upsert as INSERT … ON CONFLICT DO UPDATE the
+// extra predicate keeps it on the path that updates a record it finds and inserts only where
+// there is none, so a loser is refused with a unique violation or updates the winner's record
+// (and keeps it: the lease is live). A refused claimer claims again: the record now exists, and
+// a findAndModify of an existing document is atomic everywhere.
+func claimFilter(key string) bson.D { return unique.UpsertFilter(key) }
 
 // claimPipeline is the claim's update: take the record (a fresh claim with token) when it
 // is missing or its lease_until has passed on the server's clock — a Completed record's
@@ -134,6 +145,9 @@ func (m *mongoForm) claim(ctx context.Context, key, fingerprint string, version 
 	for range maxClaimRounds {
 		raw, err := m.coll.FindOneAndUpdate(ctx, claimFilter(key),
 			claimPipeline(fingerprint, version, token, lease, m.grace), after).Raw()
+		if unique.IsDuplicateKey(err) {
+			continue // another claimer created the record first: claim the record it made
+		}
 		if err != nil {
 			return m.unanswered(ctx, key, token, err, false)
 		}

@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/unique"
 )
 
 const token0 = "0123456789abcdef0123456789abcdef"
@@ -36,7 +37,7 @@ func TestMongoCommandDocuments(t *testing.T) {
 		got  any
 		want string
 	}{
-		"claim filter": {claimFilter("k"), `{"v":{"_id":"k"}}`},
+		"claim filter": {claimFilter("k"), `{"v":{"_id":"k","__never_written":{"$exists":false}}}`},
 		"claim pipeline": {claimPipeline("$fp", 3, token0, 1500*time.Millisecond, time.Minute),
 			`{"v":[{"$set":{"__take":{"$or":[{"$eq":[{"$type":"$state"},"missing"]},{"$lt":["$lease_until","$$NOW"]}]}}},` +
 				`{"$set":{"prev_state":{"$cond":["$__take","$state","$prev_state"]},` +
@@ -93,10 +94,12 @@ func TestMongoFormulationSendsCommands(t *testing.T) {
 	ferret := serverIsFerretDB(t)
 	var mu sync.Mutex
 	sent := map[string]bson.Raw{}
+	var idOnly []bson.Raw
 	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
 		mu.Lock()
 		defer mu.Unlock()
 		sent[e.CommandName] = append(bson.Raw(nil), e.Command...)
+		idOnly = append(idOnly, unique.IDOnlyUpserts(e.Command)...)
 	}}
 	client, err := mongo.Connect(options.Client().ApplyURI(server.URI).SetMonitor(monitor))
 	require.NoError(t, err)
@@ -124,7 +127,8 @@ func TestMongoFormulationSendsCommands(t *testing.T) {
 	fam := sent["findAndModify"]
 	require.NotNil(t, fam)
 	assert.Equal(t, "idem", fam.Lookup("findAndModify").StringValue())
-	assert.Equal(t, `{"_id": "k"}`, fam.Lookup("query").String())
+	assert.Equal(t, `{"_id": "k","__never_written": {"$exists": false}}`, fam.Lookup("query").String())
+	assert.Empty(t, idOnly, "no upsert of the _id alone: it has several winners on a row-locking engine")
 	assert.True(t, fam.Lookup("upsert").Boolean())
 	assert.True(t, fam.Lookup("new").Boolean())
 	var pipeline bson.A
