@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -73,11 +74,7 @@ func RunCommitBatch(ctx, settleCtx context.Context, env Env, plans []*CommitPlan
 		}
 		return errs
 	}
-	models := make([]mongo.WriteModel, len(plans))
-	for i, p := range plans {
-		models[i] = mongo.NewUpdateOneModel().SetFilter(p.Filter).SetUpdate(p.Update)
-	}
-	res, err := env.Executions.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	res, err := env.Executions.BulkWrite(ctx, commitModels(plans), options.BulkWrite().SetOrdered(false))
 	ans := answerBulk(res, err)
 	switch {
 	case err == nil && ans.matched == int64(len(plans)):
@@ -109,6 +106,20 @@ func RunCommitBatch(ctx, settleCtx context.Context, env Env, plans []*CommitPlan
 	}
 	explainConflicts(settleCtx, env, plans, errs, rerun)
 	return errs
+}
+
+// commitModels is the bulk write of plans, its statements in the global order (see
+// statementOrder): by execution id, then by token. Settling does not depend on the order: the
+// read-back is by id, and each plan's outcome is kept by its own index.
+func commitModels(plans []*CommitPlan) []mongo.WriteModel {
+	order := statementOrder(len(plans), func(i int) string { return plans[i].ID }, func(i, j int) int {
+		return cmp.Compare(plans[i].Token, plans[j].Token)
+	})
+	models := make([]mongo.WriteModel, len(plans))
+	for k, i := range order {
+		models[k] = mongo.NewUpdateOneModel().SetFilter(plans[i].Filter).SetUpdate(plans[i].Update)
+	}
+	return models
 }
 
 // recorded reads whether p's event is already in the dedupe set, and returns the

@@ -50,11 +50,7 @@ func RunIdempotentWrites(ctx context.Context, env Env, writes []IdempotentWrite)
 		}
 		return errs
 	}
-	models := make([]mongo.WriteModel, len(writes))
-	for i, w := range writes {
-		models[i] = mongo.NewUpdateOneModel().SetFilter(w.Filter).SetUpdate(w.Update)
-	}
-	_, err := env.Executions.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	_, err := env.Executions.BulkWrite(ctx, idempotentModels(writes), options.BulkWrite().SetOrdered(false))
 	if err == nil {
 		return errs
 	}
@@ -72,14 +68,36 @@ func RunIdempotentWrites(ctx context.Context, env Env, writes []IdempotentWrite)
 	return errs
 }
 
+// idempotentModels is the bulk write of writes, its statements in the global order (see
+// statementOrder): by _id, then by operation and filter.
+func idempotentModels(writes []IdempotentWrite) []mongo.WriteModel {
+	order := statementOrder(len(writes), func(i int) string { return writes[i].ID }, func(i, j int) int {
+		return compareStatements(writes[i].Op, writes[i].Filter, writes[j].Op, writes[j].Filter)
+	})
+	models := make([]mongo.WriteModel, len(writes))
+	for k, i := range order {
+		models[k] = mongo.NewUpdateOneModel().SetFilter(writes[i].Filter).SetUpdate(writes[i].Update)
+	}
+	return models
+}
+
 // RunIdempotentWritesChunked runs writes in bulk writes of at most max each, one after the
-// other, and returns each write's outcome.
+// other, and returns each write's outcome. The chunks follow the global statement order too.
 func RunIdempotentWritesChunked(ctx context.Context, env Env, writes []IdempotentWrite, max int) []error {
-	errs := make([]error, 0, len(writes))
-	for len(writes) > 0 {
-		n := min(max, len(writes))
-		errs = append(errs, RunIdempotentWrites(ctx, env, writes[:n])...)
-		writes = writes[n:]
+	order := statementOrder(len(writes), func(i int) string { return writes[i].ID }, func(i, j int) int {
+		return compareStatements(writes[i].Op, writes[i].Filter, writes[j].Op, writes[j].Filter)
+	})
+	errs := make([]error, len(writes))
+	for len(order) > 0 {
+		n := min(max, len(order))
+		chunk := make([]IdempotentWrite, n)
+		for k, i := range order[:n] {
+			chunk[k] = writes[i]
+		}
+		for k, err := range RunIdempotentWrites(ctx, env, chunk) {
+			errs[order[k]] = err
+		}
+		order = order[n:]
 	}
 	return errs
 }

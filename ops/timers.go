@@ -1,7 +1,9 @@
 package ops
 
 import (
+	"cmp"
 	"context"
+	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -100,6 +102,9 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 		return nil, outcome.ReadFailure("due timers", "", err)
 	}
 	if len(repairs) > 0 && env.Profile != FerretDB {
+		// In the global statement order (see statementOrder): by _id; a document is read
+		// once, so it is repaired once.
+		slices.SortFunc(repairs, func(a, b stale) int { return cmp.Compare(a.id, b.id) })
 		models := make([]mongo.WriteModel, len(repairs))
 		for i, r := range repairs {
 			filter, update := RepairHintCommand(r.id, r.version, r.hint, r.timers)
