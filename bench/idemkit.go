@@ -11,10 +11,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore/idem"
+	"github.com/execstore/execstore/internal/unique"
 )
 
 // idemkitPort is the seed's MongoDB backend (idemkit/backends/mongo.py), ported as it is,
-// over the bare driver: a claim is one findAndModify upsert of {_id: key} whose aggregation
+// over the bare driver: a claim is one findAndModify upsert of {_id: key} (with
+// unique.UpsertFilter's predicate) whose aggregation
 // pipeline takes the record when it is missing or its lease_until is before $$NOW, and keeps
 // it otherwise; a complete is one update of {_id, state: CLAIMED, claim_token} with a
 // pipeline setting the response and $$NOW-based times. Field names, the collection's name,
@@ -99,9 +101,19 @@ func idemkitCompletePipeline(status int, headers bson.D, body []byte, completedM
 
 func (p *idemkitPort) claim(ctx context.Context, key, fingerprint string) (idemClaim, error) {
 	token := idemkitToken()
-	after, err := p.coll.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: key}},
-		idemkitClaimPipeline(fingerprint, 1, token, idemLease.Milliseconds()),
-		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Raw()
+	// The seed's upsert of {_id: key}, with unique.UpsertFilter's predicate: an _id-only upsert
+	// has several winners on an engine that runs it as INSERT … ON CONFLICT DO UPDATE. A racer
+	// refused as a duplicate claims again, against the record that now exists.
+	var after bson.Raw
+	var err error
+	for range 8 { // a duplicate-key refusal after 8 claims in a row is returned
+		after, err = p.coll.FindOneAndUpdate(ctx, unique.UpsertFilter(key),
+			idemkitClaimPipeline(fingerprint, 1, token, idemLease.Milliseconds()),
+			options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Raw()
+		if !unique.IsDuplicateKey(err) {
+			break
+		}
+	}
 	if err != nil {
 		return idemClaim{}, fmt.Errorf("mongo claim failed: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/unique"
 )
 
 // seedTraceMax is the seed's DEFAULT_TRACE_MAX: the steps its trace ring keeps.
@@ -130,18 +131,27 @@ func seedEnc(path string) string { return strings.ReplaceAll(path, ".", "．") }
 func seedDec(key string) string  { return strings.ReplaceAll(key, "．", ".") }
 
 // nextSeq is the seed's _next_seq: it reserves count seqs of counter name and returns the
-// first. One findAndModify.
+// first. One findAndModify upsert, as in the seed, but never of the _id alone
+// (unique.UpsertFilter): on an engine that runs an _id-only upsert as INSERT … ON CONFLICT DO
+// UPDATE two racing creators of the counter would each be handed the first block. A racer
+// refused as a duplicate reserves again from the counter that now exists.
 func (s *seedPort) nextSeq(ctx context.Context, name string, count int) (int64, error) {
-	var doc struct {
-		N int64 `bson:"n"`
+	for range 8 {
+		var doc struct {
+			N int64 `bson:"n"`
+		}
+		err := s.counters.FindOneAndUpdate(ctx, unique.UpsertFilter(name),
+			bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: int64(count)}}}},
+			options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&doc)
+		if unique.IsDuplicateKey(err) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("next seq %q: %w", name, err)
+		}
+		return doc.N - int64(count) + 1, nil
 	}
-	err := s.counters.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: name}},
-		bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: int64(count)}}}},
-		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&doc)
-	if err != nil {
-		return 0, fmt.Errorf("next seq %q: %w", name, err)
-	}
-	return doc.N - int64(count) + 1, nil
+	return 0, fmt.Errorf("next seq %q: refused as a duplicate 8 times in a row", name)
 }
 
 // load is the seed's load: one find by _id projecting data.
@@ -324,7 +334,7 @@ func (s *seedPort) commit(ctx context.Context, exe *execstore.Execution, c execs
 			exe.Version = next.Version
 			return nil
 		}
-		if !mongo.IsDuplicateKeyError(err) {
+		if !unique.IsDuplicateKey(err) {
 			return err
 		}
 		if found, err = s.version(ctx, exe.ID); err != nil {
