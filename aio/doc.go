@@ -35,6 +35,16 @@
 //     answered in the caller's goroutine with no server command, and never with a snapshot
 //     older than this store's own last successful commit or read of it; the commit's guards
 //     refuse what a stale entry got wrong.
+//   - What hands out something unique has exactly one winner on every server, including
+//     those that run writes concurrently and lock rows (FerretDB 2.x on DocumentDB): an
+//     execution is created by an insert (a duplicate-key refusal, MongoDB's 11000 or the
+//     engine's unique violation, is a conflict with nothing written), and a seq block by a
+//     findAndModify of the counter's existing document, itself created by an insert. No
+//     write is an upsert whose filter is the _id alone (package internal/unique).
+//   - Every bulk write (group commit, coalesced acks, timer deletes) sends its statements
+//     ordered by _id, so two bulks, of this process or of another, never wait on each other's
+//     row locks in a cycle; a statement the server rolled back for a lock conflict was not
+//     applied, and is settled as such (a group commit reads back and runs it alone).
 //   - Close stops new calls (execstore.ErrClosed), drains queued and in-flight work within its
 //     context, and leaves no goroutine behind.
 //

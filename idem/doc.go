@@ -12,6 +12,13 @@
 //   - Of any number of concurrent claims of one key, at most one gets a token (New or
 //     LeaseReclaimed); Complete, Renew and Release act only with the current token, so a
 //     claim taken over (its lease lapsed) is fenced: it can no longer store a response.
+//   - That "at most one" holds on servers that run writes concurrently too (FerretDB 2.x on
+//     DocumentDB): no claim is an upsert whose filter is the _id alone. The $$NOW claim's
+//     upsert carries a predicate that matches every record (internal/unique.UpsertFilter), so
+//     that exactly one racer inserts and the others are refused as duplicates and claim the
+//     record that now exists; the FerretDB formulation inserts a record that is absent and
+//     replaces one it read only under a guard on what it read. A duplicate-key refusal is
+//     MongoDB's 11000 or a row-locking engine's unique violation (code 1).
 //   - Expiry is decided by the server's clock, never the application's: on MongoDB by $$NOW
 //     inside the write; on FerretDB by an estimate of the server's clock from hello's
 //     localTime, within ε (half a round trip plus 1ms), where only elapsed time is taken

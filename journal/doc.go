@@ -14,7 +14,12 @@
 //   - Identity: an id is bound to its scope and digest for good; HasInvocation and Claim
 //     refuse the same id with another one (*BindingError), never report it absent.
 //   - First owner: of any number of concurrent claims exactly one wins (revision 1); the
-//     same owner claiming again gets its fence back; another owner is refused.
+//     same owner claiming again gets its fence back; another owner is refused. The claim is
+//     an insert with the invocation id as _id, never an upsert, so the _id index picks the
+//     one winner on every server, those that run writes concurrently and lock rows included;
+//     a duplicate-key refusal is MongoDB's 11000 or such an engine's unique violation
+//     (code 1). Every other write updates an existing document, one at a time: the journal
+//     sends no bulk write.
 //   - Fencing: every mutation names a Fence (owner, claim, revision) and is one write
 //     guarded by it; a stale or foreign fence writes nothing and gets an
 //     *OwnerConflictError with expected and found. VerifyOwner is a majority read only.
