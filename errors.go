@@ -25,6 +25,11 @@ var (
 	// execution's dedupe set; nothing was written. The event was handled before: ack it and
 	// move on. See AlreadyProcessedError.
 	ErrAlreadyProcessed = errors.New("execstore: event already processed")
+	// ErrRolledBack: the server rolled the write back for a lock conflict — a deadlock, lock
+	// timeout, serialization failure or write conflict; nothing was written; it is safe to
+	// send again as is. The error unwraps to the driver's. Servers that lock rows
+	// (PostgreSQL-backed ones) report it under contention; MongoDB seldom does.
+	ErrRolledBack = errors.New("execstore: write rolled back by the server for a lock conflict")
 )
 
 // NoVersion is ConflictError.Found when no document exists.

@@ -1,7 +1,9 @@
 // Package outcome is the one rule every store of the module uses to say what a write's error
 // proves: whether the server answered, and what it applied. A definite refusal is reported as
-// such (or as execstore.ErrInvalid for a document past MongoDB's size limit); anything that may
-// or may not have been applied becomes an *execstore.OutcomeUnknownError, never a plain failure.
+// such (as execstore.ErrInvalid for a document past the 16 MiB size limit, on every server the
+// store accepts; as execstore.ErrRolledBack for a statement the server rolled back for a lock
+// conflict); anything that may or may not have been applied becomes an
+// *execstore.OutcomeUnknownError, never a plain failure.
 package outcome
 
 import (
@@ -16,13 +18,26 @@ import (
 	"github.com/execstore/execstore"
 )
 
-// Server error codes that mean a document would outgrow MongoDB's size limit.
+// Server error codes that mean a document would outgrow the 16 MiB size limit.
 const (
-	codeBadValue         = 2 // an insert past the limit: "object to insert too large"
-	codeObjectTooLarge   = 10334
+	// codeBadValue: an insert past the limit, "object to insert too large" from MongoDB,
+	// "Size N is larger than MaxDocumentSize 16777216" from FerretDB 2.x and DocumentDB. Only
+	// with one of tooLargeMessages: BadValue says many other things.
+	codeBadValue = 2
+	// codeObjectTooLarge: BSONObjectTooLarge, a command or an update's result past the limit.
+	codeObjectTooLarge = 10334
+	// codeDocumentTooLarge: an update or findAndModify that would grow a document past the
+	// limit (MongoDB; FerretDB 2.x for findAndModify).
 	codeDocumentTooLarge = 17419
 	codeDocTooLargeOld   = 17420
+	// codeDocumentDBTooLarge: an update that would grow a document past the limit, on FerretDB
+	// 2.x and DocumentDB: DocumentDB's own BSONObjectTooLarge (SQLSTATE M003A), which the
+	// server passes on as the write error's code.
+	codeDocumentDBTooLarge = 285999133
 )
+
+// tooLargeMessages are the messages that make a BadValue a refusal for size.
+var tooLargeMessages = []string{"too large", "larger than MaxDocumentSize"}
 
 // refusedCodes are the command-level error codes that prove the server applied nothing of a
 // write command: it was refused before any statement ran, because the caller may not run it
@@ -49,6 +64,9 @@ var refusedCodes = map[int32]bool{
 	codeObjectTooLarge:   true, // BSONObjectTooLarge: the command itself is too large
 	codeDocumentTooLarge: true,
 	codeDocTooLargeOld:   true,
+	// The document a findAndModify or an update would make is past the size limit: checked
+	// before it is written, on every attempt alike.
+	codeDocumentDBTooLarge: true,
 }
 
 // Answer is what a write command's error proves about what the server did. It is the
@@ -64,14 +82,22 @@ const (
 	// Refused: the server refused the whole command before running it; nothing was applied.
 	Refused
 	// WriteErrors: the server ran the command; the statements it reported write errors for
-	// were not applied, and the others were, as its counts say.
+	// were not applied, and the others were, as its counts say. That holds for a statement
+	// the server rolled back for a lock conflict (a deadlock, a lock timeout, a serialization
+	// failure, a write conflict) too: see IsRolledBack.
 	WriteErrors
 	// NotDurable: the server ran the command and applied what it reports, but the write
 	// concern was not met: the applied statements may still be rolled back by a failover.
 	NotDurable
 )
 
-// Classify says what err, returned by the driver for a write command, proves.
+// Classify says what err, returned by the driver for a write command, proves. A write error
+// is a definite answer for its statement whatever its code; a command error is one only when
+// its code is among those that prove the command was refused before it ran. So a lock
+// conflict the server reports as a statement's write error (a PostgreSQL-backed server's
+// "deadlock detected", a lock timeout, a serialization failure; MongoDB's WriteConflict,
+// LockTimeout, LockBusy) is WriteErrors, that statement not applied, while the same reported
+// as a command error, or with a NetworkError or RetryableWriteError label, is Unanswered.
 func Classify(err error) Answer {
 	// A write or bulk write exception is the server's answer, whatever labels it carries: a
 	// write-concern error in it says the statements ran, not that nothing happened.
@@ -118,16 +144,20 @@ func answerOf(wce *mongo.WriteConcernError, nWriteErrors int, labels []string) A
 
 // WriteFailure turns the error of a single write that was handed to the driver into the
 // store's error. A definite refusal (a write error, or a command error that proves nothing
-// was applied) is reported as such, or as ErrInvalid when the document is too large;
-// anything else may or may not have been applied and becomes an
-// *execstore.OutcomeUnknownError (a write-concern error too: the write was applied on the
-// primary, but may be rolled back).
+// was applied) is reported as such: as ErrInvalid when the document is too large (IsTooLarge),
+// as an error matching ErrRolledBack, and unwrapping to err, when the server rolled the write
+// back for a lock conflict (IsRolledBack). Anything else may or may not have been applied and
+// becomes an *execstore.OutcomeUnknownError (a write-concern error too: the write was applied
+// on the primary, but may be rolled back).
 func WriteFailure(op, id string, err error) error {
 	switch Classify(err) {
 	case Refused, WriteErrors:
 		if IsTooLarge(err) {
 			return &execstore.InvalidError{Field: "document",
-				Reason: fmt.Sprintf("would exceed MongoDB's %d-byte document limit: %v", execstore.MaxDocumentBytes, err)}
+				Reason: fmt.Sprintf("would exceed the server's %d-byte document limit: %v", execstore.MaxDocumentBytes, err)}
+		}
+		if IsRolledBack(err) {
+			return &rolledBackError{op: op, id: id, err: err}
 		}
 		return fmt.Errorf("execstore: %s of execution %q refused by the server: %w", op, id, err)
 	}
@@ -150,22 +180,38 @@ func deadlineOnServer(err error) bool {
 	return errors.As(err, &se) && se.HasErrorCode(codeMaxTimeMSExpired)
 }
 
-// IsTooLarge reports whether a refusal says a document is past MongoDB's size limit. An
-// insert past it is refused with BadValue ("object to insert too large"), an update that
-// would grow a document past it with 17419, a command past it with 10334.
+// IsTooLarge reports whether a refusal says a document is past the 16 MiB size limit: the
+// driver's ErrDocumentTooLarge (it would not send the document), or a write error or command
+// error the server gave for it. MongoDB refuses an insert past the limit with BadValue
+// ("object to insert too large"), an update or findAndModify that would grow a document past
+// it with 17419, a command past it with 10334. FerretDB 2.x and DocumentDB refuse an insert
+// with BadValue ("Size N is larger than MaxDocumentSize 16777216"), an update with 285999133
+// (same message), a findAndModify with 17419. A write-concern error is never one.
 func IsTooLarge(err error) bool {
 	if errors.Is(err, driver.ErrDocumentTooLarge) {
 		return true
 	}
-	var se mongo.ServerError
-	if !errors.As(err, &se) {
-		return false
+	for _, se := range serverErrorsOf(err) {
+		if tooLarge(se.code, se.message) {
+			return true
+		}
 	}
-	if se.HasErrorCode(codeObjectTooLarge) || se.HasErrorCode(codeDocumentTooLarge) ||
-		se.HasErrorCode(codeDocTooLargeOld) {
+	return false
+}
+
+// tooLarge reports whether the server's error of code and message is a refusal for size.
+func tooLarge(code int, message string) bool {
+	switch code {
+	case codeObjectTooLarge, codeDocumentTooLarge, codeDocTooLargeOld, codeDocumentDBTooLarge:
 		return true
+	case codeBadValue:
+		for _, m := range tooLargeMessages {
+			if strings.Contains(message, m) {
+				return true
+			}
+		}
 	}
-	return se.HasErrorCode(codeBadValue) && strings.Contains(err.Error(), "too large")
+	return false
 }
 
 // ReadFailure wraps the error of a read; a context error is returned as is so that callers can
@@ -175,4 +221,46 @@ func ReadFailure(op, id string, err error) error {
 		return err
 	}
 	return fmt.Errorf("execstore: %s of %q: %w", op, id, err)
+}
+
+// serverError is one error the server reported: a command error, or one write error.
+type serverError struct {
+	code    int
+	message string
+}
+
+// writeErrorsOf returns the write errors of err's bulk write or write exception, looked for
+// in the order Classify looks; nil when err is neither.
+func writeErrorsOf(err error) []serverError {
+	var bwe mongo.BulkWriteException
+	if errors.As(err, &bwe) {
+		out := make([]serverError, len(bwe.WriteErrors))
+		for i, we := range bwe.WriteErrors {
+			out[i] = serverError{we.Code, we.Message}
+		}
+		return out
+	}
+	var we mongo.WriteException
+	if errors.As(err, &we) {
+		out := make([]serverError, len(we.WriteErrors))
+		for i, e := range we.WriteErrors {
+			out[i] = serverError{e.Code, e.Message}
+		}
+		return out
+	}
+	return nil
+}
+
+// serverErrorsOf returns the errors the server reported in err: the write errors of a bulk
+// write or write exception, or a command error's code and message. A write-concern error is
+// not among them: it is about durability, not about a statement.
+func serverErrorsOf(err error) []serverError {
+	if ses := writeErrorsOf(err); ses != nil {
+		return ses
+	}
+	var ce mongo.CommandError
+	if errors.As(err, &ce) {
+		return []serverError{{int(ce.Code), ce.Message}}
+	}
+	return nil
 }

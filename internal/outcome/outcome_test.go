@@ -3,6 +3,7 @@ package outcome
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,6 +19,80 @@ func TestWriteFailureTooLarge(t *testing.T) {
 		err := WriteFailure("commit", "x", mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: code, Message: "too large"}}})
 		assert.ErrorIs(t, err, execstore.ErrInvalid, "code %d", code)
 		assert.NotErrorIs(t, err, execstore.ErrOutcomeUnknown)
+	}
+}
+
+// A document past 16 MiB is refused, nothing applied, and reported as ErrInvalid on every
+// server the store accepts, for an update, an insert and a findAndModify, alone or in a bulk;
+// each error as the driver returns it (a findAndModify's as a CommandError, an update's or
+// insert's as a WriteException, a bulk's as a BulkWriteException).
+func TestTooLargeOnEveryServer(t *testing.T) {
+	const (
+		mongoUpdate = "Resulting document after update is larger than 16777216"
+		mongoInsert = "object to insert too large. size in bytes: 17825890, max size: 16777216"
+		ferretSize  = "Size 17825890 is larger than MaxDocumentSize 16777216"
+	)
+	writeErr := func(code int, msg string) error {
+		return mongo.WriteException{WriteErrors: mongo.WriteErrors{{Code: code, Message: msg}}}
+	}
+	bulkErr := func(code int, msg string) error {
+		return mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{Code: code, Message: msg}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want Answer
+	}{
+		{"MongoDB update", writeErr(17419, mongoUpdate), WriteErrors},
+		{"MongoDB update, BSONObjectTooLarge", writeErr(10334, "BSONObj size: 17825890 (0x1100062) is invalid"), WriteErrors},
+		{"MongoDB update in a bulk", bulkErr(17419, mongoUpdate), WriteErrors},
+		{"MongoDB findAndModify", mongo.CommandError{Code: 17419, Message: mongoUpdate}, Refused},
+		{"MongoDB insert", writeErr(2, mongoInsert), WriteErrors},
+		{"MongoDB insert in a bulk", bulkErr(2, mongoInsert), WriteErrors},
+		{"driver refuses to send it", driver.ErrDocumentTooLarge, Refused},
+		{"driver refusal wrapped", fmt.Errorf("insert: %w", driver.ErrDocumentTooLarge), Refused},
+		{"FerretDB 2.x update", writeErr(285999133, ferretSize), WriteErrors},
+		{"FerretDB 2.x update in a bulk", bulkErr(285999133, ferretSize), WriteErrors},
+		{"FerretDB 2.x update as a command error", mongo.CommandError{Code: 285999133, Message: ferretSize}, Refused},
+		{"FerretDB 2.x findAndModify", mongo.CommandError{Code: 17419, Message: ferretSize}, Refused},
+		{"FerretDB 2.x findAndModify, BSONObjectTooLarge", mongo.CommandError{Code: 10334, Message: ferretSize}, Refused},
+		{"FerretDB 2.x insert", writeErr(2, ferretSize), WriteErrors},
+		{"FerretDB 2.x insert in a bulk", bulkErr(2, ferretSize), WriteErrors},
+		{"FerretDB 2.x insert as a command error", mongo.CommandError{Code: 2, Name: "BadValue", Message: ferretSize}, Refused},
+	} {
+		assert.Equal(t, tc.want, Classify(tc.err), "%s: a definite refusal", tc.name)
+		assert.True(t, IsTooLarge(tc.err), tc.name)
+		err := WriteFailure("commit", "x", tc.err)
+		assert.ErrorIs(t, err, execstore.ErrInvalid, tc.name)
+		assert.NotErrorIs(t, err, execstore.ErrOutcomeUnknown, tc.name)
+		assert.NotErrorIs(t, err, execstore.ErrRolledBack, tc.name)
+	}
+}
+
+// Errors that are not a refusal for size, or prove nothing, stay what they were.
+func TestNotTooLarge(t *testing.T) {
+	wce := &mongo.WriteConcernError{Code: 64, Name: "WriteConcernFailed"}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		tooLarge  bool
+		wantError error // what WriteFailure's error matches
+	}{
+		{"another BadValue", mongo.WriteException{WriteErrors: mongo.WriteErrors{{Code: 2, Message: "unknown operator: $foo"}}}, false, nil},
+		{"another BadValue in a bulk", mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{Code: 2, Message: "bad value"}}}}, false, nil},
+		{"the size message with another code", mongo.WriteException{WriteErrors: mongo.WriteErrors{{Code: 11000, Message: "Size 17825890 is larger than MaxDocumentSize 16777216"}}}, false, nil},
+		{"too large but the answer was lost", mongo.CommandError{Code: 285999133, Labels: []string{"NetworkError"}}, true, execstore.ErrOutcomeUnknown},
+		{"too large with a write-concern error", mongo.WriteException{WriteConcernError: wce, WriteErrors: mongo.WriteErrors{{Code: 285999133}}}, true, execstore.ErrOutcomeUnknown},
+		{"a write-concern error's code is not a statement's", mongo.WriteException{WriteConcernError: &mongo.WriteConcernError{Code: 17419}}, false, execstore.ErrOutcomeUnknown},
+	} {
+		assert.Equal(t, tc.tooLarge, IsTooLarge(tc.err), tc.name)
+		err := WriteFailure("commit", "x", tc.err)
+		assert.NotErrorIs(t, err, execstore.ErrInvalid, tc.name)
+		if tc.wantError != nil {
+			assert.ErrorIs(t, err, tc.wantError, tc.name)
+		} else {
+			assert.NotErrorIs(t, err, execstore.ErrOutcomeUnknown, tc.name)
+		}
 	}
 }
 
