@@ -193,6 +193,7 @@ func TestBareCASIsNotAtomic(t *testing.T) {
 // connection usable: FerretDB answers them although the client reads no answer, and the
 // front drops those answers.
 func TestUnacknowledgedWrites(t *testing.T) {
+	srv.RequireEmbedded(t, "the test checks the embedded front's dropping of FerretDB's answers to moreToCome writes")
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	// One connection: the reads that follow the writes use the connection they were sent on.
