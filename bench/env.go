@@ -115,10 +115,29 @@ func (e *environment) describe() string {
 		}
 		return fmt.Sprintf("embedded %s (in-process, SQLite, write-serializing front)", ferretDB(version))
 	}
-	if e.info.FerretDB {
-		return fmt.Sprintf("%s (%s)", hostsOf(e.uri), ferretDB(e.info.FerretDBVersion))
+	return fmt.Sprintf("%s (%s)", hostsOf(e.uri), serverName(e.info.ServerInfo))
+}
+
+// serverName names a detected server by its family, with the versions it reports: FerretDB's
+// own release first, then the MongoDB version it emulates.
+func serverName(info connect.ServerInfo) string {
+	mongoDB := "MongoDB " + info.Version
+	if info.Version == "" { // buildInfo refused (a strict Stable API client)
+		mongoDB = fmt.Sprintf("MongoDB, wire version %d", info.MaxWireVersion)
 	}
-	return fmt.Sprintf("%s (MongoDB %s)", hostsOf(e.uri), e.info.Version)
+	switch info.Family {
+	case connect.FamilyMongoDB:
+		return mongoDB
+	case connect.FamilyFerretDB1:
+		return ferretDB(info.FerretDBVersion)
+	case connect.FamilyFerretDB2:
+		return fmt.Sprintf("%s on DocumentDB, as %s", ferretDB(info.FerretDBVersion), mongoDB)
+	case connect.FamilyDocumentDB:
+		return "DocumentDB, as " + mongoDB
+	case connect.FamilyCosmosDB:
+		return "Azure Cosmos DB (RU), as " + mongoDB
+	}
+	return "unknown server, as " + mongoDB
 }
 
 // hostsOf returns the hosts a URI names, without credentials.
@@ -130,12 +149,13 @@ func hostsOf(uri string) string {
 	return strings.Join(cs.Hosts, ",")
 }
 
-// ferretDB names FerretDB with the version it reports, when it reports one.
+// ferretDB names FerretDB with the version it reports, when it reports one: "FerretDB 1.24.2",
+// "FerretDB 2.5.0" (FerretDB 2.x reports "v2.5.0").
 func ferretDB(version string) string {
 	if version == "" || version == "unknown" {
 		return "FerretDB"
 	}
-	return "FerretDB " + version
+	return "FerretDB " + strings.TrimPrefix(version, "v")
 }
 
 // linkedFerretDB returns the version of the FerretDB module built into this binary, which

@@ -30,8 +30,10 @@ type Store struct {
 }
 
 // Open connects to the server at uri and returns a store. It pings the server, retrying with
-// exponential backoff until ctx ends, detects what it is (unless Options.Profile says) and
-// picks the formulation; on MongoDB it creates the TTL index.
+// exponential backoff until ctx ends, asks what it is (Server reports it), refuses a server
+// older than MongoDB 4.4 (execstore.ErrInvalid), and picks the formulation by
+// Options.Profile or else the detected one: FerretDB's on FerretDB 1.x, MongoDB's on every
+// other server, FerretDB 2.x included; with MongoDB's it creates the TTL index.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	stats := &statCounters{}

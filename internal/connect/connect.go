@@ -1,8 +1,10 @@
 // Package connect is the one way every store of the module opens its MongoDB connection:
 // a client from a URI and the caller's client options, with a command monitor that counts
 // commands; a ping retried with exponential backoff until the caller's context ends; what the
-// server is (MongoDB or FerretDB); the database handle with the store's write and read
-// concerns; and the refusal of an unacknowledged write concern, wherever it comes from.
+// server is (MongoDB, FerretDB 1.x, FerretDB 2.x or another server on the DocumentDB engine),
+// the profile of formulations it gets, and the refusal of a server older than MongoDB 4.4;
+// the database handle with the store's write and read concerns; and the refusal of an
+// unacknowledged write concern, wherever it comes from.
 //
 // Errors name the server's address, never the credentials in the URI.
 package connect
@@ -90,30 +92,6 @@ func Ping(ctx context.Context, client *mongo.Client, first time.Duration) error 
 		return fmt.Errorf("%w (last attempt: %v)", err, last)
 	}
 	return err
-}
-
-// Server is what DetectServer learns of the server.
-type Server struct {
-	FerretDB        bool   // the server is FerretDB
-	Version         string // the MongoDB version the server reports
-	FerretDBVersion string // set when the server is FerretDB
-}
-
-// DetectServer asks the server's buildInfo what it is: FerretDB answers with a ferretdbVersion
-// field (its value may be "unknown" in an embedded build), MongoDB does not.
-func DetectServer(ctx context.Context, client *mongo.Client) (Server, error) {
-	var info struct {
-		Version         string  `bson:"version"`
-		FerretDBVersion *string `bson:"ferretdbVersion"`
-	}
-	if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
-		return Server{}, fmt.Errorf("execstore: detecting the server: %w", err)
-	}
-	s := Server{Version: info.Version}
-	if info.FerretDBVersion != nil {
-		s.FerretDB, s.FerretDBVersion = true, *info.FerretDBVersion
-	}
-	return s, nil
 }
 
 // Database returns the database name of client with the store's write and read concerns
