@@ -40,7 +40,10 @@ type Store struct {
 
 // Open connects to the server at uri and returns a store. It pings the server, retrying with
 // exponential backoff until ctx ends, so a worker started beside its database waits for it
-// instead of failing; the error then names the address, never the credentials.
+// instead of failing; the error then names the address, never the credentials. It then asks
+// the server what it is (hello and buildInfo; see ServerInfo and Family) and refuses, with an
+// error matching execstore.ErrInvalid, a server older than MongoDB 4.4, whatever
+// Options.Profile says.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	opts = opts.withDefaults(opts.Profile)
 	stats := &statCounters{}
