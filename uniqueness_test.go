@@ -201,3 +201,37 @@ func TestStoreSendsNoIDOnlyUpsert(t *testing.T) {
 		})
 	}
 }
+
+// A store opened on a client with a strict Stable API (version 1) identifies its server and
+// runs an event's whole round: every command it sends is in the API (MongoDB refuses the rest
+// under strict; buildInfo is refused and detection falls back to hello).
+func TestStrictStableAPI(t *testing.T) {
+	db := testDatabase(t)
+	store, err := aio.Open(bg, server.URI, aio.Options{Database: db,
+		ClientOptions: options.Client().SetServerAPIOptions(options.ServerAPI(options.ServerAPIVersion1).SetStrict(true))})
+	require.NoError(t, err)
+	defer func() { _ = store.Close(bg) }()
+	t.Cleanup(func() { dropDatabase(t, db) })
+	assert.NotEqual(t, aio.FamilyUnknown, store.Server().Family, "%+v", store.Server())
+
+	exe := &execstore.Execution{ID: "s", DefinitionID: "d", Status: execstore.Running, Data: []byte("{}")}
+	require.NoError(t, store.Save(bg, exe))
+	got, processed, err := store.LoadForEvent(bg, "s", "e1")
+	require.NoError(t, err)
+	require.False(t, processed)
+	_, err = store.Commit(bg, got, execstore.Commit{ProcessedEventID: "e1",
+		Emits:  []execstore.Emit{{TargetID: "t", Event: []byte("e2")}},
+		Timers: []execstore.TimerOp{execstore.ScheduleTimer("T", 1)}})
+	require.NoError(t, err)
+	_, processed, err = store.LoadForEvent(bg, "s", "e1")
+	require.NoError(t, err)
+	assert.True(t, processed)
+	pending, err := store.PendingOutbox(bg, 10)
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	require.NoError(t, store.AckOutbox(bg, "s", pending[0].Seq))
+	due, err := store.DueTimers(bg, 2, 10)
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+	require.NoError(t, store.DeleteTimers(bg, due))
+}
