@@ -57,7 +57,10 @@ func (w *upsertWatch) assertNoIDOnlyUpsert(t *testing.T) {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	assert.Empty(t, w.idOnly, "an upsert whose filter is the _id alone has more than one winner on a row-locking engine")
+	if n := len(w.idOnly); n > 0 {
+		t.Errorf("%d upserts whose filter is the _id alone (several winners on a row-locking engine), the first: %s",
+			n, w.idOnly[0])
+	}
 }
 
 // dropDatabase drops db, reached through a client of its own.
