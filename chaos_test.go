@@ -112,10 +112,12 @@ func chaosSeeds(t *testing.T) []uint64 {
 
 // An engine runtime (handlers, relay, sweep; see engine) runs on a store whose connections
 // suffer resets with writes in flight and latency spikes, while the server is stopped and
-// started again on the same data: no acknowledged commit is lost, no version is acknowledged
-// twice, every emitted event is processed exactly once, no acknowledged ack comes back, and
-// every execution's last timer fires. The embedded server runs in this process here, so that
-// the test can restart it.
+// started again on the same data, and the runtime itself is killed (its stores closed without
+// draining) while many delivered entries wait for a handler, then started again: no
+// acknowledged commit is lost, no version is acknowledged twice, every emitted event is
+// processed exactly once, no acknowledged ack comes back, no entry is acked before a handler
+// handled it, and every execution's last timer fires. The embedded server runs in this process
+// here, so that the test can restart it.
 func TestChaos(t *testing.T) {
 	server.RequireEmbedded(t, "the chaos test stops and restarts an embedded server of its own mid-run; "+
 		"the server MONGODB_URI names cannot be restarted by a test")
@@ -135,45 +137,73 @@ func runChaos(t *testing.T, seed uint64) {
 	addr := cs.Hosts[0] // the restarted server listens here again
 
 	proxy := newChaosProxy(t, addr, seed)
-	uri := "mongodb://" + proxy.Addr() +
-		"/?directConnection=true&heartbeatFrequencyMS=500&serverSelectionTimeoutMS=2000"
-	// The handlers run in three processes and the relay in a fourth, each with connections
-	// of its own: a reset stalls one of them while the others write on.
-	var stores []*aio.Store
-	for range 4 {
-		s, err := aio.Open(ctx, uri, aio.Options{Database: "chaos"})
+	const query = "/?directConnection=true&heartbeatFrequencyMS=500&serverSelectionTimeoutMS=2000"
+	uri := "mongodb://" + proxy.Addr() + query
+	// The handlers' requests are also held up (handlerDelay), so that the relay delivers
+	// far ahead of the handling.
+	slowURI := "mongodb://" + newDelayProxy(t, proxy.Addr(), handlerDelay).Addr() + query
+	// A life of the runtime: the handlers in three processes and the relay in a fourth, each
+	// with connections of its own: a reset stalls one of them while the others write on.
+	life := func() (handlers []*aio.Store, relay *aio.Store) {
+		for range 3 {
+			s, err := aio.Open(ctx, slowURI, aio.Options{Database: "chaos"})
+			require.NoError(t, err)
+			handlers = append(handlers, s)
+		}
+		relay, err := aio.Open(ctx, uri, aio.Options{Database: "chaos"})
 		require.NoError(t, err)
-		defer s.Close(ctx)
-		stores = append(stores, s)
+		return handlers, relay
 	}
-	store, relay := stores[0], stores[3]
 
 	executions, maxVersion := 16, int64(8)
 	if longRuns() {
 		executions, maxVersion = 48, 12
 	}
+	commits := executions * int(maxVersion-1) // every execution goes from version 1 to maxVersion
 
-	g := newEngine(store, executions, maxVersion)
-	g.retry, g.relay, g.handlers = true, relay, stores[:3]
+	handlers, relay := life()
+	g := newEngine(handlers[0], executions, maxVersion)
+	g.retry, g.relay, g.handlers = true, relay, handlers
 	for i := range executions {
 		id := fmt.Sprintf("x%d", i)
-		_, err := store.Commit(ctx, &execstore.Execution{ID: id, DefinitionID: "chain", Status: execstore.Running},
+		_, err := relay.Commit(ctx, &execstore.Execution{ID: id, DefinitionID: "chain", Status: execstore.Running},
 			execstore.Commit{Emits: []execstore.Emit{{TargetID: id, Event: []byte(id + "/start")}}})
 		require.NoError(t, err)
 	}
 
+	// First life: faults, a restart of the server a quarter of the way through, and the kill
+	// halfway, while deliveries of three in four executions' chains wait for a handler.
 	runCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
+	firstCtx, kill := context.WithCancel(runCtx)
+	defer kill()
 	done := make(chan error, 1)
 	proxy.active.Store(true)
-	go func() { done <- g.run(runCtx, 6) }()
-
-	// Faults for a while, with one restart of the server in the middle.
-	time.Sleep(1500 * time.Millisecond)
+	go func() { done <- g.run(firstCtx, 6) }()
+	g.awaitPoint(t, commits/4, 0)
 	require.NoError(t, srv.Close())
 	time.Sleep(300 * time.Millisecond)
 	srv, err = embedded.Start(ctx, embedded.Options{Dir: dir, Addr: addr})
 	require.NoError(t, err)
+	g.awaitPoint(t, commits/2, executions*3/4)
+	kill()
+	killed, cancelKilled := context.WithCancel(ctx)
+	cancelKilled()
+	for _, s := range append(handlers, relay) {
+		_ = s.Close(killed) // gives up at once: in-flight work is cut off
+	}
+	require.Error(t, <-done, "the first life should have been cut short")
+
+	// Second life: new stores (opened without faults: a process retries its start-up) recover
+	// by relaying what is pending, through faults for a while.
+	proxy.active.Store(false)
+	handlers, relay = life()
+	for _, s := range append(handlers, relay) {
+		defer s.Close(ctx)
+	}
+	g.store, g.relay, g.handlers = handlers[0], relay, handlers
+	proxy.active.Store(true)
+	go func() { done <- g.run(runCtx, 6) }()
 	time.Sleep(1500 * time.Millisecond)
 	proxy.active.Store(false)
 	require.NoError(t, <-done, "the run did not finish")
@@ -181,8 +211,8 @@ func runChaos(t *testing.T, seed uint64) {
 	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
 	require.NoError(t, err)
 	defer client.Disconnect(ctx)
-	processed := g.verify(t, client.Database("chaos"), store)
-	t.Logf("seed %d: %d events processed exactly once through %d resets, %d latency spikes and a restart",
+	processed := g.verify(t, client.Database("chaos"), relay)
+	t.Logf("seed %d: %d events processed exactly once through %d resets, %d latency spikes, a restart and a kill",
 		seed, processed, proxy.resets.Load(), proxy.spikes.Load())
 	assert.Positive(t, proxy.resets.Load(), "no reset was injected")
 }
