@@ -125,7 +125,14 @@ type workload struct {
 	ids   []string       // execution ids
 	index map[string]int // execution id → position in ids
 	total int            // event budget
-	kick  chan struct{}  // a commit happened: the relay may have work
+	kick  chan struct{}  // a commit happened or a handler returned: the relay may have work
+
+	// The hand-off between the relay and the handlers (see relay): the entries delivered
+	// whose handler has not returned yet, by event number, and those whose handler returned
+	// nil, for the relay to ack.
+	relayMu  sync.Mutex
+	awaiting map[int][]pendingEntry
+	handled  []handledEntry
 
 	mu           sync.Mutex
 	emitted      map[int]int // event number → successful commits that emitted it
@@ -158,6 +165,7 @@ func newEngine(cfg config, store execStore) *workload {
 		ids:       executionIDs(cfg.executions),
 		total:     cfg.events,
 		kick:      make(chan struct{}, 1),
+		awaiting:  make(map[int][]pendingEntry),
 		emitted:   make(map[int]int, cfg.events),
 		processed: make(map[int]int, cfg.events),
 	}
@@ -236,14 +244,24 @@ func (w *workload) setup(ctx context.Context) error {
 	return g.Wait()
 }
 
-// relay scans the outbox, hands every entry to the handler of its target and acks it. It
-// returns once the budget is processed and a scan finds the outbox empty. After a partial
-// scan it waits for a commit (or relayIdle), and never scans again within relayMinGap.
+// relay scans the outbox, hands every entry to the handler of its target, and acks an entry
+// only once the handler it was delivered to has returned nil for it: an entry is acked at least
+// once, and never before it was handled, so a relay that stops loses nothing. The entries it
+// delivered and has not acked are in flight: a scan returns them until they are acked, and the
+// relay does not deliver them again meanwhile. Each time round it first acks, as one batch,
+// every entry whose handler returned since the last time (so that the scan that follows no
+// longer returns them), then scans and delivers what is new. It returns once the budget is
+// processed and a scan finds the outbox empty. After a partial scan, or a full one with nothing
+// new to deliver, it waits for a commit or a handler's return (or relayIdle), and never scans
+// again within relayMinGap.
 func (w *workload) relay(ctx context.Context, handlers deliveries) error {
-	acked := make(map[int64]bool) // seq → acked (false: delivered, ack withheld)
+	relayed := make(map[int64]relayedEntry)
 	idle := time.NewTimer(relayIdle)
 	defer idle.Stop()
 	for {
+		if err := w.ackHandled(ctx, relayed); err != nil {
+			return err
+		}
 		scanned := time.Now()
 		entries, err := w.store.pendingOutbox(ctx, relayLimit)
 		w.timings.add("pending_outbox", scanned)
@@ -258,10 +276,11 @@ func (w *workload) relay(ctx context.Context, handlers deliveries) error {
 				return err
 			}
 		}
-		if err := w.relayEntries(ctx, handlers, entries, acked); err != nil {
+		fresh, err := w.relayEntries(ctx, handlers, entries, relayed)
+		if err != nil {
 			return err
 		}
-		if len(entries) == relayLimit {
+		if len(entries) == relayLimit && fresh > 0 {
 			continue
 		}
 		idle.Reset(relayIdle)
@@ -281,32 +300,93 @@ func (w *workload) relay(ctx context.Context, handlers deliveries) error {
 	}
 }
 
-// relayEntries hands every entry of a scan to the handler of its target, then acks them, so
-// that the handlers work on the scan while the relay acks it: one at a time for a synchronous
-// store, all at once for an asynchronous one. An entry whose ack is withheld is delivered
-// again by the next scan.
-func (w *workload) relayEntries(ctx context.Context, handlers deliveries, entries []pendingEntry, acked map[int64]bool) error {
-	var toAck []pendingEntry
+// relayedEntry is what the relay knows of an outbox entry it has delivered.
+type relayedEntry struct {
+	inFlight bool // delivered, and its handler has not returned or its ack not yet
+	withheld bool // its first ack was withheld: it is delivered again
+	acked    bool // an ack of it returned nil
+}
+
+// relayEntries hands every entry of a scan that is not in flight to the handler of its target,
+// and reports how many it handed. An entry delivered before (its ack withheld, or one that came
+// back after its ack) is counted as redelivered.
+func (w *workload) relayEntries(ctx context.Context, handlers deliveries, entries []pendingEntry, relayed map[int64]relayedEntry) (int, error) {
+	fresh := 0
 	for _, e := range entries {
+		r, seen := relayed[e.Seq]
+		if r.inFlight {
+			continue // with a handler, or handled and not acked yet
+		}
 		d, err := w.parseEntry(e.OutboxEntry)
 		if err != nil {
-			return err
+			return fresh, err
 		}
-		wasAcked, seen := acked[e.Seq]
 		if seen {
 			w.redelivered.Add(1)
-			if wasAcked {
+			if r.acked {
 				w.reappeared.Add(1)
 			}
 		}
+		r.inFlight = true
+		relayed[e.Seq] = r
+		w.relayMu.Lock()
+		w.awaiting[d.n] = append(w.awaiting[d.n], e)
+		w.relayMu.Unlock()
 		if err := handlers.deliver(ctx, d); err != nil {
-			return err
+			return fresh, err
 		}
-		if !seen && w.withholdAck(d.n) {
-			acked[e.Seq] = false
+		fresh++
+	}
+	return fresh, nil
+}
+
+// handledEntry is an entry whose handler returned nil, and the event number it carries.
+type handledEntry struct {
+	entry pendingEntry
+	n     int
+}
+
+// finished hands the entry of d, whose handler returned nil, back to the relay to ack.
+func (w *workload) finished(d delivery) {
+	w.relayMu.Lock()
+	entries := w.awaiting[d.n]
+	for i, e := range entries {
+		if e.TargetID == d.target {
+			w.handled = append(w.handled, handledEntry{e, d.n})
+			entries = slices.Delete(entries, i, i+1)
+			break
+		}
+	}
+	if len(entries) == 0 {
+		delete(w.awaiting, d.n)
+	} else {
+		w.awaiting[d.n] = entries
+	}
+	w.relayMu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// ackHandled acks every entry whose handler returned nil since the last call, as one batch: one
+// at a time for a synchronous store, all at once for an asynchronous one (which coalesces
+// them). The first handling of an entry chosen by withholdAck is not acked: the entry leaves
+// the in-flight set, and the next scan delivers it again.
+func (w *workload) ackHandled(ctx context.Context, relayed map[int64]relayedEntry) error {
+	w.relayMu.Lock()
+	batch := w.handled
+	w.handled = nil
+	w.relayMu.Unlock()
+	var toAck []pendingEntry
+	for _, h := range batch {
+		r := relayed[h.entry.Seq]
+		if !r.withheld && w.withholdAck(h.n) {
+			r.withheld, r.inFlight = true, false
+			relayed[h.entry.Seq] = r
 			continue
 		}
-		toAck = append(toAck, e)
+		toAck = append(toAck, h.entry)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	if !w.store.concurrentAcks() {
@@ -328,7 +408,7 @@ func (w *workload) relayEntries(ctx context.Context, handlers deliveries, entrie
 		return err
 	}
 	for _, e := range toAck {
-		acked[e.Seq] = true
+		relayed[e.Seq] = relayedEntry{withheld: relayed[e.Seq].withheld, acked: true}
 	}
 	return nil
 }
@@ -375,13 +455,24 @@ func (w *workload) checkStalled(ctx context.Context, handlers deliveries) error 
 	return errors.New(msg)
 }
 
-// withholdAck reports whether the relay delivers event n without acking it the first time.
+// withholdAck reports whether the relay leaves the entry of event n unacked after its first
+// handling.
 func (w *workload) withholdAck(n int) bool {
 	return w.cfg.redeliver > 0 && eventRand(w.cfg.seed, n, streamRedeliver).Float64() < w.cfg.redeliver
 }
 
-// handle processes one delivery: dedupe check, snapshot change, commit, retried on conflict.
+// handle processes one delivery (see process) and, when that returned nil, hands its entry
+// back to the relay to ack.
 func (w *workload) handle(ctx context.Context, d delivery) (bool, error) {
+	processed, err := w.process(ctx, d)
+	if err == nil {
+		w.finished(d)
+	}
+	return processed, err
+}
+
+// process processes one delivery: dedupe check, snapshot change, commit, retried on conflict.
+func (w *workload) process(ctx context.Context, d delivery) (bool, error) {
 	for attempt := 1; ; attempt++ {
 		t0 := time.Now()
 		exe, done, err := w.store.loadForEvent(ctx, d.target, d.id)

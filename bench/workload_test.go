@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore"
+)
+
+// ackOrderStore is the memory variant's store with the handlers' commits slowed down (by
+// commitDelay, longer than the relay's least gap between scans, so that scans find entries a
+// handler still has), noting every ack sent before a commit had processed the entry's event.
+type ackOrderStore struct {
+	memStore
+	w           *workload
+	commitDelay time.Duration
+
+	mu    sync.Mutex
+	early []string // entries acked before their event was processed
+}
+
+func (s *ackOrderStore) commit(ctx context.Context, exe *execstore.Execution, c execstore.Commit) error {
+	if exe.Version > 0 { // a handler's, not a create
+		time.Sleep(s.commitDelay)
+	}
+	return s.memStore.commit(ctx, exe, c)
+}
+
+func (s *ackOrderStore) ackOutbox(ctx context.Context, e pendingEntry) error {
+	var ev eventPayload
+	if err := json.Unmarshal(e.Event, &ev); err != nil {
+		return err
+	}
+	s.w.mu.Lock()
+	processed := s.w.processed[ev.N] > 0
+	s.w.mu.Unlock()
+	if !processed {
+		s.mu.Lock()
+		s.early = append(s.early, fmt.Sprintf("seq %d (%s)", e.Seq, ev.ID))
+		s.mu.Unlock()
+	}
+	return s.memStore.ackOutbox(ctx, e)
+}
+
+// The relay acks an entry only after a handler has processed it, and delivers an entry again
+// only when its first ack was withheld (-redeliver), never while a handler still has it; the
+// end-of-run checks pass.
+func TestRelayAcksOnlyHandledEntries(t *testing.T) {
+	cfg := config{executions: 8, events: 48, seed: 1, redeliver: 0.2}
+	s := &ackOrderStore{commitDelay: 2 * relayMinGap / 3}
+	w := newEngine(cfg, s)
+	s.w = w
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, w.setup(ctx))
+	require.NoError(t, newLoop(2).run(ctx, w))
+	require.NoError(t, w.finish(ctx))
+	cs, err := w.check(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, failedChecks(cs))
+
+	assert.Empty(t, s.early, "entries acked before a commit had processed their event")
+	withheld := 0
+	for n := range cfg.events {
+		if w.withholdAck(n) {
+			withheld++
+		}
+	}
+	require.Positive(t, withheld, "the seed withholds no ack: nothing is redelivered")
+	assert.EqualValues(t, withheld, w.redelivered.Load(),
+		"deliveries of an entry delivered before: one per withheld ack, none of an entry a handler still had")
+	assert.EqualValues(t, cfg.events, w.acks.Load(), "one ack per entry")
+}
