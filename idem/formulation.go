@@ -10,6 +10,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/outcome"
+	"github.com/execstore/execstore/ops"
 )
 
 // formulation is how the store's writes are put to one kind of server: mongoForm with
@@ -31,9 +32,18 @@ type formulation interface {
 // records is what both formulations share: the collection and the writes and reads that
 // need no clock.
 type records struct {
-	coll   *mongo.Collection
-	settle time.Duration // bounds a settling read
-	grace  time.Duration
+	coll *mongo.Collection
+	// primary is coll read at the primary's latest state (local read concern, primary read
+	// preference) whatever the URI says: the reads that settle a write, or decide the next
+	// write, must see every write the primary applied. nil means coll.
+	primary *mongo.Collection
+	settle  time.Duration // bounds a settling read
+	grace   time.Duration
+}
+
+// newRecords returns the records of coll, with its primary reads.
+func newRecords(coll *mongo.Collection, settle, grace time.Duration) records {
+	return records{coll: coll, primary: ops.PrimaryReads(coll), settle: settle, grace: grace}
 }
 
 // heldFilter matches key's record while it is claimed with token: the guard of complete,
@@ -52,9 +62,23 @@ func (r *records) release(ctx context.Context, key, token string) (bool, error) 
 	return res.DeletedCount == 1, nil
 }
 
-// findRaw returns key's stored document, or nil.
+// findRaw returns key's stored document, or nil, read with the store's read settings.
 func (r *records) findRaw(ctx context.Context, key string) (bson.Raw, error) {
-	raw, err := r.coll.FindOne(ctx, bson.D{{Key: "_id", Value: key}}).Raw()
+	return findRawIn(ctx, r.coll, key)
+}
+
+// findPrimary returns key's stored document, or nil, as the primary has it now: the read that
+// settles a write, or that a guarded write is built on.
+func (r *records) findPrimary(ctx context.Context, key string) (bson.Raw, error) {
+	coll := r.primary
+	if coll == nil {
+		coll = r.coll
+	}
+	return findRawIn(ctx, coll, key)
+}
+
+func findRawIn(ctx context.Context, coll *mongo.Collection, key string) (bson.Raw, error) {
+	raw, err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: key}}).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}
@@ -66,10 +90,13 @@ func (r *records) findRaw(ctx context.Context, key string) (bson.Raw, error) {
 
 // writeFailure is the error of a write of key that failed with err, and whether it went
 // unanswered (so may have been applied) and may be settled by reading the record back:
-// only when ctx, the caller's, has not ended.
+// only when ctx, the caller's, has not ended, and never after a write-concern error. Such a
+// write ran on the primary and may still be rolled back by a failover, so a read that finds
+// it proves nothing durable: it stays execstore.ErrOutcomeUnknown, as a group commit's does.
 func writeFailure(ctx context.Context, op, key string, err error) (error, bool) {
 	werr := outcome.WriteFailure(op, key, err)
-	return werr, errors.Is(werr, execstore.ErrOutcomeUnknown) && ctx.Err() == nil
+	return werr, errors.Is(werr, execstore.ErrOutcomeUnknown) && ctx.Err() == nil &&
+		outcome.Classify(err) != outcome.NotDurable
 }
 
 // readBack reads key's record after an unanswered write, within the settle bound; nil when
@@ -77,7 +104,7 @@ func writeFailure(ctx context.Context, op, key string, err error) (error, bool) 
 func (r *records) readBack(ctx context.Context, key string) *Record {
 	ctx, cancel := context.WithTimeout(ctx, r.settle)
 	defer cancel()
-	raw, err := r.findRaw(ctx, key)
+	raw, err := r.findPrimary(ctx, key)
 	if err != nil || raw == nil {
 		return nil
 	}
@@ -142,5 +169,56 @@ func corruptGuard(key string, raw bson.Raw) bson.D {
 	case v.Type == bson.TypeString:
 		return append(g, bson.E{Key: fToken, Value: v.StringValue()})
 	}
-	return append(g, bson.E{Key: fToken, Value: bson.D{{Key: "$type", Value: int32(v.Type)}}})
+	return append(g, bson.E{Key: fToken, Value: bson.D{{Key: "$type", Value: typeAlias(v.Type)}}})
+}
+
+// typeAlias is the server's $type alias of a BSON type. The server's numbers are not the
+// driver's type bytes everywhere (MinKey is the byte 0xFF but $type -1), so a filter by type
+// names it; a byte that is no BSON type (no stored value has one) is sent as its number.
+func typeAlias(t bson.Type) any {
+	switch t {
+	case bson.TypeDouble:
+		return "double"
+	case bson.TypeString:
+		return "string"
+	case bson.TypeEmbeddedDocument:
+		return "object"
+	case bson.TypeArray:
+		return "array"
+	case bson.TypeBinary:
+		return "binData"
+	case bson.TypeUndefined:
+		return "undefined"
+	case bson.TypeObjectID:
+		return "objectId"
+	case bson.TypeBoolean:
+		return "bool"
+	case bson.TypeDateTime:
+		return "date"
+	case bson.TypeNull:
+		return "null"
+	case bson.TypeRegex:
+		return "regex"
+	case bson.TypeDBPointer:
+		return "dbPointer"
+	case bson.TypeJavaScript:
+		return "javascript"
+	case bson.TypeSymbol:
+		return "symbol"
+	case bson.TypeCodeWithScope:
+		return "javascriptWithScope"
+	case bson.TypeInt32:
+		return "int"
+	case bson.TypeTimestamp:
+		return "timestamp"
+	case bson.TypeInt64:
+		return "long"
+	case bson.TypeDecimal128:
+		return "decimal"
+	case bson.TypeMinKey:
+		return "minKey"
+	case bson.TypeMaxKey:
+		return "maxKey"
+	}
+	return int32(t)
 }

@@ -63,8 +63,8 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, ownsClient: owns, info: info, opts: opts, stats: stats,
-		recs: &records{coll: db.Collection(opts.Collection), settle: opts.SettleTimeout, grace: opts.Grace}}
+	recs := newRecords(db.Collection(opts.Collection), opts.SettleTimeout, opts.Grace)
+	s := &Store{client: client, ownsClient: owns, info: info, opts: opts, stats: stats, recs: &recs}
 	switch info.Profile {
 	case aio.FerretDB:
 		clock := &serverClock{db: db, now: opts.Clock, refresh: opts.ClockRefresh}
