@@ -13,64 +13,87 @@ import (
 // serverClock estimates the server's clock from readings of hello's localTime, for the
 // FerretDB formulation (MongoDB's uses $$NOW in the write itself).
 //
-// A reading sends hello at local instant t0 and gets the answer at t1, both from the
-// application's clock; the server read its clock somewhere in between, so taking the
-// midpoint m, the server's time at a later local instant t is S + (t − m) within
+// A reading sends hello at local instant t0 and gets the answer at t1; the server read its
+// clock somewhere in between, so taking the midpoint m, the server's time at a later local
+// instant t is S + (t − m) within
 //
 //	ε = (t1 − t0)/2 + 1ms (localTime's resolution)
 //
 // plus the drift of the two clocks' rates since the reading (a few ms per minute at the
-// worst rates hardware clocks show, hence Options.ClockRefresh). Only the elapsed time
-// t − m is taken from the application's clock, and Go measures it on the monotonic clock,
-// so the application's wall clock may be off by hours or days, or jump, without effect.
+// worst rates hardware clocks show, hence Options.ClockRefresh). Every local instant and
+// interval here is read from Go's monotonic clock (time.Now's monotonic reading), never from
+// the application's clock (Options.Clock) nor its wall time, so no offset or step of those
+// moves the estimate: a lease is never written to end early, nor read as lapsed early,
+// because a clock stepped. The application's clock is only watched: when the time it says
+// has elapsed since the reading disagrees with the monotonic clock by more than
+// clockDisagreement (it stepped, or was set), the next claim reads the server's clock again.
 // The reading with the smallest ε seen since the last refresh is kept.
 type serverClock struct {
 	db      *mongo.Database
-	now     func() time.Time
+	now     func() time.Time // the application's clock, watched for steps
 	refresh time.Duration
 
 	mu      sync.Mutex
 	server  time.Time     // the server's localTime
-	local   time.Time     // the local midpoint it is taken to belong to
+	mono    time.Time     // the midpoint it is taken to belong to, on the monotonic clock
+	local   time.Time     // the application's clock at that midpoint
 	eps     time.Duration // the reading's ε
 	present bool
 }
 
-// now returns the estimated server time and its error bound.
+// clockDisagreement is how far the application's clock may stray from the monotonic clock
+// since a reading before the reading is taken again: far above what a clock's slewing can
+// account for within ClockRefresh, far below any step that matters to a lease.
+const clockDisagreement = 100 * time.Millisecond
+
+// monoNow is the monotonic clock's now (time.Now's reading carries it).
+var monoNow = time.Now
+
+// read returns the estimated server time and its error bound.
 func (c *serverClock) read() (time.Time, time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.server.Add(c.now().Sub(c.local)), c.eps
+	return c.server.Add(monoNow().Sub(c.mono)), c.eps
 }
 
-// stale reports whether the reading is older than the refresh interval (or missing).
+// stale reports whether the reading is missing, older than the refresh interval, or belied
+// by the application's clock.
 func (c *serverClock) stale() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return !c.present || c.now().Sub(c.local) > c.refresh
+	return !c.present || c.staleLocked()
 }
 
-// sample reads the server's clock once and keeps the reading when it is fresher than the
-// refresh interval allows the current one to be, or tighter.
+func (c *serverClock) staleLocked() bool {
+	elapsed := monoNow().Sub(c.mono)
+	if elapsed > c.refresh {
+		return true
+	}
+	skew := c.now().Sub(c.local) - elapsed
+	return skew > clockDisagreement || skew < -clockDisagreement
+}
+
+// sample reads the server's clock once and keeps the reading when the current one is stale,
+// or when it is tighter.
 func (c *serverClock) sample(ctx context.Context) error {
-	t0 := c.now()
+	t0 := monoNow()
 	var hello struct {
 		LocalTime bson.DateTime `bson:"localTime"`
 	}
 	if err := c.db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
 		return fmt.Errorf("idem: reading the server's clock: %w", err)
 	}
-	t1 := c.now()
+	t1 := monoNow()
+	local := c.now()
 	if hello.LocalTime == 0 {
 		return fmt.Errorf("idem: reading the server's clock: hello has no localTime")
 	}
 	rtt := t1.Sub(t0)
 	eps := rtt/2 + time.Millisecond
-	mid := t0.Add(rtt / 2)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.present || c.now().Sub(c.local) > c.refresh || eps <= c.eps {
-		c.server, c.local, c.eps, c.present = hello.LocalTime.Time(), mid, eps, true
+	if !c.present || c.staleLocked() || eps <= c.eps {
+		c.server, c.mono, c.local, c.eps, c.present = hello.LocalTime.Time(), t0.Add(rtt/2), local.Add(-rtt/2), eps, true
 	}
 	return nil
 }

@@ -63,9 +63,11 @@ type Options struct {
 	// claim takes a new one (FerretDB only; see the package doc). Default
 	// DefaultClockRefresh (1m).
 	ClockRefresh time.Duration
-	// Clock is the application's clock. It is used only to measure time elapsed since the
-	// last reading of the server's clock (with Go's monotonic clock when it carries one), so
-	// an offset of any size changes nothing. Default time.Now.
+	// Clock is the application's clock (FerretDB formulation only). Expiry follows the
+	// server's clock: time elapsed since the last reading of it is measured on Go's monotonic
+	// clock, never on Clock, so an offset or a step of Clock of any size moves no lease. Clock
+	// is watched: when it disagrees with the monotonic clock about the time elapsed since the
+	// reading (it stepped), the next claim reads the server's clock again. Default time.Now.
 	Clock func() time.Time
 	// SettleTimeout bounds the read that settles an unanswered claim or complete. Default
 	// DefaultSettleTimeout (5s).
