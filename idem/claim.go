@@ -48,8 +48,10 @@ type Claim struct {
 	// Record is the record after the claim: the caller's own for New and LeaseReclaimed,
 	// the other holder's or the completed one otherwise.
 	Record *Record
-	// RecoveredFromCorrupt reports that the claim took over an unreadable record (missing
-	// or mistyped fields); Outcome is then New.
+	// RecoveredFromCorrupt reports that the claim took over an unreadable record (one with a
+	// state but missing or mistyped fields, whatever its lease said); Outcome is then New. A
+	// record without a state holds nothing and is taken as absent: New, without this flag.
+	// Both formulations say the same.
 	RecoveredFromCorrupt bool
 	// Settled reports that the claim's write went unanswered and its outcome was settled by
 	// reading its token back: the claim is the caller's, as reported.

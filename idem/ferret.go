@@ -20,7 +20,10 @@ import (
 //   - a live record: AlreadyClaimed or AlreadyCompleted, nothing written;
 //   - a lapsed record: replace it, guarded by {_id, state, claim_token, lease_until} as read
 //     (a renew, complete or other claim in between changes one of them: read again);
-//   - an unreadable record: replace it, guarded by corruptGuard.
+//   - a record without a state: replace it, guarded by corruptGuard, as New (see stateless);
+//   - an unreadable record: replace it, guarded by corruptGuard, as New with
+//     RecoveredFromCorrupt, whatever its lease says (a lease in an unreadable record proves
+//     nothing), as the MongoDB formulation does.
 //
 // Each write is one single-document command, atomic on the embedded server (its front
 // serializes writes); of concurrent claimers exactly one write matches.
@@ -41,9 +44,21 @@ type ferretForm struct {
 const maxClaimRounds = 32
 
 // until is the instant a lease or retention of d started at the estimated server time now
-// (error bound eps) ends, rounded up to BSON's millisecond.
+// (error bound eps) ends: the latest the server's clock can read now, rounded up to BSON's
+// millisecond, plus d rounded up to whole milliseconds as the MongoDB formulation adds it to
+// $$NOW (leaseMillis).
 func until(now time.Time, eps, d time.Duration) time.Time {
-	return now.Add(eps + d).Truncate(time.Millisecond).Add(time.Millisecond).UTC()
+	start := now.Add(eps)
+	if t := start.Truncate(time.Millisecond); !t.Equal(start) {
+		start = t.Add(time.Millisecond)
+	}
+	return start.Add(time.Duration(leaseMillis(d)) * time.Millisecond).UTC()
+}
+
+// leaseMillis is d in whole milliseconds, rounded up: a lease or retention is never shorter
+// than asked, on either formulation.
+func leaseMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // lapsed reports whether until has certainly passed on the server's clock.
@@ -78,7 +93,7 @@ func (f *ferretForm) claim(ctx context.Context, key, fingerprint string, version
 		if err != nil {
 			return Claim{}, err
 		}
-		raw, err := f.findRaw(ctx, key)
+		raw, err := f.findPrimary(ctx, key)
 		if err != nil {
 			return Claim{}, err
 		}
@@ -109,13 +124,14 @@ func (f *ferretForm) claim(ctx context.Context, key, fingerprint string, version
 			guard = bson.D{{Key: "_id", Value: key}, {Key: fState, Value: string(seen.State)},
 				{Key: fToken, Value: seen.token}, {Key: fLeaseUntil, Value: seen.Until}}
 		}
-		tried, triedCorrupt = out, !ok
+		corrupt := !ok && !stateless(raw)
+		tried, triedCorrupt = out, corrupt
 		res, err := f.coll.ReplaceOne(ctx, guard, doc)
 		if err != nil {
-			return f.unanswered(ctx, key, token, err, !ok, out)
+			return f.unanswered(ctx, key, token, err, corrupt, out)
 		}
 		if res.MatchedCount == 1 {
-			return Claim{Outcome: out, Token: token, Record: rec, RecoveredFromCorrupt: !ok}, nil
+			return Claim{Outcome: out, Token: token, Record: rec, RecoveredFromCorrupt: corrupt}, nil
 		}
 	}
 	return Claim{}, fmt.Errorf("idem: claim of %q: the record changed under %d claims in a row", key, maxClaimRounds)

@@ -35,9 +35,10 @@ const (
 // as a field path (a fingerprint or a header may well start with one).
 func lit(v any) bson.D { return bson.D{{Key: "$literal", Value: v}} }
 
-// afterNow is {$add: [$$NOW, d in ms]}.
+// afterNow is {$add: [$$NOW, d in ms]}, d rounded up to whole milliseconds (leaseMillis) as
+// the FerretDB formulation rounds it.
 func afterNow(d time.Duration) bson.D {
-	return bson.D{{Key: "$add", Value: bson.A{"$$NOW", d.Milliseconds()}}}
+	return bson.D{{Key: "$add", Value: bson.A{"$$NOW", leaseMillis(d)}}}
 }
 
 // claimFilter is the claim's query: the key, with unique.UpsertFilter's predicate that matches
@@ -52,13 +53,19 @@ func afterNow(d time.Duration) bson.D {
 func claimFilter(key string) bson.D { return unique.UpsertFilter(key) }
 
 // claimPipeline is the claim's update: take the record (a fresh claim with token) when it
-// is missing or its lease_until has passed on the server's clock — a Completed record's
-// lease_until is its retention's end, and a missing or mistyped lease_until sorts before any
-// date, so those are taken too — and leave every field as it is otherwise.
+// has no state (missing, or stored without one: see stateless) or when it is readable
+// (readableExpr) and its lease_until has passed on the server's clock — a Completed record's
+// lease_until is its retention's end — and leave every field as it is otherwise. An
+// unreadable record is never taken here: the claim sees it come back unreadable and takes it
+// over under corruptGuard, as New with RecoveredFromCorrupt, as the FerretDB formulation
+// does whatever its lease says.
 func claimPipeline(fingerprint string, version int, token string, lease, grace time.Duration) bson.A {
 	take := bson.D{{Key: "$or", Value: bson.A{
-		bson.D{{Key: "$eq", Value: bson.A{bson.D{{Key: "$type", Value: "$" + fState}}, "missing"}}},
-		bson.D{{Key: "$lt", Value: bson.A{"$" + fLeaseUntil, "$$NOW"}}},
+		typeIs("$"+fState, "missing"),
+		bson.D{{Key: "$and", Value: bson.A{
+			readableExpr(),
+			bson.D{{Key: "$lt", Value: bson.A{"$" + fLeaseUntil, "$$NOW"}}},
+		}}},
 	}}}
 	either := func(field string, taken any) bson.E {
 		return bson.E{Key: field, Value: bson.D{{Key: "$cond", Value: bson.A{"$" + fTake, taken, "$" + field}}}}
@@ -83,6 +90,66 @@ func claimPipeline(fingerprint string, version int, token string, lease, grace t
 		}}},
 		bson.D{{Key: "$unset", Value: fTake}},
 	}
+}
+
+// typeIs is {$in: [{$type: expr}, types]}: expr's aggregation type is one of types.
+func typeIs(expr any, types ...string) bson.D {
+	in := make(bson.A, len(types))
+	for i, t := range types {
+		in[i] = t
+	}
+	return bson.D{{Key: "$in", Value: bson.A{bson.D{{Key: "$type", Value: expr}}, in}}}
+}
+
+// arrayOrEmpty is expr when it is an array, else [] (so that $map never fails on a
+// mistyped field).
+func arrayOrEmpty(expr string) bson.D {
+	return bson.D{{Key: "$cond", Value: bson.A{bson.D{{Key: "$isArray", Value: expr}}, expr, bson.A{}}}}
+}
+
+// allOf is {$allElementsTrue: [{$map: {input: arrayOrEmpty(input), as, in}}]}.
+func allOf(input, as string, in bson.D) bson.D {
+	return bson.D{{Key: "$allElementsTrue", Value: bson.A{bson.D{{Key: "$map", Value: bson.D{
+		{Key: "input", Value: arrayOrEmpty(input)}, {Key: "as", Value: as}, {Key: "in", Value: in},
+	}}}}}}
+}
+
+// readableExpr is decodeRecord as an aggregation expression over the stored record: true
+// when every field decodeRecord needs is there with its type (a token of 32 characters, a
+// known state, and for a Completed record its response: a date, a status, a binary body and
+// headers of names with string values, where present). The claim pipeline takes over by
+// lease only a record for which it is true, so both formulations tell readable records from
+// unreadable ones alike.
+func readableExpr() bson.D {
+	token := "$" + fToken
+	header := bson.D{{Key: "$and", Value: bson.A{
+		typeIs("$$h", "object"),
+		typeIs("$$h."+hName, "string"),
+		typeIs("$$h."+hValues, "array"),
+		allOf("$$h."+hValues, "x", typeIs("$$x", "string")),
+	}}}
+	response := bson.D{{Key: "$and", Value: bson.A{
+		typeIs("$"+fCompletedAt, "date"),
+		typeIs("$"+fStatus, "int", "long"),
+		typeIs("$"+fBody, "binData", "missing"),
+		typeIs("$"+fHeaders, "array", "missing"),
+		allOf("$"+fHeaders, "h", header),
+	}}}
+	return bson.D{{Key: "$and", Value: bson.A{
+		typeIs("$_id", "string"),
+		bson.D{{Key: "$in", Value: bson.A{"$" + fState, bson.A{string(Claimed), string(Completed)}}}},
+		typeIs("$"+fFingerprint, "string"),
+		typeIs("$"+fFPVersion, "int", "long"),
+		typeIs(token, "string"),
+		bson.D{{Key: "$eq", Value: bson.A{bson.D{{Key: "$strLenBytes", Value: bson.D{{Key: "$cond", Value: bson.A{
+			typeIs(token, "string"), token, ""}}}}}, tokenHexLen}}},
+		typeIs("$"+fClaimedAt, "date"),
+		typeIs("$"+fLeaseUntil, "date"),
+		bson.D{{Key: "$or", Value: bson.A{
+			bson.D{{Key: "$eq", Value: bson.A{"$" + fState, string(Claimed)}}},
+			response,
+		}}},
+	}}}
 }
 
 // takeOverPipeline writes a fresh claim with token over whatever is there: the take-over of
@@ -192,7 +259,7 @@ func (m *mongoForm) unanswered(ctx context.Context, key, token string, err error
 		return Claim{}, werr
 	}
 	out := New
-	if raw, rerr := m.findRaw(ctx, key); rerr == nil && raw != nil {
+	if raw, rerr := m.findPrimary(ctx, key); rerr == nil && raw != nil {
 		out = outcomeFrom(raw)
 	}
 	return Claim{Outcome: out, Token: token, Record: rec, RecoveredFromCorrupt: corrupt, Settled: true}, nil

@@ -28,6 +28,19 @@ func extJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
+// readableJSON is readableExpr as extended JSON: decodeRecord's rules on the server.
+const readableJSON = `{"$and":[{"$in":[{"$type":"$_id"},["string"]]},{"$in":["$state",["CLAIMED","COMPLETED"]]},` +
+	`{"$in":[{"$type":"$fingerprint"},["string"]]},{"$in":[{"$type":"$fingerprint_version"},["int","long"]]},` +
+	`{"$in":[{"$type":"$claim_token"},["string"]]},` +
+	`{"$eq":[{"$strLenBytes":{"$cond":[{"$in":[{"$type":"$claim_token"},["string"]]},"$claim_token",""]}},32]},` +
+	`{"$in":[{"$type":"$claimed_at"},["date"]]},{"$in":[{"$type":"$lease_until"},["date"]]},` +
+	`{"$or":[{"$eq":["$state","CLAIMED"]},{"$and":[{"$in":[{"$type":"$completed_at"},["date"]]},` +
+	`{"$in":[{"$type":"$response_status"},["int","long"]]},{"$in":[{"$type":"$response_body"},["binData","missing"]]},` +
+	`{"$in":[{"$type":"$response_headers"},["array","missing"]]},` +
+	`{"$allElementsTrue":[{"$map":{"input":{"$cond":[{"$isArray":"$response_headers"},"$response_headers",[]]},"as":"h",` +
+	`"in":{"$and":[{"$in":[{"$type":"$$h"},["object"]]},{"$in":[{"$type":"$$h.n"},["string"]]},{"$in":[{"$type":"$$h.v"},["array"]]},` +
+	`{"$allElementsTrue":[{"$map":{"input":{"$cond":[{"$isArray":"$$h.v"},"$$h.v",[]]},"as":"x","in":{"$in":[{"$type":"$$x"},["string"]]}}}]}]}}}]}]}]}]}`
+
 // The MongoDB formulation's command documents, field by field: seed 003's claim pipeline
 // (with prev_state kept only when the record is taken, and caller strings as literals),
 // complete and renew from $$NOW, the read with the server's now, the take-over of an
@@ -39,7 +52,7 @@ func TestMongoCommandDocuments(t *testing.T) {
 	}{
 		"claim filter": {claimFilter("k"), `{"v":{"_id":"k","__never_written":{"$exists":false}}}`},
 		"claim pipeline": {claimPipeline("$fp", 3, token0, 1500*time.Millisecond, time.Minute),
-			`{"v":[{"$set":{"__take":{"$or":[{"$eq":[{"$type":"$state"},"missing"]},{"$lt":["$lease_until","$$NOW"]}]}}},` +
+			`{"v":[{"$set":{"__take":{"$or":[{"$in":[{"$type":"$state"},["missing"]]},{"$and":[` + readableJSON + `,{"$lt":["$lease_until","$$NOW"]}]}]}}},` +
 				`{"$set":{"prev_state":{"$cond":["$__take","$state","$prev_state"]},` +
 				`"state":{"$cond":["$__take","CLAIMED","$state"]},` +
 				`"fingerprint":{"$cond":["$__take",{"$literal":"$fp"},"$fingerprint"]},` +
@@ -73,7 +86,14 @@ func TestMongoCommandDocuments(t *testing.T) {
 		"corrupt guard, no token": {corruptGuard("k", mustRaw(t, bson.D{})),
 			`{"v":{"_id":"k","claim_token":{"$exists":false}}}`},
 		"corrupt guard, numeric token": {corruptGuard("k", mustRaw(t, bson.D{{Key: fToken, Value: int32(7)}})),
-			`{"v":{"_id":"k","claim_token":{"$type":16}}}`},
+			`{"v":{"_id":"k","claim_token":{"$type":"int"}}}`},
+		"corrupt guard, MinKey token": {corruptGuard("k", mustRaw(t, bson.D{{Key: fToken, Value: bson.MinKey{}}})),
+			`{"v":{"_id":"k","claim_token":{"$type":"minKey"}}}`},
+		"corrupt guard, MaxKey token": {corruptGuard("k", mustRaw(t, bson.D{{Key: fToken, Value: bson.MaxKey{}}})),
+			`{"v":{"_id":"k","claim_token":{"$type":"maxKey"}}}`},
+		"readable record": {readableExpr(), `{"v":` + readableJSON + `}`},
+		"lease rounded up to whole ms": {renewPipeline(1500*time.Millisecond+400*time.Microsecond, time.Minute),
+			`{"v":[{"$set":{"lease_until":{"$add":["$$NOW",1501]},"expire_at":{"$add":["$$NOW",61501]}}}]}`},
 	} {
 		assert.Equal(t, c.want, extJSON(t, c.got), name)
 	}

@@ -65,6 +65,15 @@ const (
 	fPrevState   = "prev_state" // MongoDB only: the state a claim took the record over from
 )
 
+// stateless reports whether a stored document has no state: it holds no claim and no
+// response, and a claim takes it as absent (New, not RecoveredFromCorrupt). MongoDB's atomic
+// claim cannot tell such a document from a missing one (an upsert creates exactly that
+// before its pipeline runs), so neither formulation does.
+func stateless(raw bson.Raw) bool {
+	_, err := raw.LookupErr(fState)
+	return err != nil
+}
+
 // decodeRecord reads a stored document. Any missing or mistyped field makes it unreadable
 // (ok false): such a record is treated as absent, and a claim takes it over.
 func decodeRecord(raw bson.Raw) (rec *Record, ok bool) {

@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -310,6 +311,17 @@ func TestInvalidInput(t *testing.T) {
 		"zero lease": func() error { _, err := s.Claim(bg, "k", fp, 1, 0); return err }(),
 		"negative":   func() error { _, err := s.Renew(bg, "k", tok, -time.Second); return err }(),
 		"bad token":  func() error { _, err := s.Release(bg, "k", "x"); return err }(),
+		"empty token, complete": func() error {
+			_, err := s.Complete(bg, "k", "", Response{Status: 200}, time.Second)
+			return err
+		}(),
+		"empty token, renew":   func() error { _, err := s.Renew(bg, "k", "", time.Second); return err }(),
+		"empty token, release": func() error { _, err := s.Release(bg, "k", ""); return err }(),
+		"non-hex token, renew": func() error { _, err := s.Renew(bg, "k", strings.Repeat("z", 32), time.Second); return err }(),
+		"short token, complete": func() error {
+			_, err := s.Complete(bg, "k", tok[:31], Response{Status: 200}, time.Second)
+			return err
+		}(),
 		"big body": func() error {
 			_, err := s.Complete(bg, "k", tok, Response{Status: 200, Body: make([]byte, 17)}, time.Second)
 			return err
@@ -354,23 +366,41 @@ func TestSkewedApplicationClock(t *testing.T) {
 	}
 }
 
-// An unreadable record is taken over as New with RecoveredFromCorrupt, by exactly one of
-// several concurrent claimers; a readable one beside it is not touched.
+// An unreadable record — one with a state but missing or mistyped fields — is taken over as
+// New with RecoveredFromCorrupt, whatever its lease says, by exactly one of several
+// concurrent claimers; a record without a state holds nothing and is taken as absent (New,
+// not recovered). Both formulations say the same (the MongoDB one's pipeline takes by lease
+// only a readable record).
 func TestCorruptRecordTakenOver(t *testing.T) {
 	s := openStore(t, Options{})
 	coll := rawCollection(t, s)
 	future := time.Now().Add(time.Hour)
-	for name, doc := range map[string]bson.D{
-		"no fields":       {},
-		"bad state":       {{Key: fState, Value: "WEIRD"}, {Key: fToken, Value: newToken()}, {Key: fLeaseUntil, Value: future}},
-		"string lease":    {{Key: fState, Value: "CLAIMED"}, {Key: fToken, Value: newToken()}, {Key: fLeaseUntil, Value: "tomorrow"}},
-		"numeric token":   {{Key: fState, Value: "CLAIMED"}, {Key: fToken, Value: int32(7)}, {Key: fLeaseUntil, Value: future}},
-		"no response":     {{Key: fState, Value: "COMPLETED"}, {Key: fToken, Value: newToken()}, {Key: fFingerprint, Value: fp}, {Key: fFPVersion, Value: 1}, {Key: fClaimedAt, Value: future}, {Key: fLeaseUntil, Value: future}},
-		"headers mangled": {{Key: fState, Value: "COMPLETED"}, {Key: fToken, Value: newToken()}, {Key: fFingerprint, Value: fp}, {Key: fFPVersion, Value: 1}, {Key: fClaimedAt, Value: future}, {Key: fLeaseUntil, Value: future}, {Key: fCompletedAt, Value: future}, {Key: fStatus, Value: 200}, {Key: fHeaders, Value: "x"}},
+	past := time.Now().Add(-time.Hour)
+	for name, c := range map[string]struct {
+		doc       bson.D
+		recovered bool
+	}{
+		"no fields":          {bson.D{}, false},
+		"no state":           {bson.D{{Key: fToken, Value: newToken()}, {Key: fLeaseUntil, Value: future}}, false},
+		"bad state":          {bson.D{{Key: fState, Value: "WEIRD"}, {Key: fToken, Value: newToken()}, {Key: fLeaseUntil, Value: future}}, true},
+		"string lease":       {bson.D{{Key: fState, Value: "CLAIMED"}, {Key: fToken, Value: newToken()}, {Key: fLeaseUntil, Value: "tomorrow"}}, true},
+		"numeric token":      {bson.D{{Key: fState, Value: "CLAIMED"}, {Key: fToken, Value: int32(7)}, {Key: fLeaseUntil, Value: future}}, true},
+		"MinKey token":       {bson.D{{Key: fState, Value: "CLAIMED"}, {Key: fToken, Value: bson.MinKey{}}, {Key: fLeaseUntil, Value: future}}, true},
+		"lapsed, no version": {bson.D{{Key: fState, Value: "CLAIMED"}, {Key: fToken, Value: newToken()}, {Key: fFingerprint, Value: fp}, {Key: fClaimedAt, Value: past}, {Key: fLeaseUntil, Value: past}}, true},
+		"no response":        {bson.D{{Key: fState, Value: "COMPLETED"}, {Key: fToken, Value: newToken()}, {Key: fFingerprint, Value: fp}, {Key: fFPVersion, Value: 1}, {Key: fClaimedAt, Value: future}, {Key: fLeaseUntil, Value: future}}, true},
+		"headers mangled":    {bson.D{{Key: fState, Value: "COMPLETED"}, {Key: fToken, Value: newToken()}, {Key: fFingerprint, Value: fp}, {Key: fFPVersion, Value: 1}, {Key: fClaimedAt, Value: future}, {Key: fLeaseUntil, Value: future}, {Key: fCompletedAt, Value: future}, {Key: fStatus, Value: 200}, {Key: fHeaders, Value: "x"}}, true},
+		"header value mangled, lapsed": {bson.D{{Key: fState, Value: "COMPLETED"}, {Key: fToken, Value: newToken()}, {Key: fFingerprint, Value: fp}, {Key: fFPVersion, Value: 1}, {Key: fClaimedAt, Value: past}, {Key: fLeaseUntil, Value: past}, {Key: fCompletedAt, Value: past}, {Key: fStatus, Value: 200},
+			{Key: fHeaders, Value: bson.A{bson.D{{Key: hName, Value: "X-A"}, {Key: hValues, Value: bson.A{int32(1)}}}}}}, true},
 	} {
 		t.Run(name, func(t *testing.T) {
+			if name == "MinKey token" && s.Server().Family == aio.FamilyFerretDB1 {
+				// Measured: FerretDB 1.24.2 drops the connection on a document holding MinKey.
+				// The guard's command document ($type "minKey") is pinned in
+				// TestMongoCommandDocuments.
+				t.Skip("FerretDB 1.x cannot store MinKey")
+			}
 			key := "corrupt " + name
-			_, err := coll.InsertOne(bg, append(bson.D{{Key: "_id", Value: key}}, doc...))
+			_, err := coll.InsertOne(bg, append(bson.D{{Key: "_id", Value: key}}, c.doc...))
 			require.NoError(t, err)
 			rec, err := s.Get(bg, key)
 			require.NoError(t, err)
@@ -386,11 +416,11 @@ func TestCorruptRecordTakenOver(t *testing.T) {
 			}
 			wg.Wait()
 			winners := 0
-			for _, c := range claims {
-				if c.Held() {
+			for _, cl := range claims {
+				if cl.Held() {
 					winners++
-					assert.Equal(t, New, c.Outcome)
-					assert.True(t, c.RecoveredFromCorrupt)
+					assert.Equal(t, New, cl.Outcome)
+					assert.Equal(t, c.recovered, cl.RecoveredFromCorrupt)
 				}
 			}
 			assert.Equal(t, 1, winners)
