@@ -29,8 +29,10 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, fingerprintV
 
 // Complete stores resp as key's response and makes the record Completed for retention,
 // if it is still claimed with token; false means the token was fenced (reclaimed, released
-// or completed). Unanswered, it is settled by a read where the read proves the outcome;
-// otherwise the error matches execstore.ErrOutcomeUnknown.
+// or completed), while an empty or malformed token (not one a Claim handed out) is
+// execstore.ErrInvalid before any I/O. Unanswered, it is settled by a read of the primary
+// where the read proves the outcome; otherwise, and always after a write-concern error (the
+// write may be rolled back), the error matches execstore.ErrOutcomeUnknown.
 func (s *Store) Complete(ctx context.Context, key, token string, resp Response, retention time.Duration) (bool, error) {
 	if err := validateToken(key, token); err != nil {
 		return false, err
@@ -47,8 +49,9 @@ func (s *Store) Complete(ctx context.Context, key, token string, resp Response, 
 }
 
 // Release deletes key's record if it is still claimed with token, so that the next claim is
-// New (a request that failed and may be retried). Unanswered, the error matches
-// execstore.ErrOutcomeUnknown: the lease still bounds how long the key stays claimed.
+// New (a request that failed and may be retried); false means the token was fenced, while an
+// empty or malformed token is execstore.ErrInvalid before any I/O. Unanswered, the error
+// matches execstore.ErrOutcomeUnknown: the lease still bounds how long the key stays claimed.
 func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
 	if err := validateToken(key, token); err != nil {
 		return false, err
@@ -59,9 +62,9 @@ func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
 }
 
 // Renew extends the lease of key's claim to lease from now (the server's clock), if it is
-// still claimed with token; false means it was fenced or completed. A claim whose lease
-// lapsed is still renewed if no one reclaimed it. Unanswered, the error matches
-// execstore.ErrOutcomeUnknown.
+// still claimed with token; false means it was fenced or completed, while an empty or
+// malformed token is execstore.ErrInvalid before any I/O. A claim whose lease lapsed is still
+// renewed if no one reclaimed it. Unanswered, the error matches execstore.ErrOutcomeUnknown.
 func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duration) (bool, error) {
 	if err := validateToken(key, token); err != nil {
 		return false, err

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"strings"
 	"time"
 
 	"github.com/execstore/execstore"
@@ -42,8 +43,8 @@ func validateToken(key, token string) error {
 	if err := validateKey(key); err != nil {
 		return err
 	}
-	if len(token) != tokenHexLen {
-		return contract.Invalid("token", "is not a claim token")
+	if len(token) != tokenHexLen || strings.Trim(token, "0123456789abcdef") != "" {
+		return contract.Invalid("token", "is not a claim token (32 lowercase hex digits, as Claim hands out)")
 	}
 	return nil
 }
