@@ -92,4 +92,3 @@ func maxLen(bulks [][]string) int {
 	}
 	return m
 }
-

@@ -104,4 +104,3 @@ func asRouterHello(msg []byte) ([]byte, bool) {
 	binary.LittleEndian.PutUint32(out[:4], uint32(len(out)))
 	return out, true
 }
-
