@@ -12,8 +12,9 @@ import (
 // returns with the next fence; Prepare names that id.
 //
 // Cost: one guarded update (a majority read too when it matches nothing: then an
-// *OwnerConflictError says what it found, and nothing was written). Unanswered, the error
-// matches execstore.ErrOutcomeUnknown and the journal is uncertain about the invocation.
+// *OwnerConflictError says what it found, and nothing was written; that read failing is an
+// unknown outcome as below). Unanswered, the error matches execstore.ErrOutcomeUnknown and
+// the journal is uncertain about the invocation.
 func (j *Journal) Checkpoint(ctx context.Context, f Fence, phase Phase, state []byte) (Fence, string, error) {
 	if err := validateFence(f); err != nil {
 		return Fence{}, "", err
@@ -38,26 +39,31 @@ func (j *Journal) Checkpoint(ctx context.Context, f Fence, phase Phase, state []
 	return nf, id, err
 }
 
-// update applies upd to f's invocation, guarded by f and by extra conditions; when it
-// matches nothing, state explains why (see explain).
+// update applies upd to f's invocation on the journal's pool; see guardedUpdate.
 func (j *Journal) update(ctx context.Context, op string, f Fence, extra, upd bson.D, state func(*document) error) (Fence, error) {
 	return submit(ctx, j, func(ctx context.Context) (Fence, error) {
-		var matched int64
-		err := j.write(ctx, op, f.InvocationID, func(ctx context.Context) error {
-			res, err := j.coll.UpdateOne(ctx, append(fenceFilter(f), extra...), upd)
-			if err == nil {
-				matched = res.MatchedCount
-			}
-			return err
-		})
-		if err != nil {
-			return Fence{}, err
-		}
-		if matched == 0 {
-			return Fence{}, j.explain(ctx, op, f, state)
-		}
-		return next(f), nil
+		return j.guardedUpdate(ctx, op, f, extra, upd, state)
 	})
+}
+
+// guardedUpdate applies upd to f's invocation, guarded by f and by extra conditions, and
+// returns the next fence; when it matches nothing, state explains why (see explain).
+func (j *Journal) guardedUpdate(ctx context.Context, op string, f Fence, extra, upd bson.D, state func(*document) error) (Fence, error) {
+	var matched int64
+	err := j.write(ctx, op, f.InvocationID, func(ctx context.Context) error {
+		res, err := j.coll.UpdateOne(ctx, append(fenceFilter(f), extra...), upd)
+		if err == nil {
+			matched = res.MatchedCount
+		}
+		return err
+	})
+	if err != nil {
+		return Fence{}, err
+	}
+	if matched == 0 {
+		return Fence{}, j.explain(ctx, op, f, state)
+	}
+	return next(f), nil
 }
 
 // noStateRule is the state rule of a write guarded by the fence alone.

@@ -88,28 +88,34 @@ func (j *Journal) bound(ctx context.Context, op string, id Identity) (*document,
 // VerifyOwner checks with a majority read from the primary that f still holds its
 // invocation exactly: same owner, same claim, same revision. It writes nothing, retries
 // nothing and advances nothing: nil, an *OwnerConflictError, or execstore.ErrNotFound.
+//
+// It fails closed: a read that fails once sent (a cut connection, a timeout, ctx ending
+// while it runs) is an *execstore.OutcomeUnknownError (Op "verify owner") and makes the
+// journal uncertain about the invocation, refusing every mutation (ErrUncertain) until
+// Reverify succeeds. A call refused before it was sent (ctx ended while queued, the journal
+// closed or overloaded) returns that refusal and changes nothing.
 func (j *Journal) VerifyOwner(ctx context.Context, f Fence) error {
 	if err := validateFence(f); err != nil {
 		return err
 	}
 	_, err := submit(ctx, j, func(ctx context.Context) (struct{}, error) {
-		d, err := j.load(ctx, "verify owner", f.InvocationID)
+		d, err := j.loadDeciding(ctx, "verify owner", f.InvocationID, "")
 		switch {
 		case err != nil:
 			return struct{}{}, err
 		case d == nil:
 			return struct{}{}, fmt.Errorf("journal: verify owner of invocation %q: %w", f.InvocationID, execstore.ErrNotFound)
-		case d.Owner != f.Owner || d.Claim != f.claim || d.Rev != f.Revision:
-			return struct{}{}, &OwnerConflictError{InvocationID: f.InvocationID, ExpectedOwner: f.Owner,
-				FoundOwner: d.Owner, ExpectedRevision: f.Revision, FoundRevision: d.Rev}
 		}
-		return struct{}{}, nil
+		return struct{}{}, holds(f, d)
 	})
 	return err
 }
 
 // Read returns invocation id as a majority read from the primary finds it, every
-// ciphertext authenticated (an *IntegrityError otherwise), or execstore.ErrNotFound.
+// ciphertext authenticated and the attempt flags checked against the receipts (an
+// *IntegrityError otherwise), or execstore.ErrNotFound. A read that fails returns the
+// read's error and leaves the journal as it was: to re-establish the truth after an
+// unknown outcome, use Reverify.
 func (j *Journal) Read(ctx context.Context, id string) (*Invocation, error) {
 	if err := contract.ValidateID("id", id); err != nil {
 		return nil, err

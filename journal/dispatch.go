@@ -2,12 +2,11 @@ package journal
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/execstore/execstore"
 )
 
 // Attempt is one execution of the prepared operation, as Dispatch hands it out.
@@ -24,13 +23,21 @@ type Attempt struct {
 // yet or Succeeded (ErrState), and, once any attempt ended Unknown, for good
 // (ErrNoReplay): the only way forward is Reconcile with the outside system's receipt.
 //
+// It decides from a majority read before it writes: every ciphertext (the operation's
+// included) authenticated and the attempt flags checked against the authenticated receipts,
+// so a refusal (*OwnerConflictError, *StateError, *IntegrityError; a no-replay flag cleared
+// in the stored document is an *IntegrityError matching ErrNoReplay too) records no attempt.
+// A read that fails is the read's error, and nothing was written.
+//
 // The attempt is recorded before the body is handed out: a body is never handed out for an
-// attempt the majority does not have. Unanswered, the error matches
+// attempt the majority does not have. The write is guarded by the fence, the flags and the
+// operation's exact ciphertext it read. Unanswered, the error matches
 // execstore.ErrOutcomeUnknown, the body is not handed out, and the journal is uncertain
 // about the invocation: Reverify shows whether the attempt was recorded (Latest "pending"),
 // and its owner, who knows the body was never run, reconciles it Failed.
 //
-// Cost: one guarded findAndModify (a majority read too when it matches nothing).
+// Cost: one majority read and one guarded update (a second majority read when the update
+// matches nothing).
 func (j *Journal) Dispatch(ctx context.Context, f Fence) (Attempt, error) {
 	if err := validateFence(f); err != nil {
 		return Attempt{}, err
@@ -38,28 +45,25 @@ func (j *Journal) Dispatch(ctx context.Context, f Fence) (Attempt, error) {
 	if err := j.uncertain.refusal(); err != nil {
 		return Attempt{}, err
 	}
+	rule := dispatchRule(f.InvocationID)
 	return submit(ctx, j, func(ctx context.Context) (Attempt, error) {
-		guard := append(fenceFilter(f),
-			bson.E{Key: fOp, Value: bson.D{{Key: "$exists", Value: true}}},
-			bson.E{Key: fNoReplay, Value: false},
-			bson.E{Key: fLatest, Value: bson.D{{Key: "$in", Value: bson.A{attemptNone, string(Failed)}}}})
-		upd := bson.D{{Key: "$set", Value: bson.D{{Key: fRev, Value: f.Revision + 1}, {Key: fLatest, Value: attemptPending}}},
-			{Key: "$inc", Value: bson.D{{Key: fAttempts, Value: 1}}}}
-		var d document
-		err := j.write(ctx, "dispatch", f.InvocationID, func(ctx context.Context) error {
-			res := j.coll.FindOneAndUpdate(ctx, guard, upd, options.FindOneAndUpdate().SetReturnDocument(options.After))
-			return res.Decode(&d)
-		})
-		if errors.Is(err, mongo.ErrNoDocuments) {
-			return Attempt{}, j.explain(ctx, "dispatch", f, dispatchRule(f.InvocationID))
-		}
+		d, err := j.load(ctx, "dispatch", f.InvocationID)
 		if err != nil {
 			return Attempt{}, err
 		}
-		// Fail closed on what came back: every receipt must authenticate, and none may say
-		// Unknown, before the body leaves the journal.
-		inv, err := d.open(j.cipher)
+		if d == nil {
+			return Attempt{}, fmt.Errorf("journal: dispatch of invocation %q: %w", f.InvocationID, execstore.ErrNotFound)
+		}
+		if err := holds(f, d); err != nil {
+			return Attempt{}, err
+		}
+		// Fail closed on what is stored: every ciphertext and flag must authenticate, and
+		// no receipt may say Unknown, before anything is written or handed out.
+		inv, body, err := d.openAll(j.cipher)
 		if err != nil {
+			return Attempt{}, err
+		}
+		if err := rule(d); err != nil {
 			return Attempt{}, err
 		}
 		for _, r := range inv.Receipts {
@@ -68,15 +72,20 @@ func (j *Journal) Dispatch(ctx context.Context, f Fence) (Attempt, error) {
 					Reason: fmt.Sprintf("attempt %d ended unknown; reconcile it with the outside system's receipt", r.Attempt)}
 			}
 		}
-		body, err := d.operation(j.cipher)
+		guard := bson.D{{Key: fOpCT, Value: d.Op.CT}, {Key: fNoReplay, Value: false},
+			{Key: fAttempts, Value: d.Attempts}, {Key: fLatest, Value: d.Latest}}
+		upd := bson.D{{Key: "$set", Value: bson.D{{Key: fRev, Value: f.Revision + 1},
+			{Key: fAttempts, Value: d.Attempts + 1}, {Key: fLatest, Value: attemptPending}}}}
+		nf, err := j.guardedUpdate(ctx, "dispatch", f, guard, upd, rule)
 		if err != nil {
 			return Attempt{}, err
 		}
-		return Attempt{N: d.Attempts, Operation: body, CheckpointID: d.Op.From, Fence: inv.Fence()}, nil
+		return Attempt{N: d.Attempts + 1, Operation: body, CheckpointID: d.Op.From, Fence: nf}, nil
 	})
 }
 
-// dispatchRule says why Dispatch matched nothing although the fence held.
+// dispatchRule is the state Dispatch needs, as a refusal: nil when an operation is
+// prepared, no attempt ended Unknown, and the latest attempt (if any) ended Failed.
 func dispatchRule(id string) func(d *document) error {
 	return func(d *document) error {
 		refuse := func(noReplay bool, format string, args ...any) error {
@@ -89,8 +98,8 @@ func dispatchRule(id string) func(d *document) error {
 			return refuse(false, "nothing is prepared")
 		case d.Latest == attemptPending:
 			return refuse(false, "attempt %d has no receipt yet: reconcile it first", d.Attempts)
-		case d.Latest == string(Succeeded):
-			return refuse(false, "attempt %d succeeded", d.Attempts)
+		case d.Latest != attemptNone && d.Latest != string(Failed):
+			return refuse(false, "attempt %d ended %s", d.Attempts, d.Latest)
 		}
 		return nil
 	}

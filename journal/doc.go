@@ -22,25 +22,47 @@
 //     sends no bulk write.
 //   - Fencing: every mutation names a Fence (owner, claim, revision) and is one write
 //     guarded by it; a stale or foreign fence writes nothing and gets an
-//     *OwnerConflictError with expected and found. VerifyOwner is a majority read only.
+//     *OwnerConflictError with expected and found, which differ. A guarded write that
+//     matches nothing although the fence and the stored state allow it met a document
+//     changed outside the journal: an *IntegrityError, never a conflict. VerifyOwner is a
+//     majority read only.
 //   - Sealed and bound: every ciphertext's associated data binds it to the invocation's
 //     identity, its claim, and its place (a checkpoint's phase and id, the checkpoint an
 //     operation continues from, a receipt's attempt and outcome); a ciphertext altered, or
 //     copied to another invocation, claim or phase, is refused on read (*IntegrityError),
 //     never returned. Nothing of a checkpoint, operation or receipt is stored in plaintext.
+//     The attempt flags (attempts, latest, no-replay) are plaintext for the writes' filters
+//     but checked on every read against the authenticated receipts; flags they
+//     contradict are an *IntegrityError too.
 //   - Prepare names the checkpoint: the checkpoint id is in the write's filter; another
 //     stored checkpoint means nothing written (*CheckpointMismatchError).
 //   - No replay after UNKNOWN: Dispatch hands the body out only after recording the
 //     attempt, only when the latest attempt Failed (or there is none), and never once any
 //     attempt was reconciled Unknown (ErrNoReplay, also checked against the authenticated
-//     receipts); the only way forward is Reconcile with the outside system's receipt.
+//     receipts); the only way forward is Reconcile with the outside system's receipt. It
+//     decides from a majority read, everything authenticated, before it writes: a refused
+//     Dispatch records no attempt.
 //   - Durability: writes {w: "majority", j: true}, bounded by Options.WriteTimeout as a
 //     context deadline (driver v2 sends no wtimeout); reads readConcern majority from the
-//     primary; the client Open makes never retries writes. Open refuses retryable writes,
-//     a nil cipher, and a standalone server unless Options.AcceptWeakDurability.
+//     primary; the client Open makes never retries writes. Open refuses retryable writes
+//     and a cipher that cannot seal and open a probe (nil, a KeyRing without keys), and,
+//     unless Options.AcceptWeakDurability, a deployment where "majority" may be one node,
+//     decided from hello alone: a standalone server, or a replica set whose hosts (its
+//     voting, data-bearing members; arbiters hold no data, a passive member may not vote,
+//     hidden members are not listed) are fewer than two. A mongos is accepted; its shards
+//     are not visible to this rule.
 //   - Fail closed: a write sent but not answered (network cut, timeout, write-concern
 //     error) is an *execstore.OutcomeUnknownError and makes the Journal refuse every
 //     mutation (ErrUncertain) until Reverify has read the invocation with a majority read.
+//     So does a read that fails once sent when its answer decides the caller's next step:
+//     VerifyOwner's, Reverify's own, and the read that says why a guarded write matched
+//     nothing (Checkpoint, Prepare, Dispatch, Reconcile: nothing was written, but the
+//     caller does not learn why); each is then an *execstore.OutcomeUnknownError for that
+//     call. Reads whose failure leaves the caller
+//     nothing to act on return the read's error and change nothing: Read, HasInvocation,
+//     Claim's read after its insert was refused as a duplicate (no fence is handed out),
+//     and Dispatch's read before its write (nothing was sent). A call refused before it is
+//     sent (its context ended while queued, the journal closed) changes nothing either.
 //   - Bad input (empty ids, payloads past MaxPayloadBytes, unknown phases or outcomes, a
 //     fence the journal did not make) is execstore.ErrInvalid before any I/O.
 //

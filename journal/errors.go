@@ -9,8 +9,9 @@ import (
 )
 
 // Sentinel errors of the journal; match them with errors.Is and inspect the typed errors
-// with errors.As. Besides these, a write whose outcome is unknown returns an
-// *execstore.OutcomeUnknownError (execstore.ErrOutcomeUnknown), bad input an
+// with errors.As. Besides these, a write whose outcome is unknown, or a read that decides
+// the caller's next step and failed, returns an *execstore.OutcomeUnknownError
+// (execstore.ErrOutcomeUnknown), bad input an
 // *execstore.InvalidError (execstore.ErrInvalid), a missing invocation execstore.ErrNotFound,
 // and a call after Close execstore.ErrClosed.
 var (
@@ -18,8 +19,8 @@ var (
 	// BindingError.
 	ErrBinding = errors.New("journal: invocation id bound to another request")
 	// ErrIntegrity: a stored ciphertext or document was refused on read (altered, copied
-	// from another invocation, claim or phase, or sealed under a key the cipher lacks).
-	// See IntegrityError.
+	// from another invocation, claim or phase, or sealed under a key the cipher lacks; or
+	// attempt flags that its authenticated receipts contradict). See IntegrityError.
 	ErrIntegrity = errors.New("journal: stored record refused")
 	// ErrCheckpointMismatch: Prepare named a checkpoint that is not the stored one; nothing
 	// was written. See CheckpointMismatchError.
@@ -30,8 +31,10 @@ var (
 	// ErrState: the invocation is not in a state that permits the call (nothing prepared,
 	// an attempt without a receipt, …); nothing was written. See StateError.
 	ErrState = errors.New("journal: not permitted in the invocation's state")
-	// ErrUncertain: a write of this Journal had an unknown outcome, so it refuses every
-	// mutation until Reverify has read the invocations concerned. See UncertainError.
+	// ErrUncertain: a write of this Journal had an unknown outcome, or a read that decides
+	// the caller's next step failed (VerifyOwner, Reverify, the read after a guarded write
+	// matched nothing), so it refuses every mutation until Reverify has read the
+	// invocations concerned. See UncertainError.
 	ErrUncertain = errors.New("journal: uncertain after an unknown outcome; Reverify first")
 )
 
@@ -68,10 +71,12 @@ func (e *BindingError) Error() string {
 func (e *BindingError) Is(target error) bool { return target == ErrBinding }
 
 // IntegrityError reports stored data refused on read. It matches ErrIntegrity and unwraps
-// to the cause (the cipher's error, or a decoding error); it never carries the data.
+// to the cause (the cipher's error, a decoding error, or what the attempt flags contradict:
+// a no-replay flag cleared against a receipt that says unknown unwraps to ErrNoReplay); it
+// never carries the data.
 type IntegrityError struct {
 	InvocationID string
-	What         string // "checkpoint", "operation", "receipt 2", "document"
+	What         string // "checkpoint", "operation", "receipt 2", "attempt flags", "document"
 	Err          error
 }
 
@@ -121,8 +126,8 @@ func (e *StateError) Is(target error) bool {
 	return target == ErrState || (e.noReplay && target == ErrNoReplay)
 }
 
-// UncertainError reports a mutation refused because earlier writes had unknown outcomes.
-// It matches ErrUncertain.
+// UncertainError reports a mutation refused because earlier writes had unknown outcomes,
+// or earlier deciding reads failed. It matches ErrUncertain.
 type UncertainError struct {
 	InvocationIDs []string // the invocations to Reverify
 }

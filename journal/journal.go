@@ -39,14 +39,19 @@ func writeConcern() *writeconcern.WriteConcern {
 }
 
 // Open connects to the server at uri with a client of the journal's own and returns the
-// journal, sealing payloads with cipher. It refuses (execstore.ErrInvalid) a nil cipher,
-// a URI or ClientOptions asking for retryable writes, and, unless
-// Options.AcceptWeakDurability, a server that is not a replica set or a sharded cluster.
-// It pings the server, retrying with backoff until ctx ends.
+// journal, sealing payloads with cipher. It refuses (execstore.ErrInvalid), before any I/O,
+// a cipher that cannot seal and open (nil; a KeyRing NewKeyRing did not make, matching
+// ErrNoKeys too; any Cipher that fails to seal and open a probe of a few bytes, or opens it
+// under other associated data) and a URI or ClientOptions asking for retryable writes; and,
+// unless Options.AcceptWeakDurability, a deployment where w: "majority" may mean one node:
+// a standalone server, or a replica set whose hello lists fewer than two voting
+// data-bearing members (its hosts; arbiters hold no data, and hello cannot show whether a
+// passive or hidden member votes). A mongos is accepted. It pings the server, retrying
+// with backoff until ctx ends.
 func Open(ctx context.Context, uri string, cipher Cipher, opts Options) (*Journal, error) {
 	opts = opts.withDefaults()
-	if cipher == nil {
-		return nil, contract.Invalid("cipher", "must not be nil: the journal stores nothing in plaintext")
+	if err := checkCipher(cipher); err != nil {
+		return nil, err
 	}
 	if r := options.Client().ApplyURI(uri).RetryWrites; r != nil && *r {
 		return nil, contract.Invalid("URI", "asks for retryable writes; the journal never retries a write blindly: drop retryWrites=true")
@@ -78,23 +83,6 @@ func open(ctx context.Context, client *mongo.Client, cipher Cipher, opts Options
 	return j, nil
 }
 
-// checkDurable refuses a server on which "majority" means one node, unless accepted: hello
-// names a replica set (setName) or a mongos (msg "isdbgrid") on servers that have majorities.
-func checkDurable(ctx context.Context, client *mongo.Client, accept bool) error {
-	var hello struct {
-		SetName string `bson:"setName"`
-		Msg     string `bson:"msg"`
-	}
-	if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
-		return fmt.Errorf("journal: asking the server what it is: %w", err)
-	}
-	if hello.SetName == "" && hello.Msg != "isdbgrid" && !accept {
-		return contract.Invalid("server", "is a standalone server: w: \"majority\" would mean one node; "+
-			"use a replica set, or set Options.AcceptWeakDurability to accept it")
-	}
-	return nil
-}
-
 // Close stops accepting calls (execstore.ErrClosed), drains queued and in-flight
 // operations within ctx and disconnects the journal's client.
 func (j *Journal) Close(ctx context.Context) error {
@@ -117,14 +105,51 @@ func submit[T any](ctx context.Context, j *Journal, fn func(ctx context.Context)
 }
 
 // load reads invocation id with read concern majority from the primary; nil when absent.
-// A document that does not decode is an *IntegrityError.
+// A document that does not decode is an *IntegrityError. A read that fails is the read's
+// error (a context error as is): for reads whose failure leaves the caller nothing to act
+// on (Read, HasInvocation, Claim's read after a refused insert, Dispatch's read before its
+// write).
 func (j *Journal) load(ctx context.Context, op, id string) (*document, error) {
+	raw, err := j.find(ctx, id)
+	if err != nil {
+		return nil, outcome.ReadFailure(op, id, err)
+	}
+	return decode(id, raw)
+}
+
+// loadDeciding is load for a read whose answer decides the caller's next step (VerifyOwner,
+// Reverify, the read after a guarded write matched nothing). It fails closed: a read that
+// fails (a cut connection, a timeout, the context ending while it runs) is an
+// *execstore.OutcomeUnknownError for op, its cause prefixed with note when there is one, and
+// makes the journal uncertain about id until Reverify succeeds. A document refused on
+// decoding is an answer (*IntegrityError) and changes nothing.
+func (j *Journal) loadDeciding(ctx context.Context, op, id, note string) (*document, error) {
+	raw, err := j.find(ctx, id)
+	if err != nil {
+		j.uncertain.add(id)
+		if note != "" {
+			err = fmt.Errorf("%s: %w", note, err)
+		}
+		return nil, &execstore.OutcomeUnknownError{Op: op, ExecutionID: id, Err: err}
+	}
+	return decode(id, raw)
+}
+
+// find returns invocation id's stored document as a majority read from the primary finds
+// it; nil when absent.
+func (j *Journal) find(ctx context.Context, id string) (bson.Raw, error) {
 	raw, err := j.coll.FindOne(ctx, bson.D{{Key: fID, Value: id}}).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, outcome.ReadFailure(op, id, err)
+	return raw, err
+}
+
+// decode decodes a stored document; nil for nil. What does not decode is an
+// *IntegrityError.
+func decode(id string, raw bson.Raw) (*document, error) {
+	if raw == nil {
+		return nil, nil
 	}
 	var d document
 	if err := bson.Unmarshal(raw, &d); err != nil {
@@ -149,26 +174,42 @@ func (j *Journal) write(ctx context.Context, op, id string, w func(ctx context.C
 	return err
 }
 
-// explain says why a guarded write of f matched nothing, from a majority read: the
-// invocation is gone, or f no longer holds it (*OwnerConflictError), or else whatever state
-// says (nil from state: the write raced with another change; a conflict at f's revision).
+// explain says why a guarded write of f matched nothing (nothing was written), from a
+// majority read that fails closed (loadDeciding): the invocation is gone, or f no longer
+// holds it (*OwnerConflictError), or the document is refused on read (*IntegrityError:
+// altered ciphertexts, or attempt flags its receipts contradict), or else whatever state
+// says. When the fence holds and state finds nothing either, the guard missed a document
+// the journal's own writes cannot have made (each of them moves the revision): that is an
+// *IntegrityError too, never a conflict whose expected and found are the same.
 func (j *Journal) explain(ctx context.Context, op string, f Fence, state func(d *document) error) error {
-	d, err := j.load(ctx, op, f.InvocationID)
+	d, err := j.loadDeciding(ctx, op, f.InvocationID, "the guarded write matched nothing, and reading why failed")
 	if err != nil {
 		return err
 	}
 	if d == nil {
 		return fmt.Errorf("journal: %s of invocation %q: %w", op, f.InvocationID, execstore.ErrNotFound)
 	}
-	if d.Owner != f.Owner || d.Claim != f.claim || d.Rev != f.Revision {
-		return &OwnerConflictError{InvocationID: f.InvocationID, ExpectedOwner: f.Owner, FoundOwner: d.Owner,
-			ExpectedRevision: f.Revision, FoundRevision: d.Rev}
+	if err := holds(f, d); err != nil {
+		return err
+	}
+	if _, err := d.open(j.cipher); err != nil {
+		return err
 	}
 	if err := state(d); err != nil {
 		return err
 	}
-	return &OwnerConflictError{InvocationID: f.InvocationID, ExpectedOwner: f.Owner, FoundOwner: d.Owner,
-		ExpectedRevision: f.Revision, FoundRevision: d.Rev}
+	return &IntegrityError{InvocationID: f.InvocationID, What: "document",
+		Err: fmt.Errorf("the %s guarded by the fence matched nothing although the stored document allows it: it was changed outside the journal", op)}
+}
+
+// holds returns nil when f holds d exactly (owner, claim, revision), an
+// *OwnerConflictError otherwise.
+func holds(f Fence, d *document) error {
+	if d.Owner != f.Owner || d.Claim != f.claim || d.Rev != f.Revision {
+		return &OwnerConflictError{InvocationID: f.InvocationID, ExpectedOwner: f.Owner, FoundOwner: d.Owner,
+			ExpectedRevision: f.Revision, FoundRevision: d.Rev}
+	}
+	return nil
 }
 
 // next is f after one more write.

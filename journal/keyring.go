@@ -84,20 +84,36 @@ func NewKey(id string) Key {
 	return Key{ID: id, Secret: secret}
 }
 
-// Primary returns the id of the key new ciphertexts are sealed under.
-func (r *KeyRing) Primary() string { return r.primary }
+// Primary returns the id of the key new ciphertexts are sealed under; "" for a ring without
+// keys.
+func (r *KeyRing) Primary() string {
+	if r == nil {
+		return ""
+	}
+	return r.primary
+}
 
 // String names the ring by its primary key's id and its size, never a secret.
 func (r *KeyRing) String() string {
+	if r == nil {
+		return "journal.KeyRing(nil)"
+	}
 	return fmt.Sprintf("journal.KeyRing(primary %q, %d keys)", r.primary, len(r.aeads))
 }
 
 // GoString is String, so that %#v does not print the ciphers either.
 func (r *KeyRing) GoString() string { return r.String() }
 
-// Seal encrypts plaintext under the primary key; see Cipher.
+// Seal encrypts plaintext under the primary key; see Cipher. A ring NewKeyRing did not make
+// (nil, or the zero KeyRing) seals nothing: ErrNoKeys.
 func (r *KeyRing) Seal(plaintext, associatedData []byte) ([]byte, error) {
-	aead := r.aeads[r.primary]
+	if r == nil {
+		return nil, ErrNoKeys
+	}
+	aead, ok := r.aeads[r.primary]
+	if !ok {
+		return nil, ErrNoKeys
+	}
 	header := make([]byte, 0, 2+len(r.primary)+aead.NonceSize()+len(plaintext)+aead.Overhead())
 	header = append(header, ciphertextVersion, byte(len(r.primary)))
 	header = append(header, r.primary...)
@@ -109,8 +125,12 @@ func (r *KeyRing) Seal(plaintext, associatedData []byte) ([]byte, error) {
 }
 
 // Open authenticates and decrypts a ciphertext sealed by a ring holding the same key; see
-// Cipher. Errors match ErrUnknownKey or ErrCiphertext.
+// Cipher. Errors match ErrUnknownKey or ErrCiphertext, and ErrNoKeys for a ring NewKeyRing
+// did not make.
 func (r *KeyRing) Open(ciphertext, associatedData []byte) ([]byte, error) {
+	if r == nil || len(r.aeads) == 0 {
+		return nil, ErrNoKeys
+	}
 	id, ok := KeyIDOf(ciphertext)
 	if !ok {
 		return nil, ErrCiphertext

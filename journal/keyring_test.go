@@ -85,3 +85,20 @@ func TestKeyRingRefusesBadKeysAndHidesSecrets(t *testing.T) {
 		assert.NotContains(t, s, string(secret))
 	}
 }
+
+// A ring NewKeyRing did not make (the typed nil it returns with an error, or a zero
+// KeyRing) seals and opens nothing: an error, never a panic.
+func TestKeyRingWithoutKeys(t *testing.T) {
+	ct, err := mustRing(NewKey("k1")).Seal([]byte("p"), nil)
+	require.NoError(t, err)
+	short, err := NewKeyRing(Key{ID: "k1", Secret: []byte("short")})
+	require.ErrorIs(t, err, execstore.ErrInvalid)
+	for name, r := range map[string]*KeyRing{"typed nil": short, "zero": {}} {
+		_, err := r.Seal([]byte("p"), nil)
+		assert.ErrorIs(t, err, ErrNoKeys, name)
+		_, err = r.Open(ct, nil)
+		assert.ErrorIs(t, err, ErrNoKeys, name)
+		assert.Empty(t, r.Primary(), name)
+		assert.NotEmpty(t, r.String(), name)
+	}
+}

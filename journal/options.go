@@ -29,9 +29,12 @@ type Options struct {
 	// the bound is the operation's context deadline. A write past it has an unknown
 	// outcome (and makes the Journal uncertain). Default DefaultWriteTimeout (10s).
 	WriteTimeout time.Duration
-	// AcceptWeakDurability lets Open accept a server that cannot make a write durable on a
-	// majority: a standalone server (or FerretDB), where w: "majority" and j: true are
-	// accepted but mean one node. Default false: Open refuses such a server.
+	// AcceptWeakDurability lets Open accept a deployment where a write acknowledged with
+	// w: "majority" and j: true may be on one node only: a standalone server (FerretDB
+	// among them), or a replica set whose hello lists fewer than two voting data-bearing
+	// members (a set of one member; one data-bearing member with arbiters; one with passive
+	// or hidden members, whose votes hello cannot show). Default false: Open refuses such a
+	// deployment with execstore.ErrInvalid.
 	AcceptWeakDurability bool
 	// ClientOptions are applied to the client Open creates, after the URI. Retryable
 	// writes are always off on it: a URI or ClientOptions that asks for them is refused.

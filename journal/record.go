@@ -155,6 +155,7 @@ const (
 	fCkpt     = "ckpt"
 	fCkptID   = "ckpt.id"
 	fOp       = "op"
+	fOpCT     = "op.ct"
 	fAttempts = "attempts"
 	fLatest   = "latest"
 	fNoReplay = "no_replay"
@@ -202,8 +203,16 @@ func receiptBinding(id Identity, claim string, attempt int, o Outcome) []byte {
 }
 
 // open authenticates and decrypts every ciphertext of d (the operation's too, whose body
-// it then drops) and returns the invocation; anything refused is an *IntegrityError.
+// it then drops), checks the attempt flags against the receipts (checkFlags) and returns
+// the invocation; anything refused is an *IntegrityError.
 func (d *document) open(c Cipher) (*Invocation, error) {
+	inv, _, err := d.openAll(c)
+	return inv, err
+}
+
+// openAll is open that also returns the prepared operation's body (nil when nothing is
+// prepared).
+func (d *document) openAll(c Cipher) (*Invocation, []byte, error) {
 	id := d.identity()
 	inv := &Invocation{Identity: id, Owner: d.Owner, Revision: d.Rev, Attempts: d.Attempts,
 		Latest: d.Latest, NoReplay: d.NoReplay, claim: d.Claim}
@@ -214,24 +223,29 @@ func (d *document) open(c Cipher) (*Invocation, error) {
 		phase := Phase(d.Ckpt.Phase)
 		state, err := c.Open(d.Ckpt.CT, checkpointBinding(id, d.Claim, phase, d.Ckpt.ID))
 		if err != nil {
-			return nil, refused(kindCheckpoint, err)
+			return nil, nil, refused(kindCheckpoint, err)
 		}
 		inv.Checkpoint = &Checkpoint{ID: d.Ckpt.ID, Phase: phase, State: state}
 	}
+	var body []byte
 	if d.Op != nil {
-		if _, err := d.operation(c); err != nil {
-			return nil, err
+		var err error
+		if body, err = d.operation(c); err != nil {
+			return nil, nil, err
 		}
 		inv.PreparedFrom = d.Op.From
 	}
 	for i, r := range d.Receipts {
 		data, err := c.Open(r.CT, receiptBinding(id, d.Claim, r.Attempt, Outcome(r.Outcome)))
 		if err != nil {
-			return nil, refused(fmt.Sprintf("receipt %d", i), err)
+			return nil, nil, refused(fmt.Sprintf("receipt %d", i), err)
 		}
 		inv.Receipts = append(inv.Receipts, Receipt{Attempt: r.Attempt, Outcome: Outcome(r.Outcome), Data: data})
 	}
-	return inv, nil
+	if err := d.checkFlags(inv.Receipts); err != nil {
+		return nil, nil, err
+	}
+	return inv, body, nil
 }
 
 // operation decrypts the prepared operation's body.

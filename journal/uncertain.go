@@ -2,11 +2,16 @@ package journal
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 )
 
-// uncertainty is the set of invocations a Journal wrote to without learning the outcome.
+// uncertainty is the set of invocations a Journal wrote to without learning the outcome,
+// or whose deciding read (VerifyOwner, Reverify, the read after a missed guard) failed.
 // While it is not empty the journal refuses every mutation (fail closed): the caller must
 // re-establish the truth with Reverify, a majority read of each of them, before writing
 // again. Nothing clears it but a successful Reverify.
@@ -55,15 +60,34 @@ func (j *Journal) Uncertain() []string {
 }
 
 // Reverify re-establishes the truth about invocation id after an unknown outcome: a
-// majority read from the primary, every ciphertext authenticated. Once it succeeds the
-// journal is no longer uncertain about id (and accepts mutations again when it is
-// uncertain about nothing else); the caller goes on from the invocation it returns (its
-// Fence), never from what it had before. It returns execstore.ErrNotFound (and clears id)
-// when the invocation does not exist: a claim that never landed.
+// majority read from the primary, every ciphertext authenticated and the attempt flags
+// checked. Once it succeeds the journal is no longer uncertain about id (and accepts
+// mutations again when it is uncertain about nothing else); the caller goes on from the
+// invocation it returns (its Fence), never from what it had before. It returns
+// execstore.ErrNotFound (and clears id) when the invocation does not exist: a claim that
+// never landed.
+//
+// It fails closed: its read failing once sent is an *execstore.OutcomeUnknownError (Op
+// "reverify") and leaves the journal uncertain about id, or makes it so; an *IntegrityError
+// clears nothing.
 func (j *Journal) Reverify(ctx context.Context, id string) (*Invocation, error) {
-	inv, err := j.Read(ctx, id)
-	if err == nil || isNotFound(err) {
-		j.uncertain.clear(id)
+	if err := contract.ValidateID("id", id); err != nil {
+		return nil, err
 	}
-	return inv, err
+	return submit(ctx, j, func(ctx context.Context) (*Invocation, error) {
+		d, err := j.loadDeciding(ctx, "reverify", id, "")
+		if err != nil {
+			return nil, err
+		}
+		if d == nil {
+			j.uncertain.clear(id)
+			return nil, fmt.Errorf("journal: reverify of invocation %q: %w", id, execstore.ErrNotFound)
+		}
+		inv, err := d.open(j.cipher)
+		if err != nil {
+			return nil, err
+		}
+		j.uncertain.clear(id)
+		return inv, nil
+	})
 }

@@ -1,10 +1,8 @@
 package journal
 
 import (
-	"errors"
 	"fmt"
 
-	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
 )
 
@@ -44,8 +42,6 @@ func validatePayload(field string, b []byte) error {
 	}
 	return nil
 }
-
-func isNotFound(err error) bool { return errors.Is(err, execstore.ErrNotFound) }
 
 func invalidPhase(p Phase) error {
 	return contract.Invalid("phase", "%q is not a known phase", p)
