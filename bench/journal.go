@@ -253,18 +253,23 @@ func (e *environment) runJournal(ctx context.Context, cfg config, stamp string) 
 	return rows, nil
 }
 
-// singleNode reports whether the server is a single node (neither a replica set nor a
-// mongos), on which the journal needs AcceptWeakDurability; asked over the harness's own
-// client, as the journal asks it.
+// singleNode reports whether a write acknowledged with w: "majority" may be on one node
+// there — a standalone server, or a replica set whose hello lists fewer than two voting,
+// data-bearing members (hosts) — on which the journal needs AcceptWeakDurability; a mongos
+// is not. Asked over the harness's own client, by the journal's own rule.
 func (e *environment) singleNode(ctx context.Context) (bool, error) {
 	var hello struct {
-		SetName string `bson:"setName"`
-		Msg     string `bson:"msg"`
+		SetName string   `bson:"setName"`
+		Msg     string   `bson:"msg"`
+		Hosts   []string `bson:"hosts"`
 	}
 	if err := e.admin.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
 		return false, fmt.Errorf("asking the server what it is: %w", err)
 	}
-	return hello.SetName == "" && hello.Msg != "isdbgrid", nil
+	if hello.Msg == "isdbgrid" {
+		return false, nil
+	}
+	return hello.SetName == "" || len(hello.Hosts) < 2, nil
 }
 
 // journalRun opens a journal on a fresh database, with a KeyRing of one fresh key and its
