@@ -230,7 +230,9 @@ func TestStats(t *testing.T) {
 	assert.EqualValues(t, 1, st.Conflicts)
 	assert.Positive(t, st.ServerCommands)
 	assert.Zero(t, st.Queued)
-	assert.Zero(t, st.InFlight)
+	// A worker leaves the in-flight gauge just after it settled its caller's future, so the
+	// gauge may still count the load for a moment after Load returned.
+	assert.Eventually(t, func() bool { return h.store.Stats().InFlight == 0 }, 10*time.Second, time.Millisecond)
 }
 
 // Bad input never reaches the server: no command is sent for it (storetest checks that it is
