@@ -47,7 +47,8 @@ func writeConcern() *writeconcern.WriteConcern {
 // a standalone server, or a replica set whose hello lists fewer than two voting
 // data-bearing members (its hosts; arbiters hold no data, and hello cannot show whether a
 // passive or hidden member votes). A mongos is accepted. It pings the server, retrying
-// with backoff until ctx ends.
+// with backoff until ctx ends, and refuses (ErrInvalid) a server older than MongoDB 4.4, as
+// every store of the module does.
 func Open(ctx context.Context, uri string, cipher Cipher, opts Options) (*Journal, error) {
 	opts = opts.withDefaults()
 	if err := checkCipher(cipher); err != nil {
@@ -70,6 +71,11 @@ func Open(ctx context.Context, uri string, cipher Cipher, opts Options) (*Journa
 }
 
 func open(ctx context.Context, client *mongo.Client, cipher Cipher, opts Options) (*Journal, error) {
+	// The server is identified as every store identifies it: a server older than MongoDB 4.4
+	// is refused with ErrInvalid. The journal's formulation is one for every server.
+	if _, err := connect.Identify(ctx, client, connect.Detect); err != nil {
+		return nil, err
+	}
 	if err := checkDurable(ctx, client, opts.AcceptWeakDurability); err != nil {
 		return nil, err
 	}
