@@ -2,9 +2,12 @@ package execstore_test
 
 import (
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,4 +20,91 @@ func TestReadmeExampleIsTheRunnableOne(t *testing.T) {
 	body := string(example)
 	body = body[strings.Index(body, "func Example() {"):]
 	require.Contains(t, string(readme), body, "README.md's usage section is out of date with aio/example_test.go")
+}
+
+// readmeMaxLines bounds the README: the front door, with the depth in docs/.
+const readmeMaxLines = 350
+
+func TestReadmeIsShort(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	lines := strings.Count(string(readme), "\n")
+	if !strings.HasSuffix(string(readme), "\n") {
+		lines++
+	}
+	require.LessOrEqual(t, lines, readmeMaxLines, "README.md has %d lines; move depth into docs/", lines)
+}
+
+// Every relative link in README.md and docs/*.md names a file or directory that exists,
+// resolved from the file that holds the link; web links and anchors are not followed.
+func TestReadmeLinksResolve(t *testing.T) {
+	files := readmeDocs(t)
+	for _, file := range files {
+		text, err := os.ReadFile(file)
+		require.NoError(t, err)
+		for _, target := range markdownLinks(string(text)) {
+			if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") ||
+				strings.HasPrefix(target, "mailto:") || strings.HasPrefix(target, "#") {
+				continue
+			}
+			path, _, _ := strings.Cut(target, "#")
+			resolved := filepath.Join(filepath.Dir(file), filepath.FromSlash(path))
+			_, err := os.Stat(resolved)
+			assert.NoError(t, err, "%s links to %q, which does not exist (%s)", file, target, resolved)
+		}
+	}
+}
+
+// Every page under docs/ is reachable from the README.
+func TestReadmeLinksEveryDoc(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	linked := map[string]bool{}
+	for _, target := range markdownLinks(string(readme)) {
+		path, _, _ := strings.Cut(target, "#")
+		linked[filepath.Clean(filepath.FromSlash(path))] = true
+	}
+	for _, file := range readmeDocs(t) {
+		if file == "README.md" {
+			continue
+		}
+		assert.True(t, linked[filepath.Clean(file)], "README.md does not link to %s", file)
+	}
+}
+
+// readmeDocs lists README.md and docs/*.md.
+func readmeDocs(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join("docs", "*.md"))
+	require.NoError(t, err)
+	require.NotEmpty(t, docs, "no docs/*.md")
+	return append([]string{"README.md"}, docs...)
+}
+
+var (
+	// fencedBlock is a ``` code block: what is inside is code, not links.
+	fencedBlock = regexp.MustCompile("(?ms)^[ \t]*```.*?^[ \t]*```[^\n]*$")
+	// codeSpan is an inline `code` span.
+	codeSpan = regexp.MustCompile("`[^`\n]*`")
+	// inlineLink is [text](target) or ![alt](target), with an optional "title".
+	inlineLink = regexp.MustCompile(`\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)`)
+	// refLink is a reference definition: [label]: target.
+	refLink = regexp.MustCompile(`(?m)^[ \t]{0,3}\[[^\]]+\]:\s*<?([^\s>]+)>?`)
+)
+
+// markdownLinks returns the targets of the inline links, images and reference definitions
+// of a Markdown text, outside code.
+func markdownLinks(text string) []string {
+	text = fencedBlock.ReplaceAllString(text, "")
+	// A link whose text is a code span, [`x`](y), keeps its target: blank the spans, not
+	// what follows them.
+	text = codeSpan.ReplaceAllStringFunc(text, func(s string) string { return strings.Repeat("x", len(s)) })
+	var targets []string
+	for _, m := range inlineLink.FindAllStringSubmatch(text, -1) {
+		targets = append(targets, m[1])
+	}
+	for _, m := range refLink.FindAllStringSubmatch(text, -1) {
+		targets = append(targets, m[1])
+	}
+	return targets
 }
