@@ -280,14 +280,8 @@ func TestDocumentGrowthPastLimit(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, pending, outbox)
 	}
-	// FerretDB 1.x is the server the FerretDB profile is detected for; it reports its version
-	// as v1.…, or "unknown" when built in, as the embedded server is.
 	info := h.store.Server()
-	v := info.FerretDBVersion
-	if len(v) > 0 && v[0] == 'v' {
-		v = v[1:]
-	}
-	ferretDB1 := info.Profile == aio.FerretDB && (v == "" || v == "unknown" || len(v) >= 2 && v[:2] == "1.")
+	ferretDB1 := info.Family == execstore.FamilyFerretDB1
 	switch {
 	case !server.External:
 		// Measured: the embedded FerretDB 1.24.2 (SQLite) stores the 17 MiB document MongoDB

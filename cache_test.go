@@ -155,7 +155,7 @@ func TestCacheStaleEntryConflicts(t *testing.T) {
 		// The reload is LoadForEvent's own read: a find on FerretDB 1.x, an aggregation that
 		// tests the dedupe set on the server under the MongoDB profile.
 		reload := "find"
-		if h.store.Server().Profile == aio.MongoDB {
+		if h.store.Server().Profile == execstore.MongoDB {
 			reload = "aggregate"
 		}
 		want := []string{"update", "find", reload, "update"}
@@ -330,7 +330,7 @@ func TestLoadManyReturnsWhatWasAsked(t *testing.T) {
 		_, err := h.store.Commit(bg, exe, execstore.Commit{})
 		require.NoError(t, err)
 	}
-	env := ops.Env{Executions: h.db.Collection(ops.ExecutionsCollection), Profile: ops.MongoDB}
+	env := ops.Env{Executions: h.db.Collection(ops.ExecutionsCollection), Profile: execstore.MongoDB}
 	got, err := ops.LoadMany(bg, env, []string{"a", "c", "missing"})
 	require.NoError(t, err)
 	require.Len(t, got, 2)

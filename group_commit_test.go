@@ -66,14 +66,14 @@ func TestGroupCommitCoalesces(t *testing.T) {
 // flight by default, so commits that would have waited at the server join the next batch;
 // MaxBatchesInFlight still overrides it.
 func TestFerretDBOneWriteBatchInFlight(t *testing.T) {
-	h := newHarness(t, aio.Options{Workers: 64, Profile: aio.FerretDB})
+	h := newHarness(t, aio.Options{Workers: 64, Profile: execstore.FerretDB})
 	commitConcurrently(t, h, 32, 10)
 	st := h.store.Stats()
 	t.Logf("%d commits in %d bulk writes", st.GroupedCommits, st.GroupCommits)
 	assert.Equal(t, 1, h.cmds.peakRunning("update"), "write batches in flight at once")
 	assert.Less(t, st.GroupCommits, st.GroupedCommits, "no two commits were ever grouped")
 
-	h = newHarness(t, aio.Options{Workers: 64, Profile: aio.FerretDB, MaxBatchesInFlight: 4})
+	h = newHarness(t, aio.Options{Workers: 64, Profile: execstore.FerretDB, MaxBatchesInFlight: 4})
 	commitConcurrently(t, h, 32, 10)
 	assert.LessOrEqual(t, h.cmds.peakRunning("update"), 4, "write batches in flight at once")
 }

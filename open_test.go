@@ -82,8 +82,8 @@ func TestOpenWaitsForServer(t *testing.T) {
 
 // The FerretDB formulations are correct on every server: forced on, the contract still holds.
 func TestForcedFerretDBProfile(t *testing.T) {
-	h := newHarness(t, aio.Options{Profile: aio.FerretDB, TraceMax: 2})
-	assert.Equal(t, aio.FerretDB, h.store.Profile())
+	h := newHarness(t, aio.Options{Profile: execstore.FerretDB, TraceMax: 2})
+	assert.Equal(t, execstore.FerretDB, h.store.Profile())
 	e := newExe("e")
 	for i := range 4 {
 		_, err := h.store.Commit(bg, e, execstore.Commit{ProcessedEventID: "p" + string(rune('0'+i)), Trace: map[string]any{"i": int64(i)}})
@@ -223,9 +223,9 @@ func TestOpenRefusesUnacknowledgedClient(t *testing.T) {
 // (MongoDB's $push would fail on FerretDB's sub-document; FerretDB's $set by index would pad
 // MongoDB's array with nulls), and every step reads back with its index, in order.
 func TestProfileSwitchKeepsTrace(t *testing.T) {
-	h := newHarness(t, aio.Options{Profile: aio.FerretDB, TraceMax: 3})
-	asMongo := h.reopen(t, aio.Options{Profile: aio.MongoDB, TraceMax: 3})
-	asFerret := h.reopen(t, aio.Options{Profile: aio.FerretDB, TraceMax: 3})
+	h := newHarness(t, aio.Options{Profile: execstore.FerretDB, TraceMax: 3})
+	asMongo := h.reopen(t, aio.Options{Profile: execstore.MongoDB, TraceMax: 3})
+	asFerret := h.reopen(t, aio.Options{Profile: execstore.FerretDB, TraceMax: 3})
 
 	wantTrace := func(s *aio.Store, want ...int64) {
 		t.Helper()

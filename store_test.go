@@ -220,7 +220,7 @@ func TestContractWindows(t *testing.T) {
 		opts aio.Options
 	}{
 		{"profile=detect", aio.Options{}},
-		{"profile=ferretdb", aio.Options{Profile: aio.FerretDB}},
+		{"profile=ferretdb", aio.Options{Profile: execstore.FerretDB}},
 		{"cached", aio.Options{CacheSize: testCacheSize}},
 	} {
 		t.Run(cfg.name, func(t *testing.T) {
@@ -319,14 +319,14 @@ func TestTraceRingBoundedInStorage(t *testing.T) {
 // The sweep's hint (timer_min) may be early, never late; on MongoDB a sweep that finds it stale
 // repairs it, on FerretDB (where the sweep reads every document anyway) it is left early.
 func TestTimerHint(t *testing.T) {
-	for _, profile := range []aio.Profile{aio.MongoDB, aio.FerretDB} {
+	for _, profile := range []execstore.Profile{execstore.MongoDB, execstore.FerretDB} {
 		t.Run(profile.String(), func(t *testing.T) { testTimerHint(t, profile) })
 	}
 }
 
 // testTimerHint runs TestTimerHint with the profile forced: its commits and sweeps use no
 // operator that either server lacks.
-func testTimerHint(t *testing.T, profile aio.Profile) {
+func testTimerHint(t *testing.T, profile execstore.Profile) {
 	h := newHarness(t, aio.Options{Profile: profile})
 	e := newExe("e")
 	_, err := h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{
@@ -340,7 +340,7 @@ func testTimerHint(t *testing.T, profile aio.Profile) {
 	d, err := h.store.DueTimers(bg, 200, 0)
 	require.NoError(t, err)
 	assert.Empty(t, d)
-	if profile == aio.FerretDB {
+	if profile == execstore.FerretDB {
 		assert.EqualValues(t, 100, h.rawDoc(t, "e").Lookup("timer_min").Double(), "the stale hint is left")
 	} else {
 		assert.EqualValues(t, 300, h.rawDoc(t, "e").Lookup("timer_min").Double(), "the stale hint is repaired")
@@ -360,7 +360,7 @@ func testTimerHint(t *testing.T, profile aio.Profile) {
 	d, err = h.store.DueTimers(bg, 1000, 0)
 	require.NoError(t, err)
 	assert.Empty(t, d)
-	if profile != aio.FerretDB {
+	if profile != execstore.FerretDB {
 		_, err = h.rawDoc(t, "e").LookupErr("timer_min")
 		assert.Error(t, err, "no timer left: no hint")
 	}
@@ -391,7 +391,7 @@ func TestDeleteTimersIsOneBulkWrite(t *testing.T) {
 // With a dedupe window the stored set stays bounded by twice the window, on either profile's
 // formulation (the window's semantics are in storetest).
 func TestDedupeWindowBoundedInStorage(t *testing.T) {
-	for _, profile := range []aio.Profile{aio.Detect, aio.FerretDB} {
+	for _, profile := range []execstore.Profile{execstore.Detect, execstore.FerretDB} {
 		t.Run(fmt.Sprintf("profile=%v", profile), func(t *testing.T) {
 			const window, events = 3, 14
 			h := newHarness(t, aio.Options{DedupeWindow: window, Profile: profile})

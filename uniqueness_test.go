@@ -215,7 +215,7 @@ func TestStrictStableAPI(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = store.Close(bg) }()
 	t.Cleanup(func() { dropDatabase(t, db) })
-	assert.NotEqual(t, aio.FamilyUnknown, store.Server().Family, "%+v", store.Server())
+	assert.NotEqual(t, execstore.FamilyUnknown, store.Server().Family, "%+v", store.Server())
 
 	exe := &execstore.Execution{ID: "s", DefinitionID: "d", Status: execstore.Running, Data: []byte("{}")}
 	require.NoError(t, store.Save(bg, exe))

@@ -20,7 +20,7 @@ type writeItem struct {
 	ctx  context.Context
 	kind opKind
 	w    ops.IdempotentWrite
-	fut  *Future[struct{}]
+	fut  *async.Future[struct{}]
 	hand *async.Handoff
 }
 
@@ -30,8 +30,8 @@ type loadItem struct {
 	id       string
 	event    string // LoadForEvent only
 	epoch    uint64 // the snapshot cache's epoch when the load was submitted
-	load     *Future[*execstore.Execution]
-	forEvent *Future[Loaded]
+	load     *async.Future[*execstore.Execution]
+	forEvent *async.Future[Loaded]
 	hand     *async.Handoff
 }
 
@@ -92,7 +92,7 @@ func (s *Store) settleWrite(it *writeItem, err error) {
 func readAbandoned(ctxErr error) error { return ctxErr }
 
 // coalescedLoad hands a Load to the load coalescer.
-func (s *Store) coalescedLoad(ctx context.Context, id string, epoch uint64, fut *Future[*execstore.Execution]) error {
+func (s *Store) coalescedLoad(ctx context.Context, id string, epoch uint64, fut *async.Future[*execstore.Execution]) error {
 	it := &loadItem{ctx: ctx, id: id, epoch: epoch, load: fut}
 	it.hand = fut.HandTo(readAbandoned, func(err error) { s.stats.record(opLoad, err) })
 	async.Hand(ctx, s.loads, it, it.hand)
@@ -100,7 +100,7 @@ func (s *Store) coalescedLoad(ctx context.Context, id string, epoch uint64, fut 
 }
 
 // coalescedLoadForEvent hands a LoadForEvent to the load coalescer (MongoDB only).
-func (s *Store) coalescedLoadForEvent(ctx context.Context, id, event string, epoch uint64, fut *Future[Loaded]) error {
+func (s *Store) coalescedLoadForEvent(ctx context.Context, id, event string, epoch uint64, fut *async.Future[Loaded]) error {
 	it := &loadItem{ctx: ctx, id: id, event: event, epoch: epoch, forEvent: fut}
 	it.hand = fut.HandTo(readAbandoned, func(err error) { s.stats.record(opLoadForEvent, err) })
 	async.Hand(ctx, s.loads, it, it.hand)

@@ -35,11 +35,11 @@ func (s *Store) Save(ctx context.Context, exe *execstore.Execution) error {
 // Wait returned ErrOutcomeUnknown may use exe again at once: the store no longer touches it.
 func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c execstore.Commit) *Future[[]int64] {
 	if err := contract.ValidateCommit(exe, &c); err != nil {
-		return async.Failed[[]int64](err)
+		return future(async.Failed[[]int64](err))
 	}
 	pc, err := ops.PrepareCommit(s.env, exe, &c) // refuses, before any I/O, what cannot fit
 	if err != nil {
-		return async.Failed[[]int64](err)
+		return future(async.Failed[[]int64](err))
 	}
 	epoch := s.cacheMark()
 	var r *async.Request[[]int64]
@@ -61,7 +61,7 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 		s.commitWon(exe, c.ProcessedEventID, epoch)
 		return out, nil
 	})
-	return r.Submit(ctx, s.pool, s.shed)
+	return future(r.Submit(ctx, s.pool, s.shed))
 }
 
 // takeSeqs takes the outbox and spawn seqs c needs from the prefetched blocks.

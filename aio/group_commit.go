@@ -29,7 +29,7 @@ type commitItem struct {
 	plan ops.CommitPlan
 	// epoch is the snapshot cache's when the commit was submitted.
 	epoch uint64
-	fut   *Future[[]int64]
+	fut   *async.Future[[]int64]
 	hand  *async.Handoff
 }
 
@@ -45,7 +45,7 @@ func newGroupCommit(s *Store, opts Options) *batch.Coalescer[*commitItem] {
 // groupCommit hands a commit of an existing execution to the group commit. The future is
 // settled by flushCommits, or by the caller giving up (see handoff).
 func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, pc *ops.PreparedCommit, seqs ops.Seqs,
-	epoch uint64, fut *Future[[]int64]) error {
+	epoch uint64, fut *async.Future[[]int64]) error {
 	// The plan must not share the caller's Data: a caller that gives up once the batch is sent
 	// may change it at once, while the bulk write is still being encoded.
 	snap := *exe

@@ -76,9 +76,9 @@ func idle(t *testing.T, s *Store) {
 func groupStore(t *testing.T, w *fakeWriter) *Store {
 	t.Helper()
 	s := &Store{
-		env:        ops.Env{Profile: ops.MongoDB, TraceMax: 10},
-		info:       ServerInfo{Profile: MongoDB},
-		opts:       Options{MaxBatchesInFlight: 1}.withDefaults(MongoDB),
+		env:        ops.Env{Profile: execstore.MongoDB, TraceMax: 10},
+		info:       execstore.ServerInfo{Profile: execstore.MongoDB},
+		opts:       Options{MaxBatchesInFlight: 1}.withDefaults(execstore.MongoDB),
 		stats:      &statCounters{},
 		writeBatch: w.write,
 	}

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/batch"
 	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/ops"
@@ -19,7 +20,7 @@ type Store struct {
 	client     *mongo.Client
 	ownsClient bool
 	env        ops.Env
-	info       ServerInfo
+	info       execstore.ServerInfo
 	pool       pool.Runner                   // the store's own pool, or its share of Options.Pool
 	group      *batch.Coalescer[*commitItem] // nil when group commit is off
 	// writeBatch writes a group commit's batch and settles each plan: ops.RunCommitBatch,
@@ -86,7 +87,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 			Primary:      ops.PrimaryReads(executions),
 			Durable:      ops.DurableReads(executions),
 			Counters:     db.Collection(ops.CountersCollection),
-			Profile:      opsProfile(info.Profile),
+			Profile:      info.Profile,
 			TraceMax:     opts.TraceMax,
 			DedupeWindow: opts.DedupeWindow,
 		},
@@ -116,10 +117,10 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 }
 
 // Profile returns the server profile the store uses.
-func (s *Store) Profile() Profile { return s.info.Profile }
+func (s *Store) Profile() execstore.Profile { return s.info.Profile }
 
 // Server returns what the store learned of the server at Open.
-func (s *Store) Server() ServerInfo { return s.info }
+func (s *Store) Server() execstore.ServerInfo { return s.info }
 
 // Close stops accepting calls, drains queued and in-flight work within ctx, releases the seq
 // prefetchers and, for a store made by Open, disconnects the client. No goroutine of the store

@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/batch"
 	"github.com/execstore/execstore/pool"
 )
@@ -81,8 +82,9 @@ type Options struct {
 	// SeqBlockSize is how many outbox or spawn seqs one counter reservation takes.
 	// Default batch.DefaultBlockSize (256).
 	SeqBlockSize int64
-	// Profile forces the server profile instead of detecting it at Open. Default Detect.
-	Profile Profile
+	// Profile forces the server profile instead of detecting it at Open. Default
+	// execstore.Detect.
+	Profile execstore.Profile
 	// ClientOptions are applied to the client Open creates, after the URI. The store adds a
 	// command monitor of its own (chaining any monitor set here) to count server commands.
 	// Ignored by OpenClient.
@@ -122,7 +124,7 @@ type Options struct {
 
 // withDefaults returns o with every default filled in for a server of profile p; the
 // defaults that depend on the server are left alone while p is Detect (before Open knows it).
-func (o Options) withDefaults(p Profile) Options {
+func (o Options) withDefaults(p execstore.Profile) Options {
 	if o.Database == "" {
 		o.Database = DefaultDatabase
 	}
@@ -142,11 +144,11 @@ func (o Options) withDefaults(p Profile) Options {
 		o.PingInterval = DefaultPingInterval
 	}
 	switch p {
-	case MongoDB:
+	case execstore.MongoDB:
 		if o.MaxBatch <= 0 {
 			o.MaxBatch = DefaultMaxBatch
 		}
-	case FerretDB:
+	case execstore.FerretDB:
 		if o.MaxBatch <= 0 {
 			o.MaxBatch = ferretDBMaxBatch
 		}
@@ -157,8 +159,8 @@ func (o Options) withDefaults(p Profile) Options {
 
 // writesInFlight is the bound on write batches in flight for a server of profile p; 0 means
 // the coalescer's default.
-func (o Options) writesInFlight(p Profile) int {
-	if o.MaxBatchesInFlight <= 0 && p == FerretDB {
+func (o Options) writesInFlight(p execstore.Profile) int {
+	if o.MaxBatchesInFlight <= 0 && p == execstore.FerretDB {
 		return ferretDBWritesInFlight
 	}
 	return o.MaxBatchesInFlight

@@ -17,7 +17,7 @@ func (s *Store) Load(ctx context.Context, id string) (*execstore.Execution, erro
 	epoch := s.cacheMark()
 	var r *async.Request[*execstore.Execution]
 	r = newRequest(s, opLoad, func(wctx context.Context) (*execstore.Execution, error) {
-		if s.loads != nil && s.env.Profile == ops.MongoDB {
+		if s.loads != nil && s.env.Profile == execstore.MongoDB {
 			return nil, s.coalescedLoad(ctx, id, epoch, r.Future())
 		}
 		exe, err := ops.Load(wctx, s.env, id)
@@ -49,28 +49,28 @@ func (s *Store) LoadForEvent(ctx context.Context, id, eventID string) (*execstor
 // LoadForEventAsync submits LoadForEvent and returns at once.
 func (s *Store) LoadForEventAsync(ctx context.Context, id, eventID string) *Future[Loaded] {
 	if err := contract.ValidateID("id", id); err != nil {
-		return async.Failed[Loaded](err)
+		return future(async.Failed[Loaded](err))
 	}
 	if err := contract.ValidateID("eventID", eventID); err != nil {
-		return async.Failed[Loaded](err)
+		return future(async.Failed[Loaded](err))
 	}
 	if s.cache != nil && !s.closing.Load() && ctx.Err() == nil {
 		if exe, processed, ok := s.cache.lookup(id, eventID); ok {
 			s.stats.record(opLoadForEvent, nil)
-			return async.Ready(Loaded{Execution: exe, Processed: processed})
+			return future(async.Ready(Loaded{Execution: exe, Processed: processed}))
 		}
 	}
 	epoch := s.cacheMark()
 	var r *async.Request[Loaded]
 	r = newRequest(s, opLoadForEvent, func(wctx context.Context) (Loaded, error) {
-		if s.loads != nil && s.env.Profile == ops.MongoDB {
+		if s.loads != nil && s.env.Profile == execstore.MongoDB {
 			return Loaded{}, s.coalescedLoadForEvent(ctx, id, eventID, epoch, r.Future())
 		}
 		exe, hit, err := ops.LoadForEvent(wctx, s.env, id, eventID)
 		s.remember(exe, processedEvent(eventID, hit), epoch, err)
 		return Loaded{Execution: exe, Processed: hit}, err
 	})
-	return r.Submit(ctx, s.pool, s.shed)
+	return future(r.Submit(ctx, s.pool, s.shed))
 }
 
 // IsProcessed reports whether eventID is in the execution's dedupe set.

@@ -8,7 +8,7 @@ import (
 
 // submit queues run as an operation of kind and returns its future.
 func submit[T any](ctx context.Context, s *Store, kind opKind, run func(ctx context.Context) (T, error)) *Future[T] {
-	return newRequest(s, kind, run).Submit(ctx, s.pool, s.shed)
+	return future(newRequest(s, kind, run).Submit(ctx, s.pool, s.shed))
 }
 
 // newRequest returns the request of run, recorded in the store's stats under kind.

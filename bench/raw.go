@@ -14,6 +14,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/ops"
 )
 
@@ -91,10 +92,11 @@ func (r *rawWrites) setup(ctx context.Context) error {
 		return err
 	}
 	r.client = client
-	profile, err := ops.Detect(ctx, client)
+	server, err := connect.DetectServer(ctx, client)
 	if err != nil {
 		return err
 	}
+	profile := server.Profile
 	db := client.Database(r.database)
 	r.env = ops.Env{
 		Executions: db.Collection(ops.ExecutionsCollection),

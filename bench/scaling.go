@@ -181,7 +181,7 @@ func (e *environment) scalingAt(ctx context.Context, cfg config, db string, size
 // with one timer: due ones fire a minute before now and are spread evenly through the
 // collection, the others fire an hour or more after it.
 func (e *environment) loadTimers(ctx context.Context, db string, size, due int, now float64) error {
-	env := ops.Env{Profile: ops.ProfileOf(e.info), TraceMax: aio.DefaultTraceMax}
+	env := ops.Env{Profile: e.info.Profile, TraceMax: aio.DefaultTraceMax}
 	coll := e.admin.Database(db).Collection(ops.ExecutionsCollection)
 	data := []byte(`{"handled":3,"last":"ev-0000000"}`)
 	every := size / due

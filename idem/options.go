@@ -6,7 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
-	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/pool"
 )
 
@@ -83,8 +83,8 @@ type Options struct {
 	// requests already wait, instead of waiting for room. Default false.
 	ShedLoad bool
 	// Profile forces the server's formulation instead of detecting it at Open. Default
-	// aio.Detect.
-	Profile aio.Profile
+	// execstore.Detect.
+	Profile execstore.Profile
 	// ClientOptions are applied to the client Open creates, after the URI. Ignored by
 	// OpenClient. Default nil.
 	ClientOptions *options.ClientOptions

@@ -8,7 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/async"
 	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/pool"
@@ -18,7 +18,7 @@ import (
 type Store struct {
 	client     *mongo.Client
 	ownsClient bool
-	info       aio.ServerInfo
+	info       execstore.ServerInfo
 	form       formulation
 	recs       *records
 	ferret     *ferretForm // nil on MongoDB
@@ -66,7 +66,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 	recs := newRecords(db.Collection(opts.Collection), opts.SettleTimeout, opts.Grace)
 	s := &Store{client: client, ownsClient: owns, info: info, opts: opts, stats: stats, recs: &recs}
 	switch info.Profile {
-	case aio.FerretDB:
+	case execstore.FerretDB:
 		clock := &serverClock{db: db, now: opts.Clock, refresh: opts.ClockRefresh}
 		if err := clock.sample(ctx); err != nil {
 			return nil, err
@@ -90,7 +90,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 
 // Server returns what the store learned of the server at Open; its Profile names the
 // formulation in use.
-func (s *Store) Server() aio.ServerInfo { return s.info }
+func (s *Store) Server() execstore.ServerInfo { return s.info }
 
 // Close stops the sweep, stops accepting calls (execstore.ErrClosed), drains queued and
 // in-flight operations within ctx and, for a store made by Open, disconnects the client. No

@@ -13,16 +13,15 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/aio"
 )
 
 // Open picks the formulation of the server it finds: FerretDB's on FerretDB (the embedded
 // server), MongoDB's on MongoDB.
 func TestOpenDetectsServer(t *testing.T) {
 	s := openStore(t, Options{})
-	want := aio.MongoDB
+	want := execstore.MongoDB
 	if serverIsFerretDB(t) {
-		want = aio.FerretDB
+		want = execstore.FerretDB
 	}
 	assert.Equal(t, want, s.Server().Profile)
 }
@@ -393,7 +392,7 @@ func TestCorruptRecordTakenOver(t *testing.T) {
 			{Key: fHeaders, Value: bson.A{bson.D{{Key: hName, Value: "X-A"}, {Key: hValues, Value: bson.A{int32(1)}}}}}}, true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if name == "MinKey token" && s.Server().Family == aio.FamilyFerretDB1 {
+			if name == "MinKey token" && s.Server().Family == execstore.FamilyFerretDB1 {
 				// Measured: FerretDB 1.24.2 drops the connection on a document holding MinKey.
 				// The guard's command document ($type "minKey") is pinned in
 				// TestMongoCommandDocuments.
@@ -437,7 +436,7 @@ func TestCorruptRecordTakenOver(t *testing.T) {
 // formulation is forced, so that the sweep runs on MongoDB too (where a TTL index reaps when
 // MongoDB's own formulation is in use, on the server's schedule of about a minute).
 func TestSweepReaps(t *testing.T) {
-	s := openStore(t, Options{Profile: aio.FerretDB, Grace: time.Millisecond, ReapInterval: 50 * time.Millisecond})
+	s := openStore(t, Options{Profile: execstore.FerretDB, Grace: time.Millisecond, ReapInterval: 50 * time.Millisecond})
 	_, err := s.Claim(bg, "short", fp, 1, 10*time.Millisecond)
 	require.NoError(t, err)
 	_, err = s.Claim(bg, "long", fp, 1, longLease)

@@ -126,7 +126,7 @@ func CheckCommitSize(exe *execstore.Execution, c *execstore.Commit, contexts [][
 	if n <= execstore.MaxDocumentBytes {
 		return nil
 	}
-	_, err := PrepareCommit(Env{Profile: MongoDB, TraceMax: 1}, exe, c)
+	_, err := PrepareCommit(Env{Profile: execstore.MongoDB, TraceMax: 1}, exe, c)
 	return err
 }
 
@@ -296,7 +296,7 @@ func (p *CommitPlan) checkSize() error {
 func buildInsert(env Env, exe *execstore.Execution, c *execstore.Commit, outbox, spawns, timers bson.D,
 	step *traceDoc) bson.D {
 	var trace any
-	if env.Profile == FerretDB {
+	if env.Profile == execstore.FerretDB {
 		ring := bson.D{}
 		if step != nil {
 			ring = append(ring, bson.E{Key: strconv.FormatInt(step.Index, 10), Value: *step})
@@ -376,7 +376,7 @@ func foldTimers(ops []execstore.TimerOp) (schedules bson.D, cancels []string) {
 // than traceShrinkPerWrite, older keys stay stored on FerretDB (ReadTrace still returns only the
 // last TraceMax steps); MongoDB's $slice trims them all.
 func traceRing(env Env, step traceDoc) (set, unset, push bson.D) {
-	if env.Profile != FerretDB {
+	if env.Profile != execstore.FerretDB {
 		push = bson.D{{Key: fTrace, Value: bson.D{
 			{Key: "$each", Value: bson.A{step}},
 			{Key: "$slice", Value: -env.TraceMax},
@@ -487,7 +487,7 @@ type storedState struct {
 // dedupe set. Its errors are reported as the outcome of the conflict check: the commit
 // itself is known not to have been applied.
 func readState(ctx context.Context, env Env, id, eventID string) (storedState, error) {
-	if eventID != "" && env.Profile == FerretDB {
+	if eventID != "" && env.Profile == execstore.FerretDB {
 		d, err := findWithDedupeSet(ctx, env.primary(), env, id, stateProjection(env, ""))
 		switch {
 		case err != nil:

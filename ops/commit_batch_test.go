@@ -16,7 +16,7 @@ import (
 )
 
 func TestSetToken(t *testing.T) {
-	env := Env{Profile: MongoDB, TraceMax: 10}
+	env := Env{Profile: execstore.MongoDB, TraceMax: 10}
 	p, err := BuildCommit(env, &execstore.Execution{ID: "x", Status: execstore.Running, Version: 2}, &execstore.Commit{}, Seqs{})
 	require.NoError(t, err)
 	p.SetToken(77)

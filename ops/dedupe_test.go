@@ -64,7 +64,7 @@ func TestDedupeGuard(t *testing.T) {
 		{Key: "processed_1", Value: bson.D{{Key: "$ne", Value: "e"}}},
 	}, dedupeGuard(Env{DedupeWindow: 5}, "e"))
 
-	p, err := BuildCommit(Env{Profile: FerretDB, TraceMax: 3, DedupeWindow: 2},
+	p, err := BuildCommit(Env{Profile: execstore.FerretDB, TraceMax: 3, DedupeWindow: 2},
 		&execstore.Execution{ID: "x", Status: execstore.Running, Version: 2}, &execstore.Commit{ProcessedEventID: "$e"}, Seqs{})
 	require.NoError(t, err)
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(2)},
@@ -83,5 +83,5 @@ func TestStateProjection(t *testing.T) {
 			bson.D{{Key: "$ifNull", Value: bson.A{"$processed_0", bson.A{}}}},
 			bson.D{{Key: "$ifNull", Value: bson.A{"$processed_1", bson.A{}}}},
 		}}},
-	}}}}), stateProjection(Env{Profile: MongoDB, DedupeWindow: 4}, "$e"))
+	}}}}), stateProjection(Env{Profile: execstore.MongoDB, DedupeWindow: 4}, "$e"))
 }

@@ -34,7 +34,7 @@ func loadForEventPipeline(env Env, id, eventID string) mongo.Pipeline {
 // only filter FerretDB's SQLite backend serves from the primary key; a filter on the dedupe
 // set would scan the collection.)
 func LoadForEvent(ctx context.Context, env Env, id, eventID string) (*execstore.Execution, bool, error) {
-	if env.Profile != FerretDB {
+	if env.Profile != execstore.FerretDB {
 		return loadForEventAggregate(ctx, env, id, eventID)
 	}
 	d, err := loadWithDedupeSet(ctx, env, id, loadProjection)

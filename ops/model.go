@@ -5,6 +5,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+
+	"github.com/execstore/execstore"
 )
 
 // Collection names.
@@ -32,25 +34,6 @@ const (
 	fTraceNext  = "trace_next" // the index the next trace step gets
 )
 
-// Profile is the kind of server the store talks to; operations pick their formulation by it.
-type Profile int
-
-// The server profiles.
-const (
-	MongoDB  Profile = iota + 1 // a real MongoDB: every native formulation
-	FerretDB                    // FerretDB: no aggregation $in, $push ignores $slice
-)
-
-func (p Profile) String() string {
-	switch p {
-	case MongoDB:
-		return "mongodb"
-	case FerretDB:
-		return "ferretdb"
-	}
-	return "unknown"
-}
-
 // Env is what an operation runs against.
 type Env struct {
 	Executions *mongo.Collection
@@ -63,7 +46,7 @@ type Env struct {
 	// write settled without an answer; nil means Primary. See DurableReads.
 	Durable  *mongo.Collection
 	Counters *mongo.Collection
-	Profile  Profile
+	Profile  execstore.Profile
 	TraceMax int // steps kept in a trace ring; at least 1
 	// DedupeWindow, when positive, bounds the dedupe set to the event ids of the last
 	// DedupeWindow to 2×DedupeWindow commits; 0 keeps every id. See dedupe.go.

@@ -101,7 +101,7 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 	if err := cur.Err(); err != nil {
 		return nil, outcome.ReadFailure("due timers", "", err)
 	}
-	if len(repairs) > 0 && env.Profile != FerretDB {
+	if len(repairs) > 0 && env.Profile != execstore.FerretDB {
 		// In the global statement order (see statementOrder): by _id; a document is read
 		// once, so it is repaired once.
 		slices.SortFunc(repairs, func(a, b stale) int { return cmp.Compare(a.id, b.id) })

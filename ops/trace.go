@@ -105,7 +105,7 @@ func ReadTrace(ctx context.Context, env Env, id string) ([]execstore.TraceStep, 
 // profile it is "not an array" rather than "a sub-document": MongoDB matches $type "object"
 // against the elements of an array too, and a missing trace is fine there ($set creates it).
 func traceShapeGuard(env Env) bson.E {
-	if env.Profile == FerretDB {
+	if env.Profile == execstore.FerretDB {
 		return bson.E{Key: fTrace, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$type", Value: "array"}}}}}
 	}
 	return bson.E{Key: fTrace, Value: bson.D{{Key: "$type", Value: "array"}}}
@@ -130,7 +130,7 @@ func repairTraceShape(ctx context.Context, env Env, id string, traceNext int64) 
 	}
 	v := raw.Lookup(fTrace)
 	isArray := v.Type == bson.TypeArray
-	if isArray == (env.Profile != FerretDB) && (isArray || v.Type == bson.TypeEmbeddedDocument) {
+	if isArray == (env.Profile != execstore.FerretDB) && (isArray || v.Type == bson.TypeEmbeddedDocument) {
 		return nil // already this profile's shape
 	}
 	steps, err := traceSteps(v, env.TraceMax)
@@ -149,12 +149,12 @@ func repairTraceShape(ctx context.Context, env Env, id string, traceNext int64) 
 func traceShapeCommand(env Env, id string, traceNext int64, steps []traceDoc) (filter, update bson.D) {
 	isArray := bson.D{{Key: "$type", Value: "array"}}
 	otherShape := bson.E{Key: fTrace, Value: isArray} // FerretDB's profile: an array is wrong
-	if env.Profile != FerretDB {
+	if env.Profile != execstore.FerretDB {
 		otherShape.Value = bson.D{{Key: "$not", Value: isArray}}
 	}
 	filter = bson.D{{Key: fID, Value: id}, {Key: fTraceNext, Value: traceNext}, otherShape}
 	var trace any
-	if env.Profile == FerretDB {
+	if env.Profile == execstore.FerretDB {
 		keyed := bson.D{}
 		for _, s := range steps {
 			keyed = append(keyed, bson.E{Key: strconv.FormatInt(s.Index, 10), Value: s})
