@@ -6,9 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/connect"
 )
 
 // passingTally and passingFinalState are a run that passes every check: executions exe-a and
@@ -288,4 +290,19 @@ func TestCommitRefusedAsProcessedIsADuplicate(t *testing.T) {
 		"event 1 refused before any commit processed it, found at the refusal's version")
 	c := checkNoEarlySkip(tl.skippedEarly)
 	require.False(t, c.ok)
+}
+
+// On a server where acked entries have been measured to come back, one that does is
+// reported, not failed; elsewhere it fails the run. Only the DocumentDB family is such a
+// server.
+func TestAckedEntryThatCameBack(t *testing.T) {
+	assert.False(t, checkAcks(3, 1, false).ok)
+	got := checkAcks(3, 1, true)
+	assert.True(t, got.ok)
+	assert.Contains(t, got.detail, "1 reappeared")
+	assert.True(t, checkAcks(3, 0, false).ok)
+	assert.True(t, ackedMayReturn(connect.FamilyFerretDB2))
+	assert.True(t, ackedMayReturn(connect.FamilyDocumentDB))
+	assert.False(t, ackedMayReturn(connect.FamilyMongoDB))
+	assert.False(t, ackedMayReturn(connect.FamilyFerretDB1))
 }

@@ -26,21 +26,24 @@ const (
 
 // config is what the flags select.
 type config struct {
-	cpuProfile  string // file for a CPU profile of the whole run; "" for none
-	uri         string // "" for the embedded server
-	executions  int
-	events      int
-	concurrency []int
-	variants    []string
-	rtts        []time.Duration // round trips added by the proxy, each measured; 0: no proxy
-	quick       bool
-	out         string
-	seed        uint64
-	redeliver   float64
-	timeout     time.Duration
-	runTimeout  time.Duration
-	keep        bool
-	rounds      int
+	cpuProfile string // file for a CPU profile of the whole run; "" for none
+	uri        string // "" for the embedded server
+	// ackedMayReturn is set, from the detected server, where an acked outbox entry has been
+	// measured to come back in a later scan (see ackedMayReturn); not a flag.
+	ackedMayReturn bool
+	executions     int
+	events         int
+	concurrency    []int
+	variants       []string
+	rtts           []time.Duration // round trips added by the proxy, each measured; 0: no proxy
+	quick          bool
+	out            string
+	seed           uint64
+	redeliver      float64
+	timeout        time.Duration
+	runTimeout     time.Duration
+	keep           bool
+	rounds         int
 
 	idemDesigns     []string // designs of the idempotency workload; none: not run
 	idemKeys        int

@@ -113,6 +113,7 @@ func bench(ctx context.Context, cfg config) (status int, err error) {
 		return 1, err
 	}
 	defer func() { err = errors.Join(err, env.close()) }()
+	cfg.ackedMayReturn = ackedMayReturn(env.info.Family)
 
 	stamp := time.Now().UTC().Format("20060102_150405")
 	runs := len(cfg.rtts) * len(cfg.concurrency) * cfg.rounds * len(cfg.variants)
