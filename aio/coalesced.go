@@ -35,7 +35,7 @@ type loadItem struct {
 	hand     *async.Handoff
 }
 
-func newCoalescers(s *Store, opts Options) {
+func newCoalescers(s *Store) {
 	writes := batch.CoalescerConfig{MaxItems: s.opts.MaxBatch, MaxInFlight: s.opts.writesInFlight(s.info.Profile)}
 	loads := batch.CoalescerConfig{MaxItems: s.opts.MaxBatch, MaxInFlight: s.opts.MaxBatchesInFlight}
 	s.writes = batch.NewCoalescer(writes, func(*writeItem) int { return 128 }, s.flushWrites)

@@ -35,11 +35,17 @@ type commitItem struct {
 
 func commitItemSize(it *commitItem) int { return it.plan.Bytes }
 
-func newGroupCommit(s *Store, opts Options) *batch.Coalescer[*commitItem] {
+// batchWriter writes a group commit's batch of plans as one bulk write and settles the outcome
+// of each, one error per plan (ops.RunCommitBatch). ctx ends when every caller in the batch
+// has given up; settleCtx bounds the reads that settle the outcomes after it.
+type batchWriter func(ctx, settleCtx context.Context, env ops.Env, plans []*ops.CommitPlan) []error
+
+// newGroupCommit returns s's group commit, whose every batch is written by write.
+func newGroupCommit(s *Store, write batchWriter) *batch.Coalescer[*commitItem] {
 	return batch.NewCoalescer(batch.CoalescerConfig{
 		MaxItems:    s.opts.MaxBatch,
 		MaxInFlight: s.opts.writesInFlight(s.info.Profile),
-	}, commitItemSize, s.flushCommits)
+	}, commitItemSize, func(items []*commitItem) { s.flushCommits(items, write) })
 }
 
 // groupCommit hands a commit of an existing execution to the group commit. The future is
@@ -74,10 +80,10 @@ func commitToken() int64 {
 	}
 }
 
-// flushCommits writes one batch of commits as one bulk write and settles each future. A
-// commit whose caller withdrew it is skipped; one whose caller abandoned it after it was sent
-// is written, but neither its future nor the caller's execution is touched afterwards.
-func (s *Store) flushCommits(items []*commitItem) {
+// flushCommits writes one batch of commits as one bulk write, through write, and settles each
+// future. A commit whose caller withdrew it is skipped; one whose caller abandoned it after it
+// was sent is written, but neither its future nor the caller's execution is touched afterwards.
+func (s *Store) flushCommits(items []*commitItem, write batchWriter) {
 	var live []*commitItem
 	var ctxs []context.Context
 	for _, it := range items {
@@ -107,7 +113,7 @@ func (s *Store) flushCommits(items []*commitItem) {
 	s.stats.groupedCommits.Add(int64(len(live)))
 	settleCtx, cancelSettle := context.WithTimeout(s.stop, settleTimeout)
 	defer cancelSettle()
-	errs := s.writeBatch(ctx, settleCtx, s.env, plans)
+	errs := write(ctx, settleCtx, s.env, plans)
 	var moved []int
 	for i, it := range live {
 		var tm *ops.TraceMovedError

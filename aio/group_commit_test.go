@@ -13,13 +13,12 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/ops"
-	"github.com/execstore/execstore/pool"
 )
 
 // The group commit's pipeline without a server, in the manner of pebble's commit tests: the
 // bulk write is a stand-in that records each batch and answers as told.
 
-// fakeWriter is a writeBatch that records batches and blocks them until gate is closed.
+// fakeWriter is a batchWriter that records batches and blocks them until gate is closed.
 type fakeWriter struct {
 	mu      sync.Mutex
 	batches [][]string    // the ids of each batch, in order
@@ -72,24 +71,21 @@ func idle(t *testing.T, s *Store) {
 	}, 5*time.Second, 2*time.Millisecond, "the workers never went idle")
 }
 
-// groupStore returns a store whose group commit writes through w.
+// groupStore returns a store with no server, built as open builds one, whose group commit
+// writes through w; coalescing is off, so only commits are batched.
 func groupStore(t *testing.T, w *fakeWriter) *Store {
 	t.Helper()
-	s := &Store{
-		env:        ops.Env{Profile: execstore.MongoDB, TraceMax: 10},
+	opts := Options{MaxBatchesInFlight: 1, Workers: 16, QueueDepth: 64, DisableCoalescing: true}
+	s := newStore(storeEnv{
 		info:       execstore.ServerInfo{Profile: execstore.MongoDB},
-		opts:       Options{MaxBatchesInFlight: 1}.withDefaults(execstore.MongoDB),
+		env:        ops.Env{Profile: execstore.MongoDB, TraceMax: 10},
+		opts:       opts.withDefaults(execstore.MongoDB),
 		stats:      &statCounters{},
 		writeBatch: w.write,
-	}
-	s.stop, s.stopNow = context.WithCancel(context.Background())
-	s.group = newGroupCommit(s, s.opts)
-	s.pool = pool.New(pool.Config{Workers: 16, QueueDepth: 64})
+	})
 	t.Cleanup(func() {
 		w.open()
-		require.NoError(t, s.pool.Close(context.Background()))
-		s.group.Close()
-		s.stopNow()
+		require.NoError(t, s.Close(context.Background()))
 	})
 	return s
 }

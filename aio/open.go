@@ -23,20 +23,62 @@ type Store struct {
 	info       execstore.ServerInfo
 	pool       pool.Runner                   // the store's own pool, or its share of Options.Pool
 	group      *batch.Coalescer[*commitItem] // nil when group commit is off
-	// writeBatch writes a group commit's batch and settles each plan: ops.RunCommitBatch,
-	// or a stand-in that tests the group commit without a server.
-	writeBatch func(ctx, settleCtx context.Context, env ops.Env, plans []*ops.CommitPlan) []error
-	writes     *batch.Coalescer[*writeItem] // nil when coalescing is off
-	loads      *batch.Coalescer[*loadItem]  // nil when coalescing is off
-	cache      *snapshotCache               // nil when Options.CacheSize is 0
-	opts       Options                      // with every default worked out
-	shed       bool                         // Options.ShedLoad
-	stop       context.Context              // ends when Close gives up waiting
+	writes     *batch.Coalescer[*writeItem]  // nil when coalescing is off
+	loads      *batch.Coalescer[*loadItem]   // nil when coalescing is off
+	cache      *snapshotCache                // nil when Options.CacheSize is 0
+	opts       Options                       // with every default worked out
+	shed       bool                          // Options.ShedLoad
+	stop       context.Context               // ends when Close gives up waiting
 	stopNow    context.CancelFunc
 	closing    atomic.Bool // set when Close starts: no call is answered after it
 	outboxSeq  *batch.Sequence
 	spawnSeq   *batch.Sequence
 	stats      *statCounters
+}
+
+// storeEnv is what a store is built from: the client and what Open learned of its server,
+// the options with every default worked out, and the bulk write of the group commit. open
+// gives the server's; the group commit's tests give a stand-in writer and no server, and
+// build the store the same way.
+type storeEnv struct {
+	client     *mongo.Client // nil in tests without a server
+	ownsClient bool          // Close disconnects client
+	info       execstore.ServerInfo
+	env        ops.Env
+	opts       Options // with every default worked out for info.Profile
+	stats      *statCounters
+	// writeBatch writes a group commit's batch and settles each plan: ops.RunCommitBatch.
+	writeBatch batchWriter
+}
+
+// newStore builds a store from e. It sends nothing to the server: seq blocks are reserved when
+// a commit first needs one, and the pool's workers and the coalescers wait for calls.
+func newStore(e storeEnv) *Store {
+	s := &Store{
+		client:     e.client,
+		ownsClient: e.ownsClient,
+		info:       e.info,
+		env:        e.env,
+		stats:      e.stats,
+		opts:       e.opts,
+		shed:       e.opts.ShedLoad,
+	}
+	s.stop, s.stopNow = context.WithCancel(context.Background())
+	s.outboxSeq = batch.NewSequence(func(ctx context.Context, n int64) (int64, error) {
+		return ops.Reserve(ctx, s.env, ops.OutboxCounter, n)
+	}, e.opts.SeqBlockSize)
+	s.spawnSeq = batch.NewSequence(func(ctx context.Context, n int64) (int64, error) {
+		return ops.Reserve(ctx, s.env, ops.SpawnCounter, n)
+	}, e.opts.SeqBlockSize)
+	s.cache = newSnapshotCache(e.opts.CacheSize, e.opts.DedupeWindow)
+	if !e.opts.DisableGroupCommit {
+		s.group = newGroupCommit(s, e.writeBatch)
+	}
+	if !e.opts.DisableCoalescing {
+		newCoalescers(s)
+	}
+	s.pool = pool.NewRunner(e.opts.Pool, pool.Config{Workers: e.opts.Workers, QueueDepth: e.opts.QueueDepth})
+	return s
 }
 
 // Open connects to the server at uri and returns a store. It pings the server, retrying with
@@ -78,42 +120,20 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 		return nil, err
 	}
 	executions := db.Collection(ops.ExecutionsCollection)
-	s := &Store{
-		client:     client,
-		ownsClient: owns,
-		info:       info,
-		env: ops.Env{
-			Executions:   executions,
-			Primary:      ops.PrimaryReads(executions),
-			Durable:      ops.DurableReads(executions),
-			Counters:     db.Collection(ops.CountersCollection),
-			Profile:      info.Profile,
-			TraceMax:     opts.TraceMax,
-			DedupeWindow: opts.DedupeWindow,
-		},
-		stats:      stats,
-		writeBatch: ops.RunCommitBatch,
+	env := ops.Env{
+		Executions:   executions,
+		Primary:      ops.PrimaryReads(executions),
+		Durable:      ops.DurableReads(executions),
+		Counters:     db.Collection(ops.CountersCollection),
+		Profile:      info.Profile,
+		TraceMax:     opts.TraceMax,
+		DedupeWindow: opts.DedupeWindow,
 	}
-	s.stop, s.stopNow = context.WithCancel(context.Background())
-	if err := ops.EnsureIndexes(ctx, s.env); err != nil {
+	if err := ops.EnsureIndexes(ctx, env); err != nil {
 		return nil, err
 	}
-	s.outboxSeq = batch.NewSequence(func(ctx context.Context, n int64) (int64, error) {
-		return ops.Reserve(ctx, s.env, ops.OutboxCounter, n)
-	}, opts.SeqBlockSize)
-	s.spawnSeq = batch.NewSequence(func(ctx context.Context, n int64) (int64, error) {
-		return ops.Reserve(ctx, s.env, ops.SpawnCounter, n)
-	}, opts.SeqBlockSize)
-	s.opts, s.shed = opts, opts.ShedLoad
-	s.cache = newSnapshotCache(opts.CacheSize, opts.DedupeWindow)
-	if !opts.DisableGroupCommit {
-		s.group = newGroupCommit(s, opts)
-	}
-	if !opts.DisableCoalescing {
-		newCoalescers(s, opts)
-	}
-	s.pool = pool.NewRunner(opts.Pool, pool.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
-	return s, nil
+	return newStore(storeEnv{client: client, ownsClient: owns, info: info, env: env, opts: opts, stats: stats,
+		writeBatch: ops.RunCommitBatch}), nil
 }
 
 // Profile returns the server profile the store uses.

@@ -1,4 +1,4 @@
-package execstore_test
+package aio_test
 
 import (
 	"context"
@@ -169,6 +169,12 @@ func TestConcernOptions(t *testing.T) {
 	find := h.cmds.command("find")
 	require.NotNil(t, find)
 	assert.Equal(t, "local", find.Lookup("readConcern", "level").StringValue(), "find: %s", find)
+}
+
+// An unacknowledged write concern would make every commit's outcome unknown: refused at Open.
+func TestOpenRefusesUnacknowledgedWrites(t *testing.T) {
+	_, err := aio.Open(bg, server.URI, aio.Options{Database: testDatabase(t), WriteConcern: writeconcern.Unacknowledged()})
+	require.ErrorIs(t, err, execstore.ErrInvalid)
 }
 
 // withQuery adds a query option to a URI.

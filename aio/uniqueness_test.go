@@ -1,4 +1,4 @@
-package execstore_test
+package aio_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/event"
+	mongoevent "go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"golang.org/x/sync/errgroup"
@@ -20,6 +20,11 @@ import (
 	"github.com/execstore/execstore/internal/unique"
 	"github.com/execstore/execstore/ops"
 )
+
+// What hands out something unique has exactly one winner, and no command is an upsert whose
+// filter is the _id alone: first ops.Reserve, which takes the store's seq blocks, on its own
+// (its server tests are here, as the tests of package ops run without a server); then a whole
+// engine's worth of the store's calls.
 
 // upsertWatch records every command a client sends, and the upserts among them whose filter
 // is the _id alone (unique.IDOnlyUpserts): none may be sent, on any path.
@@ -32,8 +37,8 @@ type upsertWatch struct {
 	before func(name string, cmd bson.Raw)
 }
 
-func (w *upsertWatch) monitor() *event.CommandMonitor {
-	return &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+func (w *upsertWatch) monitor() *mongoevent.CommandMonitor {
+	return &mongoevent.CommandMonitor{Started: func(_ context.Context, e *mongoevent.CommandStartedEvent) {
 		w.mu.Lock()
 		w.names = append(w.names, e.CommandName)
 		for _, f := range unique.IDOnlyUpserts(e.Command) {

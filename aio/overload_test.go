@@ -1,9 +1,10 @@
-package execstore_test
+package aio_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,9 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 )
+
+// longRuns reports whether EXECSTORE_LONG=1 asks for the long overload run.
+func longRuns() bool { return os.Getenv("EXECSTORE_LONG") == "1" }
 
 // Producers outrunning the server many times over: non-blocking submits are shed with
 // ErrOverloaded at once, the queue never holds more than its depth, memory stays bounded,

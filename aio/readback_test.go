@@ -1,4 +1,4 @@
-package execstore_test
+package aio_test
 
 import (
 	"fmt"

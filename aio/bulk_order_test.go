@@ -1,4 +1,4 @@
-package execstore_test
+package aio_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.mongodb.org/mongo-driver/v2/event"
+	mongoevent "go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"golang.org/x/sync/errgroup"
 
@@ -23,7 +23,7 @@ import (
 func TestBulkStatementsInIDOrder(t *testing.T) {
 	var mu sync.Mutex
 	var bulks [][]string // the _ids of each update command with more than one statement
-	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+	monitor := &mongoevent.CommandMonitor{Started: func(_ context.Context, e *mongoevent.CommandStartedEvent) {
 		if e.CommandName != "update" {
 			return
 		}

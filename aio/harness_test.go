@@ -1,0 +1,188 @@
+package aio_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	mongoevent "go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/aio"
+)
+
+// harness is one store on a database of its own, plus a raw view of that database.
+type harness struct {
+	store *aio.Store
+	db    *mongo.Database
+	opts  aio.Options
+	cmds  *commandLog
+}
+
+// commandLog records the commands a store's client sends.
+type commandLog struct {
+	mu       sync.Mutex
+	names    []string
+	commands []bson.Raw
+	running  map[string]int // commands sent and not yet answered, by name
+	peak     map[string]int // the most ever running at once, by name
+}
+
+func (l *commandLog) monitor() *mongoevent.CommandMonitor {
+	done := func(name string) {
+		l.mu.Lock()
+		l.running[name]--
+		l.mu.Unlock()
+	}
+	return &mongoevent.CommandMonitor{
+		Started: func(_ context.Context, e *mongoevent.CommandStartedEvent) {
+			l.mu.Lock()
+			l.names = append(l.names, e.CommandName)
+			l.commands = append(l.commands, append(bson.Raw(nil), e.Command...))
+			if l.running == nil {
+				l.running, l.peak = map[string]int{}, map[string]int{}
+			}
+			l.running[e.CommandName]++
+			l.peak[e.CommandName] = max(l.peak[e.CommandName], l.running[e.CommandName])
+			l.mu.Unlock()
+		},
+		Succeeded: func(_ context.Context, e *mongoevent.CommandSucceededEvent) { done(e.CommandName) },
+		Failed:    func(_ context.Context, e *mongoevent.CommandFailedEvent) { done(e.CommandName) },
+	}
+}
+
+// peakRunning returns the most commands named name that were ever running at once.
+func (l *commandLog) peakRunning(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.peak[name]
+}
+
+func (l *commandLog) reset() {
+	l.mu.Lock()
+	l.names, l.commands = nil, nil
+	l.mu.Unlock()
+}
+
+// command returns the last command named name that was sent.
+func (l *commandLog) command(name string) bson.Raw {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.names) - 1; i >= 0; i-- {
+		if l.names[i] == name {
+			return l.commands[i]
+		}
+	}
+	return nil
+}
+
+func (l *commandLog) snapshot() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.names...)
+}
+
+func newHarness(t testing.TB, opts aio.Options) *harness {
+	t.Helper()
+	if opts.Database == "" {
+		opts.Database = testDatabase(t)
+	}
+	log := &commandLog{}
+	opts.ClientOptions = options.Client().SetMonitor(log.monitor())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := aio.Open(ctx, server.URI, opts)
+	require.NoError(t, err)
+	raw, err := mongo.Connect(options.Client().ApplyURI(server.URI))
+	require.NoError(t, err)
+	h := &harness{store: s, db: raw.Database(opts.Database), opts: opts, cmds: log}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		assert.NoError(t, s.Close(ctx))
+		_ = h.db.Drop(ctx)
+		_ = raw.Disconnect(ctx)
+	})
+	return h
+}
+
+// reopen returns a second store on the same database with other options.
+func (h *harness) reopen(t testing.TB, opts aio.Options) *aio.Store {
+	t.Helper()
+	opts.Database = h.opts.Database
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := aio.Open(ctx, server.URI, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close(context.Background())) })
+	return s
+}
+
+// rawDoc reads the stored document of id in one read, bypassing the store.
+func (h *harness) rawDoc(t testing.TB, id string) bson.Raw {
+	t.Helper()
+	raw, err := h.db.Collection("executions").FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil
+	}
+	require.NoError(t, err)
+	return raw
+}
+
+// rawInt reads an integer field of a stored document, whatever BSON number type holds it.
+func rawInt(t testing.TB, doc bson.Raw, path ...string) int64 {
+	t.Helper()
+	v, err := doc.LookupErr(path...)
+	require.NoError(t, err, "%v", path)
+	n, ok := v.AsInt64OK()
+	require.True(t, ok, "%v is %s", path, v.Type)
+	return n
+}
+
+// rawLen returns the number of elements of an array or keys of a sub-document.
+func rawLen(t testing.TB, doc bson.Raw, path ...string) int {
+	t.Helper()
+	v, err := doc.LookupErr(path...)
+	require.NoError(t, err, "%v", path)
+	elems, err := bson.Raw(v.Value).Elements()
+	require.NoError(t, err)
+	return len(elems)
+}
+
+func (h *harness) count(t testing.TB) int64 {
+	t.Helper()
+	n, err := h.db.Collection("executions").CountDocuments(context.Background(), bson.D{})
+	require.NoError(t, err)
+	return n
+}
+
+func newExe(id string) *execstore.Execution {
+	return &execstore.Execution{ID: id, DefinitionID: "def", Status: execstore.Running, Data: []byte(`{"n":0}`)}
+}
+
+var bg = context.Background()
+
+// testCacheSize is the snapshot cache of the tests that turn it on: more executions than any
+// test uses, so that nothing is evicted unless a test means it.
+const testCacheSize = 1024
+
+// grouping returns opts with group commit and coalescing on or off.
+func grouping(on bool, opts aio.Options) aio.Options {
+	opts.DisableGroupCommit, opts.DisableCoalescing = !on, !on
+	return opts
+}
+
+// bothGroupings runs test with group commit and coalescing on, then off.
+func bothGroupings(t *testing.T, test func(t *testing.T, opts aio.Options)) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("grouped=%v", on), func(t *testing.T) { test(t, grouping(on, aio.Options{})) })
+	}
+}
