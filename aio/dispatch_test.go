@@ -4,14 +4,14 @@ import (
 	"context"
 	"testing"
 
-	"github.com/execstore/execstore/pool"
+	"github.com/execstore/execstore/internal/workers"
 )
 
 // BenchmarkDispatch measures the client's own cost of one operation: validation aside, the
 // request, its future, the hop through the request channel to a worker and back. The
 // operation itself does nothing, so no server is involved.
 func BenchmarkDispatch(b *testing.B) {
-	s := &Store{pool: pool.New(pool.Config{}), stats: &statCounters{}}
+	s := &Store{pool: workers.New(workers.Config{}), stats: &statCounters{}}
 	defer s.pool.Close(context.Background())
 	ctx := context.Background()
 	noop := func(context.Context) (int, error) { return 1, nil }

@@ -10,8 +10,8 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/batch"
 	"github.com/execstore/execstore/internal/connect"
+	"github.com/execstore/execstore/internal/workers"
 	"github.com/execstore/execstore/ops"
-	"github.com/execstore/execstore/pool"
 )
 
 // Store is the asynchronous execution store. It implements execstore.Store; every method is
@@ -21,7 +21,7 @@ type Store struct {
 	ownsClient bool
 	env        ops.Env
 	info       execstore.ServerInfo
-	pool       pool.Runner                   // the store's own pool, or its share of Options.Pool
+	pool       workers.Runner                // the store's own pool, or its share of Options.Pool
 	group      *batch.Coalescer[*commitItem] // nil when group commit is off
 	writes     *batch.Coalescer[*writeItem]  // nil when coalescing is off
 	loads      *batch.Coalescer[*loadItem]   // nil when coalescing is off
@@ -77,7 +77,7 @@ func newStore(e storeEnv) *Store {
 	if !e.opts.DisableCoalescing {
 		newCoalescers(s)
 	}
-	s.pool = pool.NewRunner(e.opts.Pool, pool.Config{Workers: e.opts.Workers, QueueDepth: e.opts.QueueDepth})
+	s.pool = workers.RunnerFor(e.opts.Pool, workers.Config{Workers: e.opts.Workers, QueueDepth: e.opts.QueueDepth})
 	return s
 }
 

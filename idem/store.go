@@ -11,7 +11,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/async"
 	"github.com/execstore/execstore/internal/connect"
-	"github.com/execstore/execstore/pool"
+	"github.com/execstore/execstore/internal/workers"
 )
 
 // Store is the idempotency store. Every method is safe for concurrent use.
@@ -22,7 +22,7 @@ type Store struct {
 	form       formulation
 	recs       *records
 	ferret     *ferretForm // nil on MongoDB
-	pool       pool.Runner
+	pool       workers.Runner
 	opts       Options // with every default worked out
 	stats      *statCounters
 	stopReap   context.CancelFunc
@@ -79,7 +79,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 	if err := s.form.ensureIndexes(ctx); err != nil {
 		return nil, err
 	}
-	s.pool = pool.NewRunner(opts.Pool, pool.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
+	s.pool = workers.RunnerFor(opts.Pool, workers.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
 	reapCtx, stop := context.WithCancel(context.Background())
 	s.stopReap = stop
 	if s.ferret != nil && opts.ReapInterval > 0 {

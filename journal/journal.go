@@ -18,7 +18,7 @@ import (
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/outcome"
 	"github.com/execstore/execstore/internal/unique"
-	"github.com/execstore/execstore/pool"
+	"github.com/execstore/execstore/internal/workers"
 )
 
 // Journal is the operation journal. Every method is safe for concurrent use.
@@ -26,7 +26,7 @@ type Journal struct {
 	client    *mongo.Client
 	coll      *mongo.Collection
 	cipher    Cipher
-	pool      pool.Runner
+	pool      workers.Runner
 	opts      Options
 	uncertain uncertainty
 }
@@ -85,7 +85,7 @@ func open(ctx context.Context, client *mongo.Client, cipher Cipher, opts Options
 	}
 	j := &Journal{client: client, cipher: cipher, opts: opts,
 		coll: db.Collection(opts.Collection, options.Collection().SetReadPreference(readpref.Primary()))}
-	j.pool = pool.NewRunner(opts.Pool, pool.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
+	j.pool = workers.RunnerFor(opts.Pool, workers.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
 	return j, nil
 }
 

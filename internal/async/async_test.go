@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/pool"
+	pool "github.com/execstore/execstore/internal/workers"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
-	"github.com/execstore/execstore/pool"
+	"github.com/execstore/execstore/internal/workers"
 )
 
 // Future is the result of an operation submitted asynchronously.
@@ -12,13 +12,13 @@ type Future[T any] struct {
 	done   chan struct{}
 	val    T
 	err    error
-	env    *pool.Envelope
+	env    *workers.Envelope
 	hand   atomic.Pointer[Handoff] // set when a worker passes the operation to a coalescer
 	handed chan struct{}           // closed when hand is set
 }
 
 // newFuture returns the future of an operation travelling in env.
-func newFuture[T any](env *pool.Envelope) *Future[T] {
+func newFuture[T any](env *workers.Envelope) *Future[T] {
 	return &Future[T]{done: make(chan struct{}), env: env, handed: make(chan struct{})}
 }
 

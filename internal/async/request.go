@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/execstore/execstore/pool"
+	"github.com/execstore/execstore/internal/workers"
 )
 
 // Recorder is told the outcome of every operation of a kind, for a store's statistics.
@@ -14,14 +14,14 @@ type Recorder interface {
 
 // Submitter is where requests go: a pool, or a store's share of one.
 type Submitter interface {
-	Submit(ctx context.Context, e *pool.Envelope, t pool.Task) error
-	TrySubmit(ctx context.Context, e *pool.Envelope, t pool.Task) error
+	Submit(ctx context.Context, e *workers.Envelope, t workers.Task) error
+	TrySubmit(ctx context.Context, e *workers.Envelope, t workers.Task) error
 }
 
 // Request is one operation travelling through a pool: its run function, the future its caller
 // waits on, and what its outcome is recorded as.
 type Request[T any] struct {
-	env  pool.Envelope
+	env  workers.Envelope
 	fut  *Future[T]
 	kind int
 	rec  Recorder
@@ -42,7 +42,7 @@ func NewRequest[T any](rec Recorder, kind int, run func(ctx context.Context) (T,
 // Future returns the request's future.
 func (r *Request[T]) Future() *Future[T] { return r.fut }
 
-// Run runs the operation on a worker; see pool.Task.
+// Run runs the operation on a worker; see workers.Task.
 func (r *Request[T]) Run(ctx context.Context) {
 	v, err := r.run(ctx)
 	if err == ErrSettledLater {
@@ -52,7 +52,7 @@ func (r *Request[T]) Run(ctx context.Context) {
 	r.fut.Set(v, err)
 }
 
-// Abort settles an operation that will never run; see pool.Task.
+// Abort settles an operation that will never run; see workers.Task.
 func (r *Request[T]) Abort(err error) {
 	r.rec.Record(r.kind, err)
 	var zero T

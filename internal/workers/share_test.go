@@ -1,4 +1,4 @@
-package pool_test
+package workers_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/pool"
+	pool "github.com/execstore/execstore/internal/workers"
 )
 
 // Two shares of one pool: closing one waits for its own tasks, refuses its later submits and

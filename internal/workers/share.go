@@ -1,4 +1,4 @@
-package pool
+package workers
 
 import (
 	"context"
@@ -85,6 +85,24 @@ type Runner interface {
 
 // NewRunner returns a new Share of shared when it is set, else a new Pool sized by cfg.
 func NewRunner(shared *Pool, cfg Config) Runner {
+	return newRunner(shared, cfg)
+}
+
+// Public is set by package pool: the Pool behind a *pool.Pool (nil for a nil one), so that a
+// store can run on a pool its user shares without the public type showing the machinery.
+var Public func(shared any) *Pool
+
+// RunnerFor returns a new Share of the Pool behind shared, a *pool.Pool, when it is non-nil,
+// else a new Pool sized by cfg.
+func RunnerFor(shared any, cfg Config) Runner {
+	var p *Pool
+	if Public != nil {
+		p = Public(shared)
+	}
+	return newRunner(p, cfg)
+}
+
+func newRunner(shared *Pool, cfg Config) Runner {
 	if shared != nil {
 		return shared.Share()
 	}
