@@ -28,7 +28,7 @@ type Sequence struct {
 	hasSpare bool
 	fetch    *fetch // the reservation in flight, if any
 	wg       sync.WaitGroup
-	reserved int64 // blocks reserved, for tests and stats
+	reserved int64 // blocks reserved: Reserved, which aio reports as Stats.SeqBlocks
 }
 
 type fetch struct {
@@ -120,7 +120,8 @@ func (s *Sequence) startFetchLocked() *fetch {
 	return f
 }
 
-// Reserved returns how many blocks this Sequence has reserved.
+// Reserved returns how many blocks this Sequence has reserved (a statistic: aio reports it as
+// Stats.SeqBlocks).
 func (s *Sequence) Reserved() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
