@@ -11,6 +11,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/ops"
 )
 
@@ -330,8 +331,8 @@ func TestLoadManyReturnsWhatWasAsked(t *testing.T) {
 		_, err := h.store.Commit(bg, exe, execstore.Commit{})
 		require.NoError(t, err)
 	}
-	env := ops.Env{Executions: h.db.Collection(ops.ExecutionsCollection), Profile: execstore.MongoDB}
-	got, err := ops.LoadMany(bg, env, []string{"a", "c", "missing"})
+	env := opsrun.Env{Layout: ops.Layout{Profile: execstore.MongoDB}, Executions: h.db.Collection(ops.ExecutionsCollection)}
+	got, err := opsrun.LoadMany(bg, env, []string{"a", "c", "missing"})
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	for _, id := range []string{"a", "c"} {

@@ -7,7 +7,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/batch"
 	"github.com/execstore/execstore/internal/async"
-	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/internal/opsrun"
 )
 
 // Coalesced operations other than commits: acks (idempotent writes) go out as one bulk write,
@@ -19,7 +19,7 @@ import (
 type writeItem struct {
 	ctx  context.Context
 	kind opKind
-	w    ops.IdempotentWrite
+	w    opsrun.IdempotentWrite
 	fut  *async.Future[struct{}]
 	hand *async.Handoff
 }
@@ -43,11 +43,11 @@ func newCoalescers(s *Store) {
 }
 
 // idempotentWrite runs w through the write coalescer, or alone when coalescing is off.
-func (s *Store) idempotentWrite(ctx context.Context, kind opKind, w ops.IdempotentWrite) error {
+func (s *Store) idempotentWrite(ctx context.Context, kind opKind, w opsrun.IdempotentWrite) error {
 	var r *async.Request[struct{}]
 	r = newRequest(s, kind, func(wctx context.Context) (struct{}, error) {
 		if s.writes == nil {
-			return struct{}{}, ops.RunIdempotentWrites(wctx, s.env, []ops.IdempotentWrite{w})[0]
+			return struct{}{}, opsrun.IdempotentWrites(wctx, s.env, []opsrun.IdempotentWrite{w})[0]
 		}
 		it := &writeItem{ctx: ctx, kind: kind, w: w, fut: r.Future()}
 		it.hand = r.Future().HandTo(func(ctxErr error) error {
@@ -68,13 +68,13 @@ func (s *Store) flushWrites(items []*writeItem) {
 	}
 	ctx, release := async.AllDone(s.stop, ctxs)
 	defer release()
-	writes := make([]ops.IdempotentWrite, len(live))
+	writes := make([]opsrun.IdempotentWrite, len(live))
 	for i, it := range live {
 		writes[i] = it.w
 	}
 	s.stats.coalesced.Add(1)
 	s.stats.coalescedOps.Add(int64(len(live)))
-	errs := ops.RunIdempotentWrites(ctx, s.env, writes)
+	errs := opsrun.IdempotentWrites(ctx, s.env, writes)
 	for i, it := range live {
 		s.settleWrite(it, async.CallerCause(it.ctx, errs[i]))
 	}
@@ -135,9 +135,9 @@ func (s *Store) flushLoads(items []*loadItem) {
 		}
 		s.stats.coalesced.Add(1)
 		s.stats.coalescedOps.Add(int64(len(plain)))
-		found, err := ops.LoadMany(ctx, s.env, ids)
+		found, err := opsrun.LoadMany(ctx, s.env, ids)
 		for _, it := range plain {
-			s.settleLoad(it, &ops.LoadedForEvent{Execution: cloneExecution(found[it.id])}, async.CallerCause(it.ctx, err))
+			s.settleLoad(it, &opsrun.LoadedForEvent{Execution: cloneExecution(found[it.id])}, async.CallerCause(it.ctx, err))
 		}
 	}
 	if len(forEvent) > 0 {
@@ -147,15 +147,15 @@ func (s *Store) flushLoads(items []*loadItem) {
 		}
 		s.stats.coalesced.Add(1)
 		s.stats.coalescedOps.Add(int64(len(forEvent)))
-		found, err := ops.LoadForEvents(ctx, s.env, ids, events)
+		found, err := opsrun.LoadForEvents(ctx, s.env, ids, events)
 		for _, it := range forEvent {
 			l := found[it.id]
 			s.settleLoad(it, &l, async.CallerCause(it.ctx, err))
 		}
 	}
 	for _, it := range alone {
-		exe, hit, err := ops.LoadForEvent(it.ctx, s.env, it.id, it.event)
-		s.settleLoad(it, &ops.LoadedForEvent{Execution: exe, Processed: hit}, err)
+		exe, hit, err := opsrun.LoadForEvent(it.ctx, s.env, it.id, it.event)
+		s.settleLoad(it, &opsrun.LoadedForEvent{Execution: exe, Processed: hit}, err)
 	}
 }
 
@@ -169,7 +169,7 @@ func cloneExecution(e *execstore.Execution) *execstore.Execution {
 	return &c
 }
 
-func (s *Store) settleLoad(it *loadItem, l *ops.LoadedForEvent, err error) {
+func (s *Store) settleLoad(it *loadItem, l *opsrun.LoadedForEvent, err error) {
 	s.remember(l.Execution, processedEvent(it.event, l.Processed), it.epoch, err)
 	if !it.hand.Settle() {
 		return

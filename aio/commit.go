@@ -10,6 +10,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/async"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/ops"
 )
 
@@ -37,7 +38,7 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 	if err := contract.ValidateCommit(exe, &c); err != nil {
 		return future(async.Failed[[]int64](err))
 	}
-	pc, err := ops.PrepareCommit(s.env, exe, &c) // refuses, before any I/O, what cannot fit
+	pc, err := ops.PrepareCommit(s.env.Layout, exe, &c) // refuses, before any I/O, what cannot fit
 	if err != nil {
 		return future(async.Failed[[]int64](err))
 	}
@@ -86,12 +87,12 @@ func (s *Store) commit(ctx context.Context, exe *execstore.Execution, pc *ops.Pr
 	next := *exe
 	var pause *backoff.ExponentialBackOff
 	for {
-		plan, err := pc.Build(s.env, &next, seqs)
+		plan, err := pc.Build(s.env.Layout, &next, seqs)
 		if err != nil {
 			return nil, err
 		}
-		err = ops.RunCommit(ctx, s.env, plan)
-		var moved *ops.TraceMovedError
+		err = opsrun.Commit(ctx, s.env, plan)
+		var moved *opsrun.TraceMovedError
 		if !errors.As(err, &moved) {
 			if err != nil {
 				return nil, err

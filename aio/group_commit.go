@@ -10,6 +10,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/batch"
 	"github.com/execstore/execstore/internal/async"
+	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/ops"
 )
 
@@ -36,9 +37,9 @@ type commitItem struct {
 func commitItemSize(it *commitItem) int { return it.plan.Bytes }
 
 // batchWriter writes a group commit's batch of plans as one bulk write and settles the outcome
-// of each, one error per plan (ops.RunCommitBatch). ctx ends when every caller in the batch
+// of each, one error per plan (opsrun.CommitBatch). ctx ends when every caller in the batch
 // has given up; settleCtx bounds the reads that settle the outcomes after it.
-type batchWriter func(ctx, settleCtx context.Context, env ops.Env, plans []*ops.CommitPlan) []error
+type batchWriter func(ctx, settleCtx context.Context, env opsrun.Env, plans []*ops.CommitPlan) []error
 
 // newGroupCommit returns s's group commit, whose every batch is written by write.
 func newGroupCommit(s *Store, write batchWriter) *batch.Coalescer[*commitItem] {
@@ -56,7 +57,7 @@ func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, pc *o
 	// may change it at once, while the bulk write is still being encoded.
 	snap := *exe
 	snap.Data = bytes.Clone(exe.Data)
-	plan, err := pc.Build(s.env, &snap, seqs)
+	plan, err := pc.Build(s.env.Layout, &snap, seqs)
 	if err != nil {
 		return err
 	}
@@ -116,7 +117,7 @@ func (s *Store) flushCommits(items []*commitItem, write batchWriter) {
 	errs := write(ctx, settleCtx, s.env, plans)
 	var moved []int
 	for i, it := range live {
-		var tm *ops.TraceMovedError
+		var tm *opsrun.TraceMovedError
 		switch {
 		case errors.As(errs[i], &tm):
 			moved = append(moved, i) // after the others are settled
@@ -129,7 +130,7 @@ func (s *Store) flushCommits(items []*commitItem, write batchWriter) {
 	for _, i := range moved {
 		// Nothing was written: finish it alone with the fresh trace index.
 		it := live[i]
-		var tm *ops.TraceMovedError
+		var tm *opsrun.TraceMovedError
 		errors.As(errs[i], &tm)
 		next := it.snap
 		next.TraceNext = tm.TraceNext

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/ops"
 )
 
@@ -27,7 +28,7 @@ type fakeWriter struct {
 	answer  func(p *ops.CommitPlan) error
 }
 
-func (w *fakeWriter) write(ctx, _ context.Context, _ ops.Env, plans []*ops.CommitPlan) []error {
+func (w *fakeWriter) write(ctx, _ context.Context, _ opsrun.Env, plans []*ops.CommitPlan) []error {
 	ids := make([]string, len(plans))
 	for i, p := range plans {
 		ids[i] = p.ID
@@ -78,7 +79,7 @@ func groupStore(t *testing.T, w *fakeWriter) *Store {
 	opts := Options{MaxBatchesInFlight: 1, Workers: 16, QueueDepth: 64, DisableCoalescing: true}
 	s := newStore(storeEnv{
 		info:       execstore.ServerInfo{Profile: execstore.MongoDB},
-		env:        ops.Env{Profile: execstore.MongoDB, TraceMax: 10},
+		env:        opsrun.Env{Layout: ops.Layout{Profile: execstore.MongoDB, TraceMax: 10}},
 		opts:       opts.withDefaults(execstore.MongoDB),
 		stats:      &statCounters{},
 		writeBatch: w.write,

@@ -10,6 +10,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/batch"
 	"github.com/execstore/execstore/internal/connect"
+	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/internal/workers"
 	"github.com/execstore/execstore/ops"
 )
@@ -19,7 +20,7 @@ import (
 type Store struct {
 	client     *mongo.Client
 	ownsClient bool
-	env        ops.Env
+	env        opsrun.Env
 	info       execstore.ServerInfo
 	pool       workers.Runner                // the store's own pool, or its share of Options.Pool
 	group      *batch.Coalescer[*commitItem] // nil when group commit is off
@@ -44,10 +45,10 @@ type storeEnv struct {
 	client     *mongo.Client // nil in tests without a server
 	ownsClient bool          // Close disconnects client
 	info       execstore.ServerInfo
-	env        ops.Env
+	env        opsrun.Env
 	opts       Options // with every default worked out for info.Profile
 	stats      *statCounters
-	// writeBatch writes a group commit's batch and settles each plan: ops.RunCommitBatch.
+	// writeBatch writes a group commit's batch and settles each plan: opsrun.CommitBatch.
 	writeBatch batchWriter
 }
 
@@ -65,10 +66,10 @@ func newStore(e storeEnv) *Store {
 	}
 	s.stop, s.stopNow = context.WithCancel(context.Background())
 	s.outboxSeq = batch.NewSequence(func(ctx context.Context, n int64) (int64, error) {
-		return ops.Reserve(ctx, s.env, ops.OutboxCounter, n)
+		return opsrun.Reserve(ctx, s.env, ops.OutboxCounter, n)
 	}, e.opts.SeqBlockSize)
 	s.spawnSeq = batch.NewSequence(func(ctx context.Context, n int64) (int64, error) {
-		return ops.Reserve(ctx, s.env, ops.SpawnCounter, n)
+		return opsrun.Reserve(ctx, s.env, ops.SpawnCounter, n)
 	}, e.opts.SeqBlockSize)
 	s.cache = newSnapshotCache(e.opts.CacheSize, e.opts.DedupeWindow)
 	if !e.opts.DisableGroupCommit {
@@ -120,20 +121,18 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 		return nil, err
 	}
 	executions := db.Collection(ops.ExecutionsCollection)
-	env := ops.Env{
-		Executions:   executions,
-		Primary:      ops.PrimaryReads(executions),
-		Durable:      ops.DurableReads(executions),
-		Counters:     db.Collection(ops.CountersCollection),
-		Profile:      info.Profile,
-		TraceMax:     opts.TraceMax,
-		DedupeWindow: opts.DedupeWindow,
+	env := opsrun.Env{
+		Layout:     ops.Layout{Profile: info.Profile, TraceMax: opts.TraceMax, DedupeWindow: opts.DedupeWindow},
+		Executions: executions,
+		Primary:    opsrun.PrimaryReads(executions),
+		Durable:    opsrun.DurableReads(executions),
+		Counters:   db.Collection(ops.CountersCollection),
 	}
-	if err := ops.EnsureIndexes(ctx, env); err != nil {
+	if err := opsrun.EnsureIndexes(ctx, env); err != nil {
 		return nil, err
 	}
 	return newStore(storeEnv{client: client, ownsClient: owns, info: info, env: env, opts: opts, stats: stats,
-		writeBatch: ops.RunCommitBatch}), nil
+		writeBatch: opsrun.CommitBatch}), nil
 }
 
 // Profile returns the server profile the store uses.

@@ -6,7 +6,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/async"
 	"github.com/execstore/execstore/internal/contract"
-	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/internal/opsrun"
 )
 
 // Load returns the execution, or (nil, nil) when there is none.
@@ -20,7 +20,7 @@ func (s *Store) Load(ctx context.Context, id string) (*execstore.Execution, erro
 		if s.loads != nil && s.env.Profile == execstore.MongoDB {
 			return nil, s.coalescedLoad(ctx, id, epoch, r.Future())
 		}
-		exe, err := ops.Load(wctx, s.env, id)
+		exe, err := opsrun.Load(wctx, s.env, id)
 		s.remember(exe, "", epoch, err)
 		return exe, err
 	})
@@ -66,7 +66,7 @@ func (s *Store) LoadForEventAsync(ctx context.Context, id, eventID string) *Futu
 		if s.loads != nil && s.env.Profile == execstore.MongoDB {
 			return Loaded{}, s.coalescedLoadForEvent(ctx, id, eventID, epoch, r.Future())
 		}
-		exe, hit, err := ops.LoadForEvent(wctx, s.env, id, eventID)
+		exe, hit, err := opsrun.LoadForEvent(wctx, s.env, id, eventID)
 		s.remember(exe, processedEvent(eventID, hit), epoch, err)
 		return Loaded{Execution: exe, Processed: hit}, err
 	})
@@ -82,7 +82,7 @@ func (s *Store) IsProcessed(ctx context.Context, id, eventID string) (bool, erro
 		return false, err
 	}
 	return submit(ctx, s, opIsProcessed, func(ctx context.Context) (bool, error) {
-		return ops.IsProcessed(ctx, s.env, id, eventID)
+		return opsrun.IsProcessed(ctx, s.env, id, eventID)
 	}).Wait(ctx)
 }
 
@@ -95,6 +95,6 @@ func (s *Store) List(ctx context.Context, q execstore.ListQuery) (execstore.Page
 		return execstore.Page{}, err
 	}
 	return submit(ctx, s, opList, func(ctx context.Context) (execstore.Page, error) {
-		return ops.List(ctx, s.env, q)
+		return opsrun.List(ctx, s.env, q)
 	}).Wait(ctx)
 }

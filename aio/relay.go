@@ -6,7 +6,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
-	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/internal/opsrun"
 )
 
 // PendingOutbox returns up to limit undelivered outbox entries (0: all) in relay order.
@@ -15,7 +15,7 @@ func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]execstore.Outbo
 		return nil, err
 	}
 	return submit(ctx, s, opPendingOutbox, func(ctx context.Context) ([]execstore.OutboxEntry, error) {
-		return ops.PendingOutbox(ctx, s.env, limit)
+		return opsrun.PendingOutbox(ctx, s.env, limit)
 	}).Wait(ctx)
 }
 
@@ -24,7 +24,7 @@ func (s *Store) AckOutbox(ctx context.Context, sourceID string, seq int64) error
 	if err := contract.ValidateID("sourceID", sourceID); err != nil {
 		return err
 	}
-	return s.idempotentWrite(ctx, opAckOutbox, ops.OutboxAckWrite(sourceID, seq))
+	return s.idempotentWrite(ctx, opAckOutbox, opsrun.OutboxAckWrite(sourceID, seq))
 }
 
 // PendingSpawns returns up to limit pending spawn intents (0: all) in relay order.
@@ -33,7 +33,7 @@ func (s *Store) PendingSpawns(ctx context.Context, limit int) ([]execstore.Spawn
 		return nil, err
 	}
 	return submit(ctx, s, opPendingSpawns, func(ctx context.Context) ([]execstore.SpawnEntry, error) {
-		return ops.PendingSpawns(ctx, s.env, limit)
+		return opsrun.PendingSpawns(ctx, s.env, limit)
 	}).Wait(ctx)
 }
 
@@ -42,7 +42,7 @@ func (s *Store) AckSpawn(ctx context.Context, parentID string, seq int64) error 
 	if err := contract.ValidateID("parentID", parentID); err != nil {
 		return err
 	}
-	return s.idempotentWrite(ctx, opAckSpawn, ops.SpawnAckWrite(parentID, seq))
+	return s.idempotentWrite(ctx, opAckSpawn, opsrun.SpawnAckWrite(parentID, seq))
 }
 
 // DueTimers returns up to limit timers (0: all) with fire time <= now, earliest first.
@@ -54,7 +54,7 @@ func (s *Store) DueTimers(ctx context.Context, now float64, limit int) ([]execst
 		return nil, err
 	}
 	return submit(ctx, s, opDueTimers, func(ctx context.Context) ([]execstore.DueTimer, error) {
-		return ops.DueTimers(ctx, s.env, now, limit)
+		return opsrun.DueTimers(ctx, s.env, now, limit)
 	}).Wait(ctx)
 }
 
@@ -65,7 +65,7 @@ func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt float64
 		return false, err
 	}
 	return submit(ctx, s, opDeleteTimer, func(ctx context.Context) (bool, error) {
-		return ops.DeleteTimer(ctx, s.env, id, path, fireAt)
+		return opsrun.DeleteTimer(ctx, s.env, id, path, fireAt)
 	}).Wait(ctx)
 }
 
@@ -73,18 +73,18 @@ func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt float64
 // per batch (a sweep's whole result at once). Unlike DeleteTimer it does not say which timers
 // it removed: a bulk write's totals cannot tell.
 func (s *Store) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) error {
-	writes := make([]ops.IdempotentWrite, len(timers))
+	writes := make([]opsrun.IdempotentWrite, len(timers))
 	if err := contract.ValidateDueTimers(timers); err != nil {
 		return err
 	}
 	for i, t := range timers {
-		writes[i] = ops.DeleteTimerWrite(t.ExecutionID, t.Path, t.FireAt)
+		writes[i] = opsrun.DeleteTimerWrite(t.ExecutionID, t.Path, t.FireAt)
 	}
 	if len(writes) == 0 {
 		return nil
 	}
 	_, err := submit(ctx, s, opDeleteTimer, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, errors.Join(ops.RunIdempotentWritesChunked(ctx, s.env, writes, s.opts.MaxBatch)...)
+		return struct{}{}, errors.Join(opsrun.IdempotentWritesChunked(ctx, s.env, writes, s.opts.MaxBatch)...)
 	}).Wait(ctx)
 	return err
 }

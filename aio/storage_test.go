@@ -10,7 +10,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
-	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/internal/opsrun"
 )
 
 // What the store keeps in the stored document, read back raw: the document model, the trace
@@ -192,7 +192,7 @@ func TestTimerHintRepairRacesCommit(t *testing.T) {
 	_, err = h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("P", 200)}})
 	require.NoError(t, err)
 	// ...and the sweep's repair, computed from what it read, arrives late.
-	filter, update := ops.RepairHintCommand("e", readVersion, 50, map[string]float64{})
+	filter, update := opsrun.RepairHintCommand("e", readVersion, 50, map[string]float64{})
 	res, err := h.db.Collection("executions").UpdateOne(bg, filter, update)
 	require.NoError(t, err)
 	assert.Zero(t, res.MatchedCount, "a stale repair applied")

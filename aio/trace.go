@@ -5,7 +5,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
-	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/internal/opsrun"
 )
 
 // AppendTrace records a trace step outside a commit; see execstore.Store. Two round trips.
@@ -21,7 +21,7 @@ func (s *Store) AppendTrace(ctx context.Context, id string, step map[string]any)
 	}
 	_, err := submit(ctx, s, opAppendTrace, func(ctx context.Context) (struct{}, error) {
 		defer s.forget(id) // the trace index moved: a cached one would cost a retry
-		return struct{}{}, ops.AppendTrace(ctx, s.env, id, step)
+		return struct{}{}, opsrun.AppendTrace(ctx, s.env, id, step)
 	}).Wait(ctx)
 	return err
 }
@@ -32,7 +32,7 @@ func (s *Store) ReadTrace(ctx context.Context, id string) ([]execstore.TraceStep
 		return nil, err
 	}
 	return submit(ctx, s, opReadTrace, func(ctx context.Context) ([]execstore.TraceStep, error) {
-		return ops.ReadTrace(ctx, s.env, id)
+		return opsrun.ReadTrace(ctx, s.env, id)
 	}).Wait(ctx)
 }
 

@@ -17,12 +17,13 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/internal/unique"
 	"github.com/execstore/execstore/ops"
 )
 
 // What hands out something unique has exactly one winner, and no command is an upsert whose
-// filter is the _id alone: first ops.Reserve, which takes the store's seq blocks, on its own
+// filter is the _id alone: first opsrun.Reserve, which takes the store's seq blocks, on its own
 // (its server tests are here, as the tests of package ops run without a server); then a whole
 // engine's worth of the store's calls.
 
@@ -76,9 +77,9 @@ func dropDatabase(t *testing.T, db string) {
 	assert.NoError(t, client.Database(db).Drop(bg))
 }
 
-// countersEnv is an ops.Env over the counters collection of db, reached through client.
-func countersEnv(client *mongo.Client, db string) ops.Env {
-	return ops.Env{Counters: client.Database(db).Collection(ops.CountersCollection)}
+// countersEnv is an opsrun.Env over the counters collection of db, reached through client.
+func countersEnv(client *mongo.Client, db string) opsrun.Env {
+	return opsrun.Env{Counters: client.Database(db).Collection(ops.CountersCollection)}
 }
 
 func watchedClient(t *testing.T, w *upsertWatch) *mongo.Client {
@@ -106,7 +107,7 @@ func TestCounterReservationsAreDisjoint(t *testing.T) {
 	for range racers {
 		g.Go(func() error {
 			for range rounds {
-				last, err := ops.Reserve(bg, env, ops.OutboxCounter, block)
+				last, err := opsrun.Reserve(bg, env, ops.OutboxCounter, block)
 				if err != nil {
 					return err
 				}
@@ -145,10 +146,10 @@ func TestCounterCreationRaceInjected(t *testing.T) {
 			return
 		}
 		once.Do(func() {
-			otherLast, err = ops.Reserve(bg, countersEnv(other, db), ops.SpawnCounter, 5)
+			otherLast, err = opsrun.Reserve(bg, countersEnv(other, db), ops.SpawnCounter, 5)
 		})
 	}
-	last, rerr := ops.Reserve(bg, countersEnv(client, db), ops.SpawnCounter, 7)
+	last, rerr := opsrun.Reserve(bg, countersEnv(client, db), ops.SpawnCounter, 7)
 	require.NoError(t, rerr)
 	require.NoError(t, err)
 	assert.Equal(t, int64(5), otherLast, "the injected writer created the counter and took (0, 5]")

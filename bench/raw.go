@@ -15,6 +15,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/internal/connect"
+	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/ops"
 )
 
@@ -30,7 +31,7 @@ type rawWrites struct {
 	database string
 	cmds     *commandCounter
 	client   *mongo.Client
-	env      ops.Env
+	env      opsrun.Env
 	ids      []string
 	index    map[string]int
 	exes     []rawExecution // by position in ids; each touched only by the handler its id routes to
@@ -98,13 +99,12 @@ func (r *rawWrites) setup(ctx context.Context) error {
 	}
 	profile := server.Profile
 	db := client.Database(r.database)
-	r.env = ops.Env{
+	r.env = opsrun.Env{
+		Layout:     ops.Layout{Profile: profile, TraceMax: aio.DefaultTraceMax},
 		Executions: db.Collection(ops.ExecutionsCollection),
 		Counters:   db.Collection(ops.CountersCollection),
-		Profile:    profile,
-		TraceMax:   aio.DefaultTraceMax,
 	}
-	if err := ops.EnsureIndexes(ctx, r.env); err != nil {
+	if err := opsrun.EnsureIndexes(ctx, r.env); err != nil {
 		return err
 	}
 	data, err := json.Marshal(snapshot{})
@@ -122,7 +122,7 @@ func (r *rawWrites) setup(ctx context.Context) error {
 			r.starts[i] = r.seq.Add(1)
 			seqs.Outbox = []int64{r.starts[i]}
 		}
-		p, err := ops.BuildCommit(r.env, exe, &c, seqs)
+		p, err := ops.BuildCommit(r.env.Layout, exe, &c, seqs)
 		if err != nil {
 			return err
 		}
@@ -175,7 +175,7 @@ func (r *rawWrites) handle(ctx context.Context, d delivery) (bool, error) {
 	if len(c.Emits) > 0 {
 		seqs.Outbox = []int64{r.seq.Add(1)}
 	}
-	cp, err := ops.BuildCommit(r.env, exe, &c, seqs)
+	cp, err := ops.BuildCommit(r.env.Layout, exe, &c, seqs)
 	if err != nil {
 		return false, err
 	}

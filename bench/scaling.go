@@ -131,7 +131,7 @@ func (e *environment) scalingAt(ctx context.Context, cfg config, db string, size
 	designs := []sweepDesign{
 		{
 			name: "store", cmds: storeCmds,
-			// The find ops.DueTimers sends.
+			// The find opsrun.DueTimers sends.
 			filter:     ops.DueFilter(now),
 			projection: bson.D{{Key: "timers", Value: 1}, {Key: "timer_min", Value: 1}, {Key: "version", Value: 1}},
 			sort:       bson.D{{Key: "timer_min", Value: 1}},
@@ -181,7 +181,7 @@ func (e *environment) scalingAt(ctx context.Context, cfg config, db string, size
 // with one timer: due ones fire a minute before now and are spread evenly through the
 // collection, the others fire an hour or more after it.
 func (e *environment) loadTimers(ctx context.Context, db string, size, due int, now float64) error {
-	env := ops.Env{Profile: e.info.Profile, TraceMax: aio.DefaultTraceMax}
+	layout := ops.Layout{Profile: e.info.Profile, TraceMax: aio.DefaultTraceMax}
 	coll := e.admin.Database(db).Collection(ops.ExecutionsCollection)
 	data := []byte(`{"handled":3,"last":"ev-0000000"}`)
 	every := size / due
@@ -194,7 +194,7 @@ func (e *environment) loadTimers(ctx context.Context, db string, size, due int, 
 		exe := &execstore.Execution{
 			ID: fmt.Sprintf("exe-%07d", i), DefinitionID: definitionID, Status: execstore.Running, Data: data}
 		c := execstore.Commit{ProcessedEventID: eventID(i), Timers: []execstore.TimerOp{execstore.ScheduleTimer(timerPath, fireAt)}}
-		p, err := ops.BuildCommit(env, exe, &c, ops.Seqs{})
+		p, err := ops.BuildCommit(layout, exe, &c, ops.Seqs{})
 		if err != nil {
 			return err
 		}

@@ -9,8 +9,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/internal/outcome"
-	"github.com/execstore/execstore/ops"
 )
 
 // formulation is how the store's writes are put to one kind of server: mongoForm with
@@ -43,7 +43,7 @@ type records struct {
 
 // newRecords returns the records of coll, with its primary reads.
 func newRecords(coll *mongo.Collection, settle, grace time.Duration) records {
-	return records{coll: coll, primary: ops.PrimaryReads(coll), settle: settle, grace: grace}
+	return records{coll: coll, primary: opsrun.PrimaryReads(coll), settle: settle, grace: grace}
 }
 
 // heldFilter matches key's record while it is claimed with token: the guard of complete,

@@ -1,24 +1,21 @@
 package ops
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"math"
 	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
-	"github.com/execstore/execstore/internal/outcome"
-	"github.com/execstore/execstore/internal/unique"
 )
 
-// CommitPlan is the one write a commit issues: Update guarded by Filter when the execution
-// exists (Version > 0), Insert when it is being created (Version 0).
+// CommitPlan is the one write a commit issues on ExecutionsCollection: an updateOne of Filter
+// with Update when the execution exists (Expected > 0), an insertOne of Insert when it is
+// being created (Expected 0). The update won when it matched one document; the insert won
+// when it was not refused as a duplicate key. Either is a single-document write, so a caller
+// may also run it inside a multi-document transaction of its own, beside its own documents.
+// Update's first element is its $set.
 type CommitPlan struct {
 	ID       string
 	Expected int64 // the version the caller loaded
@@ -48,7 +45,7 @@ type PreparedCommit struct {
 	c        *execstore.Commit
 	contexts [][]byte // the spawns' encoded contexts
 	step     []byte   // the encoded trace step; nil for none
-	timers   bson.D   // {encodeKey(path): fire_at}
+	timers   bson.D   // {EncodeKey(path): fire_at}
 	cancels  []string // encoded keys
 	bytes    int      // the commit's part of CommitPlan.Bytes
 }
@@ -57,7 +54,7 @@ type PreparedCommit struct {
 // contract.ValidateCommit. It refuses with ErrInvalid a commit whose write would be past
 // MongoDB's document limit with any seqs it could be given (they are measured at their
 // longest).
-func PrepareCommit(env Env, exe *execstore.Execution, c *execstore.Commit) (*PreparedCommit, error) {
+func PrepareCommit(l Layout, exe *execstore.Execution, c *execstore.Commit) (*PreparedCommit, error) {
 	pc := &PreparedCommit{c: c, contexts: make([][]byte, len(c.Spawns))}
 	for i, s := range c.Spawns {
 		b, err := contract.EncodeMap(s.Context)
@@ -90,7 +87,7 @@ func PrepareCommit(env Env, exe *execstore.Execution, c *execstore.Commit) (*Pre
 		for i := range longest.Spawns {
 			longest.Spawns[i] = math.MinInt64
 		}
-		if _, err := pc.Build(env, exe, longest); err != nil {
+		if _, err := pc.Build(l, exe, longest); err != nil {
 			return nil, err
 		}
 	}
@@ -121,12 +118,12 @@ func payloadBytes(c *execstore.Commit, contexts [][]byte, step []byte) int {
 func CheckCommitSize(exe *execstore.Execution, c *execstore.Commit, contexts [][]byte, step []byte) error {
 	n := execBytes(exe) + payloadBytes(c, contexts, step)
 	for _, t := range c.Timers {
-		n += sizeTimer + len(encodeKey(t.Path))
+		n += sizeTimer + len(EncodeKey(t.Path))
 	}
 	if n <= execstore.MaxDocumentBytes {
 		return nil
 	}
-	_, err := PrepareCommit(Env{Profile: execstore.MongoDB, TraceMax: 1}, exe, c)
+	_, err := PrepareCommit(Layout{Profile: execstore.MongoDB, TraceMax: 1}, exe, c)
 	return err
 }
 
@@ -137,17 +134,17 @@ func execBytes(exe *execstore.Execution) int {
 
 // BuildCommit builds the commit of exe and c: PrepareCommit, then Build. exe and c must
 // have passed contract.ValidateCommit; seqs must hold one seq per emit and per spawn.
-func BuildCommit(env Env, exe *execstore.Execution, c *execstore.Commit, seqs Seqs) (CommitPlan, error) {
-	pc, err := PrepareCommit(env, exe, c)
+func BuildCommit(l Layout, exe *execstore.Execution, c *execstore.Commit, seqs Seqs) (CommitPlan, error) {
+	pc, err := PrepareCommit(l, exe, c)
 	if err != nil {
 		return CommitPlan{}, err
 	}
-	return pc.Build(env, exe, seqs)
+	return pc.Build(l, exe, seqs)
 }
 
 // Build builds the write of the prepared commit on exe (at exe's version and trace index),
 // with seqs: one per emit and per spawn.
-func (pc *PreparedCommit) Build(env Env, exe *execstore.Execution, seqs Seqs) (CommitPlan, error) {
+func (pc *PreparedCommit) Build(l Layout, exe *execstore.Execution, seqs Seqs) (CommitPlan, error) {
 	c := pc.c
 	newVersion := exe.Version + 1
 	p := CommitPlan{ID: exe.ID, Expected: exe.Version, EventID: c.ProcessedEventID, OutboxSeqs: seqs.Outbox,
@@ -158,71 +155,71 @@ func (pc *PreparedCommit) Build(env Env, exe *execstore.Execution, seqs Seqs) (C
 
 	outbox := make(bson.D, 0, len(c.Emits))
 	for i, e := range c.Emits {
-		outbox = append(outbox, bson.E{Key: strconv.FormatInt(seqs.Outbox[i], 10), Value: outboxDoc{
+		outbox = append(outbox, bson.E{Key: strconv.FormatInt(seqs.Outbox[i], 10), Value: OutboxDoc{
 			Seq: seqs.Outbox[i], Version: newVersion, TargetID: nullable(e.TargetID), Event: nonNil(e.Event)}})
 	}
 	spawns := make(bson.D, 0, len(c.Spawns))
 	for i, s := range c.Spawns {
-		spawns = append(spawns, bson.E{Key: strconv.FormatInt(seqs.Spawns[i], 10), Value: spawnDoc{
+		spawns = append(spawns, bson.E{Key: strconv.FormatInt(seqs.Spawns[i], 10), Value: SpawnDoc{
 			Seq: seqs.Spawns[i], Version: newVersion, ChildID: s.ChildID, RootPath: s.RootPath, Context: pc.contexts[i]}})
 	}
 	timers, cancels := pc.timers, pc.cancels
 
-	var step *traceDoc
+	var step *TraceDoc
 	if pc.step != nil {
-		step = &traceDoc{Index: exe.TraceNext, Step: pc.step}
+		step = &TraceDoc{Index: exe.TraceNext, Step: pc.step}
 		p.TraceNext = exe.TraceNext + 1
 	}
 
 	if exe.Version == 0 {
-		p.Insert = buildInsert(env, exe, c, outbox, spawns, timers, step)
+		p.Insert = buildInsert(l, exe, c, outbox, spawns, timers, step)
 		return p, p.checkSize()
 	}
 
-	p.Filter = bson.D{{Key: fID, Value: exe.ID}, {Key: fVersion, Value: exe.Version}}
+	p.Filter = bson.D{{Key: fID, Value: exe.ID}, {Key: FieldVersion, Value: exe.Version}}
 	set := bson.D{
-		{Key: fVersion, Value: newVersion},
-		{Key: fData, Value: nonNil(exe.Data)},
-		{Key: fStatus, Value: string(exe.Status)},
-		{Key: fDefinition, Value: exe.DefinitionID},
-		{Key: fParent, Value: nullable(exe.ParentID)},
+		{Key: FieldVersion, Value: newVersion},
+		{Key: FieldData, Value: nonNil(exe.Data)},
+		{Key: FieldStatus, Value: string(exe.Status)},
+		{Key: FieldDefinitionID, Value: exe.DefinitionID},
+		{Key: FieldParentID, Value: nullable(exe.ParentID)},
 	}
 	var unset bson.D
 	inc := bson.D{}
 	for _, e := range outbox {
-		set = append(set, bson.E{Key: fOutbox + "." + e.Key, Value: e.Value})
+		set = append(set, bson.E{Key: FieldOutbox + "." + e.Key, Value: e.Value})
 	}
 	if len(outbox) > 0 {
 		inc = append(inc, bson.E{Key: fOutboxN, Value: int64(len(outbox))})
 	}
 	for _, e := range spawns {
-		set = append(set, bson.E{Key: fSpawns + "." + e.Key, Value: e.Value})
+		set = append(set, bson.E{Key: FieldSpawns + "." + e.Key, Value: e.Value})
 	}
 	if len(spawns) > 0 {
 		inc = append(inc, bson.E{Key: fSpawnsN, Value: int64(len(spawns))})
 	}
 	for _, t := range timers {
-		set = append(set, bson.E{Key: fTimers + "." + t.Key, Value: t.Value})
+		set = append(set, bson.E{Key: FieldTimers + "." + t.Key, Value: t.Value})
 	}
 	for _, k := range cancels {
-		unset = append(unset, bson.E{Key: fTimers + "." + k, Value: ""})
+		unset = append(unset, bson.E{Key: FieldTimers + "." + k, Value: ""})
 	}
 	update := bson.D{}
 	if at, ok := earliest(timers); ok {
-		update = append(update, bson.E{Key: "$min", Value: bson.D{{Key: fTimerMin, Value: at}}})
+		update = append(update, bson.E{Key: "$min", Value: bson.D{{Key: FieldTimerMin, Value: at}}})
 	}
 	var push bson.D
 	if step != nil {
-		p.Filter = append(p.Filter, bson.E{Key: fTraceNext, Value: exe.TraceNext}, traceShapeGuard(env))
+		p.Filter = append(p.Filter, bson.E{Key: FieldTraceNext, Value: exe.TraceNext}, traceShapeGuard(l))
 		p.Traced = true
-		set = append(set, bson.E{Key: fTraceNext, Value: p.TraceNext})
-		ringSet, ringUnset, ringPush := traceRing(env, *step)
+		set = append(set, bson.E{Key: FieldTraceNext, Value: p.TraceNext})
+		ringSet, ringUnset, ringPush := traceRing(l, *step)
 		set = append(set, ringSet...)
 		unset = append(unset, ringUnset...)
 		push = ringPush
 	}
-	p.Filter = append(p.Filter, dedupeGuard(env, c.ProcessedEventID)...)
-	if dset, _ := dedupeUpdate(env, newVersion, c.ProcessedEventID); len(dset) > 0 {
+	p.Filter = append(p.Filter, dedupeGuard(l, c.ProcessedEventID)...)
+	if dset, _ := dedupeUpdate(l, newVersion, c.ProcessedEventID); len(dset) > 0 {
 		set = append(set, dset...)
 	}
 	update = append(bson.D{{Key: "$set", Value: set}}, update...)
@@ -235,11 +232,23 @@ func (pc *PreparedCommit) Build(env Env, exe *execstore.Execution, seqs Seqs) (C
 	if len(push) > 0 {
 		update = append(update, bson.E{Key: "$push", Value: push})
 	}
-	if _, add := dedupeUpdate(env, newVersion, c.ProcessedEventID); len(add) > 0 {
+	if _, add := dedupeUpdate(l, newVersion, c.ProcessedEventID); len(add) > 0 {
 		update = append(update, bson.E{Key: "$addToSet", Value: add})
 	}
 	p.Update = update
 	return p, p.checkSize()
+}
+
+// SetToken makes the commit stamp the document with token (FieldCommitToken), so that a
+// group commit can tell afterwards whether this commit is the one that wrote the version it
+// created. It does nothing to an insert or for token 0.
+func (p *CommitPlan) SetToken(token int64) {
+	if p.Update == nil || token == 0 {
+		return
+	}
+	set := p.Update[0].Value.(bson.D)
+	p.Update[0].Value = append(set, bson.E{Key: FieldCommitToken, Value: token})
+	p.Token = token
 }
 
 // Constants of the size bound: what BSON adds around an entry's own bytes, rounded up. An
@@ -261,14 +270,14 @@ const (
 	// sizeTrace covers a trace step's index and framing, and $push's $each and $slice.
 	sizeTrace = 128
 	// tokenBytes is the encoded commit_token element SetToken adds to an update.
-	tokenBytes = 1 + len(fCommitToken) + 1 + 8
+	tokenBytes = 1 + len(FieldCommitToken) + 1 + 8
 )
 
 // checkSize refuses, before any I/O, a write that MongoDB would refuse for its size: an
 // insert whose document, or an update whose update document, is past MaxDocumentBytes. Bytes
 // bounds the encoded size from above, so the write is encoded here to be measured only when
 // the bound is past the limit. (An update that is small itself but would grow the stored
-// document past the limit is refused by the server, with a code writeFailure maps to
+// document past the limit is refused by the server, with a code the store reports as
 // ErrInvalid.)
 func (p *CommitPlan) checkSize() error {
 	if p.Bytes <= execstore.MaxDocumentBytes {
@@ -293,10 +302,10 @@ func (p *CommitPlan) checkSize() error {
 	return nil
 }
 
-func buildInsert(env Env, exe *execstore.Execution, c *execstore.Commit, outbox, spawns, timers bson.D,
-	step *traceDoc) bson.D {
+func buildInsert(l Layout, exe *execstore.Execution, c *execstore.Commit, outbox, spawns, timers bson.D,
+	step *TraceDoc) bson.D {
 	var trace any
-	if env.Profile == execstore.FerretDB {
+	if l.Profile == execstore.FerretDB {
 		ring := bson.D{}
 		if step != nil {
 			ring = append(ring, bson.E{Key: strconv.FormatInt(step.Index, 10), Value: *step})
@@ -315,24 +324,24 @@ func buildInsert(env Env, exe *execstore.Execution, c *execstore.Commit, outbox,
 	}
 	doc := bson.D{
 		{Key: fID, Value: exe.ID},
-		{Key: fDefinition, Value: exe.DefinitionID},
-		{Key: fStatus, Value: string(exe.Status)},
-		{Key: fParent, Value: nullable(exe.ParentID)},
-		{Key: fVersion, Value: int64(1)},
-		{Key: fData, Value: nonNil(exe.Data)},
-		{Key: fOutbox, Value: outbox},
+		{Key: FieldDefinitionID, Value: exe.DefinitionID},
+		{Key: FieldStatus, Value: string(exe.Status)},
+		{Key: FieldParentID, Value: nullable(exe.ParentID)},
+		{Key: FieldVersion, Value: int64(1)},
+		{Key: FieldData, Value: nonNil(exe.Data)},
+		{Key: FieldOutbox, Value: outbox},
 		{Key: fOutboxN, Value: int64(len(outbox))},
-		{Key: fSpawns, Value: spawns},
+		{Key: FieldSpawns, Value: spawns},
 		{Key: fSpawnsN, Value: int64(len(spawns))},
 	}
-	doc = append(doc, dedupeInsert(env, c.ProcessedEventID)...)
+	doc = append(doc, dedupeInsert(l, c.ProcessedEventID)...)
 	doc = append(doc,
-		bson.E{Key: fTimers, Value: timers},
-		bson.E{Key: fTrace, Value: trace},
-		bson.E{Key: fTraceNext, Value: traceNext},
+		bson.E{Key: FieldTimers, Value: timers},
+		bson.E{Key: FieldTrace, Value: trace},
+		bson.E{Key: FieldTraceNext, Value: traceNext},
 	)
 	if at, ok := earliest(timers); ok {
-		doc = append(doc, bson.E{Key: fTimerMin, Value: at})
+		doc = append(doc, bson.E{Key: FieldTimerMin, Value: at})
 	}
 	return doc
 }
@@ -349,7 +358,7 @@ func earliest(schedules bson.D) (float64, bool) {
 }
 
 // foldTimers applies ops in order (the last op on a path wins) and returns the schedules as
-// {encodeKey(path): fire_at} and the cancels as encoded keys.
+// {EncodeKey(path): fire_at} and the cancels as encoded keys.
 func foldTimers(ops []execstore.TimerOp) (schedules bson.D, cancels []string) {
 	last := make(map[string]int, len(ops))
 	for i, op := range ops {
@@ -361,157 +370,35 @@ func foldTimers(ops []execstore.TimerOp) (schedules bson.D, cancels []string) {
 			continue
 		}
 		if op.Cancel {
-			cancels = append(cancels, encodeKey(op.Path))
+			cancels = append(cancels, EncodeKey(op.Path))
 		} else {
-			schedules = append(schedules, bson.E{Key: encodeKey(op.Path), Value: op.FireAt})
+			schedules = append(schedules, bson.E{Key: EncodeKey(op.Path), Value: op.FireAt})
 		}
 	}
 	return schedules, cancels
 }
 
 // traceRing returns the update parts that append step to the trace ring and trim it to
-// env.TraceMax steps. MongoDB: $push with $each and $slice. FerretDB accepts $slice and
+// l.TraceMax steps. MongoDB: $push with $each and $slice. FerretDB accepts $slice and
 // ignores it, so there the ring is a sub-document keyed by index: the step is $set under its
 // index and the keys that fall out of the window are $unset. After TraceMax is lowered by more
-// than traceShrinkPerWrite, older keys stay stored on FerretDB (ReadTrace still returns only the
-// last TraceMax steps); MongoDB's $slice trims them all.
-func traceRing(env Env, step traceDoc) (set, unset, push bson.D) {
-	if env.Profile != execstore.FerretDB {
-		push = bson.D{{Key: fTrace, Value: bson.D{
+// than traceShrinkPerWrite, older keys stay stored on FerretDB (the store's ReadTrace returns
+// only the last TraceMax steps); MongoDB's $slice trims them all.
+func traceRing(l Layout, step TraceDoc) (set, unset, push bson.D) {
+	if l.Profile != execstore.FerretDB {
+		push = bson.D{{Key: FieldTrace, Value: bson.D{
 			{Key: "$each", Value: bson.A{step}},
-			{Key: "$slice", Value: -env.TraceMax},
+			{Key: "$slice", Value: -l.TraceMax},
 		}}}
 		return nil, nil, push
 	}
-	set = bson.D{{Key: fTrace + "." + strconv.FormatInt(step.Index, 10), Value: step}}
-	oldest := step.Index - int64(env.TraceMax) // the newest index to drop
+	set = bson.D{{Key: FieldTrace + "." + strconv.FormatInt(step.Index, 10), Value: step}}
+	oldest := step.Index - int64(l.TraceMax) // the newest index to drop
 	for i := oldest; i >= 0 && i > oldest-traceShrinkPerWrite; i-- {
-		unset = append(unset, bson.E{Key: fTrace + "." + strconv.FormatInt(i, 10), Value: ""})
+		unset = append(unset, bson.E{Key: FieldTrace + "." + strconv.FormatInt(i, 10), Value: ""})
 	}
 	return set, unset, nil
 }
 
 // traceShrinkPerWrite is how many out-of-window trace keys one write removes on FerretDB.
 const traceShrinkPerWrite = 8
-
-// RunCommit executes plan. It returns nil when the commit won; when it did not, one read of
-// the execution tells why, and nothing was written: a *execstore.AlreadyProcessedError when
-// the plan's event is in the dedupe set (whatever the version), a *execstore.ConflictError
-// when the version moved, a *TraceMovedError when only the trace index guard failed (rebuild
-// with a fresh TraceNext). A write that failed is a classified write failure.
-func RunCommit(ctx context.Context, env Env, plan CommitPlan) error {
-	if err := ctx.Err(); err != nil {
-		return err // not sent: certainly not applied
-	}
-	if plan.Insert != nil {
-		_, err := env.Executions.InsertOne(ctx, plan.Insert)
-		if err == nil {
-			return nil
-		}
-		if !unique.IsDuplicateKey(err) {
-			return outcome.WriteFailure("commit", plan.ID, err)
-		}
-		st, rerr := readState(ctx, env, plan.ID, plan.EventID)
-		if rerr != nil {
-			return rerr
-		}
-		if st.processed {
-			return plan.alreadyProcessed(st.version)
-		}
-		return &execstore.ConflictError{ExecutionID: plan.ID, Expected: 0, Found: st.version}
-	}
-	res, err := env.Executions.UpdateOne(ctx, plan.Filter, plan.Update)
-	if err != nil {
-		return outcome.WriteFailure("commit", plan.ID, err)
-	}
-	if res.MatchedCount == 1 {
-		return nil
-	}
-	st, err := readState(ctx, env, plan.ID, plan.EventID)
-	if err != nil {
-		return err
-	}
-	found, traceNext := st.version, st.traceNext
-	if st.processed {
-		return plan.alreadyProcessed(found)
-	}
-	if found == plan.Expected {
-		if plan.Traced { // the trace guards are what missed
-			if traceNext == plan.TraceNext-1 {
-				// The index did not move: the trace has the other profile's shape.
-				if err := repairTraceShape(ctx, env, plan.ID, traceNext); err != nil {
-					return fmt.Errorf("execstore: commit of %q not applied: %w", plan.ID, err)
-				}
-			}
-			return &TraceMovedError{TraceNext: traceNext}
-		}
-		return fmt.Errorf("execstore: commit of %q matched nothing at version %d, which the execution still has; nothing was written", plan.ID, found)
-	}
-	return &execstore.ConflictError{ExecutionID: plan.ID, Expected: plan.Expected, Found: found}
-}
-
-// TraceMovedError reports a commit that lost only its trace guards: a concurrent AppendTrace
-// took the index, or the trace had the other profile's shape and has just been converted.
-// Nothing was written; retry with TraceNext.
-type TraceMovedError struct{ TraceNext int64 }
-
-func (e *TraceMovedError) Error() string { return "execstore: trace index moved" }
-
-// stateProjection is the projection of readState's find on MongoDB: version, trace_next and,
-// for an event, hit: whether the dedupe set holds it (a projection expression, MongoDB 4.4+).
-func stateProjection(env Env, eventID string) bson.D {
-	projection := bson.D{{Key: fVersion, Value: 1}, {Key: fTraceNext, Value: 1}}
-	if eventID != "" {
-		projection = append(projection, bson.E{Key: "hit", Value: hitExpr(env, literal(eventID))})
-	}
-	return projection
-}
-
-// alreadyProcessed is the error of plan's commit refused by its dedupe guard, its event found
-// in the set of the stored version.
-func (p *CommitPlan) alreadyProcessed(version int64) error {
-	return &execstore.AlreadyProcessedError{ExecutionID: p.ID, EventID: p.EventID, Version: version}
-}
-
-// storedState is what readState read of an execution whose commit guard missed.
-type storedState struct {
-	version   int64 // NoVersion when there is no document
-	traceNext int64
-	processed bool // the event asked about is in the dedupe set
-}
-
-// readState reads the stored version and trace_next of id, and whether eventID ("" for none)
-// is in its dedupe set, as the primary has them now (Env.Primary), in one round trip: on
-// MongoDB a find with the membership computed on the server ($in over the dedupe set, which
-// never leaves it); on FerretDB, which has no aggregation $in, a find that also returns the
-// dedupe set. Its errors are reported as the outcome of the conflict check: the commit
-// itself is known not to have been applied.
-func readState(ctx context.Context, env Env, id, eventID string) (storedState, error) {
-	if eventID != "" && env.Profile == execstore.FerretDB {
-		d, err := findWithDedupeSet(ctx, env.primary(), env, id, stateProjection(env, ""))
-		switch {
-		case err != nil:
-			return storedState{}, outcome.ReadFailure("conflict check", id, err)
-		case d == nil:
-			return storedState{version: execstore.NoVersion}, nil
-		}
-		return storedState{version: d.Exec.Version, traceNext: d.Exec.TraceNext, processed: d.Set.holds(eventID)}, nil
-	}
-	var d execDoc
-	err := env.primary().FindOne(ctx, bson.D{{Key: fID, Value: id}},
-		options.FindOne().SetProjection(stateProjection(env, eventID))).Decode(&d)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return storedState{version: execstore.NoVersion}, nil
-	}
-	if err != nil {
-		return storedState{}, outcome.ReadFailure("conflict check", id, err)
-	}
-	return storedState{version: d.Version, traceNext: d.TraceNext, processed: d.Hit}, nil
-}
-
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
-}

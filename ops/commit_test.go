@@ -34,7 +34,7 @@ func fullCommit() *execstore.Commit {
 // The MongoDB update of a full commit: one CAS-guarded updateOne with $set, $unset, $inc,
 // $push with $slice for the trace ring, and $addToSet for the dedupe mark.
 func TestBuildCommitMongoDB(t *testing.T) {
-	env := Env{Profile: execstore.MongoDB, TraceMax: 200}
+	env := Layout{Profile: execstore.MongoDB, TraceMax: 200}
 	exe := &execstore.Execution{ID: "x", DefinitionID: "d", Status: execstore.Running, Version: 4, Data: []byte("snap"), TraceNext: 7}
 	p, err := BuildCommit(env, exe, fullCommit(), Seqs{Outbox: []int64{10, 11}, Spawns: []int64{3}})
 	require.NoError(t, err)
@@ -47,7 +47,7 @@ func TestBuildCommitMongoDB(t *testing.T) {
 	assert.Equal(t, "evt", p.EventID)
 	assert.True(t, p.Traced)
 	p1 := "p"
-	step := traceDoc{Index: 7, Step: mustMarshal(t, map[string]any{"s": 1})}
+	step := TraceDoc{Index: 7, Step: mustMarshal(t, map[string]any{"s": 1})}
 	assert.Equal(t, bson.D{
 		{Key: "$set", Value: bson.D{
 			{Key: "version", Value: int64(5)},
@@ -55,9 +55,9 @@ func TestBuildCommitMongoDB(t *testing.T) {
 			{Key: "status", Value: "RUNNING"},
 			{Key: "definition_id", Value: "d"},
 			{Key: "parent_id", Value: (*string)(nil)},
-			{Key: "outbox.10", Value: outboxDoc{Seq: 10, Version: 5, TargetID: &p1, Event: []byte("e1")}},
-			{Key: "outbox.11", Value: outboxDoc{Seq: 11, Version: 5, Event: []byte("e2")}},
-			{Key: "spawns.3", Value: spawnDoc{Seq: 3, Version: 5, ChildID: "c", RootPath: "F.A", Context: mustMarshal(t, map[string]any{"x": 1})}},
+			{Key: "outbox.10", Value: OutboxDoc{Seq: 10, Version: 5, TargetID: &p1, Event: []byte("e1")}},
+			{Key: "outbox.11", Value: OutboxDoc{Seq: 11, Version: 5, Event: []byte("e2")}},
+			{Key: "spawns.3", Value: SpawnDoc{Seq: 3, Version: 5, ChildID: "c", RootPath: "F.A", Context: mustMarshal(t, map[string]any{"x": 1})}},
 			{Key: "timers.F%2EA", Value: 100.0},
 			{Key: "trace_next", Value: int64(8)},
 		}},
@@ -75,12 +75,12 @@ func TestBuildCommitMongoDB(t *testing.T) {
 // On FerretDB ($slice is ignored there) the trace ring is keyed by index and trimmed with
 // $unset in the same update.
 func TestBuildCommitFerretDBTraceRing(t *testing.T) {
-	env := Env{Profile: execstore.FerretDB, TraceMax: 3}
+	env := Layout{Profile: execstore.FerretDB, TraceMax: 3}
 	exe := &execstore.Execution{ID: "x", Status: execstore.Running, Version: 9, TraceNext: 12}
 	p, err := BuildCommit(env, exe, &execstore.Commit{Trace: map[string]any{}}, Seqs{})
 	require.NoError(t, err)
 	set := p.Update[0].Value.(bson.D)
-	assert.Equal(t, bson.E{Key: "trace.12", Value: traceDoc{Index: 12, Step: mustMarshal(t, map[string]any{})}}, set[len(set)-1])
+	assert.Equal(t, bson.E{Key: "trace.12", Value: TraceDoc{Index: 12, Step: mustMarshal(t, map[string]any{})}}, set[len(set)-1])
 	unset := p.Update[1]
 	require.Len(t, p.Update, 2)
 	assert.Equal(t, "$unset", unset.Key)
@@ -96,7 +96,7 @@ func TestBuildCommitFerretDBTraceRing(t *testing.T) {
 
 // A snapshot-only commit has no $push, $inc, $unset or $addToSet and no trace guard.
 func TestBuildCommitSnapshotOnly(t *testing.T) {
-	env := Env{Profile: execstore.MongoDB, TraceMax: 200}
+	env := Layout{Profile: execstore.MongoDB, TraceMax: 200}
 	exe := &execstore.Execution{ID: "x", Status: execstore.Done, ParentID: "par", Version: 1, Data: []byte("s")}
 	p, err := BuildCommit(env, exe, &execstore.Commit{}, Seqs{})
 	require.NoError(t, err)
@@ -111,7 +111,7 @@ func TestBuildCommitSnapshotOnly(t *testing.T) {
 // Version 0 builds the whole document for an insert, with every embedded field present.
 func TestBuildCommitCreate(t *testing.T) {
 	for _, profile := range []execstore.Profile{execstore.MongoDB, execstore.FerretDB} {
-		env := Env{Profile: profile, TraceMax: 200}
+		env := Layout{Profile: profile, TraceMax: 200}
 		exe := &execstore.Execution{ID: "x", DefinitionID: "d", Status: execstore.Pending, Data: []byte("s")}
 		p, err := BuildCommit(env, exe, fullCommit(), Seqs{Outbox: []int64{1, 2}, Spawns: []int64{5}})
 		require.NoError(t, err)
@@ -151,55 +151,26 @@ func TestFoldTimersLastOpWins(t *testing.T) {
 	assert.Equal(t, []string{"a"}, cancels)
 }
 
-// The MongoDB formulation of LoadForEvent: $match by _id, then $project of the snapshot with a
-// server-side $in over $ifNull of the dedupe set.
-func TestLoadForEventPipeline(t *testing.T) {
-	p := loadForEventPipeline(Env{}, "x", "ev")
-	require.Len(t, p, 2)
-	assert.Equal(t, bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: "x"}}}}, p[0])
-	project := p[1][0].Value.(bson.D)
-	assert.Equal(t, "$project", p[1][0].Key)
-	assert.Equal(t, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
-		bson.D{{Key: "$literal", Value: "ev"}}, bson.D{{Key: "$ifNull", Value: bson.A{"$processed", bson.A{}}}},
-	}}}}, project[len(project)-1])
-	for _, e := range project {
-		assert.NotEqual(t, "processed", e.Key, "the dedupe set must never be projected")
-		assert.NotEqual(t, "outbox", e.Key)
-	}
-}
-
 func TestAckCommands(t *testing.T) {
-	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "outbox.42", Value: bson.D{{Key: "$exists", Value: true}}}},
-		outboxField.AckFilter("x", 42))
+	filter, update := AckOutboxCommand("x", 42)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "outbox.42", Value: bson.D{{Key: "$exists", Value: true}}}}, filter)
 	assert.Equal(t, bson.D{
 		{Key: "$unset", Value: bson.D{{Key: "outbox.42", Value: ""}}},
 		{Key: "$inc", Value: bson.D{{Key: "outbox_n", Value: int64(-1)}}},
-	}, outboxField.AckUpdate(42))
-	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers.F%2EA", Value: 1.5}}, deleteTimerFilter("x", "F.A", 1.5))
-}
-
-func TestRelayOrder(t *testing.T) {
-	// Source b's seqs do not grow with its versions (two processes took blocks out of order):
-	// b's entries stay in version order, everything else by seq.
-	in := []ordered{
-		{source: "a", version: 1, seq: 5, pos: 0},
-		{source: "b", version: 1, seq: 300, pos: 1},
-		{source: "b", version: 2, seq: 7, pos: 2},
-		{source: "a", version: 2, seq: 6, pos: 3},
-		{source: "c", version: 1, seq: 400, pos: 4},
-	}
-	out := relayOrder(in)
-	var pos []int
-	for _, o := range out {
-		pos = append(pos, o.pos)
-	}
-	assert.Equal(t, []int{0, 3, 1, 2, 4}, pos)
+	}, update)
+	filter, _ = AckSpawnCommand("y", 6)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "y"}, {Key: "spawns.6", Value: bson.D{{Key: "$exists", Value: true}}}}, filter)
+	filter, update = DeleteTimerCommand("x", "F.A", 1.5)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers.F%2EA", Value: 1.5}}, filter)
+	assert.Equal(t, bson.D{{Key: "$unset", Value: bson.D{{Key: "timers.F%2EA", Value: ""}}}}, update)
+	assert.Equal(t, bson.D{{Key: "outbox_n", Value: bson.D{{Key: "$gt", Value: 0}}}}, PendingOutboxFilter())
+	assert.Equal(t, bson.D{{Key: "spawns_n", Value: bson.D{{Key: "$gt", Value: 0}}}}, PendingSpawnsFilter())
 }
 
 // BenchmarkBuildCommit measures building the update of a full commit (an emit, a dedupe mark,
 // a timer, a spawn and a trace step) and of a snapshot-only one.
 func BenchmarkBuildCommit(b *testing.B) {
-	env := Env{Profile: execstore.MongoDB, TraceMax: 200}
+	env := Layout{Profile: execstore.MongoDB, TraceMax: 200}
 	exe := &execstore.Execution{ID: "exe-1", DefinitionID: "d", Status: execstore.Running, Version: 7,
 		Data: make([]byte, 512), TraceNext: 3}
 	full := execstore.Commit{
@@ -244,7 +215,7 @@ func TestCommitBytesBoundsEncodedSize(t *testing.T) {
 	}
 	id := func(n int) string { return strings.ToValidUTF8(strings.ReplaceAll(text(n), "\x00", "n"), "x") }
 	for i := range 400 {
-		env := Env{Profile: execstore.Profile(1 + i%2), TraceMax: 1 + rng.IntN(300), DedupeWindow: rng.IntN(3) * 5}
+		env := Layout{Profile: execstore.Profile(1 + i%2), TraceMax: 1 + rng.IntN(300), DedupeWindow: rng.IntN(3) * 5}
 		exe := &execstore.Execution{ID: id(1 + rng.IntN(1024)), DefinitionID: id(rng.IntN(1024)), ParentID: id(rng.IntN(64)),
 			Status: execstore.Running, Version: int64(rng.IntN(3)) * int64(rng.IntN(1<<40)), Data: []byte(text(rng.IntN(4096))),
 			TraceNext: int64(rng.IntN(1 << 40))}
@@ -297,21 +268,20 @@ func TestBuildCommitRefusesEncodedSizePastLimit(t *testing.T) {
 	require.NoError(t, contract.ValidateCommit(exe, c), "the raw lengths pass the first screen")
 	for _, version := range []int64{0, 3} {
 		exe.Version = version
-		_, err := BuildCommit(Env{Profile: execstore.MongoDB, TraceMax: 10}, exe, c, Seqs{})
+		_, err := BuildCommit(Layout{Profile: execstore.MongoDB, TraceMax: 10}, exe, c, Seqs{})
 		require.ErrorIs(t, err, execstore.ErrInvalid, "version %d", version)
 		assert.Contains(t, err.Error(), "past MongoDB's")
 	}
 	// Without the timers the same snapshot fits.
 	exe.Version = 0
-	_, err := BuildCommit(Env{Profile: execstore.MongoDB, TraceMax: 10}, exe, &execstore.Commit{}, Seqs{})
+	_, err := BuildCommit(Layout{Profile: execstore.MongoDB, TraceMax: 10}, exe, &execstore.Commit{}, Seqs{})
 	require.NoError(t, err)
 }
 
-// Every write that appends a trace step is guarded by its profile's trace shape; the
-// conversion of a trace of the other shape is guarded by the index and the other shape.
+// Every write that appends a trace step is guarded by its profile's trace shape.
 func TestTraceShapeCommands(t *testing.T) {
 	isArray := bson.D{{Key: "$type", Value: "array"}}
-	mongo, ferret := Env{Profile: execstore.MongoDB, TraceMax: 3}, Env{Profile: execstore.FerretDB, TraceMax: 3}
+	mongo, ferret := Layout{Profile: execstore.MongoDB, TraceMax: 3}, Layout{Profile: execstore.FerretDB, TraceMax: 3}
 	assert.Equal(t, bson.E{Key: "trace", Value: isArray}, traceShapeGuard(mongo))
 	assert.Equal(t, bson.E{Key: "trace", Value: bson.D{{Key: "$not", Value: isArray}}}, traceShapeGuard(ferret),
 		"not $type object, which MongoDB also matches against an array's elements")
@@ -321,40 +291,16 @@ func TestTraceShapeCommands(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, traceShapeGuard(ferret), p.Filter[len(p.Filter)-1])
 	assert.True(t, p.Traced)
-	filter, _ := appendTraceCommand(mongo, "x", traceDoc{Index: 5})
+	filter, _ := AppendTraceCommand(mongo, "x", TraceDoc{Index: 5})
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "trace_next", Value: int64(5)}, traceShapeGuard(mongo)}, filter)
-
-	steps := []traceDoc{{Index: 3, Step: []byte{5, 0, 0, 0, 0}}, {Index: 4, Step: []byte{5, 0, 0, 0, 0}}}
-	filter, update := traceShapeCommand(mongo, "x", 5, steps)
-	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "trace_next", Value: int64(5)},
-		{Key: "trace", Value: bson.D{{Key: "$not", Value: isArray}}}}, filter)
-	assert.Equal(t, bson.D{{Key: "$set", Value: bson.D{{Key: "trace", Value: bson.A{steps[0], steps[1]}}}}}, update)
-	filter, update = traceShapeCommand(ferret, "x", 5, steps)
-	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "trace_next", Value: int64(5)}, {Key: "trace", Value: isArray}}, filter)
-	assert.Equal(t, bson.D{{Key: "$set", Value: bson.D{{Key: "trace", Value: bson.D{
-		{Key: "3", Value: steps[0]}, {Key: "4", Value: steps[1]}}}}}}, update)
 }
 
-// A stored trace of either shape reads the same; the nulls a $set by index leaves in an
-// array are skipped, and only the last max steps are kept.
-func TestTraceStepsOfEitherShape(t *testing.T) {
-	step := func(i int64) traceDoc { return traceDoc{Index: i, Step: mustMarshal(t, map[string]any{"i": i})} }
-	raw := func(v any) bson.RawValue {
-		b, err := bson.Marshal(bson.D{{Key: "trace", Value: v}})
-		require.NoError(t, err)
-		return bson.Raw(b).Lookup("trace")
-	}
-	want := []traceDoc{step(2), step(3)}
-	for name, v := range map[string]any{
-		"array":        bson.A{step(1), step(2), step(3)},
-		"padded array": bson.A{step(1), nil, nil, step(2), nil, step(3)},
-		"keyed":        bson.D{{Key: "3", Value: step(3)}, {Key: "1", Value: step(1)}, {Key: "2", Value: step(2)}},
-	} {
-		got, err := traceSteps(raw(v), 2)
-		require.NoError(t, err, name)
-		assert.Equal(t, want, got, name)
-	}
-	got, err := traceSteps(bson.RawValue{}, 2)
+func TestSetToken(t *testing.T) {
+	env := Layout{Profile: execstore.MongoDB, TraceMax: 10}
+	p, err := BuildCommit(env, &execstore.Execution{ID: "x", Status: execstore.Running, Version: 2}, &execstore.Commit{}, Seqs{})
 	require.NoError(t, err)
-	assert.Empty(t, got, "no trace")
+	p.SetToken(77)
+	set := p.Update[0].Value.(bson.D)
+	assert.Equal(t, bson.E{Key: "commit_token", Value: int64(77)}, set[len(set)-1])
+	assert.EqualValues(t, 77, p.Token)
 }

@@ -1,64 +1,28 @@
 package ops
 
 import (
-	"context"
-	"errors"
-	"fmt"
-
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/execstore/execstore/internal/unique"
 )
 
-// Counter names in the counters collection.
+// Counter names in CountersCollection: the outbox seqs and the spawn seqs come from one
+// counter each, shared by every process on the database. A commit's Seqs are taken from them.
 const (
 	OutboxCounter = "outbox"
 	SpawnCounter  = "spawn"
 )
 
-// reserveCommand is the findAndModify that reserves n seqs of counter name: an $inc of the
-// existing counter document, never an upsert (see Reserve).
-func reserveCommand(name string, n int64) (filter, update bson.D) {
+// ReserveCommand is the findAndModify (returning the document after the update) that
+// reserves n seqs of counter name: the seqs (n_after-n, n_after], where n_after is the
+// returned document's field "n". It is an $inc of the existing counter document, never an
+// upsert: an engine that runs an upsert of {_id} as INSERT … ON CONFLICT DO UPDATE can tell
+// two racing creators that each created the counter, handing out one block twice. When it
+// matches no document, insert CounterDocument(name), ignore a duplicate-key refusal (another
+// process created it), and run it again.
+func ReserveCommand(name string, n int64) (filter, update bson.D) {
 	return bson.D{{Key: fID, Value: name}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: n}}}}
 }
 
-// createCounterDoc is the insert that creates counter name at zero.
-func createCounterDoc(name string) bson.D {
+// CounterDocument is the document that creates counter name at zero; see ReserveCommand.
+func CounterDocument(name string) bson.D {
 	return bson.D{{Key: fID, Value: name}, {Key: "n", Value: int64(0)}}
-}
-
-// Reserve atomically reserves the n seqs (last-n, last] of counter name and returns last.
-// Seqs are unique across every process sharing the database, on every server:
-//
-//   - The reservation is one findAndModify that increments the existing counter document and
-//     returns it after the increment: a single-document update of an existing document, which
-//     every engine applies atomically, so two reservations never see the same n.
-//   - The counter document is created by an insert (n: 0), only when the reservation found no
-//     document: the _id index lets exactly one racing insert win on every engine, and a
-//     duplicate-key refusal means another process created it. Then the reservation runs again.
-//
-// It is never an upsert of {_id: name}: an engine that runs that as INSERT … ON CONFLICT DO
-// UPDATE can tell two racing creators that each created the counter, handing out one block
-// twice. In the steady state a reservation is one command; the first one of a database three.
-func Reserve(ctx context.Context, env Env, name string, n int64) (int64, error) {
-	filter, update := reserveCommand(name, n)
-	after := options.FindOneAndUpdate().SetReturnDocument(options.After)
-	for range 2 {
-		var doc struct {
-			N int64 `bson:"n"`
-		}
-		err := env.Counters.FindOneAndUpdate(ctx, filter, update, after).Decode(&doc)
-		if err == nil {
-			return doc.N, nil
-		}
-		if !errors.Is(err, mongo.ErrNoDocuments) {
-			return 0, fmt.Errorf("execstore: reserving %d %s seqs: %w", n, name, err)
-		}
-		if _, err := env.Counters.InsertOne(ctx, createCounterDoc(name)); err != nil && !unique.IsDuplicateKey(err) {
-			return 0, fmt.Errorf("execstore: creating the %s counter: %w", name, err)
-		}
-	}
-	return 0, fmt.Errorf("execstore: reserving %d %s seqs: the counter document vanished after it was created", n, name)
 }

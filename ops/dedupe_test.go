@@ -11,10 +11,10 @@ import (
 )
 
 func TestDedupeUpdateUnbounded(t *testing.T) {
-	set, add := dedupeUpdate(Env{}, 7, "ev")
+	set, add := dedupeUpdate(Layout{}, 7, "ev")
 	assert.Nil(t, set)
 	assert.Equal(t, bson.D{{Key: "processed", Value: "ev"}}, add)
-	set, add = dedupeUpdate(Env{}, 7, "")
+	set, add = dedupeUpdate(Layout{}, 7, "")
 	assert.Nil(t, set)
 	assert.Nil(t, add)
 }
@@ -22,7 +22,7 @@ func TestDedupeUpdateUnbounded(t *testing.T) {
 // With a window of 3, versions 3..5 write processed_1, 6..8 processed_0, …; the first
 // version of a generation resets its array.
 func TestDedupeUpdateWindow(t *testing.T) {
-	env := Env{DedupeWindow: 3}
+	env := Layout{DedupeWindow: 3}
 	cases := []struct {
 		version  int64
 		set, add bson.D
@@ -44,44 +44,19 @@ func TestDedupeUpdateWindow(t *testing.T) {
 	assert.Nil(t, add)
 }
 
-func TestDedupeFilters(t *testing.T) {
-	env := Env{DedupeWindow: 5}
-	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "$or", Value: bson.A{
-		bson.D{{Key: "processed_0", Value: "e"}}, bson.D{{Key: "processed_1", Value: "e"}}}}}, processedFilter(env, "x", "e"))
-	assert.Equal(t, bson.D{{Key: "$concatArrays", Value: bson.A{
-		bson.D{{Key: "$ifNull", Value: bson.A{"$processed_0", bson.A{}}}},
-		bson.D{{Key: "$ifNull", Value: bson.A{"$processed_1", bson.A{}}}},
-	}}}, dedupeSetExpr(env))
-	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "processed", Value: "e"}}, processedFilter(Env{}, "x", "e"))
-}
-
 // A commit's dedupe guard: the event is in none of the set's arrays (an absent one matches).
 func TestDedupeGuard(t *testing.T) {
-	assert.Nil(t, dedupeGuard(Env{}, ""))
-	assert.Equal(t, bson.D{{Key: "processed", Value: bson.D{{Key: "$ne", Value: "e"}}}}, dedupeGuard(Env{}, "e"))
+	assert.Nil(t, dedupeGuard(Layout{}, ""))
+	assert.Equal(t, bson.D{{Key: "processed", Value: bson.D{{Key: "$ne", Value: "e"}}}}, dedupeGuard(Layout{}, "e"))
 	assert.Equal(t, bson.D{
 		{Key: "processed_0", Value: bson.D{{Key: "$ne", Value: "e"}}},
 		{Key: "processed_1", Value: bson.D{{Key: "$ne", Value: "e"}}},
-	}, dedupeGuard(Env{DedupeWindow: 5}, "e"))
+	}, dedupeGuard(Layout{DedupeWindow: 5}, "e"))
 
-	p, err := BuildCommit(Env{Profile: execstore.FerretDB, TraceMax: 3, DedupeWindow: 2},
+	p, err := BuildCommit(Layout{Profile: execstore.FerretDB, TraceMax: 3, DedupeWindow: 2},
 		&execstore.Execution{ID: "x", Status: execstore.Running, Version: 2}, &execstore.Commit{ProcessedEventID: "$e"}, Seqs{})
 	require.NoError(t, err)
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(2)},
 		{Key: "processed_0", Value: bson.D{{Key: "$ne", Value: "$e"}}},
 		{Key: "processed_1", Value: bson.D{{Key: "$ne", Value: "$e"}}}}, p.Filter)
-}
-
-// The read that tells why a commit's guard missed asks the server, on MongoDB, whether the
-// event is in the set; without an event it reads the version and trace index alone.
-func TestStateProjection(t *testing.T) {
-	base := bson.D{{Key: "version", Value: 1}, {Key: "trace_next", Value: 1}}
-	assert.Equal(t, base, stateProjection(Env{}, ""))
-	assert.Equal(t, append(base, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
-		bson.D{{Key: "$literal", Value: "$e"}},
-		bson.D{{Key: "$concatArrays", Value: bson.A{
-			bson.D{{Key: "$ifNull", Value: bson.A{"$processed_0", bson.A{}}}},
-			bson.D{{Key: "$ifNull", Value: bson.A{"$processed_1", bson.A{}}}},
-		}}},
-	}}}}), stateProjection(Env{Profile: execstore.MongoDB, DedupeWindow: 4}, "$e"))
 }

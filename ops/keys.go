@@ -5,11 +5,11 @@ import (
 	"unicode/utf8"
 )
 
-// encodeKey turns arbitrary text into a string that is safe as one MongoDB field name: no
+// EncodeKey turns arbitrary text into a string that is safe as one MongoDB field name: no
 // ".", no "$", no NUL, valid UTF-8. It escapes those bytes, "%" itself and every byte of an
-// invalid UTF-8 sequence as "%XX", so decodeKey(encodeKey(s)) == s for every s and distinct
-// inputs never share a key.
-func encodeKey(s string) string {
+// invalid UTF-8 sequence as "%XX", so DecodeKey(EncodeKey(s)) == s for every s and distinct
+// inputs never share a key. A timer at path is stored under FieldTimers as EncodeKey(path).
+func EncodeKey(s string) string {
 	if !needsEscape(s) {
 		return s
 	}
@@ -49,8 +49,8 @@ func needsEscape(s string) bool {
 	return strings.ContainsAny(s, "%.$\x00")
 }
 
-// decodeKey reverses encodeKey. It reports false for a string encodeKey cannot produce.
-func decodeKey(k string) (string, bool) {
+// DecodeKey reverses EncodeKey. It reports false for a string EncodeKey cannot produce.
+func DecodeKey(k string) (string, bool) {
 	if !strings.Contains(k, "%") {
 		return k, !strings.ContainsAny(k, ".$\x00") && utf8.ValidString(k)
 	}

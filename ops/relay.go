@@ -1,14 +1,9 @@
 package ops
 
 import (
-	"context"
-	"sort"
 	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/execstore/execstore/internal/outcome"
 )
 
 // A relayed field is an embedded sub-document of entries keyed by their decimal seq, with a
@@ -21,115 +16,41 @@ type relayField struct {
 }
 
 var (
-	outboxField = relayField{name: fOutbox, count: fOutboxN}
-	spawnsField = relayField{name: fSpawns, count: fSpawnsN}
+	outboxField = relayField{name: FieldOutbox, count: fOutboxN}
+	spawnsField = relayField{name: FieldSpawns, count: fSpawnsN}
 )
 
-// PendingFilter selects the documents that hold at least one entry of the field.
-func (f relayField) PendingFilter() bson.D {
+// PendingOutboxFilter selects the documents that hold at least one outbox entry (served by
+// the index outbox_pending). The entries are the OutboxDocs under FieldOutbox.
+func PendingOutboxFilter() bson.D { return outboxField.pendingFilter() }
+
+// PendingSpawnsFilter selects the documents that hold at least one spawn intent (served by
+// the index spawns_pending). The intents are the SpawnDocs under FieldSpawns.
+func PendingSpawnsFilter() bson.D { return spawnsField.pendingFilter() }
+
+// AckOutboxCommand is the updateOne that removes outbox entry seq of execution sourceID and
+// decrements the count, only if the entry is still there: acking twice, or acking an unknown
+// seq, matches nothing, so the command may be repeated.
+func AckOutboxCommand(sourceID string, seq int64) (filter, update bson.D) {
+	return outboxField.ackCommand(sourceID, seq)
+}
+
+// AckSpawnCommand is AckOutboxCommand for spawn intent seq of execution parentID.
+func AckSpawnCommand(parentID string, seq int64) (filter, update bson.D) {
+	return spawnsField.ackCommand(parentID, seq)
+}
+
+func (f relayField) pendingFilter() bson.D {
 	return bson.D{{Key: f.count, Value: bson.D{{Key: "$gt", Value: 0}}}}
 }
 
-// AckFilter and AckUpdate remove entry seq of execution id and decrement the count, only if
-// the entry is still there: acking twice, or acking an unknown seq, matches nothing.
-func (f relayField) AckFilter(id string, seq int64) bson.D {
-	return bson.D{{Key: fID, Value: id}, {Key: f.entryKey(seq), Value: bson.D{{Key: "$exists", Value: true}}}}
-}
-
-// AckUpdate is the update half of the ack; see AckFilter.
-func (f relayField) AckUpdate(seq int64) bson.D {
-	return bson.D{
+func (f relayField) ackCommand(id string, seq int64) (filter, update bson.D) {
+	filter = bson.D{{Key: fID, Value: id}, {Key: f.entryKey(seq), Value: bson.D{{Key: "$exists", Value: true}}}}
+	update = bson.D{
 		{Key: "$unset", Value: bson.D{{Key: f.entryKey(seq), Value: ""}}},
 		{Key: "$inc", Value: bson.D{{Key: f.count, Value: int64(-1)}}},
 	}
+	return filter, update
 }
 
 func (f relayField) entryKey(seq int64) string { return f.name + "." + strconv.FormatInt(seq, 10) }
-
-// pendingEntries reads every entry of field f from the documents that hold some, grouped by
-// document id. One find projecting only the field.
-func pendingEntries[T any](ctx context.Context, env Env, f relayField, op string) (map[string][]T, error) {
-	cur, err := env.Executions.Find(ctx, f.PendingFilter(), options.Find().SetProjection(bson.D{{Key: f.name, Value: 1}}))
-	if err != nil {
-		return nil, outcome.ReadFailure(op, "", err)
-	}
-	defer cur.Close(ctx)
-	out := make(map[string][]T)
-	for cur.Next(ctx) {
-		raw := cur.Current
-		id, _ := raw.Lookup(fID).StringValueOK()
-		sub, ok := raw.Lookup(f.name).DocumentOK()
-		if !ok {
-			continue
-		}
-		var entries map[string]T
-		if err := bson.Unmarshal(sub, &entries); err != nil {
-			return nil, outcome.ReadFailure(op, id, err)
-		}
-		for _, e := range entries {
-			out[id] = append(out[id], e)
-		}
-	}
-	if err := cur.Err(); err != nil {
-		return nil, outcome.ReadFailure(op, "", err)
-	}
-	return out, nil
-}
-
-// ordered is an entry with what relay ordering needs.
-type ordered struct {
-	source  string
-	version int64
-	seq     int64
-	pos     int // index in the caller's slice
-}
-
-// relayOrder sorts entries oldest seq first while keeping every source's entries in commit
-// order (version, then seq). Seqs come from per-process blocks, so across processes one
-// source's seqs need not grow with its versions; each entry is ordered by the running maximum
-// seq of its source up to it, which equals its own seq whenever seqs and versions agree.
-func relayOrder(entries []ordered) []ordered {
-	sort.Slice(entries, func(i, j int) bool {
-		a, b := entries[i], entries[j]
-		if a.source != b.source {
-			return a.source < b.source
-		}
-		if a.version != b.version {
-			return a.version < b.version
-		}
-		return a.seq < b.seq
-	})
-	key := make([]int64, len(entries))
-	for i := range entries {
-		key[i] = entries[i].seq
-		if i > 0 && entries[i-1].source == entries[i].source && key[i-1] > key[i] {
-			key[i] = key[i-1]
-		}
-	}
-	idx := make([]int, len(entries))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(i, j int) bool {
-		a, b := idx[i], idx[j]
-		if key[a] != key[b] {
-			return key[a] < key[b]
-		}
-		if entries[a].source != entries[b].source {
-			return entries[a].source < entries[b].source
-		}
-		return a < b
-	})
-	out := make([]ordered, len(entries))
-	for i, k := range idx {
-		out[i] = entries[k]
-	}
-	return out
-}
-
-func limitTo[T any](s []T, limit int) []T {
-	if limit > 0 && len(s) > limit {
-		return s[:limit]
-	}
-	return s
-}

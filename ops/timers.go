@@ -1,155 +1,23 @@
 package ops
 
 import (
-	"cmp"
-	"context"
-	"slices"
-
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/internal/contract"
-	"github.com/execstore/execstore/internal/outcome"
 )
 
-// DueFilter selects the documents whose timer hint is due. timer_min is kept with $min when
-// a timer is scheduled and is never raised by a cancel or a delete, so it may be early, never
-// late: every document with a due timer matches, and the index on timer_min makes the sweep
-// examine only documents whose hint is due (or whose next timer is within repairHorizon).
+// DueFilter selects the documents whose timer hint is due at now.
+// timer_min is kept with $min when a timer is scheduled and is never raised by a cancel or a
+// delete, so it may be early, never late: every document with a due timer matches, and the
+// index timers_due makes the scan examine only documents whose hint is due. A matching
+// document may hold no due timer: check each fire time under FieldTimers.
 func DueFilter(now float64) bson.D {
-	return bson.D{{Key: fTimerMin, Value: bson.D{{Key: "$lte", Value: now}}}}
+	return bson.D{{Key: FieldTimerMin, Value: bson.D{{Key: "$lte", Value: now}}}}
 }
 
-// RepairHintCommand moves a stale hint from old to the earliest fire time among the timers the
-// sweep read at version (or removes it when there were none), only if the document is still at
-// that version: timers are added only by commits, and every commit moves the version, so a
-// timer scheduled after the read can never be left without its hint.
-func RepairHintCommand(id string, version int64, old float64, remaining map[string]float64) (filter, update bson.D) {
-	filter = bson.D{{Key: fID, Value: id}, {Key: fVersion, Value: version}, {Key: fTimerMin, Value: old}}
-	first := true
-	var min float64
-	for _, at := range remaining {
-		if first || at < min {
-			min, first = at, false
-		}
-	}
-	if first {
-		return filter, bson.D{{Key: "$unset", Value: bson.D{{Key: fTimerMin, Value: ""}}}}
-	}
-	return filter, bson.D{{Key: "$set", Value: bson.D{{Key: fTimerMin, Value: min}}}}
-}
-
-// DueTimers returns up to limit timers (0: all) with fire_at <= now, earliest first (ties by
-// execution id, then path). One find over the documents whose hint is due, in hint order, that
-// stops once no further document can hold an earlier timer than the limit already found. On
-// MongoDB a document whose hint turned out stale (no timer due, and none within repairHorizon)
-// gets its hint repaired by a guarded update, all of them in one bulk write, so that the index
-// stops leading the sweep to it. On FerretDB hints are never repaired: its SQLite backend reads
-// every document for this find whatever the hints say, so a repair would buy nothing and cost
-// a write that scans the collection. Every fire time is checked here.
-func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstore.DueTimer, error) {
-	cur, err := env.Executions.Find(ctx, DueFilter(now), options.Find().
-		SetProjection(bson.D{{Key: fTimers, Value: 1}, {Key: fTimerMin, Value: 1}, {Key: fVersion, Value: 1}}).
-		SetSort(bson.D{{Key: fTimerMin, Value: 1}}))
-	if err != nil {
-		return nil, outcome.ReadFailure("due timers", "", err)
-	}
-	defer cur.Close(ctx)
-	type stale struct {
-		id      string
-		version int64
-		hint    float64
-		timers  map[string]float64
-	}
-	var out []execstore.DueTimer
-	var repairs []stale
-	for cur.Next(ctx) {
-		var doc struct {
-			ID       string             `bson:"_id"`
-			Timers   map[string]float64 `bson:"timers"`
-			TimerMin float64            `bson:"timer_min"`
-			Version  int64              `bson:"version"`
-		}
-		if err := cur.Decode(&doc); err != nil {
-			return nil, outcome.ReadFailure("due timers", "", err)
-		}
-		if limit > 0 && len(out) >= limit {
-			contract.SortDueTimers(out)
-			out = out[:limit]
-			if doc.TimerMin > out[limit-1].FireAt {
-				break // every later document's timers fire after the limit found
-			}
-		}
-		due := 0
-		for key, at := range doc.Timers {
-			if at > now {
-				continue
-			}
-			path, ok := decodeKey(key)
-			if !ok {
-				continue // not written by this store
-			}
-			out = append(out, execstore.DueTimer{ExecutionID: doc.ID, Path: path, FireAt: at})
-			due++
-		}
-		if due == 0 && worthRepair(doc.Timers, now) {
-			repairs = append(repairs, stale{id: doc.ID, version: doc.Version, hint: doc.TimerMin, timers: doc.Timers})
-		}
-	}
-	if err := cur.Err(); err != nil {
-		return nil, outcome.ReadFailure("due timers", "", err)
-	}
-	if len(repairs) > 0 && env.Profile != execstore.FerretDB {
-		// In the global statement order (see statementOrder): by _id; a document is read
-		// once, so it is repaired once.
-		slices.SortFunc(repairs, func(a, b stale) int { return cmp.Compare(a.id, b.id) })
-		models := make([]mongo.WriteModel, len(repairs))
-		for i, r := range repairs {
-			filter, update := RepairHintCommand(r.id, r.version, r.hint, r.timers)
-			models[i] = mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update)
-		}
-		// A repair that fails leaves a hint early: a later sweep reads that document once
-		// more, nothing else.
-		_, _ = env.Executions.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-	}
-	contract.SortDueTimers(out)
-	return limitTo(out, limit), nil
-}
-
-// repairHorizon is how far beyond the sweep's now a stale hint's next timer must lie before
-// the sweep repairs it. A document whose next timer is nearer is simply read again by the
-// next sweeps until it is due (part of the same find), which costs less than a write.
-const repairHorizon = 60.0
-
-// worthRepair reports whether a document whose hint was due but which holds no due timer
-// should have its hint repaired: when no timer is left, or the next one is far off.
-func worthRepair(timers map[string]float64, now float64) bool {
-	for _, at := range timers {
-		if at <= now+repairHorizon {
-			return false
-		}
-	}
-	return true
-}
-
-// deleteTimerFilter and deleteTimerUpdate remove the timer at path only while it still
-// holds fireAt, so a re-schedule that raced the sweep survives.
-func deleteTimerFilter(id, path string, fireAt float64) bson.D {
-	return bson.D{{Key: fID, Value: id}, {Key: fTimers + "." + encodeKey(path), Value: fireAt}}
-}
-
-// deleteTimerUpdate is the update half of DeleteTimer.
-func deleteTimerUpdate(path string) bson.D {
-	return bson.D{{Key: "$unset", Value: bson.D{{Key: fTimers + "." + encodeKey(path), Value: ""}}}}
-}
-
-// DeleteTimer runs the guarded delete and reports whether a timer was removed. One update.
-func DeleteTimer(ctx context.Context, env Env, id, path string, fireAt float64) (bool, error) {
-	res, err := env.Executions.UpdateOne(ctx, deleteTimerFilter(id, path, fireAt), deleteTimerUpdate(path))
-	if err != nil {
-		return false, outcome.WriteFailure("delete timer", id, err)
-	}
-	return res.MatchedCount == 1, nil
+// DeleteTimerCommand is the updateOne that removes the timer at path of execution id only
+// while it still fires at fireAt, so a re-schedule that raced the sweep survives. It may be
+// repeated: once the timer is gone it matches nothing.
+func DeleteTimerCommand(id, path string, fireAt float64) (filter, update bson.D) {
+	key := FieldTimers + "." + EncodeKey(path)
+	return bson.D{{Key: fID, Value: id}, {Key: key, Value: fireAt}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: key, Value: ""}}}}
 }

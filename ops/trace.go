@@ -1,61 +1,37 @@
 package ops
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"sort"
-	"strconv"
-
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/internal/contract"
-	"github.com/execstore/execstore/internal/outcome"
 )
 
-// AppendTrace records step outside a commit: it reads the execution's trace_next and then
-// appends under a guard on that value (retrying when a concurrent commit or append took it).
-// Two round trips; the execution's version is left alone.
-func AppendTrace(ctx context.Context, env Env, id string, step map[string]any) error {
-	b, err := contract.EncodeMap(step)
-	if err != nil {
-		return contract.Invalid("step", "cannot be encoded as BSON: %v", err)
+// The trace's shape depends on the profile that wrote it: an array of steps on MongoDB, a
+// sub-document keyed by index on FerretDB (see traceRing). A database written under one
+// profile and used under the other (moved between servers, or opened with a forced Profile)
+// has the other shape, on which this profile's update would fail (MongoDB's $push on a
+// sub-document) or go wrong (a $set of "trace.<index>" on an array pads it with nulls). So
+// every write that appends a step is guarded by its profile's shape, and a write that missed
+// only that guard converts the trace and is run again.
+
+// traceShapeGuard is the filter element that matches a trace of l's shape. On FerretDB's
+// profile it is "not an array" rather than "a sub-document": MongoDB matches $type "object"
+// against the elements of an array too, and a missing trace is fine there ($set creates it).
+func traceShapeGuard(l Layout) bson.E {
+	if l.Profile == execstore.FerretDB {
+		return bson.E{Key: FieldTrace, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$type", Value: "array"}}}}}
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		st, err := readState(ctx, env, id, "")
-		if err != nil {
-			return err
-		}
-		next := st.traceNext
-		if st.version == execstore.NoVersion {
-			return fmt.Errorf("%w: %q", execstore.ErrNotFound, id)
-		}
-		filter, update := appendTraceCommand(env, id, traceDoc{Index: next, Step: b})
-		res, err := env.Executions.UpdateOne(ctx, filter, update)
-		if err != nil {
-			return outcome.WriteFailure("append trace", id, err)
-		}
-		if res.MatchedCount == 1 {
-			return nil
-		}
-		// Missed: the index moved (try again), or the trace has the other profile's shape.
-		if err := repairTraceShape(ctx, env, id, next); err != nil {
-			return fmt.Errorf("execstore: append trace of %q not applied: %w", id, err)
-		}
-	}
+	return bson.E{Key: FieldTrace, Value: bson.D{{Key: "$type", Value: "array"}}}
 }
 
-// appendTraceCommand is the guarded update of AppendTrace.
-func appendTraceCommand(env Env, id string, step traceDoc) (filter, update bson.D) {
-	filter = bson.D{{Key: fID, Value: id}, {Key: fTraceNext, Value: step.Index}, traceShapeGuard(env)}
-	set, unset, push := traceRing(env, step)
-	set = append(set, bson.E{Key: fTraceNext, Value: step.Index + 1})
+// AppendTraceCommand is the updateOne that records step outside a commit: it appends step at
+// its index under a guard on the stored trace_next (step.Index) and on the trace's shape, and
+// moves trace_next on; the version is left alone. When it matches nothing, the index moved
+// (read trace_next again and rebuild) or the trace has the other profile's shape.
+func AppendTraceCommand(l Layout, id string, step TraceDoc) (filter, update bson.D) {
+	filter = bson.D{{Key: fID, Value: id}, {Key: FieldTraceNext, Value: step.Index}, traceShapeGuard(l)}
+	set, unset, push := traceRing(l, step)
+	set = append(set, bson.E{Key: FieldTraceNext, Value: step.Index + 1})
 	update = bson.D{{Key: "$set", Value: set}}
 	if len(unset) > 0 {
 		update = append(update, bson.E{Key: "$unset", Value: unset})
@@ -64,142 +40,4 @@ func appendTraceCommand(env Env, id string, step traceDoc) (filter, update bson.
 		update = append(update, bson.E{Key: "$push", Value: push})
 	}
 	return filter, update
-}
-
-// ReadTrace returns the kept trace steps of id, oldest first (none for an unknown id), at most
-// env.TraceMax of them. One find projecting only the trace.
-func ReadTrace(ctx context.Context, env Env, id string) ([]execstore.TraceStep, error) {
-	var raw bson.Raw
-	err := env.Executions.FindOne(ctx, loadFilter(id),
-		options.FindOne().SetProjection(bson.D{{Key: fTrace, Value: 1}})).Decode(&raw)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, outcome.ReadFailure("read trace", id, err)
-	}
-	docs, err := traceSteps(raw.Lookup(fTrace), env.TraceMax)
-	if err != nil {
-		return nil, outcome.ReadFailure("read trace", id, err)
-	}
-	out := make([]execstore.TraceStep, len(docs))
-	for i, d := range docs {
-		m, err := contract.DecodeMap(d.Step)
-		if err != nil {
-			return nil, outcome.ReadFailure("read trace", id, err)
-		}
-		out[i] = execstore.TraceStep{Index: d.Index, Fields: m}
-	}
-	return out, nil
-}
-
-// The trace's shape depends on the profile that wrote it: an array of steps on MongoDB, a
-// sub-document keyed by index on FerretDB (see traceRing). A database written under one
-// profile and used under the other (moved between servers, or opened with a forced Profile)
-// has the other shape, on which this profile's update would fail (MongoDB's $push on a
-// sub-document) or go wrong (a $set of "trace.<index>" on an array pads it with nulls). So
-// every write that appends a step is guarded by its profile's shape, and a write that missed
-// only that guard converts the trace (repairTraceShape) and is run again.
-
-// traceShapeGuard is the filter element that matches a trace of env's shape. On FerretDB's
-// profile it is "not an array" rather than "a sub-document": MongoDB matches $type "object"
-// against the elements of an array too, and a missing trace is fine there ($set creates it).
-func traceShapeGuard(env Env) bson.E {
-	if env.Profile == execstore.FerretDB {
-		return bson.E{Key: fTrace, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$type", Value: "array"}}}}}
-	}
-	return bson.E{Key: fTrace, Value: bson.D{{Key: "$type", Value: "array"}}}
-}
-
-// repairTraceShape converts the trace of id to env's shape, keeping its last env.TraceMax
-// steps, if the document still has trace_next == traceNext and the other shape. The write is
-// guarded by both, so it is harmless when an append moved on meanwhile; the version is left
-// alone. It does nothing (one read) when the shape is already right.
-func repairTraceShape(ctx context.Context, env Env, id string, traceNext int64) error {
-	var raw bson.Raw
-	err := env.primary().FindOne(ctx, loadFilter(id),
-		options.FindOne().SetProjection(bson.D{{Key: fTrace, Value: 1}, {Key: fTraceNext, Value: 1}})).Decode(&raw)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil
-	}
-	if err != nil {
-		return outcome.ReadFailure("read trace", id, err)
-	}
-	if n, ok := raw.Lookup(fTraceNext).AsInt64OK(); !ok || n != traceNext {
-		return nil // moved on: the caller tries again with the new index
-	}
-	v := raw.Lookup(fTrace)
-	isArray := v.Type == bson.TypeArray
-	if isArray == (env.Profile != execstore.FerretDB) && (isArray || v.Type == bson.TypeEmbeddedDocument) {
-		return nil // already this profile's shape
-	}
-	steps, err := traceSteps(v, env.TraceMax)
-	if err != nil {
-		return fmt.Errorf("converting the trace to the %s shape: %w", env.Profile, err)
-	}
-	filter, update := traceShapeCommand(env, id, traceNext, steps)
-	if _, err := env.Executions.UpdateOne(ctx, filter, update); err != nil {
-		return fmt.Errorf("converting the trace to the %s shape: %w", env.Profile, outcome.WriteFailure("convert trace", id, err))
-	}
-	return nil
-}
-
-// traceShapeCommand is the update that replaces the trace of id with steps in env's shape,
-// only while trace_next is still traceNext and the trace still has another shape.
-func traceShapeCommand(env Env, id string, traceNext int64, steps []traceDoc) (filter, update bson.D) {
-	isArray := bson.D{{Key: "$type", Value: "array"}}
-	otherShape := bson.E{Key: fTrace, Value: isArray} // FerretDB's profile: an array is wrong
-	if env.Profile != execstore.FerretDB {
-		otherShape.Value = bson.D{{Key: "$not", Value: isArray}}
-	}
-	filter = bson.D{{Key: fID, Value: id}, {Key: fTraceNext, Value: traceNext}, otherShape}
-	var trace any
-	if env.Profile == execstore.FerretDB {
-		keyed := bson.D{}
-		for _, s := range steps {
-			keyed = append(keyed, bson.E{Key: strconv.FormatInt(s.Index, 10), Value: s})
-		}
-		trace = keyed
-	} else {
-		arr := bson.A{}
-		for _, s := range steps {
-			arr = append(arr, s)
-		}
-		trace = arr
-	}
-	return filter, bson.D{{Key: "$set", Value: bson.D{{Key: fTrace, Value: trace}}}}
-}
-
-// traceSteps reads the steps of a stored trace of either shape, oldest first, the last max
-// of them. Anything that is not a step (the nulls a $set by index leaves in an array) is
-// skipped; a missing trace has no steps.
-func traceSteps(v bson.RawValue, max int) ([]traceDoc, error) {
-	var elems []bson.RawElement
-	var err error
-	switch v.Type {
-	case bson.TypeArray, bson.TypeEmbeddedDocument:
-		elems, err = bson.Raw(v.Value).Elements()
-	default:
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	docs := make([]traceDoc, 0, len(elems))
-	for _, e := range elems {
-		ev := e.Value()
-		if ev.Type != bson.TypeEmbeddedDocument {
-			continue
-		}
-		var d traceDoc
-		if err := ev.Unmarshal(&d); err != nil {
-			return nil, err
-		}
-		docs = append(docs, d)
-	}
-	sort.Slice(docs, func(i, j int) bool { return docs[i].Index < docs[j].Index })
-	if len(docs) > max {
-		docs = docs[len(docs)-max:]
-	}
-	return docs, nil
 }

@@ -1,4 +1,4 @@
-package ops
+package opsrun
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/outcome"
+	"github.com/execstore/execstore/ops"
 )
 
 // listFilter builds the server-side filter of q resuming after afterID: every filter runs on
@@ -20,26 +21,26 @@ func listFilter(q execstore.ListQuery, afterID string) bson.D {
 		f = append(f, bson.E{Key: fID, Value: bson.D{{Key: "$gt", Value: afterID}}})
 	}
 	if q.DefinitionID != "" {
-		f = append(f, bson.E{Key: fDefinition, Value: q.DefinitionID})
+		f = append(f, bson.E{Key: ops.FieldDefinitionID, Value: q.DefinitionID})
 	}
 	if len(q.Statuses) > 0 {
 		in := make(bson.A, len(q.Statuses))
 		for i, s := range q.Statuses {
 			in[i] = string(s)
 		}
-		f = append(f, bson.E{Key: fStatus, Value: bson.D{{Key: "$in", Value: in}}})
+		f = append(f, bson.E{Key: ops.FieldStatus, Value: bson.D{{Key: "$in", Value: in}}})
 	}
 	if q.RootsOnly {
-		f = append(f, bson.E{Key: fParent, Value: nil})
+		f = append(f, bson.E{Key: ops.FieldParentID, Value: nil})
 	}
 	return f
 }
 
 var summaryProjection = bson.D{
-	{Key: fDefinition, Value: 1},
-	{Key: fStatus, Value: 1},
-	{Key: fParent, Value: 1},
-	{Key: fVersion, Value: 1},
+	{Key: ops.FieldDefinitionID, Value: 1},
+	{Key: ops.FieldStatus, Value: 1},
+	{Key: ops.FieldParentID, Value: 1},
+	{Key: ops.FieldVersion, Value: 1},
 }
 
 // List returns one page of summaries. One find sorted by _id with limit+1, so the last page is

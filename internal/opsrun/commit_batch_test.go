@@ -1,4 +1,4 @@
-package ops
+package opsrun
 
 import (
 	"context"
@@ -8,22 +8,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/ops"
 )
-
-func TestSetToken(t *testing.T) {
-	env := Env{Profile: execstore.MongoDB, TraceMax: 10}
-	p, err := BuildCommit(env, &execstore.Execution{ID: "x", Status: execstore.Running, Version: 2}, &execstore.Commit{}, Seqs{})
-	require.NoError(t, err)
-	p.SetToken(77)
-	set := p.Update[0].Value.(bson.D)
-	assert.Equal(t, bson.E{Key: "commit_token", Value: int64(77)}, set[len(set)-1])
-	assert.EqualValues(t, 77, p.Token)
-}
 
 type settleCase struct {
 	name     string
@@ -65,11 +54,11 @@ func runSettle(t *testing.T, matched int64, answered bool, cases []settleCase) {
 
 func runSettleAnswer(t *testing.T, ans bulkAnswer, cases []settleCase) {
 	t.Helper()
-	var plans []*CommitPlan
+	var plans []*ops.CommitPlan
 	found := map[string]readBackDoc{}
 	for i, c := range cases {
 		id := string(rune('a' + i))
-		plans = append(plans, &CommitPlan{ID: id, Expected: c.expected, Token: c.token})
+		plans = append(plans, &ops.CommitPlan{ID: id, Expected: c.expected, Token: c.token})
 		if c.found != nil {
 			d := *c.found
 			d.ID = id
@@ -77,7 +66,7 @@ func runSettleAnswer(t *testing.T, ans bulkAnswer, cases []settleCase) {
 		}
 	}
 	reran := map[string]bool{}
-	errs := settleBatch(plans, ans, found, func(p *CommitPlan) error {
+	errs := settleBatch(plans, ans, found, func(p *ops.CommitPlan) error {
 		reran[p.ID] = true
 		return nil
 	})
@@ -130,30 +119,6 @@ func TestSettleBatchUnanswered(t *testing.T) {
 		{"no document", 4, 15, nil, "unknown"},
 		{"moved", 4, 16, &readBackDoc{Version: 8}, "unknown"},
 	})
-}
-
-// Many LoadForEvent calls in one aggregation (MongoDB): match by _id $in, and pick each
-// document's own event id by its position in ids before the server-side $in.
-func TestLoadForEventsPipeline(t *testing.T) {
-	p := loadForEventsPipeline(Env{}, []string{"a", "b"}, []string{"ea", "eb"})
-	require.Len(t, p, 2)
-	assert.Equal(t, bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{"a", "b"}}}}}}}, p[0])
-	project := p[1][0].Value.(bson.D)
-	assert.Equal(t, bson.E{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
-		bson.D{{Key: "$arrayElemAt", Value: bson.A{
-			bson.D{{Key: "$literal", Value: bson.A{"ea", "eb"}}},
-			bson.D{{Key: "$indexOfArray", Value: bson.A{bson.D{{Key: "$literal", Value: bson.A{"a", "b"}}}, "$_id"}}},
-		}}},
-		bson.D{{Key: "$ifNull", Value: bson.A{"$processed", bson.A{}}}},
-	}}}}, project[len(project)-1])
-}
-
-func TestIdempotentWrites(t *testing.T) {
-	w := OutboxAckWrite("x", 5)
-	assert.Equal(t, outboxField.AckFilter("x", 5), w.Filter)
-	assert.Equal(t, outboxField.AckUpdate(5), w.Update)
-	w = SpawnAckWrite("y", 6)
-	assert.Equal(t, bson.D{{Key: "_id", Value: "y"}, {Key: "spawns.6", Value: bson.D{{Key: "$exists", Value: true}}}}, w.Filter)
 }
 
 // From the driver's own error types to the outcome each plan of a group commit gets: the
@@ -225,7 +190,7 @@ func TestGroupCommitOutcomeByDriverError(t *testing.T) {
 // A win settled without an answer is reported only when the majority snapshot shows it: its
 // own token at its version, or a later version written on top of it.
 func TestDurableWin(t *testing.T) {
-	p := &CommitPlan{Expected: 4, Token: 11}
+	p := &ops.CommitPlan{Expected: 4, Token: 11}
 	assert.True(t, durableWin(p, readBackDoc{Version: 5, Token: 11}), "own token")
 	assert.True(t, durableWin(p, readBackDoc{Version: 6, Token: 3}), "a later version")
 	assert.False(t, durableWin(p, readBackDoc{Version: 4, Token: 1}), "not yet majority-committed")

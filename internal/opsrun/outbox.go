@@ -1,15 +1,16 @@
-package ops
+package opsrun
 
 import (
 	"context"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/ops"
 )
 
 // PendingOutbox returns up to limit undelivered outbox entries (0: all) in relay order: oldest
 // seq first, each source's entries in commit order.
 func PendingOutbox(ctx context.Context, env Env, limit int) ([]execstore.OutboxEntry, error) {
-	bySource, err := pendingEntries[outboxDoc](ctx, env, outboxField, "pending outbox")
+	bySource, err := pendingEntries[ops.OutboxDoc](ctx, env, ops.PendingOutboxFilter(), ops.FieldOutbox, "pending outbox")
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package ops
+package opsrun
 
 import (
 	"context"
@@ -6,11 +6,12 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/outcome"
+	"github.com/execstore/execstore/ops"
 )
 
 // PendingSpawns returns up to limit pending spawn intents (0: all) in relay order.
 func PendingSpawns(ctx context.Context, env Env, limit int) ([]execstore.SpawnEntry, error) {
-	byParent, err := pendingEntries[spawnDoc](ctx, env, spawnsField, "pending spawns")
+	byParent, err := pendingEntries[ops.SpawnDoc](ctx, env, ops.PendingSpawnsFilter(), ops.FieldSpawns, "pending spawns")
 	if err != nil {
 		return nil, err
 	}

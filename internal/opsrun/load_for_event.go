@@ -1,13 +1,10 @@
-package ops
+package opsrun
 
 import (
 	"context"
-	"errors"
-	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/outcome"
@@ -60,46 +57,4 @@ func loadForEventAggregate(ctx context.Context, env Env, id, eventID string) (*e
 		return nil, false, nil
 	}
 	return docs[0].execution(), docs[0].Hit, nil
-}
-
-// dedupeDoc is an executions document read together with its dedupe set.
-type dedupeDoc struct {
-	Exec execDoc   `bson:",inline"`
-	Set  dedupeSet `bson:",inline"`
-}
-
-// dedupeSet is the dedupe set as stored: one of the fields or the other two (see dedupe.go).
-type dedupeSet struct {
-	Processed  []string `bson:"processed"`
-	Processed0 []string `bson:"processed_0"`
-	Processed1 []string `bson:"processed_1"`
-}
-
-// holds reports whether eventID is in the dedupe set, as processedFilter would match it.
-func (d *dedupeSet) holds(eventID string) bool {
-	return slices.Contains(d.Processed, eventID) || slices.Contains(d.Processed0, eventID) ||
-		slices.Contains(d.Processed1, eventID)
-}
-
-// loadWithDedupeSet finds the document by _id with the fields of projection and the dedupe
-// set; nil, nil when there is none.
-func loadWithDedupeSet(ctx context.Context, env Env, id string, projection bson.D) (*dedupeDoc, error) {
-	return findWithDedupeSet(ctx, env.Executions, env, id, projection)
-}
-
-// findWithDedupeSet is loadWithDedupeSet on coll.
-func findWithDedupeSet(ctx context.Context, coll *mongo.Collection, env Env, id string, projection bson.D) (*dedupeDoc, error) {
-	p := slices.Clone(projection)
-	for _, f := range dedupeFields(env) {
-		p = append(p, bson.E{Key: f, Value: 1})
-	}
-	var d dedupeDoc
-	err := coll.FindOne(ctx, loadFilter(id), options.FindOne().SetProjection(p)).Decode(&d)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &d, nil
 }

@@ -1,4 +1,4 @@
-package ops
+package opsrun
 
 import (
 	"testing"
@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/execstore/execstore/ops"
 )
 
 // filtersOf returns the filters of update models, in the order the bulk write sends them.
@@ -24,11 +26,11 @@ func filtersOf(t *testing.T, models []mongo.WriteModel) []bson.D {
 // A group commit's statements go out by execution id, whatever order the callers came in:
 // two batches over the same executions take their row locks in one order.
 func TestCommitBatchStatementsInIDOrder(t *testing.T) {
-	var plans []*CommitPlan
+	var plans []*ops.CommitPlan
 	for i, id := range []string{"c", "a", "d", "b"} {
-		plans = append(plans, &CommitPlan{ID: id, Token: int64(10 - i),
-			Filter: bson.D{{Key: fID, Value: id}, {Key: fVersion, Value: int64(1)}},
-			Update: bson.D{{Key: "$set", Value: bson.D{{Key: fVersion, Value: int64(2)}}}}})
+		plans = append(plans, &ops.CommitPlan{ID: id, Token: int64(10 - i),
+			Filter: bson.D{{Key: fID, Value: id}, {Key: ops.FieldVersion, Value: int64(1)}},
+			Update: bson.D{{Key: "$set", Value: bson.D{{Key: ops.FieldVersion, Value: int64(2)}}}}})
 	}
 	var ids []string
 	for _, f := range filtersOf(t, commitModels(plans)) {
@@ -49,11 +51,11 @@ func TestIdempotentWritesInIDOrder(t *testing.T) {
 		OutboxAckWrite("a", 9),
 	}
 	want := []bson.D{
-		outboxField.AckFilter("a", 9),
-		spawnsField.AckFilter("a", 1),
-		deleteTimerFilter("a", "T", 3),
-		outboxField.AckFilter("b", 2),
-		outboxField.AckFilter("b", 7),
+		OutboxAckWrite("a", 9).Filter,
+		SpawnAckWrite("a", 1).Filter,
+		DeleteTimerWrite("a", "T", 3).Filter,
+		OutboxAckWrite("b", 2).Filter,
+		OutboxAckWrite("b", 7).Filter,
 	}
 	assert.Equal(t, want, filtersOf(t, idempotentModels(writes)))
 	reversed := make([]IdempotentWrite, len(writes))

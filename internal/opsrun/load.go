@@ -1,4 +1,4 @@
-package ops
+package opsrun
 
 import (
 	"context"
@@ -10,17 +10,18 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/outcome"
+	"github.com/execstore/execstore/ops"
 )
 
 // loadProjection is what a load reads: the snapshot and the top-level fields, never the
 // embedded outbox, spawns, timers, dedupe set or trace.
 var loadProjection = bson.D{
-	{Key: fDefinition, Value: 1},
-	{Key: fStatus, Value: 1},
-	{Key: fParent, Value: 1},
-	{Key: fVersion, Value: 1},
-	{Key: fData, Value: 1},
-	{Key: fTraceNext, Value: 1},
+	{Key: ops.FieldDefinitionID, Value: 1},
+	{Key: ops.FieldStatus, Value: 1},
+	{Key: ops.FieldParentID, Value: 1},
+	{Key: ops.FieldVersion, Value: 1},
+	{Key: ops.FieldData, Value: 1},
+	{Key: ops.FieldTraceNext, Value: 1},
 }
 
 // loadFilter is the filter of Load: the document by _id.
@@ -37,20 +38,4 @@ func Load(ctx context.Context, env Env, id string) (*execstore.Execution, error)
 		return nil, outcome.ReadFailure("load", id, err)
 	}
 	return d.execution(), nil
-}
-
-func (d *execDoc) execution() *execstore.Execution {
-	data := d.Data
-	if data == nil {
-		data = []byte{}
-	}
-	return &execstore.Execution{
-		ID:           d.ID,
-		DefinitionID: d.DefinitionID,
-		Status:       execstore.Status(d.Status),
-		ParentID:     deref(d.ParentID),
-		Version:      d.Version,
-		Data:         data,
-		TraceNext:    d.TraceNext,
-	}
 }

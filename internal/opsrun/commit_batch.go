@@ -1,4 +1,4 @@
-package ops
+package opsrun
 
 import (
 	"cmp"
@@ -12,27 +12,14 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/outcome"
+	"github.com/execstore/execstore/ops"
 )
 
-// fCommitToken marks the commit that wrote the current version; see RunCommitBatch.
-const fCommitToken = "commit_token"
-
-// SetToken makes the commit stamp the document with token, so that a group commit can tell
-// afterwards whether this commit is the one that wrote the version it created.
-func (p *CommitPlan) SetToken(token int64) {
-	if p.Update == nil || token == 0 {
-		return
-	}
-	set := p.Update[0].Value.(bson.D)
-	p.Update[0].Value = append(set, bson.E{Key: fCommitToken, Value: token})
-	p.Token = token
-}
-
-// RunCommitBatch runs the updates of plans (none of them a create; each with a distinct
-// token) as one unordered bulk write, and returns each plan's outcome as RunCommit would:
+// CommitBatch runs the updates of plans (none of them a create; each with a distinct
+// token) as one unordered bulk write, and returns each plan's outcome as Commit would:
 // nil when it won, *execstore.AlreadyProcessedError, *execstore.ConflictError,
 // *TraceMovedError, or a classified failure. A plan that lost and carries an event reports
-// AlreadyProcessedError when its event is in the set, as RunCommit does.
+// AlreadyProcessedError when its event is in the set, as Commit does.
 //
 // A bulk write reports how many CAS filters matched, not which. When not all of them did,
 // one find reads back version and commit_token of every document, and each plan is settled:
@@ -66,7 +53,7 @@ func (p *CommitPlan) SetToken(token int64) {
 // competitor's write, or this bulk's own, and a secondary could lag. It runs on settleCtx,
 // not ctx: it must settle the outcomes even when every caller has given up, and it stops
 // only when settleCtx ends.
-func RunCommitBatch(ctx, settleCtx context.Context, env Env, plans []*CommitPlan) []error {
+func CommitBatch(ctx, settleCtx context.Context, env Env, plans []*ops.CommitPlan) []error {
 	errs := make([]error, len(plans))
 	if err := ctx.Err(); err != nil {
 		for i := range errs {
@@ -93,13 +80,13 @@ func RunCommitBatch(ctx, settleCtx context.Context, env Env, plans []*CommitPlan
 		}
 		return errs
 	}
-	rerun := make(map[*CommitPlan]bool)
-	errs = settleBatch(plans, ans, found, func(p *CommitPlan) error {
-		rerun[p] = true // RunCommit explains its own guard misses
-		if err := p.recorded(ctx, env); err != nil {
+	rerun := make(map[*ops.CommitPlan]bool)
+	errs = settleBatch(plans, ans, found, func(p *ops.CommitPlan) error {
+		rerun[p] = true // Commit explains its own guard misses
+		if err := recorded(ctx, env, p); err != nil {
 			return err
 		}
-		return RunCommit(ctx, env, *p)
+		return Commit(ctx, env, *p)
 	})
 	if !ans.answered {
 		confirmDurable(settleCtx, env, plans, errs, err)
@@ -111,7 +98,7 @@ func RunCommitBatch(ctx, settleCtx context.Context, env Env, plans []*CommitPlan
 // commitModels is the bulk write of plans, its statements in the global order (see
 // statementOrder): by execution id, then by token. Settling does not depend on the order: the
 // read-back is by id, and each plan's outcome is kept by its own index.
-func commitModels(plans []*CommitPlan) []mongo.WriteModel {
+func commitModels(plans []*ops.CommitPlan) []mongo.WriteModel {
 	order := statementOrder(len(plans), func(i int) string { return plans[i].ID }, func(i, j int) int {
 		return cmp.Compare(plans[i].Token, plans[j].Token)
 	})
@@ -125,12 +112,12 @@ func commitModels(plans []*CommitPlan) []mongo.WriteModel {
 // recorded reads whether p's event is already in the dedupe set, and returns the
 // *execstore.AlreadyProcessedError to report if it is; nil if it is not, if p has no event, or
 // if the read fails (the caller then keeps what it knows).
-func (p *CommitPlan) recorded(ctx context.Context, env Env) error {
+func recorded(ctx context.Context, env Env, p *ops.CommitPlan) error {
 	if p.EventID == "" {
 		return nil
 	}
 	if st, err := readState(ctx, env, p.ID, p.EventID); err == nil && st.processed {
-		return p.alreadyProcessed(st.version)
+		return alreadyProcessed(p, st.version)
 	}
 	return nil
 }
@@ -139,11 +126,11 @@ func (p *CommitPlan) recorded(ctx context.Context, env Env) error {
 const explainConflictsAtOnce = 16
 
 // explainConflicts turns into *execstore.AlreadyProcessedError the conflict of each plan that
-// lost to another commit and whose event is in the dedupe set (RunCommit's rule: reloading
+// lost to another commit and whose event is in the dedupe set (Commit's rule: reloading
 // would not make the event worth handling). The read-back reads versions only, so each such
 // plan costs one more read, made concurrently with the others'; plans run again alone were
-// explained by RunCommit already. If a read fails, the conflict, which is proven, stays.
-func explainConflicts(ctx context.Context, env Env, plans []*CommitPlan, errs []error, explained map[*CommitPlan]bool) {
+// explained by Commit already. If a read fails, the conflict, which is proven, stays.
+func explainConflicts(ctx context.Context, env Env, plans []*ops.CommitPlan, errs []error, explained map[*ops.CommitPlan]bool) {
 	var g errgroup.Group
 	g.SetLimit(explainConflictsAtOnce)
 	for i, p := range plans {
@@ -152,7 +139,7 @@ func explainConflicts(ctx context.Context, env Env, plans []*CommitPlan, errs []
 			continue
 		}
 		g.Go(func() error {
-			if err := p.recorded(ctx, env); err != nil {
+			if err := recorded(ctx, env, p); err != nil {
 				errs[i] = err
 			}
 			return nil
@@ -168,8 +155,8 @@ func explainConflicts(ctx context.Context, env Env, plans []*CommitPlan, errs []
 // settled without an answer must not promise less. (A win is durable when the majority
 // snapshot shows its own token at its version, or a later version, which can only have been
 // written on top of it.)
-func confirmDurable(ctx context.Context, env Env, plans []*CommitPlan, errs []error, cause error) {
-	var won []*CommitPlan
+func confirmDurable(ctx context.Context, env Env, plans []*ops.CommitPlan, errs []error, cause error) {
+	var won []*ops.CommitPlan
 	for i, p := range plans {
 		if errs[i] == nil {
 			won = append(won, p)
@@ -190,7 +177,7 @@ func confirmDurable(ctx context.Context, env Env, plans []*CommitPlan, errs []er
 }
 
 // durableWin reports whether a majority read-back d proves plan p's write committed.
-func durableWin(p *CommitPlan, d readBackDoc) bool {
+func durableWin(p *ops.CommitPlan, d readBackDoc) bool {
 	return d.Version > p.Expected+1 || (d.Version == p.Expected+1 && d.Token == p.Token)
 }
 
@@ -242,17 +229,17 @@ func answerBulk(res *mongo.BulkWriteResult, err error) bulkAnswer {
 
 // settleBatch decides each plan's outcome from what the bulk write answered and from the
 // read-back found. rerun runs a plan alone; it is used only for plans that certainly did not
-// land. See RunCommitBatch for the rules.
-func settleBatch(plans []*CommitPlan, ans bulkAnswer, found map[string]readBackDoc,
-	rerun func(*CommitPlan) error) []error {
+// land. See CommitBatch for the rules.
+func settleBatch(plans []*ops.CommitPlan, ans bulkAnswer, found map[string]readBackDoc,
+	rerun func(*ops.CommitPlan) error) []error {
 	errs := make([]error, len(plans))
-	unknown := func(p *CommitPlan, cause error) error {
+	unknown := func(p *ops.CommitPlan, cause error) error {
 		if cause == nil {
 			cause = errAmbiguousBatch
 		}
 		return &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: p.ID, Err: cause}
 	}
-	won := func(p *CommitPlan) error {
+	won := func(p *ops.CommitPlan) error {
 		if ans.notDurable {
 			return unknown(p, ans.err) // applied on the primary, not (yet) durable
 		}
@@ -311,17 +298,17 @@ type readBackDoc struct {
 	Token   int64  `bson:"commit_token"`
 }
 
-func readBack(ctx context.Context, env Env, plans []*CommitPlan) (map[string]readBackDoc, error) {
+func readBack(ctx context.Context, env Env, plans []*ops.CommitPlan) (map[string]readBackDoc, error) {
 	return readBackFrom(ctx, env.primary(), plans)
 }
 
-func readBackFrom(ctx context.Context, coll *mongo.Collection, plans []*CommitPlan) (map[string]readBackDoc, error) {
+func readBackFrom(ctx context.Context, coll *mongo.Collection, plans []*ops.CommitPlan) (map[string]readBackDoc, error) {
 	ids := make(bson.A, 0, len(plans))
 	for _, p := range plans {
 		ids = append(ids, p.ID)
 	}
 	cur, err := coll.Find(ctx, bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: ids}}}},
-		options.Find().SetProjection(bson.D{{Key: fVersion, Value: 1}, {Key: fCommitToken, Value: 1}}))
+		options.Find().SetProjection(bson.D{{Key: ops.FieldVersion, Value: 1}, {Key: ops.FieldCommitToken, Value: 1}}))
 	if err != nil {
 		return nil, err
 	}

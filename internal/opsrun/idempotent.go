@@ -1,0 +1,106 @@
+package opsrun
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/execstore/execstore/internal/outcome"
+	"github.com/execstore/execstore/ops"
+)
+
+// IdempotentWrite is one guarded update whose repetition is harmless (an ack): applying it
+// twice leaves the document as applying it once.
+type IdempotentWrite struct {
+	Op     string // "ack outbox", "ack spawn"
+	ID     string
+	Filter bson.D
+	Update bson.D
+}
+
+// OutboxAckWrite is ops.AckOutboxCommand as an IdempotentWrite.
+func OutboxAckWrite(sourceID string, seq int64) IdempotentWrite {
+	filter, update := ops.AckOutboxCommand(sourceID, seq)
+	return IdempotentWrite{Op: "ack outbox", ID: sourceID, Filter: filter, Update: update}
+}
+
+// SpawnAckWrite is ops.AckSpawnCommand as an IdempotentWrite.
+func SpawnAckWrite(parentID string, seq int64) IdempotentWrite {
+	filter, update := ops.AckSpawnCommand(parentID, seq)
+	return IdempotentWrite{Op: "ack spawn", ID: parentID, Filter: filter, Update: update}
+}
+
+// DeleteTimerWrite is ops.DeleteTimerCommand as an IdempotentWrite.
+func DeleteTimerWrite(id, path string, fireAt float64) IdempotentWrite {
+	filter, update := ops.DeleteTimerCommand(id, path, fireAt)
+	return IdempotentWrite{Op: "delete timer", ID: id, Filter: filter, Update: update}
+}
+
+// IdempotentWrites runs writes as one unordered bulk write and returns each one's outcome.
+// Since each write is idempotent, a write that matched nothing is done too (its entry was
+// already gone). When the server refused part of the bulk (its per-operation error indexes
+// are not reliable on every server), every write is run again alone, which is harmless, and
+// reports its own result. Any other error is classified as for a single write (see
+// outcome.Classify): a refusal of the whole command is reported to every write, and a bulk write
+// whose answer never came back, or proves nothing, leaves every write's outcome unknown.
+func IdempotentWrites(ctx context.Context, env Env, writes []IdempotentWrite) []error {
+	errs := make([]error, len(writes))
+	if err := ctx.Err(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	_, err := env.Executions.BulkWrite(ctx, idempotentModels(writes), options.BulkWrite().SetOrdered(false))
+	if err == nil {
+		return errs
+	}
+	if outcome.Classify(err) == outcome.WriteErrors {
+		for i, w := range writes {
+			if _, err := env.Executions.UpdateOne(ctx, w.Filter, w.Update); err != nil {
+				errs[i] = outcome.WriteFailure(w.Op, w.ID, err)
+			}
+		}
+		return errs
+	}
+	for i, w := range writes {
+		errs[i] = outcome.WriteFailure(w.Op, w.ID, err)
+	}
+	return errs
+}
+
+// idempotentModels is the bulk write of writes, its statements in the global order (see
+// statementOrder): by _id, then by operation and filter.
+func idempotentModels(writes []IdempotentWrite) []mongo.WriteModel {
+	order := statementOrder(len(writes), func(i int) string { return writes[i].ID }, func(i, j int) int {
+		return compareStatements(writes[i].Op, writes[i].Filter, writes[j].Op, writes[j].Filter)
+	})
+	models := make([]mongo.WriteModel, len(writes))
+	for k, i := range order {
+		models[k] = mongo.NewUpdateOneModel().SetFilter(writes[i].Filter).SetUpdate(writes[i].Update)
+	}
+	return models
+}
+
+// IdempotentWritesChunked runs writes in bulk writes of at most max each, one after the
+// other, and returns each write's outcome. The chunks follow the global statement order too.
+func IdempotentWritesChunked(ctx context.Context, env Env, writes []IdempotentWrite, max int) []error {
+	order := statementOrder(len(writes), func(i int) string { return writes[i].ID }, func(i, j int) int {
+		return compareStatements(writes[i].Op, writes[i].Filter, writes[j].Op, writes[j].Filter)
+	})
+	errs := make([]error, len(writes))
+	for len(order) > 0 {
+		n := min(max, len(order))
+		chunk := make([]IdempotentWrite, n)
+		for k, i := range order[:n] {
+			chunk[k] = writes[i]
+		}
+		for k, err := range IdempotentWrites(ctx, env, chunk) {
+			errs[order[k]] = err
+		}
+		order = order[n:]
+	}
+	return errs
+}

@@ -1,0 +1,138 @@
+package opsrun
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/outcome"
+	"github.com/execstore/execstore/ops"
+)
+
+// RepairHintCommand moves a stale hint from old to the earliest fire time among the timers the
+// sweep read at version (or removes it when there were none), only if the document is still at
+// that version: timers are added only by commits, and every commit moves the version, so a
+// timer scheduled after the read can never be left without its hint.
+func RepairHintCommand(id string, version int64, old float64, remaining map[string]float64) (filter, update bson.D) {
+	filter = bson.D{{Key: fID, Value: id}, {Key: ops.FieldVersion, Value: version}, {Key: ops.FieldTimerMin, Value: old}}
+	first := true
+	var min float64
+	for _, at := range remaining {
+		if first || at < min {
+			min, first = at, false
+		}
+	}
+	if first {
+		return filter, bson.D{{Key: "$unset", Value: bson.D{{Key: ops.FieldTimerMin, Value: ""}}}}
+	}
+	return filter, bson.D{{Key: "$set", Value: bson.D{{Key: ops.FieldTimerMin, Value: min}}}}
+}
+
+// DueTimers returns up to limit timers (0: all) with fire_at <= now, earliest first (ties by
+// execution id, then path). One find over the documents whose hint is due, in hint order, that
+// stops once no further document can hold an earlier timer than the limit already found. On
+// MongoDB a document whose hint turned out stale (no timer due, and none within repairHorizon)
+// gets its hint repaired by a guarded update, all of them in one bulk write, so that the index
+// stops leading the sweep to it. On FerretDB hints are never repaired: its SQLite backend reads
+// every document for this find whatever the hints say, so a repair would buy nothing and cost
+// a write that scans the collection. Every fire time is checked here.
+func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstore.DueTimer, error) {
+	cur, err := env.Executions.Find(ctx, ops.DueFilter(now), options.Find().
+		SetProjection(bson.D{{Key: ops.FieldTimers, Value: 1}, {Key: ops.FieldTimerMin, Value: 1}, {Key: ops.FieldVersion, Value: 1}}).
+		SetSort(bson.D{{Key: ops.FieldTimerMin, Value: 1}}))
+	if err != nil {
+		return nil, outcome.ReadFailure("due timers", "", err)
+	}
+	defer cur.Close(ctx)
+	type stale struct {
+		id      string
+		version int64
+		hint    float64
+		timers  map[string]float64
+	}
+	var out []execstore.DueTimer
+	var repairs []stale
+	for cur.Next(ctx) {
+		var doc struct {
+			ID       string             `bson:"_id"`
+			Timers   map[string]float64 `bson:"timers"`
+			TimerMin float64            `bson:"timer_min"`
+			Version  int64              `bson:"version"`
+		}
+		if err := cur.Decode(&doc); err != nil {
+			return nil, outcome.ReadFailure("due timers", "", err)
+		}
+		if limit > 0 && len(out) >= limit {
+			contract.SortDueTimers(out)
+			out = out[:limit]
+			if doc.TimerMin > out[limit-1].FireAt {
+				break // every later document's timers fire after the limit found
+			}
+		}
+		due := 0
+		for key, at := range doc.Timers {
+			if at > now {
+				continue
+			}
+			path, ok := ops.DecodeKey(key)
+			if !ok {
+				continue // not written by this store
+			}
+			out = append(out, execstore.DueTimer{ExecutionID: doc.ID, Path: path, FireAt: at})
+			due++
+		}
+		if due == 0 && worthRepair(doc.Timers, now) {
+			repairs = append(repairs, stale{id: doc.ID, version: doc.Version, hint: doc.TimerMin, timers: doc.Timers})
+		}
+	}
+	if err := cur.Err(); err != nil {
+		return nil, outcome.ReadFailure("due timers", "", err)
+	}
+	if len(repairs) > 0 && env.Profile != execstore.FerretDB {
+		// In the global statement order (see statementOrder): by _id; a document is read
+		// once, so it is repaired once.
+		slices.SortFunc(repairs, func(a, b stale) int { return cmp.Compare(a.id, b.id) })
+		models := make([]mongo.WriteModel, len(repairs))
+		for i, r := range repairs {
+			filter, update := RepairHintCommand(r.id, r.version, r.hint, r.timers)
+			models[i] = mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update)
+		}
+		// A repair that fails leaves a hint early: a later sweep reads that document once
+		// more, nothing else.
+		_, _ = env.Executions.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	}
+	contract.SortDueTimers(out)
+	return limitTo(out, limit), nil
+}
+
+// repairHorizon is how far beyond the sweep's now a stale hint's next timer must lie before
+// the sweep repairs it. A document whose next timer is nearer is simply read again by the
+// next sweeps until it is due (part of the same find), which costs less than a write.
+const repairHorizon = 60.0
+
+// worthRepair reports whether a document whose hint was due but which holds no due timer
+// should have its hint repaired: when no timer is left, or the next one is far off.
+func worthRepair(timers map[string]float64, now float64) bool {
+	for _, at := range timers {
+		if at <= now+repairHorizon {
+			return false
+		}
+	}
+	return true
+}
+
+// DeleteTimer runs ops.DeleteTimerCommand and reports whether a timer was removed. One update.
+func DeleteTimer(ctx context.Context, env Env, id, path string, fireAt float64) (bool, error) {
+	filter, update := ops.DeleteTimerCommand(id, path, fireAt)
+	res, err := env.Executions.UpdateOne(ctx, filter, update)
+	if err != nil {
+		return false, outcome.WriteFailure("delete timer", id, err)
+	}
+	return res.MatchedCount == 1, nil
+}
