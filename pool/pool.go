@@ -24,8 +24,8 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultWorkers    = workers.DefaultWorkers
-	DefaultQueueDepth = workers.DefaultQueueDepth
+	DefaultWorkers    = 32
+	DefaultQueueDepth = 1024
 )
 
 // Config sizes a Pool.

@@ -26,6 +26,8 @@ func TestPoolMethodSet(t *testing.T) {
 	}
 	sort.Strings(names)
 	assert.Equal(t, []string{"Close", "InFlight", "Len"}, names)
+	assert.Equal(t, workers.DefaultWorkers, pool.DefaultWorkers, "the defaults the pool applies")
+	assert.Equal(t, workers.DefaultQueueDepth, pool.DefaultQueueDepth)
 }
 
 // A store given a Pool runs its operations on it: the runner a store makes of it is a share of
