@@ -3,16 +3,12 @@ package execstore_test
 import (
 	"context"
 	"testing"
-	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/aiotest"
 	"github.com/execstore/execstore/storetest"
 )
 
@@ -31,44 +27,19 @@ func newHarness(t testing.TB, opts aio.Options) *harness {
 	if opts.Database == "" {
 		opts.Database = testDatabase(t)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := aio.Open(ctx, server.URI, opts)
-	require.NoError(t, err)
-	raw, err := mongo.Connect(options.Client().ApplyURI(server.URI))
-	require.NoError(t, err)
-	h := &harness{store: s, db: raw.Database(opts.Database), opts: opts}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		assert.NoError(t, s.Close(ctx))
-		_ = h.db.Drop(ctx)
-		_ = raw.Disconnect(ctx)
-	})
-	return h
+	s, db := aiotest.Open(t, server.URI, opts)
+	return &harness{store: s, db: db, opts: opts}
 }
 
 // reopen returns a second store on the same database with other options.
 func (h *harness) reopen(t testing.TB, opts aio.Options) *aio.Store {
 	t.Helper()
 	opts.Database = h.opts.Database
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := aio.Open(ctx, server.URI, opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, s.Close(context.Background())) })
-	return s
+	return aiotest.Reopen(t, server.URI, opts)
 }
 
 // rawInt reads an integer field of a stored document, whatever BSON number type holds it.
-func rawInt(t testing.TB, doc bson.Raw, path ...string) int64 {
-	t.Helper()
-	v, err := doc.LookupErr(path...)
-	require.NoError(t, err, "%v", path)
-	n, ok := v.AsInt64OK()
-	require.True(t, ok, "%v is %s", path, v.Type)
-	return n
-}
+var rawInt = aiotest.RawInt
 
 var bg = context.Background()
 

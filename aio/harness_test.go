@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	mongoevent "go.mongodb.org/mongo-driver/v2/event"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/aiotest"
 )
 
 // harness is one store on a database of its own, plus a raw view of that database.
@@ -97,33 +96,15 @@ func newHarness(t testing.TB, opts aio.Options) *harness {
 	}
 	log := &commandLog{}
 	opts.ClientOptions = options.Client().SetMonitor(log.monitor())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := aio.Open(ctx, server.URI, opts)
-	require.NoError(t, err)
-	raw, err := mongo.Connect(options.Client().ApplyURI(server.URI))
-	require.NoError(t, err)
-	h := &harness{store: s, db: raw.Database(opts.Database), opts: opts, cmds: log}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		assert.NoError(t, s.Close(ctx))
-		_ = h.db.Drop(ctx)
-		_ = raw.Disconnect(ctx)
-	})
-	return h
+	s, db := aiotest.Open(t, server.URI, opts)
+	return &harness{store: s, db: db, opts: opts, cmds: log}
 }
 
 // reopen returns a second store on the same database with other options.
 func (h *harness) reopen(t testing.TB, opts aio.Options) *aio.Store {
 	t.Helper()
 	opts.Database = h.opts.Database
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := aio.Open(ctx, server.URI, opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, s.Close(context.Background())) })
-	return s
+	return aiotest.Reopen(t, server.URI, opts)
 }
 
 // rawDoc reads the stored document of id in one read, bypassing the store.
@@ -138,14 +119,7 @@ func (h *harness) rawDoc(t testing.TB, id string) bson.Raw {
 }
 
 // rawInt reads an integer field of a stored document, whatever BSON number type holds it.
-func rawInt(t testing.TB, doc bson.Raw, path ...string) int64 {
-	t.Helper()
-	v, err := doc.LookupErr(path...)
-	require.NoError(t, err, "%v", path)
-	n, ok := v.AsInt64OK()
-	require.True(t, ok, "%v is %s", path, v.Type)
-	return n
-}
+var rawInt = aiotest.RawInt
 
 // rawLen returns the number of elements of an array or keys of a sub-document.
 func rawLen(t testing.TB, doc bson.Raw, path ...string) int {
