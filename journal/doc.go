@@ -41,7 +41,11 @@
 //     attempt was reconciled Unknown (ErrNoReplay, also checked against the authenticated
 //     receipts); the only way forward is Reconcile with the outside system's receipt. It
 //     decides from a majority read, everything authenticated, before it writes: a refused
-//     Dispatch records no attempt.
+//     Dispatch records no attempt. The write is one update guarded by the fence and by the
+//     attempt count, latest state, no-replay flag and operation ciphertext it read, so a
+//     write of another process that lands between the read and the update (on MongoDB or on
+//     an engine that locks rows) makes it match nothing: of two racing Dispatches one
+//     records the attempt, and the other is refused from a fresh read.
 //   - Durability: writes {w: "majority", j: true}, bounded by Options.WriteTimeout as a
 //     context deadline (driver v2 sends no wtimeout); reads readConcern majority from the
 //     primary; the client Open makes never retries writes. Open refuses retryable writes
