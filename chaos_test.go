@@ -23,6 +23,7 @@ import (
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/embedded"
 	"github.com/execstore/execstore/internal/testserver"
+	"github.com/execstore/execstore/server"
 )
 
 // chaosProxy relays TCP connections to upstream and, while active, injects faults chosen by a
@@ -119,7 +120,7 @@ func chaosSeeds(t *testing.T) []uint64 {
 // handled it, and every execution's last timer fires. The embedded server runs in this process
 // here, so that the test can restart it.
 func TestChaos(t *testing.T) {
-	server.RequireEmbedded(t, "the chaos test stops and restarts an embedded server of its own mid-run; "+
+	srv.RequireEmbedded(t, "the chaos test stops and restarts an embedded server of its own mid-run; "+
 		"the server MONGODB_URI names cannot be restarted by a test")
 	for _, seed := range chaosSeeds(t) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runChaos(t, seed) })
@@ -146,11 +147,11 @@ func runChaos(t *testing.T, seed uint64) {
 	// with connections of its own: a reset stalls one of them while the others write on.
 	life := func() (handlers []*aio.Store, relay *aio.Store) {
 		for range 3 {
-			s, err := aio.Open(ctx, slowURI, aio.Options{Database: "chaos"})
+			s, err := aio.Open(ctx, slowURI, aio.Options{Connection: server.Connection{Database: "chaos"}})
 			require.NoError(t, err)
 			handlers = append(handlers, s)
 		}
-		relay, err := aio.Open(ctx, uri, aio.Options{Database: "chaos"})
+		relay, err := aio.Open(ctx, uri, aio.Options{Connection: server.Connection{Database: "chaos"}})
 		require.NoError(t, err)
 		return handlers, relay
 	}

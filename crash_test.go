@@ -22,6 +22,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/internal/testserver"
+	"github.com/execstore/execstore/server"
 )
 
 // engine is a small engine runtime over a store: handlers take delivered events, LoadForEvent,
@@ -344,10 +345,10 @@ func testCrashAndRecover(t *testing.T, cacheSize int) {
 
 	// First life: the relay and the sweep on one store, the handlers on another behind the
 	// delay proxy; killed without draining.
-	first, err := aio.Open(bg, server.URI, aio.Options{Database: h.opts.Database, CacheSize: cacheSize})
+	first, err := aio.Open(bg, srv.URI, aio.Options{Connection: server.Connection{Database: h.opts.Database}, CacheSize: cacheSize})
 	require.NoError(t, err)
-	slowURI := delayedURI(t, server.URI, handlerDelay)
-	slow, err := aio.Open(bg, slowURI, aio.Options{Database: h.opts.Database, CacheSize: cacheSize})
+	slowURI := delayedURI(t, srv.URI, handlerDelay)
+	slow, err := aio.Open(bg, slowURI, aio.Options{Connection: server.Connection{Database: h.opts.Database}, CacheSize: cacheSize})
 	require.NoError(t, err)
 	g.store, g.handlers = first, []*aio.Store{slow}
 	done := make(chan error, 1)
@@ -361,7 +362,7 @@ func testCrashAndRecover(t *testing.T, cacheSize int) {
 	g.handlers = nil
 
 	// Second life: a new store on the same database recovers by relaying what is pending.
-	second, err := aio.Open(bg, server.URI, aio.Options{Database: h.opts.Database, CacheSize: cacheSize})
+	second, err := aio.Open(bg, srv.URI, aio.Options{Connection: server.Connection{Database: h.opts.Database}, CacheSize: cacheSize})
 	require.NoError(t, err)
 	defer second.Close(bg)
 	g.store = second

@@ -88,11 +88,8 @@ func (e *OutcomeUnknownError) Error() string {
 		e.Op, e.ExecutionID, e.Err)
 }
 
-// Is makes errors.Is(err, ErrOutcomeUnknown) true.
-func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }
-
-// Unwrap returns the cause.
-func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
+// Unwrap returns ErrOutcomeUnknown and the cause, so that errors.Is matches both.
+func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
 
 // InvalidError reports bad input, naming the offending field. It matches ErrInvalid.
 type InvalidError struct {

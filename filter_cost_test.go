@@ -20,7 +20,7 @@ import (
 //	go test -run '^$' -bench FilterShape .
 func BenchmarkFilterShape(b *testing.B) {
 	ctx := context.Background()
-	coll := testserver.Collection(b, server.URI, testDatabase(b), "shapes")
+	coll := testserver.Collection(b, srv.URI, testDatabase(b), "shapes")
 	const n = 1000
 	docs := make([]any, n)
 	for i := range docs {

@@ -7,8 +7,4 @@ const (
 	MaxDocumentBytes = 16 * 1024 * 1024
 	// MaxIDBytes bounds execution ids, event ids and timer paths.
 	MaxIDBytes = 1024
-	// DefaultListLimit is the page size of a ListQuery with Limit 0.
-	DefaultListLimit = 100
-	// MaxListLimit is the largest page size List accepts.
-	MaxListLimit = 10000
 )

@@ -9,9 +9,9 @@ import (
 
 // server is the server the conformance suite runs against: the embedded FerretDB behind its
 // write-serializing front, or MONGODB_URI when set.
-var server *testserver.Server
+var srv *testserver.Server
 
-func TestMain(m *testing.M) { os.Exit(testserver.Main(m, &server)) }
+func TestMain(m *testing.M) { os.Exit(testserver.Main(m, &srv)) }
 
 // testDatabase returns a database name of its own for t.
 func testDatabase(t testing.TB) string { return testserver.Database(t, "t") }

@@ -3,7 +3,8 @@ package execstore
 // Status is the lifecycle state of an execution.
 type Status string
 
-// The statuses an execution can be in.
+// The statuses an execution can be in, in lifecycle order; a store refuses any other with
+// ErrInvalid.
 const (
 	Pending    Status = "PENDING"
 	Running    Status = "RUNNING"
@@ -13,20 +14,6 @@ const (
 	Cancelling Status = "CANCELLING"
 	Failed     Status = "FAILED"
 )
-
-// Statuses returns every valid Status, in lifecycle order.
-func Statuses() []Status {
-	return []Status{Pending, Running, Done, Cancelled, Suspended, Cancelling, Failed}
-}
-
-// Valid reports whether s is one of the statuses above.
-func (s Status) Valid() bool {
-	switch s {
-	case Pending, Running, Done, Cancelled, Suspended, Cancelling, Failed:
-		return true
-	}
-	return false
-}
 
 // Execution is one running instance of a workflow or statechart definition.
 type Execution struct {
@@ -133,7 +120,7 @@ type ListQuery struct {
 	Statuses     []Status // any of these; empty for any status
 	DefinitionID string   // "" for any definition
 	RootsOnly    bool     // only executions without a parent
-	Limit        int      // page size; 0 means DefaultListLimit, at most MaxListLimit
+	Limit        int      // page size; 0 means 100, at most 10,000
 	Cursor       string   // "" for the first page, else a Page.NextCursor
 }
 

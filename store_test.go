@@ -9,6 +9,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/internal/aiotest"
+	"github.com/execstore/execstore/server"
 	"github.com/execstore/execstore/storetest"
 )
 
@@ -27,7 +28,7 @@ func newHarness(t testing.TB, opts aio.Options) *harness {
 	if opts.Database == "" {
 		opts.Database = testDatabase(t)
 	}
-	s, db := aiotest.Open(t, server.URI, opts)
+	s, db := aiotest.Open(t, srv.URI, opts)
 	return &harness{store: s, db: db, opts: opts}
 }
 
@@ -35,7 +36,7 @@ func newHarness(t testing.TB, opts aio.Options) *harness {
 func (h *harness) reopen(t testing.TB, opts aio.Options) *aio.Store {
 	t.Helper()
 	opts.Database = h.opts.Database
-	return aiotest.Reopen(t, server.URI, opts)
+	return aiotest.Reopen(t, srv.URI, opts)
 }
 
 // rawInt reads an integer field of a stored document, whatever BSON number type holds it.
@@ -90,7 +91,7 @@ func TestContractWindows(t *testing.T) {
 		opts aio.Options
 	}{
 		{"profile=detect", aio.Options{}},
-		{"profile=ferretdb", aio.Options{Profile: execstore.FerretDB}},
+		{"profile=ferretdb", aio.Options{Connection: server.Connection{Profile: server.FerretDB}}},
 		{"cached", aio.Options{CacheSize: testCacheSize}},
 	} {
 		t.Run(cfg.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/server"
 )
 
 // A commit with emits, spawns, timers, a processed id and a trace step is exactly one server
@@ -57,7 +58,7 @@ func TestLoadForEventCommands(t *testing.T) {
 	h.cmds.reset()
 	_, _, err := h.store.LoadForEvent(bg, "e", "x")
 	require.NoError(t, err)
-	if h.store.Profile().String() == "mongodb" {
+	if h.store.Server().Profile == server.MongoDB {
 		assert.Equal(t, []string{"aggregate"}, h.cmds.snapshot())
 	} else {
 		assert.Equal(t, []string{"find"}, h.cmds.snapshot())
@@ -67,7 +68,7 @@ func TestLoadForEventCommands(t *testing.T) {
 // A context that ends while the request waits in a full queue: the caller gets its context
 // error on time, and the withdrawn commit is never applied.
 func TestContextEndsWhileQueued(t *testing.T) {
-	h := newHarness(t, aio.Options{Workers: 1, QueueDepth: 64})
+	h := newHarness(t, aio.Options{Connection: server.Connection{Workers: 1, QueueDepth: 64}})
 	// Queue a burst of commits ahead of ours: the single worker needs far longer than 1ms to
 	// get through them.
 	futures := make([]*aio.Future[[]int64], 200)
@@ -168,8 +169,8 @@ func TestAsyncFutures(t *testing.T) {
 
 // Close drains queued work, then every call gets ErrClosed.
 func TestCloseDrainsThenRefuses(t *testing.T) {
-	h := newHarness(t, aio.Options{Workers: 2})
-	s := h.reopen(t, aio.Options{Workers: 2})
+	h := newHarness(t, aio.Options{Connection: server.Connection{Workers: 2}})
+	s := h.reopen(t, aio.Options{Connection: server.Connection{Workers: 2}})
 	futures := make([]*aio.Future[[]int64], 30)
 	for i := range futures {
 		futures[i] = s.CommitAsync(bg, newExe(fmt.Sprintf("e%d", i)), execstore.Commit{})
@@ -191,7 +192,7 @@ func TestCloseDrainsThenRefuses(t *testing.T) {
 
 // A store that sheds load answers a submit to a full queue with ErrOverloaded at once.
 func TestShedLoad(t *testing.T) {
-	h := newHarness(t, aio.Options{Workers: 1, QueueDepth: 1, ShedLoad: true})
+	h := newHarness(t, aio.Options{Connection: server.Connection{Workers: 1, QueueDepth: 1, ShedLoad: true}})
 	var overloaded, ok int
 	futures := make([]*aio.Future[[]int64], 200)
 	for i := range futures {
@@ -281,9 +282,9 @@ func TestDocumentGrowthPastLimit(t *testing.T) {
 		assert.Len(t, pending, outbox)
 	}
 	info := h.store.Server()
-	ferretDB1 := info.Family == execstore.FamilyFerretDB1
+	ferretDB1 := info.Family == server.FamilyFerretDB1
 	switch {
-	case !server.External:
+	case !srv.External:
 		// Measured: the embedded FerretDB 1.24.2 (SQLite) stores the 17 MiB document MongoDB
 		// would refuse. The mapping of every server's refusal is unit-tested in
 		// internal/outcome (TestTooLargeOnEveryServer).

@@ -15,6 +15,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/server"
 )
 
 // Every bulk write the store sends — group commits, coalesced acks, timer deletes — lists its
@@ -40,7 +41,7 @@ func TestBulkStatementsInIDOrder(t *testing.T) {
 		mu.Unlock()
 	}}
 	db := testDatabase(t)
-	store, err := aio.Open(bg, server.URI, aio.Options{Database: db, ClientOptions: options.Client().SetMonitor(monitor)})
+	store, err := aio.Open(bg, srv.URI, aio.Options{Connection: server.Connection{Database: db, ClientOptions: options.Client().SetMonitor(monitor)}})
 	require.NoError(t, err)
 	defer func() { _ = store.Close(bg) }()
 	t.Cleanup(func() { dropDatabase(t, db) })

@@ -13,6 +13,7 @@ import (
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/server"
 )
 
 // cachedConfigs are the configurations of the snapshot cache's tests: alone and grouped.
@@ -156,7 +157,7 @@ func TestCacheStaleEntryConflicts(t *testing.T) {
 		// The reload is LoadForEvent's own read: a find on FerretDB 1.x, an aggregation that
 		// tests the dedupe set on the server under the MongoDB profile.
 		reload := "find"
-		if h.store.Server().Profile == execstore.MongoDB {
+		if h.store.Server().Profile == server.MongoDB {
 			reload = "aggregate"
 		}
 		want := []string{"update", "find", reload, "update"}
@@ -285,7 +286,7 @@ func TestCacheOutcomeUnknownDrops(t *testing.T) {
 		t.Run(fmt.Sprintf("grouped=%v", grouped), func(t *testing.T) {
 			proxy, uri := proxied(t)
 			h := newHarness(t, aio.Options{})
-			s, err := aio.Open(bg, uri, aio.Options{Database: h.opts.Database, CacheSize: testCacheSize,
+			s, err := aio.Open(bg, uri, aio.Options{Connection: server.Connection{Database: h.opts.Database}, CacheSize: testCacheSize,
 				DisableGroupCommit: !grouped})
 			require.NoError(t, err)
 			defer s.Close(bg)
@@ -331,7 +332,7 @@ func TestLoadManyReturnsWhatWasAsked(t *testing.T) {
 		_, err := h.store.Commit(bg, exe, execstore.Commit{})
 		require.NoError(t, err)
 	}
-	env := opsrun.Env{Layout: ops.Layout{Profile: execstore.MongoDB}, Executions: h.db.Collection(ops.ExecutionsCollection)}
+	env := opsrun.Env{Layout: ops.Layout{Profile: server.MongoDB}, Executions: h.db.Collection(ops.ExecutionsCollection)}
 	got, err := opsrun.LoadMany(bg, env, []string{"a", "c", "missing"})
 	require.NoError(t, err)
 	require.Len(t, got, 2)

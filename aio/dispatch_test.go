@@ -11,7 +11,7 @@ import (
 // request, its future, the hop through the request channel to a worker and back. The
 // operation itself does nothing, so no server is involved.
 func BenchmarkDispatch(b *testing.B) {
-	s := &Store{pool: workers.New(workers.Config{}), stats: &statCounters{}}
+	s := &Store{pool: workers.New(workers.Config{}), stats: newStatCounters()}
 	defer s.pool.Close(context.Background())
 	ctx := context.Background()
 	noop := func(context.Context) (int, error) { return 1, nil }

@@ -9,6 +9,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/embedded"
+	"github.com/execstore/execstore/server"
 )
 
 // With the snapshot cache on, a process that owns its executions handles each event in one
@@ -23,12 +24,12 @@ func ExampleOptions_cacheSize() {
 	}
 	defer srv.Close()
 
-	store, err := aio.Open(ctx, srv.URI(), aio.Options{Database: "example_cache", CacheSize: 10_000})
+	store, err := aio.Open(ctx, srv.URI(), aio.Options{Connection: server.Connection{Database: "example_cache"}, CacheSize: 10_000})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer store.Close(ctx)
-	other, err := aio.Open(ctx, srv.URI(), aio.Options{Database: "example_cache"}) // another process
+	other, err := aio.Open(ctx, srv.URI(), aio.Options{Connection: server.Connection{Database: "example_cache"}}) // another process
 	if err != nil {
 		log.Fatal(err)
 	}

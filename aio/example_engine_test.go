@@ -10,6 +10,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/embedded"
+	"github.com/execstore/execstore/server"
 )
 
 // event is what executions send each other through the outbox, and what a fired timer raises.
@@ -149,7 +150,7 @@ func Example_engine() {
 	srv, err := embedded.Start(ctx, embedded.Options{}) // use your MongoDB's URI instead
 	check(err)
 	defer srv.Close()
-	store, err := aio.Open(ctx, srv.URI(), aio.Options{Database: "engine"})
+	store, err := aio.Open(ctx, srv.URI(), aio.Options{Connection: server.Connection{Database: "engine"}})
 	check(err)
 
 	// Create the executions: a commit at version 0 creates. Each order's first event (its
@@ -172,7 +173,7 @@ func Example_engine() {
 	// entries not yet acked and the timers. A killed process would skip Close and lose nothing
 	// either: each commit was written whole or not at all.
 	check(store.Close(ctx))
-	store, err = aio.Open(ctx, srv.URI(), aio.Options{Database: "engine"})
+	store, err = aio.Open(ctx, srv.URI(), aio.Options{Connection: server.Connection{Database: "engine"}})
 	check(err)
 	defer store.Close(ctx)
 	fmt.Println("restart: a new store on the same database")

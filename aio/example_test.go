@@ -8,6 +8,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/embedded"
+	"github.com/execstore/execstore/server"
 )
 
 // An engine handles one event: load the execution with its dedupe answer in one round trip,
@@ -23,7 +24,7 @@ func Example() {
 	}
 	defer srv.Close()
 
-	store, err := aio.Open(ctx, srv.URI(), aio.Options{Database: "example"})
+	store, err := aio.Open(ctx, srv.URI(), aio.Options{Connection: server.Connection{Database: "example"}})
 	if err != nil {
 		log.Fatal(err)
 	}

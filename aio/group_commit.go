@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/batch"
@@ -13,10 +12,6 @@ import (
 	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/ops"
 )
-
-// settleTimeout bounds the read that settles a group commit's outcomes after the bulk write,
-// which runs even when every caller has given up (Close giving up ends it sooner).
-const settleTimeout = 5 * time.Second
 
 // commitItem is one commit waiting in, or flushed by, the group commit.
 type commitItem struct {
@@ -112,7 +107,9 @@ func (s *Store) flushCommits(items []*commitItem, write batchWriter) {
 	}
 	s.stats.groupCommits.Add(1)
 	s.stats.groupedCommits.Add(int64(len(live)))
-	settleCtx, cancelSettle := context.WithTimeout(s.stop, settleTimeout)
+	// The read that settles the outcomes after the bulk write runs even when every caller has
+	// given up, within Options.SettleTimeout (Close giving up ends it sooner).
+	settleCtx, cancelSettle := context.WithTimeout(s.stop, s.opts.SettleTimeout)
 	defer cancelSettle()
 	errs := write(ctx, settleCtx, s.env, plans)
 	var moved []int

@@ -11,6 +11,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/server"
 )
 
 // With group commit and coalescing off, every commit, ack and load is its own command.
@@ -54,7 +55,7 @@ func commitConcurrently(t *testing.T, h *harness, writers, rounds int) {
 // Concurrent commits of different executions are coalesced into fewer bulk writes, and every
 // caller still learns its own outcome.
 func TestGroupCommitCoalesces(t *testing.T) {
-	h := newHarness(t, aio.Options{Workers: 64})
+	h := newHarness(t, aio.Options{Connection: server.Connection{Workers: 64}})
 	commitConcurrently(t, h, 32, 10)
 	st := h.store.Stats()
 	t.Logf("%d commits in %d bulk writes", st.GroupedCommits, st.GroupCommits)
@@ -66,14 +67,14 @@ func TestGroupCommitCoalesces(t *testing.T) {
 // flight by default, so commits that would have waited at the server join the next batch;
 // MaxBatchesInFlight still overrides it.
 func TestFerretDBOneWriteBatchInFlight(t *testing.T) {
-	h := newHarness(t, aio.Options{Workers: 64, Profile: execstore.FerretDB})
+	h := newHarness(t, aio.Options{Connection: server.Connection{Workers: 64, Profile: server.FerretDB}})
 	commitConcurrently(t, h, 32, 10)
 	st := h.store.Stats()
 	t.Logf("%d commits in %d bulk writes", st.GroupedCommits, st.GroupCommits)
 	assert.Equal(t, 1, h.cmds.peakRunning("update"), "write batches in flight at once")
 	assert.Less(t, st.GroupCommits, st.GroupedCommits, "no two commits were ever grouped")
 
-	h = newHarness(t, aio.Options{Workers: 64, Profile: execstore.FerretDB, MaxBatchesInFlight: 4})
+	h = newHarness(t, aio.Options{Connection: server.Connection{Workers: 64, Profile: server.FerretDB}, MaxBatchesInFlight: 4})
 	commitConcurrently(t, h, 32, 10)
 	assert.LessOrEqual(t, h.cmds.peakRunning("update"), 4, "write batches in flight at once")
 }
@@ -81,7 +82,7 @@ func TestFerretDBOneWriteBatchInFlight(t *testing.T) {
 // Racing copies inside group commits: exactly one winner per version, losers see the right
 // versions, nothing doubled.
 func TestGroupCommitRacingCopies(t *testing.T) {
-	h := newHarness(t, aio.Options{Workers: 64})
+	h := newHarness(t, aio.Options{Connection: server.Connection{Workers: 64}})
 	const execs, copies, rounds = 6, 5, 6
 	var wg sync.WaitGroup
 	wins := make([]int, execs)

@@ -14,6 +14,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/server"
 )
 
 // The group commit's pipeline without a server, in the manner of pebble's commit tests: the
@@ -76,12 +77,12 @@ func idle(t *testing.T, s *Store) {
 // writes through w; coalescing is off, so only commits are batched.
 func groupStore(t *testing.T, w *fakeWriter) *Store {
 	t.Helper()
-	opts := Options{MaxBatchesInFlight: 1, Workers: 16, QueueDepth: 64, DisableCoalescing: true}
+	opts := Options{MaxBatchesInFlight: 1, Connection: server.Connection{Workers: 16, QueueDepth: 64}, DisableCoalescing: true}
 	s := newStore(storeEnv{
-		info:       execstore.ServerInfo{Profile: execstore.MongoDB},
-		env:        opsrun.Env{Layout: ops.Layout{Profile: execstore.MongoDB, TraceMax: 10}},
-		opts:       opts.withDefaults(execstore.MongoDB),
-		stats:      &statCounters{},
+		info:       server.Info{Profile: server.MongoDB},
+		env:        opsrun.Env{Layout: ops.Layout{Profile: server.MongoDB, TraceMax: 10}},
+		opts:       opts.withDefaults(server.MongoDB),
+		stats:      newStatCounters(),
 		writeBatch: w.write,
 	})
 	t.Cleanup(func() {

@@ -96,7 +96,7 @@ func newHarness(t testing.TB, opts aio.Options) *harness {
 	}
 	log := &commandLog{}
 	opts.ClientOptions = options.Client().SetMonitor(log.monitor())
-	s, db := aiotest.Open(t, server.URI, opts)
+	s, db := aiotest.Open(t, srv.URI, opts)
 	return &harness{store: s, db: db, opts: opts, cmds: log}
 }
 
@@ -104,7 +104,7 @@ func newHarness(t testing.TB, opts aio.Options) *harness {
 func (h *harness) reopen(t testing.TB, opts aio.Options) *aio.Store {
 	t.Helper()
 	opts.Database = h.opts.Database
-	return aiotest.Reopen(t, server.URI, opts)
+	return aiotest.Reopen(t, srv.URI, opts)
 }
 
 // rawDoc reads the stored document of id in one read, bypassing the store.

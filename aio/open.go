@@ -7,12 +7,12 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/batch"
 	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/internal/workers"
 	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/server"
 )
 
 // Store is the asynchronous execution store. It implements execstore.Store; every method is
@@ -21,7 +21,7 @@ type Store struct {
 	client     *mongo.Client
 	ownsClient bool
 	env        opsrun.Env
-	info       execstore.ServerInfo
+	info       server.Info
 	pool       workers.Runner                // the store's own pool, or its share of Options.Pool
 	group      *batch.Coalescer[*commitItem] // nil when group commit is off
 	writes     *batch.Coalescer[*writeItem]  // nil when coalescing is off
@@ -44,7 +44,7 @@ type Store struct {
 type storeEnv struct {
 	client     *mongo.Client // nil in tests without a server
 	ownsClient bool          // Close disconnects client
-	info       execstore.ServerInfo
+	info       server.Info
 	env        opsrun.Env
 	opts       Options // with every default worked out for info.Profile
 	stats      *statCounters
@@ -65,12 +65,8 @@ func newStore(e storeEnv) *Store {
 		shed:       e.opts.ShedLoad,
 	}
 	s.stop, s.stopNow = context.WithCancel(context.Background())
-	s.outboxSeq = batch.NewSequence(func(ctx context.Context, n int64) (int64, error) {
-		return opsrun.Reserve(ctx, s.env, ops.OutboxCounter, n)
-	}, e.opts.SeqBlockSize)
-	s.spawnSeq = batch.NewSequence(func(ctx context.Context, n int64) (int64, error) {
-		return opsrun.Reserve(ctx, s.env, ops.SpawnCounter, n)
-	}, e.opts.SeqBlockSize)
+	s.outboxSeq = batch.NewSequence(s.reserver(ops.OutboxCounter), e.opts.SeqBlockSize)
+	s.spawnSeq = batch.NewSequence(s.reserver(ops.SpawnCounter), e.opts.SeqBlockSize)
 	s.cache = newSnapshotCache(e.opts.CacheSize, e.opts.DedupeWindow)
 	if !e.opts.DisableGroupCommit {
 		s.group = newGroupCommit(s, e.writeBatch)
@@ -82,16 +78,27 @@ func newStore(e storeEnv) *Store {
 	return s
 }
 
+// reserver reserves the blocks of seqs of counter, counting each block reserved.
+func (s *Store) reserver(counter string) batch.Reserver {
+	return func(ctx context.Context, n int64) (int64, error) {
+		last, err := opsrun.Reserve(ctx, s.env, counter, n)
+		if err == nil {
+			s.stats.seqBlocks.Add(1)
+		}
+		return last, err
+	}
+}
+
 // Open connects to the server at uri and returns a store. It pings the server, retrying with
 // exponential backoff until ctx ends, so a worker started beside its database waits for it
 // instead of failing; the error then names the address, never the credentials. It then asks
-// the server what it is (hello and buildInfo; see ServerInfo and Family) and refuses, with an
+// the server what it is (hello and buildInfo; see server.Info and server.Family) and refuses, with an
 // error matching execstore.ErrInvalid, a server older than MongoDB 4.4, whatever
 // Options.Profile says.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	opts = opts.withDefaults(opts.Profile)
-	stats := &statCounters{}
-	cfg := connect.Config{ClientOptions: opts.ClientOptions, Commands: &stats.cmds,
+	stats := newStatCounters()
+	cfg := connect.Config{ClientOptions: opts.ClientOptions, Commands: &stats.Commands,
 		PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern}
 	return connect.Open(ctx, uri, cfg, func(client *mongo.Client, owns bool) (*Store, error) {
 		return open(ctx, client, owns, opts, stats)
@@ -105,7 +112,7 @@ func OpenClient(ctx context.Context, client *mongo.Client, opts Options) (*Store
 	opts = opts.withDefaults(opts.Profile)
 	cfg := connect.Config{PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern}
 	return connect.OpenClient(ctx, client, cfg, func(client *mongo.Client, owns bool) (*Store, error) {
-		return open(ctx, client, owns, opts, &statCounters{})
+		return open(ctx, client, owns, opts, newStatCounters())
 	})
 }
 
@@ -120,7 +127,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 	if err != nil {
 		return nil, err
 	}
-	executions := db.Collection(ops.ExecutionsCollection)
+	executions := db.Collection(opts.Collection)
 	env := opsrun.Env{
 		Layout:     ops.Layout{Profile: info.Profile, TraceMax: opts.TraceMax, DedupeWindow: opts.DedupeWindow},
 		Executions: executions,
@@ -135,11 +142,8 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 		writeBatch: opsrun.CommitBatch}), nil
 }
 
-// Profile returns the server profile the store uses.
-func (s *Store) Profile() execstore.Profile { return s.info.Profile }
-
 // Server returns what the store learned of the server at Open.
-func (s *Store) Server() execstore.ServerInfo { return s.info }
+func (s *Store) Server() server.Info { return s.info }
 
 // Close stops accepting calls, drains queued and in-flight work within ctx, releases the seq
 // prefetchers and, for a store made by Open, disconnects the client. No goroutine of the store

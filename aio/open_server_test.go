@@ -21,6 +21,7 @@ import (
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/internal/testserver"
 	"github.com/execstore/execstore/pool"
+	"github.com/execstore/execstore/server"
 )
 
 // Open against an address where nothing listens keeps retrying until its context ends, then
@@ -34,7 +35,7 @@ func TestOpenUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, 700*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = aio.Open(ctx, "mongodb://alice:s3cr3t-pw@"+addr+"/?serverSelectionTimeoutMS=200", aio.Options{PingInterval: 50 * time.Millisecond})
+	_, err = aio.Open(ctx, "mongodb://alice:s3cr3t-pw@"+addr+"/?serverSelectionTimeoutMS=200", aio.Options{Connection: server.Connection{PingInterval: 50 * time.Millisecond}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), addr)
 	assert.NotContains(t, err.Error(), "s3cr3t-pw")
@@ -44,7 +45,7 @@ func TestOpenUnreachable(t *testing.T) {
 
 // Open started before the server listens waits for it.
 func TestOpenWaitsForServer(t *testing.T) {
-	cs, err := connstring.Parse(server.URI)
+	cs, err := connstring.Parse(srv.URI)
 	require.NoError(t, err)
 	upstream := cs.Hosts[0]
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -52,7 +53,7 @@ func TestOpenWaitsForServer(t *testing.T) {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 
-	uri := strings.Replace(server.URI, upstream, addr, 1)
+	uri := strings.Replace(srv.URI, upstream, addr, 1)
 	if !strings.Contains(uri, "?") {
 		uri += "?"
 	} else {
@@ -68,7 +69,7 @@ func TestOpenWaitsForServer(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(bg, 20*time.Second)
 		defer cancel()
-		s, err := aio.Open(ctx, uri, aio.Options{Database: testDatabase(t), PingInterval: 50 * time.Millisecond})
+		s, err := aio.Open(ctx, uri, aio.Options{Connection: server.Connection{Database: testDatabase(t), PingInterval: 50 * time.Millisecond}})
 		done <- result{s, err}
 	}()
 	time.Sleep(2 * time.Second) // the server is "down" for this long
@@ -82,8 +83,8 @@ func TestOpenWaitsForServer(t *testing.T) {
 
 // The FerretDB formulations are correct on every server: forced on, the contract still holds.
 func TestForcedFerretDBProfile(t *testing.T) {
-	h := newHarness(t, aio.Options{Profile: execstore.FerretDB, TraceMax: 2})
-	assert.Equal(t, execstore.FerretDB, h.store.Profile())
+	h := newHarness(t, aio.Options{Connection: server.Connection{Profile: server.FerretDB}, TraceMax: 2})
+	assert.Equal(t, server.FerretDB, h.store.Server().Profile)
 	e := newExe("e")
 	for i := range 4 {
 		_, err := h.store.Commit(bg, e, execstore.Commit{ProcessedEventID: "p" + string(rune('0'+i)), Trace: map[string]any{"i": int64(i)}})
@@ -139,11 +140,11 @@ func TestSeqsAcrossProcesses(t *testing.T) {
 
 // OpenClient uses the caller's client and leaves it connected at Close.
 func TestOpenClient(t *testing.T) {
-	client, err := mongo.Connect(options.Client().ApplyURI(server.URI))
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI))
 	require.NoError(t, err)
 	defer client.Disconnect(bg)
 	db := testDatabase(t)
-	s, err := aio.OpenClient(bg, client, aio.Options{Database: db})
+	s, err := aio.OpenClient(bg, client, aio.Options{Connection: server.Connection{Database: db}})
 	require.NoError(t, err)
 	e := newExe("e")
 	require.NoError(t, s.Save(bg, e))
@@ -156,7 +157,7 @@ func TestOpenClient(t *testing.T) {
 
 // Write and read concerns are options; an acknowledged, journaled commit reads back.
 func TestConcernOptions(t *testing.T) {
-	h := newHarness(t, aio.Options{WriteConcern: writeconcern.Journaled(), ReadConcern: readconcern.Local()})
+	h := newHarness(t, aio.Options{Connection: server.Connection{WriteConcern: writeconcern.Journaled(), ReadConcern: readconcern.Local()}})
 	e := newExe("e")
 	h.cmds.reset()
 	require.NoError(t, h.store.Save(bg, e))
@@ -173,7 +174,7 @@ func TestConcernOptions(t *testing.T) {
 
 // An unacknowledged write concern would make every commit's outcome unknown: refused at Open.
 func TestOpenRefusesUnacknowledgedWrites(t *testing.T) {
-	_, err := aio.Open(bg, server.URI, aio.Options{Database: testDatabase(t), WriteConcern: writeconcern.Unacknowledged()})
+	_, err := aio.Open(bg, srv.URI, aio.Options{Connection: server.Connection{Database: testDatabase(t), WriteConcern: writeconcern.Unacknowledged()}})
 	require.ErrorIs(t, err, execstore.ErrInvalid)
 }
 
@@ -189,27 +190,26 @@ func withQuery(uri, opt string) string {
 // as surely as one given in Options: commits sent with w:0 would all have unknown outcomes.
 func TestOpenRefusesUnacknowledgedClient(t *testing.T) {
 	db := testDatabase(t)
-	_, err := aio.Open(bg, withQuery(server.URI, "w=0"), aio.Options{Database: db})
+	_, err := aio.Open(bg, withQuery(srv.URI, "w=0"), aio.Options{Connection: server.Connection{Database: db}})
 	require.ErrorIs(t, err, execstore.ErrInvalid)
 	assert.Contains(t, err.Error(), "URI")
 
-	_, err = aio.Open(bg, server.URI, aio.Options{Database: db,
-		ClientOptions: options.Client().SetWriteConcern(writeconcern.Unacknowledged())})
+	_, err = aio.Open(bg, srv.URI, aio.Options{Connection: server.Connection{Database: db, ClientOptions: options.Client().SetWriteConcern(writeconcern.Unacknowledged())}})
 	require.ErrorIs(t, err, execstore.ErrInvalid)
 
-	for _, uri := range []string{withQuery(server.URI, "w=0"), server.URI} {
+	for _, uri := range []string{withQuery(srv.URI, "w=0"), srv.URI} {
 		copts := options.Client().ApplyURI(uri)
-		if uri == server.URI {
+		if uri == srv.URI {
 			copts.SetWriteConcern(writeconcern.Unacknowledged())
 		}
 		client, err := mongo.Connect(copts)
 		require.NoError(t, err)
-		_, err = aio.OpenClient(bg, client, aio.Options{Database: db})
+		_, err = aio.OpenClient(bg, client, aio.Options{Connection: server.Connection{Database: db}})
 		require.ErrorIs(t, err, execstore.ErrInvalid, "OpenClient on %s", uri)
 		assert.Contains(t, err.Error(), "client's write concern")
 
 		// The store's own write concern overrides the client's.
-		s, err := aio.OpenClient(bg, client, aio.Options{Database: db, WriteConcern: writeconcern.W1()})
+		s, err := aio.OpenClient(bg, client, aio.Options{Connection: server.Connection{Database: db, WriteConcern: writeconcern.W1()}})
 		require.NoError(t, err)
 		e := newExe("e")
 		require.NoError(t, s.Save(bg, e))
@@ -219,7 +219,7 @@ func TestOpenRefusesUnacknowledgedClient(t *testing.T) {
 	}
 
 	// An acknowledged URI write concern is accepted.
-	s, err := aio.Open(bg, withQuery(server.URI, "w=1"), aio.Options{Database: db})
+	s, err := aio.Open(bg, withQuery(srv.URI, "w=1"), aio.Options{Connection: server.Connection{Database: db}})
 	require.NoError(t, err)
 	require.NoError(t, s.Close(bg))
 }
@@ -229,9 +229,9 @@ func TestOpenRefusesUnacknowledgedClient(t *testing.T) {
 // (MongoDB's $push would fail on FerretDB's sub-document; FerretDB's $set by index would pad
 // MongoDB's array with nulls), and every step reads back with its index, in order.
 func TestProfileSwitchKeepsTrace(t *testing.T) {
-	h := newHarness(t, aio.Options{Profile: execstore.FerretDB, TraceMax: 3})
-	asMongo := h.reopen(t, aio.Options{Profile: execstore.MongoDB, TraceMax: 3})
-	asFerret := h.reopen(t, aio.Options{Profile: execstore.FerretDB, TraceMax: 3})
+	h := newHarness(t, aio.Options{Connection: server.Connection{Profile: server.FerretDB}, TraceMax: 3})
+	asMongo := h.reopen(t, aio.Options{Connection: server.Connection{Profile: server.MongoDB}, TraceMax: 3})
+	asFerret := h.reopen(t, aio.Options{Connection: server.Connection{Profile: server.FerretDB}, TraceMax: 3})
 
 	wantTrace := func(s *aio.Store, want ...int64) {
 		t.Helper()
@@ -285,14 +285,14 @@ func rawElements(t *testing.T, doc bson.Raw, key string) []bson.RawElement {
 // process. Closing one store waits for its own operations and leaves the pool serving the
 // other; the pool's owner closes it last.
 func TestStoresShareOnePool(t *testing.T) {
-	client, err := mongo.Connect(options.Client().ApplyURI(server.URI))
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI))
 	require.NoError(t, err)
 	defer client.Disconnect(bg)
 	p := pool.New(pool.Config{Workers: 4, QueueDepth: 16})
 	db := testDatabase(t)
-	a, err := aio.OpenClient(bg, client, aio.Options{Database: db, Pool: p})
+	a, err := aio.OpenClient(bg, client, aio.Options{Connection: server.Connection{Database: db, Pool: p}})
 	require.NoError(t, err)
-	b, err := aio.OpenClient(bg, client, aio.Options{Database: db + "_b", Pool: p})
+	b, err := aio.OpenClient(bg, client, aio.Options{Connection: server.Connection{Database: db + "_b", Pool: p}})
 	require.NoError(t, err)
 	defer client.Database(db).Drop(bg)
 	defer client.Database(db + "_b").Drop(bg)
@@ -316,4 +316,34 @@ func TestStoresShareOnePool(t *testing.T) {
 	assert.EqualValues(t, 1, got.Version)
 	require.NoError(t, b.Close(bg))
 	require.NoError(t, p.Close(bg))
+}
+
+// Connection.Collection names the executions' collection: two stores of one database on two
+// collections keep apart what they commit and relay (their seqs, from the database's one
+// counters collection, stay unique), and an execution lands in its store's collection.
+func TestCollectionOption(t *testing.T) {
+	h := newHarness(t, aio.Options{Connection: server.Connection{Collection: "orders"}})
+	other := h.reopen(t, aio.Options{Connection: server.Connection{Database: h.opts.Database}})
+
+	e := newExe("e")
+	seqs, err := h.store.Commit(bg, e, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("x")}}})
+	require.NoError(t, err)
+	f := newExe("e")
+	otherSeqs, err := other.Commit(bg, f, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("y")}}})
+	require.NoError(t, err)
+	assert.NotEqual(t, seqs, otherSeqs, "one counters collection: seqs stay unique")
+
+	n, err := h.db.Collection("orders").CountDocuments(bg, bson.D{{Key: "_id", Value: "e"}})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	n, err = h.db.Collection("executions").CountDocuments(bg, bson.D{{Key: "_id", Value: "e"}})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "the default collection holds the other store's")
+
+	for s, want := range map[*aio.Store]string{h.store: "x", other: "y"} {
+		pending, err := s.PendingOutbox(bg, 0)
+		require.NoError(t, err)
+		require.Len(t, pending, 1)
+		assert.Equal(t, want, string(pending[0].Event))
+	}
 }

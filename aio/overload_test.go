@@ -16,6 +16,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/server"
 )
 
 // longRuns reports whether EXECSTORE_LONG=1 asks for the long overload run.
@@ -26,7 +27,7 @@ func longRuns() bool { return os.Getenv("EXECSTORE_LONG") == "1" }
 // and the store serves normally once the load drops.
 func TestOverloadSheds(t *testing.T) {
 	const depth = 32
-	h := newHarness(t, aio.Options{Workers: 2, QueueDepth: depth, ShedLoad: true})
+	h := newHarness(t, aio.Options{Connection: server.Connection{Workers: 2, QueueDepth: depth, ShedLoad: true}})
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -95,7 +96,7 @@ func TestOverloadSheds(t *testing.T) {
 // is settled, Close returns within its context, and (TestMain) no goroutine is left.
 func TestCloseUnderLoad(t *testing.T) {
 	h := newHarness(t, aio.Options{})
-	s := h.reopen(t, aio.Options{Workers: 2, QueueDepth: 8})
+	s := h.reopen(t, aio.Options{Connection: server.Connection{Workers: 2, QueueDepth: 8}})
 	var wg sync.WaitGroup
 	var ok, closed atomic.Int64
 	for p := range 16 {

@@ -13,6 +13,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/internal/testserver"
+	"github.com/execstore/execstore/server"
 )
 
 // The reads that settle a write read the primary's latest state: local read concern and
@@ -20,7 +21,7 @@ import (
 // by preference. Shown on the wire for the conflict check of a single commit and for the
 // read-back of a group commit, next to an ordinary load that keeps the store's settings.
 func TestSettlingReadsReadThePrimary(t *testing.T) {
-	cs, err := connstring.Parse(server.URI)
+	cs, err := connstring.Parse(srv.URI)
 	require.NoError(t, err)
 	proxy := testserver.NewRouterProxy(t, cs.Hosts[0])
 
@@ -28,10 +29,8 @@ func TestSettlingReadsReadThePrimary(t *testing.T) {
 		t.Run(fmt.Sprintf("grouped=%v", grouped), func(t *testing.T) {
 			log := &commandLog{}
 			opts := aio.Options{
-				Database:           testDatabase(t),
-				ReadConcern:        readconcern.Majority(),
+				Connection:         server.Connection{Database: testDatabase(t), ReadConcern: readconcern.Majority(), ClientOptions: options.Client().SetMonitor(log.monitor())},
 				DisableGroupCommit: !grouped,
-				ClientOptions:      options.Client().SetMonitor(log.monitor()),
 			}
 			s, err := aio.Open(bg, proxy.URI("readPreference=secondaryPreferred"), opts)
 			require.NoError(t, err)

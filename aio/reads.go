@@ -7,6 +7,7 @@ import (
 	"github.com/execstore/execstore/internal/async"
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/opsrun"
+	"github.com/execstore/execstore/server"
 )
 
 // Load returns the execution, or (nil, nil) when there is none.
@@ -17,7 +18,7 @@ func (s *Store) Load(ctx context.Context, id string) (*execstore.Execution, erro
 	epoch := s.cacheMark()
 	var r *async.Request[*execstore.Execution]
 	r = newRequest(s, opLoad, func(wctx context.Context) (*execstore.Execution, error) {
-		if s.loads != nil && s.env.Profile == execstore.MongoDB {
+		if s.loads != nil && s.env.Profile == server.MongoDB {
 			return nil, s.coalescedLoad(ctx, id, epoch, r.Future())
 		}
 		exe, err := opsrun.Load(wctx, s.env, id)
@@ -63,7 +64,7 @@ func (s *Store) LoadForEventAsync(ctx context.Context, id, eventID string) *Futu
 	epoch := s.cacheMark()
 	var r *async.Request[Loaded]
 	r = newRequest(s, opLoadForEvent, func(wctx context.Context) (Loaded, error) {
-		if s.loads != nil && s.env.Profile == execstore.MongoDB {
+		if s.loads != nil && s.env.Profile == server.MongoDB {
 			return Loaded{}, s.coalescedLoadForEvent(ctx, id, eventID, epoch, r.Future())
 		}
 		exe, hit, err := opsrun.LoadForEvent(wctx, s.env, id, eventID)

@@ -12,6 +12,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/internal/testserver"
+	"github.com/execstore/execstore/server"
 )
 
 // While the server does not answer, a caller whose commit waits for a batch slot gets its
@@ -20,7 +21,7 @@ import (
 func TestCallersAnsweredOnTimeWhileServerStalls(t *testing.T) {
 	proxy, uri := proxied(t)
 	h := newHarness(t, aio.Options{})
-	s, err := aio.Open(bg, uri, aio.Options{Database: h.opts.Database, MaxBatchesInFlight: 1})
+	s, err := aio.Open(bg, uri, aio.Options{Connection: server.Connection{Database: h.opts.Database}, MaxBatchesInFlight: 1})
 	require.NoError(t, err)
 
 	a, b := newExe("a"), newExe("b")
@@ -64,12 +65,12 @@ func TestCallersAnsweredOnTimeWhileServerStalls(t *testing.T) {
 // otherwise send a write again after the reset these tests cause, and what they observe is
 // what the store makes of the reset itself. TestConnectionResetAfterSend also runs with them.
 func proxied(t *testing.T) (*testserver.StallProxy, string) {
-	return testserver.Proxied(t, server.URI, "&heartbeatFrequencyMS=500&retryWrites=false")
+	return testserver.Proxied(t, srv.URI, "&heartbeatFrequencyMS=500&retryWrites=false")
 }
 
 // proxiedRetrying is proxied with the driver's retryable writes left on.
 func proxiedRetrying(t *testing.T) (*testserver.StallProxy, string) {
-	return testserver.Proxied(t, server.URI, "&heartbeatFrequencyMS=500")
+	return testserver.Proxied(t, srv.URI, "&heartbeatFrequencyMS=500")
 }
 
 // A connection reset after a commit was sent: ErrOutcomeUnknown, and a reload shows the whole
@@ -89,7 +90,7 @@ func TestConnectionResetAfterSend(t *testing.T) {
 		{"request lost, single", false, false, false}, {"answer lost, single", true, false, false},
 		{"request lost, group", false, true, false}, {"answer lost, group", true, true, false},
 	}
-	if server.External {
+	if srv.External {
 		// On the embedded server the driver never retries a write: these would repeat the
 		// modes above.
 		modes = append(modes,
@@ -106,7 +107,7 @@ func TestConnectionResetAfterSend(t *testing.T) {
 			}
 			proxy, uri := through(t)
 			h := newHarness(t, aio.Options{})
-			s, err := aio.Open(bg, uri, aio.Options{Database: h.opts.Database, DisableGroupCommit: !mode.grouped})
+			s, err := aio.Open(bg, uri, aio.Options{Connection: server.Connection{Database: h.opts.Database}, DisableGroupCommit: !mode.grouped})
 			require.NoError(t, err)
 			defer s.Close(bg)
 			e := newExe("e")

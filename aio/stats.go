@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/counters"
+	"github.com/execstore/execstore/server"
 )
 
 type opKind int
@@ -31,17 +33,14 @@ var opNames = [opKinds]string{
 	"pending_spawns", "ack_spawn", "due_timers", "delete_timer", "append_trace", "read_trace",
 }
 
-// Stats is a snapshot of a Store's counters.
+// Stats is a snapshot of a Store's counters: those every store keeps (server.Stats: queue,
+// operations by name — "commit", "load", … — unknown outcomes, shed calls, server commands)
+// and the store's own.
 type Stats struct {
-	Queued    int                // requests waiting in the channel
-	InFlight  int                // operations running
-	Ops       map[string]OpStats // by operation name ("commit", "load", …)
-	Conflicts int64              // commits refused by the version guard
+	server.Stats
+	Conflicts int64 // commits refused by the version guard
 	// AlreadyProcessed counts commits refused by the dedupe guard (ErrAlreadyProcessed).
 	AlreadyProcessed int64
-	OutcomeUnknown   int64 // writes whose outcome is unknown
-	Overloaded       int64 // non-blocking submits refused
-	ServerCommands   int64 // commands sent to the server (clients opened by Open only)
 	SeqBlocks        int64 // seq blocks reserved
 	GroupCommits     int64 // bulk writes issued by group commit
 	GroupedCommits   int64 // commits written by those bulk writes
@@ -55,54 +54,39 @@ type Stats struct {
 	CoalescedOps     int64
 }
 
-// OpStats counts one kind of operation.
-type OpStats struct {
-	Calls  int64 // completed calls, failed ones included
-	Errors int64 // calls that returned an error
+// statCounters are the counters behind Stats: the module's (counters.Ops) and the store's
+// own.
+type statCounters struct {
+	*counters.Ops
+	conflicts, alreadyProcessed  atomic.Int64
+	seqBlocks                    atomic.Int64
+	groupCommits, groupedCommits atomic.Int64
+	coalesced, coalescedOps      atomic.Int64
 }
 
-// statCounters are the counters behind Stats.
-type statCounters struct {
-	calls, errs                          [opKinds]atomic.Int64
-	conflicts, unknown, overloaded, cmds atomic.Int64
-	alreadyProcessed                     atomic.Int64
-	groupCommits, groupedCommits         atomic.Int64
-	coalesced, coalescedOps              atomic.Int64
-}
+func newStatCounters() *statCounters { return &statCounters{Ops: counters.New(opNames[:]...)} }
 
 // Record counts an outcome of an operation of kind (an opKind); see async.Recorder.
 func (c *statCounters) Record(kind int, err error) { c.record(opKind(kind), err) }
 
 func (c *statCounters) record(k opKind, err error) {
-	c.calls[k].Add(1)
-	if err == nil {
-		return
-	}
-	c.errs[k].Add(1)
+	c.Ops.Record(int(k), err)
 	switch {
+	case err == nil:
 	case errors.Is(err, execstore.ErrConflict):
 		c.conflicts.Add(1)
 	case errors.Is(err, execstore.ErrAlreadyProcessed):
 		c.alreadyProcessed.Add(1)
-	case errors.Is(err, execstore.ErrOutcomeUnknown):
-		c.unknown.Add(1)
-	case errors.Is(err, execstore.ErrOverloaded):
-		c.overloaded.Add(1)
 	}
 }
 
-// Stats returns the store's statCounters.
+// Stats returns the store's counters.
 func (s *Store) Stats() Stats {
 	st := Stats{
-		Queued:           s.pool.Len(),
-		InFlight:         s.pool.InFlight(),
-		Ops:              make(map[string]OpStats, opKinds),
+		Stats:            s.stats.Ops.Stats(s.pool),
 		Conflicts:        s.stats.conflicts.Load(),
 		AlreadyProcessed: s.stats.alreadyProcessed.Load(),
-		OutcomeUnknown:   s.stats.unknown.Load(),
-		Overloaded:       s.stats.overloaded.Load(),
-		ServerCommands:   s.stats.cmds.Load(),
-		SeqBlocks:        s.outboxSeq.Reserved() + s.spawnSeq.Reserved(),
+		SeqBlocks:        s.stats.seqBlocks.Load(),
 		GroupCommits:     s.stats.groupCommits.Load(),
 		GroupedCommits:   s.stats.groupedCommits.Load(),
 		CoalescedBatches: s.stats.coalesced.Load(),
@@ -110,9 +94,6 @@ func (s *Store) Stats() Stats {
 	}
 	if s.cache != nil {
 		st.CacheHits, st.CacheMisses = s.cache.hits.Load(), s.cache.misses.Load()
-	}
-	for k := range opKinds {
-		st.Ops[opNames[k]] = OpStats{Calls: s.stats.calls[k].Load(), Errors: s.stats.errs[k].Load()}
 	}
 	return st
 }

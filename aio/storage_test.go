@@ -11,6 +11,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/internal/opsrun"
+	"github.com/execstore/execstore/server"
 )
 
 // What the store keeps in the stored document, read back raw: the document model, the trace
@@ -89,15 +90,15 @@ func TestTraceRingBoundedInStorage(t *testing.T) {
 // The sweep's hint (timer_min) may be early, never late; on MongoDB a sweep that finds it stale
 // repairs it, on FerretDB (where the sweep reads every document anyway) it is left early.
 func TestTimerHint(t *testing.T) {
-	for _, profile := range []execstore.Profile{execstore.MongoDB, execstore.FerretDB} {
-		t.Run(profile.String(), func(t *testing.T) { testTimerHint(t, profile) })
+	for _, profile := range []server.Profile{server.MongoDB, server.FerretDB} {
+		t.Run(string(profile), func(t *testing.T) { testTimerHint(t, profile) })
 	}
 }
 
 // testTimerHint runs TestTimerHint with the profile forced: its commits and sweeps use no
 // operator that either server lacks.
-func testTimerHint(t *testing.T, profile execstore.Profile) {
-	h := newHarness(t, aio.Options{Profile: profile})
+func testTimerHint(t *testing.T, profile server.Profile) {
+	h := newHarness(t, aio.Options{Connection: server.Connection{Profile: profile}})
 	e := newExe("e")
 	_, err := h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{
 		execstore.ScheduleTimer("A", 100), execstore.ScheduleTimer("B", 300)}})
@@ -110,7 +111,7 @@ func testTimerHint(t *testing.T, profile execstore.Profile) {
 	d, err := h.store.DueTimers(bg, 200, 0)
 	require.NoError(t, err)
 	assert.Empty(t, d)
-	if profile == execstore.FerretDB {
+	if profile == server.FerretDB {
 		assert.EqualValues(t, 100, h.rawDoc(t, "e").Lookup("timer_min").Double(), "the stale hint is left")
 	} else {
 		assert.EqualValues(t, 300, h.rawDoc(t, "e").Lookup("timer_min").Double(), "the stale hint is repaired")
@@ -130,7 +131,7 @@ func testTimerHint(t *testing.T, profile execstore.Profile) {
 	d, err = h.store.DueTimers(bg, 1000, 0)
 	require.NoError(t, err)
 	assert.Empty(t, d)
-	if profile != execstore.FerretDB {
+	if profile != server.FerretDB {
 		_, err = h.rawDoc(t, "e").LookupErr("timer_min")
 		assert.Error(t, err, "no timer left: no hint")
 	}
@@ -161,10 +162,10 @@ func TestDeleteTimersIsOneBulkWrite(t *testing.T) {
 // With a dedupe window the stored set stays bounded by twice the window, on either profile's
 // formulation (the window's semantics are in storetest).
 func TestDedupeWindowBoundedInStorage(t *testing.T) {
-	for _, profile := range []execstore.Profile{execstore.Detect, execstore.FerretDB} {
+	for _, profile := range []server.Profile{server.Detect, server.FerretDB} {
 		t.Run(fmt.Sprintf("profile=%v", profile), func(t *testing.T) {
 			const window, events = 3, 14
-			h := newHarness(t, aio.Options{DedupeWindow: window, Profile: profile})
+			h := newHarness(t, aio.Options{DedupeWindow: window, Connection: server.Connection{Profile: profile}})
 			e := newExe("e")
 			for i := range events {
 				_, err := h.store.Commit(bg, e, execstore.Commit{ProcessedEventID: fmt.Sprintf("ev%d", i)})

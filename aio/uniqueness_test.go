@@ -20,6 +20,7 @@ import (
 	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/internal/unique"
 	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/server"
 )
 
 // What hands out something unique has exactly one winner, and no command is an upsert whose
@@ -71,7 +72,7 @@ func (w *upsertWatch) assertNoIDOnlyUpsert(t *testing.T) {
 
 // dropDatabase drops db, reached through a client of its own.
 func dropDatabase(t *testing.T, db string) {
-	client, err := mongo.Connect(options.Client().ApplyURI(server.URI))
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI))
 	require.NoError(t, err)
 	defer client.Disconnect(bg)
 	assert.NoError(t, client.Database(db).Drop(bg))
@@ -84,7 +85,7 @@ func countersEnv(client *mongo.Client, db string) opsrun.Env {
 
 func watchedClient(t *testing.T, w *upsertWatch) *mongo.Client {
 	t.Helper()
-	client, err := mongo.Connect(options.Client().ApplyURI(server.URI).SetMonitor(w.monitor()))
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI).SetMonitor(w.monitor()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Disconnect(bg) })
 	return client
@@ -133,7 +134,7 @@ func TestCounterReservationsAreDisjoint(t *testing.T) {
 func TestCounterCreationRaceInjected(t *testing.T) {
 	w := &upsertWatch{}
 	client := watchedClient(t, w)
-	other, err := mongo.Connect(options.Client().ApplyURI(server.URI))
+	other, err := mongo.Connect(options.Client().ApplyURI(srv.URI))
 	require.NoError(t, err)
 	defer other.Disconnect(bg)
 	db := testDatabase(t)
@@ -165,8 +166,7 @@ func TestStoreSendsNoIDOnlyUpsert(t *testing.T) {
 		t.Run(fmt.Sprintf("grouped=%v", grouped), func(t *testing.T) {
 			w := &upsertWatch{}
 			db := testDatabase(t)
-			store, err := aio.Open(bg, server.URI, aio.Options{Database: db, DisableGroupCommit: !grouped,
-				ClientOptions: options.Client().SetMonitor(w.monitor())})
+			store, err := aio.Open(bg, srv.URI, aio.Options{Connection: server.Connection{Database: db, ClientOptions: options.Client().SetMonitor(w.monitor())}, DisableGroupCommit: !grouped})
 			require.NoError(t, err)
 			defer func() { _ = store.Close(bg) }()
 			t.Cleanup(func() { dropDatabase(t, db) })
@@ -216,12 +216,11 @@ func TestStoreSendsNoIDOnlyUpsert(t *testing.T) {
 // under strict; buildInfo is refused and detection falls back to hello).
 func TestStrictStableAPI(t *testing.T) {
 	db := testDatabase(t)
-	store, err := aio.Open(bg, server.URI, aio.Options{Database: db,
-		ClientOptions: options.Client().SetServerAPIOptions(options.ServerAPI(options.ServerAPIVersion1).SetStrict(true))})
+	store, err := aio.Open(bg, srv.URI, aio.Options{Connection: server.Connection{Database: db, ClientOptions: options.Client().SetServerAPIOptions(options.ServerAPI(options.ServerAPIVersion1).SetStrict(true))}})
 	require.NoError(t, err)
 	defer func() { _ = store.Close(bg) }()
 	t.Cleanup(func() { dropDatabase(t, db) })
-	assert.NotEqual(t, execstore.FamilyUnknown, store.Server().Family, "%+v", store.Server())
+	assert.NotEqual(t, server.FamilyUnknown, store.Server().Family, "%+v", store.Server())
 
 	exe := &execstore.Execution{ID: "s", DefinitionID: "d", Status: execstore.Running, Data: []byte("{}")}
 	require.NoError(t, store.Save(bg, exe))

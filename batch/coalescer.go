@@ -7,18 +7,18 @@ import (
 	"github.com/execstore/execstore"
 )
 
-// Defaults of CoalescerConfig.
+// The defaults of CoalescerConfig.
 const (
-	DefaultMaxItems    = 64
-	DefaultMaxBytes    = 4 << 20
-	DefaultMaxInFlight = 4
+	defaultMaxItems    = 64
+	defaultMaxBytes    = 4 << 20
+	defaultMaxInFlight = 4
 )
 
 // CoalescerConfig bounds a Coalescer's batches.
 type CoalescerConfig struct {
-	MaxItems    int // items per batch; default DefaultMaxItems
-	MaxBytes    int // a batch closes once its summed item sizes reach it; default DefaultMaxBytes
-	MaxInFlight int // batches being flushed at once; default DefaultMaxInFlight
+	MaxItems    int // items per batch; default 64
+	MaxBytes    int // a batch closes once its summed item sizes reach it; default 4 MiB
+	MaxInFlight int // batches being flushed at once; default 4
 }
 
 // Coalescer groups items submitted concurrently into batches and hands each batch to a flush
@@ -50,13 +50,13 @@ type Coalescer[T any] struct {
 // NewCoalescer starts a Coalescer. size returns an item's weight against MaxBytes.
 func NewCoalescer[T any](cfg CoalescerConfig, size func(T) int, flush func([]T)) *Coalescer[T] {
 	if cfg.MaxItems <= 0 {
-		cfg.MaxItems = DefaultMaxItems
+		cfg.MaxItems = defaultMaxItems
 	}
 	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = DefaultMaxBytes
+		cfg.MaxBytes = defaultMaxBytes
 	}
 	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = DefaultMaxInFlight
+		cfg.MaxInFlight = defaultMaxInFlight
 	}
 	c := &Coalescer[T]{
 		in:    make(chan T, cfg.MaxItems),

@@ -5,8 +5,8 @@ import (
 	"sync"
 )
 
-// DefaultBlockSize is the number of seqs a Sequence reserves per server command.
-const DefaultBlockSize = 256
+// defaultBlockSize is the number of seqs a Sequence reserves per server command.
+const defaultBlockSize = 256
 
 // Reserver reserves n seqs on the server and returns the last of them: the block is
 // (last-n, last].
@@ -28,7 +28,6 @@ type Sequence struct {
 	hasSpare bool
 	fetch    *fetch // the reservation in flight, if any
 	wg       sync.WaitGroup
-	reserved int64 // blocks reserved: Reserved, which aio reports as Stats.SeqBlocks
 }
 
 type fetch struct {
@@ -36,11 +35,11 @@ type fetch struct {
 	err  error
 }
 
-// NewSequence returns a Sequence reserving blockSize seqs at a time (DefaultBlockSize when
+// NewSequence returns a Sequence reserving blockSize seqs at a time (256 when
 // blockSize <= 0). The next block is reserved once fewer than a quarter of a block remain.
 func NewSequence(reserve Reserver, blockSize int64) *Sequence {
 	if blockSize <= 0 {
-		blockSize = DefaultBlockSize
+		blockSize = defaultBlockSize
 	}
 	s := &Sequence{reserve: reserve, blockSize: blockSize, lowWater: (blockSize + 3) / 4, next: 1, end: 0}
 	s.bg, s.cancelBg = context.WithCancel(context.Background())
@@ -110,7 +109,6 @@ func (s *Sequence) startFetchLocked() *fetch {
 			} else {
 				s.spare, s.hasSpare = [2]int64{first, last}, true
 			}
-			s.reserved++
 		}
 		f.err = err
 		s.fetch = nil
@@ -118,14 +116,6 @@ func (s *Sequence) startFetchLocked() *fetch {
 		close(f.done)
 	}()
 	return f
-}
-
-// Reserved returns how many blocks this Sequence has reserved (a statistic: aio reports it as
-// Stats.SeqBlocks).
-func (s *Sequence) Reserved() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.reserved
 }
 
 // Close cancels a reservation in flight and waits for it to end. Afterwards Take hands out

@@ -180,8 +180,8 @@ func TestDefaultBlockSize(t *testing.T) {
 	defer s.Close()
 	res := takeAsync(context.Background(), s, 1)
 	c := r.next()
-	require.EqualValues(t, batch.DefaultBlockSize, c.n)
-	c.answer(batch.DefaultBlockSize, nil)
+	require.EqualValues(t, 256, c.n, "the default NewSequence documents")
+	c.answer(256, nil)
 	got := <-res
 	require.NoError(t, got.err)
 	require.Equal(t, []int64{1}, got.seqs)

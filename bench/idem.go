@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/execstore/execstore/idem"
+	"github.com/execstore/execstore/server"
 )
 
 // The idempotency-key workload: N distinct keys, each claimed once, then completed once with
@@ -67,9 +68,8 @@ type idemStoreBackend struct {
 func openIdemStore(ctx context.Context, uri, database string) (*idemStoreBackend, error) {
 	b := &idemStoreBackend{cmds: newCommandCounter()}
 	st, err := idem.Open(ctx, uri, idem.Options{
-		Database:      database,
-		ReapInterval:  -1, // the FerretDB sweep would add commands no operation sent
-		ClientOptions: clientWithMonitor(b.cmds),
+		Connection:   server.Connection{Database: database, ClientOptions: clientWithMonitor(b.cmds)},
+		ReapInterval: -1,
 	})
 	if err != nil {
 		return nil, err
@@ -95,7 +95,7 @@ func (b *idemStoreBackend) complete(ctx context.Context, key, token string, body
 	return b.store.Complete(ctx, key, token, resp, idemRetention)
 }
 
-func (b *idemStoreBackend) collection() string      { return idem.DefaultCollection }
+func (b *idemStoreBackend) collection() string      { return "idempotency" }
 func (b *idemStoreBackend) commands() commandCounts { return b.cmds.snapshot() }
 func (b *idemStoreBackend) close(ctx context.Context) error {
 	return b.store.Close(ctx)

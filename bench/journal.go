@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/execstore/execstore/journal"
+	"github.com/execstore/execstore/server"
 )
 
 // The operation-journal workload: N invocations, each run through its whole life by one of C
@@ -197,7 +198,7 @@ func (e *environment) measureJournal(ctx context.Context, j *journal.Journal, cm
 	if err != nil {
 		return m, err
 	}
-	docs, err := e.admin.Database(database).Collection(journal.DefaultCollection).CountDocuments(ctx, bson.D{})
+	docs, err := e.admin.Database(database).Collection("journal").CountDocuments(ctx, bson.D{})
 	if err != nil {
 		return m, fmt.Errorf("counting the records for the checks: %w", err)
 	}
@@ -283,9 +284,8 @@ func (e *environment) journalRun(ctx context.Context, cfg config, database strin
 	}
 	cmds := newCommandCounter()
 	j, err := journal.Open(ctx, e.clientURI, ring, journal.Options{
-		Database:             database,
+		Connection:           server.Connection{Database: database, ClientOptions: clientWithMonitor(cmds)},
 		AcceptWeakDurability: weak,
-		ClientOptions:        clientWithMonitor(cmds),
 	})
 	if err != nil {
 		return m, errors.Join(fmt.Errorf("setup: %w", err), e.tearDown(ctx, cfg, database, nil))

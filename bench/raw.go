@@ -13,8 +13,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/internal/connect"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/ops"
 )
@@ -100,7 +100,7 @@ func (r *rawWrites) setup(ctx context.Context) error {
 	profile := server.Profile
 	db := client.Database(r.database)
 	r.env = opsrun.Env{
-		Layout:     ops.Layout{Profile: profile, TraceMax: aio.DefaultTraceMax},
+		Layout:     ops.Layout{Profile: profile, TraceMax: contract.DefaultTraceMax},
 		Executions: db.Collection(ops.ExecutionsCollection),
 		Counters:   db.Collection(ops.CountersCollection),
 	}

@@ -17,7 +17,9 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/server"
 )
 
 // Scaling mode.
@@ -99,8 +101,7 @@ func scaling(ctx context.Context, cfg config) (status int, err error) {
 func (e *environment) scalingAt(ctx context.Context, cfg config, db string, size int) ([]sweepResult, error) {
 	storeCmds := newCommandCounter()
 	store, err := aio.Open(ctx, e.uri, aio.Options{ // creates the indexes before the load
-		Database:      db,
-		ClientOptions: options.Client().SetMonitor(storeCmds.monitor()),
+		Connection: server.Connection{Database: db, ClientOptions: options.Client().SetMonitor(storeCmds.monitor())},
 	})
 	if err != nil {
 		return nil, err
@@ -181,7 +182,7 @@ func (e *environment) scalingAt(ctx context.Context, cfg config, db string, size
 // with one timer: due ones fire a minute before now and are spread evenly through the
 // collection, the others fire an hour or more after it.
 func (e *environment) loadTimers(ctx context.Context, db string, size, due int, now float64) error {
-	layout := ops.Layout{Profile: e.info.Profile, TraceMax: aio.DefaultTraceMax}
+	layout := ops.Layout{Profile: e.info.Profile, TraceMax: contract.DefaultTraceMax}
 	coll := e.admin.Database(db).Collection(ops.ExecutionsCollection)
 	data := []byte(`{"handled":3,"last":"ev-0000000"}`)
 	every := size / due

@@ -7,6 +7,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/server"
 )
 
 // aioStore is the module's asynchronous store as the engine workload uses it: the aio
@@ -42,11 +43,10 @@ func (s *aioStore) name() string { return s.label }
 
 func (s *aioStore) open(ctx context.Context) error {
 	opts := aio.Options{
-		Database:           s.database,
+		Connection:         server.Connection{Database: s.database, ClientOptions: options.Client().SetMonitor(s.cmds.monitor())},
 		DisableGroupCommit: !s.batch,
 		DisableCoalescing:  !s.batch,
 		CacheSize:          s.cacheSize,
-		ClientOptions:      options.Client().SetMonitor(s.cmds.monitor()),
 	}
 	st, err := aio.Open(ctx, s.uri, opts)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/embedded"
+	"github.com/execstore/execstore/server"
 )
 
 // The server stops and starts again on the same data directory and address while writers
@@ -36,7 +37,7 @@ func TestStoreSurvivesServerRestart(t *testing.T) {
 	first, err := embedded.Start(ctx, embedded.Options{Dir: dir, Addr: addr})
 	require.NoError(t, err)
 	store, err := aio.Open(ctx, first.URI()+"?heartbeatFrequencyMS=500&serverSelectionTimeoutMS=1000",
-		aio.Options{Database: "restart"})
+		aio.Options{Connection: server.Connection{Database: "restart"}})
 	require.NoError(t, err)
 	defer store.Close(ctx)
 

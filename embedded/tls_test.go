@@ -23,6 +23,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/embedded"
+	"github.com/execstore/execstore/server"
 )
 
 // testCA makes a certificate authority and a server certificate for 127.0.0.1 signed by it,
@@ -67,7 +68,7 @@ func TestStoreOverTLS(t *testing.T) {
 	defer srv.Close()
 
 	uri := srv.URI() + "&tlsCAFile=" + url.QueryEscape(caFile)
-	store, err := aio.Open(ctx, uri, aio.Options{Database: "tls"})
+	store, err := aio.Open(ctx, uri, aio.Options{Connection: server.Connection{Database: "tls"}})
 	require.NoError(t, err)
 	e := &execstore.Execution{ID: "e", DefinitionID: "d", Status: execstore.Running, Data: []byte("over tls")}
 	_, err = store.Commit(ctx, e, execstore.Commit{Emits: []execstore.Emit{{Event: []byte("x")}}})
@@ -82,6 +83,6 @@ func TestStoreOverTLS(t *testing.T) {
 	plain.RawQuery = "serverSelectionTimeoutMS=300"
 	octx, cancel := context.WithTimeout(ctx, 800*time.Millisecond)
 	defer cancel()
-	_, err = aio.Open(octx, plain.String(), aio.Options{Database: "tls"})
+	_, err = aio.Open(octx, plain.String(), aio.Options{Connection: server.Connection{Database: "tls"}})
 	assert.Error(t, err, "a plaintext client reached the TLS listener")
 }

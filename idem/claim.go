@@ -7,37 +7,24 @@ import (
 	"fmt"
 )
 
-// Outcome is what a Claim found, and did.
-type Outcome int
+// Outcome is what a Claim found, and did; it reads as its value. The zero Outcome is no
+// claim's.
+type Outcome string
 
 // The outcomes of a claim. Of any number of concurrent claims of one key, at most one
 // gets New or LeaseReclaimed (a token); the others get AlreadyClaimed or AlreadyCompleted.
 const (
 	// New: there was no record (or an unreadable one, or a Completed one past its
 	// retention); the caller now holds the key with a fresh token.
-	New Outcome = iota + 1
+	New Outcome = "new"
 	// LeaseReclaimed: a Claimed record's lease had lapsed; the caller now holds the key with
 	// a fresh token, and the old token is fenced: its Complete, Renew and Release fail.
-	LeaseReclaimed
+	LeaseReclaimed Outcome = "lease reclaimed"
 	// AlreadyClaimed: someone else holds a live claim. Record is theirs; no token.
-	AlreadyClaimed
+	AlreadyClaimed Outcome = "already claimed"
 	// AlreadyCompleted: the request already ran; Record.Response is to be replayed. No token.
-	AlreadyCompleted
+	AlreadyCompleted Outcome = "already completed"
 )
-
-func (o Outcome) String() string {
-	switch o {
-	case New:
-		return "new"
-	case LeaseReclaimed:
-		return "lease reclaimed"
-	case AlreadyClaimed:
-		return "already claimed"
-	case AlreadyCompleted:
-		return "already completed"
-	}
-	return "unknown"
-}
 
 // Claim is the result of Store.Claim.
 type Claim struct {

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/server"
 )
 
 // steppingClock is an application clock whose wall time a test steps. Its readings carry no
@@ -34,8 +34,8 @@ func (c *steppingClock) set(offset time.Duration) {
 // estimates the server's clock), the first with clk as its application clock.
 func clockStores(t *testing.T, clk *steppingClock) (stepped, steady *Store) {
 	db := testDatabase(t)
-	stepped = openStore(t, Options{Database: db, Profile: execstore.FerretDB, Clock: clk.now, ReapInterval: -1})
-	steady = openStore(t, Options{Database: db, Profile: execstore.FerretDB, ReapInterval: -1})
+	stepped = openStore(t, Options{Connection: server.Connection{Database: db, Profile: server.FerretDB}, Clock: clk.now, ReapInterval: -1})
+	steady = openStore(t, Options{Connection: server.Connection{Database: db, Profile: server.FerretDB}, ReapInterval: -1})
 	return stepped, steady
 }
 

@@ -13,13 +13,14 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/testserver"
+	"github.com/execstore/execstore/server"
 )
 
 // newCutProxy returns a proxy in front of the test server and the URI that goes through it:
 // while AnswersStalled it holds the server's answers, while Stalled every byte; CloseAll cuts
 // every connection.
 func newCutProxy(t *testing.T) (*testserver.StallProxy, string) {
-	return testserver.Proxied(t, server.URI, "")
+	return testserver.Proxied(t, srv.URI, "")
 }
 
 // A connection cut after a claim's write was sent: the claim is settled exactly (its token
@@ -46,11 +47,10 @@ func TestConnectionCutAfterClaimSent(t *testing.T) {
 				}
 			}}
 			db := testDatabase(t)
-			s, err := Open(bg, uri, Options{Database: db,
-				ClientOptions: options.Client().SetMonitor(monitor).SetRetryWrites(false)})
+			s, err := Open(bg, uri, Options{Connection: server.Connection{Database: db, ClientOptions: options.Client().SetMonitor(monitor).SetRetryWrites(false)}})
 			require.NoError(t, err)
 			defer s.Close(bg)
-			direct := openStore(t, Options{Database: db})
+			direct := openStore(t, Options{Connection: server.Connection{Database: db}})
 			for round := range 3 {
 				key := name + string(rune('a'+round))
 				armed.Store(true)

@@ -86,7 +86,7 @@ func TestDoKeepsLeaseAlive(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 			c, err := s.Claim(bg, "k", fp, 1, time.Minute)
 			if err != nil || c.Outcome != AlreadyClaimed {
-				return Response{}, errors.Join(err, errors.New("the key was taken while fn ran: "+c.Outcome.String()))
+				return Response{}, errors.Join(err, errors.New("the key was taken while fn ran: "+string(c.Outcome)))
 			}
 			if ctx.Err() != nil {
 				return Response{}, context.Cause(ctx)

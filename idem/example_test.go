@@ -11,6 +11,7 @@ import (
 
 	"github.com/execstore/execstore/embedded"
 	"github.com/execstore/execstore/idem"
+	"github.com/execstore/execstore/server"
 )
 
 // Do runs a payment once per key: the retry gets the stored response, and the function
@@ -23,7 +24,7 @@ func ExampleStore_Do() {
 		log.Fatal(err)
 	}
 	defer srv.Close()
-	store, err := idem.Open(ctx, srv.URI(), idem.Options{Database: "example_do"})
+	store, err := idem.Open(ctx, srv.URI(), idem.Options{Connection: server.Connection{Database: "example_do"}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func ExampleStore_Middleware() {
 		log.Fatal(err)
 	}
 	defer srv.Close()
-	store, err := idem.Open(ctx, srv.URI(), idem.Options{Database: "example_http"})
+	store, err := idem.Open(ctx, srv.URI(), idem.Options{Connection: server.Connection{Database: "example_http"}})
 	if err != nil {
 		log.Fatal(err)
 	}

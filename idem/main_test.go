@@ -15,9 +15,9 @@ import (
 )
 
 // server is the embedded FerretDB behind its front, or MONGODB_URI when set.
-var server *testserver.Server
+var srv *testserver.Server
 
-func TestMain(m *testing.M) { os.Exit(testserver.Main(m, &server)) }
+func TestMain(m *testing.M) { os.Exit(testserver.Main(m, &srv)) }
 
 var bg = context.Background()
 
@@ -30,7 +30,7 @@ func openStore(t testing.TB, opts Options) *Store {
 	if opts.Database == "" {
 		opts.Database = testDatabase(t)
 	}
-	s, err := Open(bg, server.URI, opts)
+	s, err := Open(bg, srv.URI, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close(bg)) })
 	return s
@@ -41,7 +41,7 @@ func openStore(t testing.TB, opts Options) *Store {
 // answer carries ferretdbVersion, MongoDB's does not.
 func serverIsFerretDB(t testing.TB) bool {
 	t.Helper()
-	client, err := mongo.Connect(options.Client().ApplyURI(server.URI))
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI))
 	require.NoError(t, err)
 	defer client.Disconnect(bg)
 	var info struct {
@@ -54,7 +54,7 @@ func serverIsFerretDB(t testing.TB) bool {
 // rawCollection is s's collection through a client of the test's own, for writing records
 // the store would never write.
 func rawCollection(t testing.TB, s *Store) *mongo.Collection {
-	return testserver.Collection(t, server.URI, s.opts.Database, s.opts.Collection)
+	return testserver.Collection(t, srv.URI, s.opts.Database, s.opts.Collection)
 }
 
 const (

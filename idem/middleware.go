@@ -24,10 +24,10 @@ const (
 	HeaderReplayed = "Idempotent-Replayed"
 )
 
-// Defaults of MiddlewareOptions.
+// The defaults of MiddlewareOptions, as its fields document them.
 const (
-	DefaultMaxRequestBytes = 1 << 20
-	DefaultRetryAfter      = time.Second
+	defaultMaxRequestBytes = 1 << 20
+	defaultRetryAfter      = time.Second
 )
 
 // MiddlewareOptions configures Store.Middleware. The zero value is ready to use; the
@@ -44,10 +44,10 @@ type MiddlewareOptions struct {
 	// Default DefaultFingerprint: method, path and body.
 	Fingerprint func(r *http.Request, body []byte) string
 	// MaxRequestBytes bounds the request body the middleware reads to fingerprint it;
-	// a larger one is a 413. Default DefaultMaxRequestBytes (1 MiB).
+	// a larger one is a 413. Default 1 MiB.
 	MaxRequestBytes int64
 	// RetryAfter is the Retry-After of a 409 (the first request still runs) and of a 503.
-	// Default DefaultRetryAfter (1s).
+	// Default 1s.
 	RetryAfter time.Duration
 	// FailOpen runs the handler without idempotency when the store fails before it ran.
 	// Default false: fail closed with a 503.
@@ -62,10 +62,10 @@ func (o MiddlewareOptions) withDefaults() MiddlewareOptions {
 		o.Fingerprint = DefaultFingerprint
 	}
 	if o.MaxRequestBytes <= 0 {
-		o.MaxRequestBytes = DefaultMaxRequestBytes
+		o.MaxRequestBytes = defaultMaxRequestBytes
 	}
 	if o.RetryAfter <= 0 {
-		o.RetryAfter = DefaultRetryAfter
+		o.RetryAfter = defaultRetryAfter
 	}
 	return o
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore/server"
 )
 
 // countingHandler answers 201 with headers and a body echoing the request, and counts its
@@ -160,7 +162,7 @@ func TestMiddlewareServerErrorNotStored(t *testing.T) {
 
 // A store failure fails closed with 503 and Retry-After, or runs the handler with FailOpen.
 func TestMiddlewareStoreFailure(t *testing.T) {
-	s, err := Open(bg, server.URI, Options{Database: testDatabase(t)})
+	s, err := Open(bg, srv.URI, Options{Connection: server.Connection{Database: testDatabase(t)}})
 	require.NoError(t, err)
 	require.NoError(t, s.Close(bg)) // every call now fails
 	h := &countingHandler{}

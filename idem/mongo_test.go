@@ -121,7 +121,7 @@ func TestMongoFormulationSendsCommands(t *testing.T) {
 		sent[e.CommandName] = append(bson.Raw(nil), e.Command...)
 		idOnly = append(idOnly, unique.IDOnlyUpserts(e.Command)...)
 	}}
-	client, err := mongo.Connect(options.Client().ApplyURI(server.URI).SetMonitor(monitor))
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI).SetMonitor(monitor))
 	require.NoError(t, err)
 	defer client.Disconnect(bg)
 	db := client.Database(testDatabase(t))

@@ -4,7 +4,8 @@ import (
 	"errors"
 	"sync/atomic"
 
-	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/counters"
+	"github.com/execstore/execstore/server"
 )
 
 type opKind int
@@ -20,57 +21,48 @@ const (
 
 var opNames = [opKinds]string{"claim", "complete", "release", "renew", "get"}
 
-// Stats is a snapshot of a Store's counters.
-type Stats struct {
-	Queued         int                // requests waiting for a worker
-	InFlight       int                // operations running
-	Ops            map[string]OpStats // by operation: claim, complete, release, renew, get
-	Claims         map[string]int64   // claims by Outcome ("new", "lease reclaimed", …)
-	Recovered      int64              // claims that took over an unreadable record
-	Settled        int64              // unanswered claims settled by reading their token back
-	Mismatches     int64              // claims refused for a different fingerprint
-	OutcomeUnknown int64              // writes whose outcome is unknown
-	Overloaded     int64              // calls refused by ShedLoad
-	Reaped         int64              // records deleted by the FerretDB sweep
-	ReapErrors     int64              // sweeps that failed (the next one tries again)
-	ServerCommands int64              // commands sent (clients made by Open only)
-}
+// outcomes are the claims' outcomes, as Stats.Claims counts them.
+var outcomes = [...]Outcome{New, LeaseReclaimed, AlreadyClaimed, AlreadyCompleted}
 
-// OpStats counts one kind of operation.
-type OpStats struct {
-	Calls  int64 // completed calls, failed ones included
-	Errors int64 // calls that returned an error
+// Stats is a snapshot of a Store's counters: those every store keeps (server.Stats: queue,
+// operations by name — claim, complete, release, renew, get — unknown outcomes, shed calls,
+// server commands) and the store's own.
+type Stats struct {
+	server.Stats
+	Claims     map[Outcome]int64 // claims by Outcome
+	Recovered  int64             // claims that took over an unreadable record
+	Settled    int64             // unanswered claims settled by reading their token back
+	Mismatches int64             // claims refused for a different fingerprint
+	Reaped     int64             // records deleted by the FerretDB sweep
+	ReapErrors int64             // sweeps that failed (the next one tries again)
 }
 
 type statCounters struct {
-	calls, errs                             [opKinds]atomic.Int64
-	claims                                  [AlreadyCompleted + 1]atomic.Int64
-	recovered, settled, mismatches          atomic.Int64
-	unknown, overloaded, reaped, reapErrors atomic.Int64
-	cmds                                    atomic.Int64
+	*counters.Ops
+	claims                         [len(outcomes)]atomic.Int64
+	recovered, settled, mismatches atomic.Int64
+	reaped, reapErrors             atomic.Int64
 }
 
-// Record counts an outcome of an operation of kind (an opKind); see async.Recorder.
+func newStatCounters() *statCounters { return &statCounters{Ops: counters.New(opNames[:]...)} }
+
+// Record counts an outcome of an operation of kind (an opKind); see async.Recorder. A claim
+// refused for a different fingerprint is an answer, not a failed call.
 func (c *statCounters) Record(kind int, err error) {
-	c.calls[kind].Add(1)
-	if err == nil || errors.Is(err, ErrFingerprintMismatch) {
-		return
+	if errors.Is(err, ErrFingerprintMismatch) {
+		err = nil
 	}
-	c.errs[kind].Add(1)
-	switch {
-	case errors.Is(err, execstore.ErrOutcomeUnknown):
-		c.unknown.Add(1)
-	case errors.Is(err, execstore.ErrOverloaded):
-		c.overloaded.Add(1)
-	}
+	c.Ops.Record(kind, err)
 }
 
 func (c *statCounters) recordClaim(cl Claim, err error) {
 	if errors.Is(err, ErrFingerprintMismatch) {
 		c.mismatches.Add(1)
 	}
-	if cl.Outcome != 0 {
-		c.claims[cl.Outcome].Add(1)
+	for i, o := range outcomes {
+		if cl.Outcome == o {
+			c.claims[i].Add(1)
+		}
 	}
 	if cl.RecoveredFromCorrupt {
 		c.recovered.Add(1)
@@ -84,17 +76,13 @@ func (c *statCounters) recordClaim(cl Claim, err error) {
 func (s *Store) Stats() Stats {
 	c := s.stats
 	st := Stats{
-		Queued: s.pool.Len(), InFlight: s.pool.InFlight(),
-		Ops: make(map[string]OpStats, opKinds), Claims: map[string]int64{},
+		Stats:     c.Ops.Stats(s.pool),
+		Claims:    make(map[Outcome]int64, len(outcomes)),
 		Recovered: c.recovered.Load(), Settled: c.settled.Load(), Mismatches: c.mismatches.Load(),
-		OutcomeUnknown: c.unknown.Load(), Overloaded: c.overloaded.Load(),
-		Reaped: c.reaped.Load(), ReapErrors: c.reapErrors.Load(), ServerCommands: c.cmds.Load(),
+		Reaped: c.reaped.Load(), ReapErrors: c.reapErrors.Load(),
 	}
-	for k := range opKinds {
-		st.Ops[opNames[k]] = OpStats{Calls: c.calls[k].Load(), Errors: c.errs[k].Load()}
-	}
-	for o := New; o <= AlreadyCompleted; o++ {
-		st.Claims[o.String()] = c.claims[o].Load()
+	for i, o := range outcomes {
+		st.Claims[o] = c.claims[i].Load()
 	}
 	return st
 }

@@ -8,17 +8,17 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/async"
 	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/internal/workers"
+	"github.com/execstore/execstore/server"
 )
 
 // Store is the idempotency store. Every method is safe for concurrent use.
 type Store struct {
 	client     *mongo.Client
 	ownsClient bool
-	info       execstore.ServerInfo
+	info       server.Info
 	form       formulation
 	recs       *records
 	ferret     *ferretForm // nil on MongoDB
@@ -36,8 +36,8 @@ type Store struct {
 // other server, FerretDB 2.x included; with MongoDB's it creates the TTL index.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
-	stats := &statCounters{}
-	cfg := connect.Config{ClientOptions: opts.ClientOptions, Commands: &stats.cmds,
+	stats := newStatCounters()
+	cfg := connect.Config{ClientOptions: opts.ClientOptions, Commands: &stats.Commands,
 		PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern}
 	return connect.Open(ctx, uri, cfg, func(client *mongo.Client, owns bool) (*Store, error) {
 		return open(ctx, client, owns, opts, stats)
@@ -50,7 +50,7 @@ func OpenClient(ctx context.Context, client *mongo.Client, opts Options) (*Store
 	opts = opts.withDefaults()
 	cfg := connect.Config{PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern}
 	return connect.OpenClient(ctx, client, cfg, func(client *mongo.Client, owns bool) (*Store, error) {
-		return open(ctx, client, owns, opts, &statCounters{})
+		return open(ctx, client, owns, opts, newStatCounters())
 	})
 }
 
@@ -59,14 +59,14 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 	if err != nil {
 		return nil, err
 	}
-	db, err := connect.Database(ctx, client, opts.Database, opts.WriteConcern, nil, !owns, opts.Collection)
+	db, err := connect.Database(ctx, client, opts.Database, opts.WriteConcern, opts.ReadConcern, !owns, opts.Collection)
 	if err != nil {
 		return nil, err
 	}
 	recs := newRecords(db.Collection(opts.Collection), opts.SettleTimeout, opts.Grace)
 	s := &Store{client: client, ownsClient: owns, info: info, opts: opts, stats: stats, recs: &recs}
 	switch info.Profile {
-	case execstore.FerretDB:
+	case server.FerretDB:
 		clock := &serverClock{db: db, now: opts.Clock, refresh: opts.ClockRefresh}
 		if err := clock.sample(ctx); err != nil {
 			return nil, err
@@ -90,7 +90,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 
 // Server returns what the store learned of the server at Open; its Profile names the
 // formulation in use.
-func (s *Store) Server() execstore.ServerInfo { return s.info }
+func (s *Store) Server() server.Info { return s.info }
 
 // Close stops the sweep, stops accepting calls (execstore.ErrClosed), drains queued and
 // in-flight operations within ctx and, for a store made by Open, disconnects the client. No

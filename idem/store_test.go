@@ -13,15 +13,16 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/server"
 )
 
 // Open picks the formulation of the server it finds: FerretDB's on FerretDB (the embedded
 // server), MongoDB's on MongoDB.
 func TestOpenDetectsServer(t *testing.T) {
 	s := openStore(t, Options{})
-	want := execstore.MongoDB
+	want := server.MongoDB
 	if serverIsFerretDB(t) {
-		want = execstore.FerretDB
+		want = server.FerretDB
 	}
 	assert.Equal(t, want, s.Server().Profile)
 }
@@ -302,7 +303,7 @@ func TestFingerprintMismatch(t *testing.T) {
 func TestInvalidInput(t *testing.T) {
 	s := openStore(t, Options{MaxBodyBytes: 16})
 	before := s.Stats().ServerCommands
-	long := string(make([]byte, MaxKeyBytes+1))
+	long := string(make([]byte, execstore.MaxIDBytes+1))
 	tok := newToken()
 	for name, err := range map[string]error{
 		"empty key":  func() error { _, err := s.Claim(bg, "", fp, 1, time.Second); return err }(),
@@ -340,7 +341,7 @@ func TestInvalidInput(t *testing.T) {
 func TestSkewedApplicationClock(t *testing.T) {
 	db := testDatabase(t)
 	skewed := func(d time.Duration) *Store {
-		return openStore(t, Options{Database: db, Clock: func() time.Time { return time.Now().Add(d) }})
+		return openStore(t, Options{Connection: server.Connection{Database: db}, Clock: func() time.Time { return time.Now().Add(d) }})
 	}
 	ahead, behind := skewed(72*time.Hour), skewed(-5*time.Hour)
 	for _, pair := range []struct {
@@ -392,7 +393,7 @@ func TestCorruptRecordTakenOver(t *testing.T) {
 			{Key: fHeaders, Value: bson.A{bson.D{{Key: hName, Value: "X-A"}, {Key: hValues, Value: bson.A{int32(1)}}}}}}, true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if name == "MinKey token" && s.Server().Family == execstore.FamilyFerretDB1 {
+			if name == "MinKey token" && s.Server().Family == server.FamilyFerretDB1 {
 				// Measured: FerretDB 1.24.2 drops the connection on a document holding MinKey.
 				// The guard's command document ($type "minKey") is pinned in
 				// TestMongoCommandDocuments.
@@ -436,7 +437,7 @@ func TestCorruptRecordTakenOver(t *testing.T) {
 // formulation is forced, so that the sweep runs on MongoDB too (where a TTL index reaps when
 // MongoDB's own formulation is in use, on the server's schedule of about a minute).
 func TestSweepReaps(t *testing.T) {
-	s := openStore(t, Options{Profile: execstore.FerretDB, Grace: time.Millisecond, ReapInterval: 50 * time.Millisecond})
+	s := openStore(t, Options{Connection: server.Connection{Profile: server.FerretDB}, Grace: time.Millisecond, ReapInterval: 50 * time.Millisecond})
 	_, err := s.Claim(bg, "short", fp, 1, 10*time.Millisecond)
 	require.NoError(t, err)
 	_, err = s.Claim(bg, "long", fp, 1, longLease)

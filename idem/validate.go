@@ -4,15 +4,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
 )
 
 // Limits of what the store accepts; input past them is refused with execstore.ErrInvalid
-// before any I/O.
+// before any I/O. A key is bounded as an execution id is (execstore.MaxIDBytes).
 const (
-	// MaxKeyBytes bounds a key (execstore.MaxIDBytes).
-	MaxKeyBytes = execstore.MaxIDBytes
 	// MaxFingerprintBytes bounds a fingerprint.
 	MaxFingerprintBytes = 1024
 	// MaxBodyLimit is the largest Options.MaxBodyBytes: a stored response must fit in one

@@ -25,7 +25,7 @@ func TestUnansweredWriteMakesTheJournalUncertain(t *testing.T) {
 			name = "connection cut"
 		}
 		t.Run(name, func(t *testing.T) {
-			proxy, uri := testserver.Proxied(t, server.URI, "")
+			proxy, uri := testserver.Proxied(t, srv.URI, "")
 			var armed atomic.Bool
 			fired := make(chan struct{}, 1)
 			monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
@@ -95,7 +95,7 @@ func TestUnansweredWriteMakesTheJournalUncertain(t *testing.T) {
 // Dispatch's read before its write decide nothing the journal guards: they fail with the
 // read's error and leave the journal as it was.
 func TestFailedDecidingReadMakesTheJournalUncertain(t *testing.T) {
-	proxy, uri := testserver.Proxied(t, server.URI, "")
+	proxy, uri := testserver.Proxied(t, srv.URI, "")
 	var armed atomic.Bool
 	fired := make(chan struct{}, 1)
 	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {

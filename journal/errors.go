@@ -147,7 +147,3 @@ func quoted(ss []string) []string {
 	}
 	return out
 }
-
-// ErrConflict is execstore.ErrConflict, which every *OwnerConflictError and
-// *CheckpointMismatchError matches: nothing was written; read, then decide.
-var ErrConflict = execstore.ErrConflict

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/embedded"
 	"github.com/execstore/execstore/journal"
+	"github.com/execstore/execstore/server"
 )
 
 // The whole life of one payment: claimed by its first owner, checkpointed, prepared from
@@ -29,7 +31,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	// The embedded server is a single node: opting in to weak durability is explicit.
-	opts := journal.Options{Database: "example_journal", AcceptWeakDurability: true}
+	opts := journal.Options{Connection: server.Connection{Database: "example_journal"}, AcceptWeakDurability: true}
 	j, err := journal.Open(ctx, srv.URI(), ring, opts)
 	if err != nil {
 		log.Fatal(err)
@@ -42,7 +44,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	_, err = j.Claim(ctx, id, "worker-b")
-	fmt.Println("second owner refused:", errors.Is(err, journal.ErrConflict))
+	fmt.Println("second owner refused:", errors.Is(err, execstore.ErrConflict))
 
 	f, ckpt, err := j.Checkpoint(ctx, f, journal.PhaseBefore, []byte(`{"cart":"c-7","amount":"42.00"}`))
 	if err != nil {

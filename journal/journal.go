@@ -16,9 +16,11 @@ import (
 	"github.com/execstore/execstore/internal/async"
 	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/counters"
 	"github.com/execstore/execstore/internal/outcome"
 	"github.com/execstore/execstore/internal/unique"
 	"github.com/execstore/execstore/internal/workers"
+	"github.com/execstore/execstore/server"
 )
 
 // Journal is the operation journal. Every method is safe for concurrent use.
@@ -27,6 +29,7 @@ type Journal struct {
 	coll      *mongo.Collection
 	cipher    Cipher
 	pool      workers.Runner
+	stats     *counters.Ops
 	opts      Options
 	uncertain uncertainty
 }
@@ -50,6 +53,9 @@ func writeConcern() *writeconcern.WriteConcern {
 // with backoff until ctx ends, and refuses (ErrInvalid) a server older than MongoDB 4.4, as
 // every store of the module does.
 func Open(ctx context.Context, uri string, cipher Cipher, opts Options) (*Journal, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults()
 	if err := checkCipher(cipher); err != nil {
 		return nil, err
@@ -64,13 +70,15 @@ func Open(ctx context.Context, uri string, cipher Cipher, opts Options) (*Journa
 		}
 		client = options.MergeClientOptions(opts.ClientOptions, client)
 	}
-	cfg := connect.Config{ClientOptions: client, PingInterval: opts.PingInterval, WriteConcern: writeConcern()}
+	stats := counters.New(opNames...)
+	cfg := connect.Config{ClientOptions: client, Commands: &stats.Commands, PingInterval: opts.PingInterval,
+		WriteConcern: writeConcern()}
 	return connect.Open(ctx, uri, cfg, func(client *mongo.Client, _ bool) (*Journal, error) {
-		return open(ctx, client, cipher, opts)
+		return open(ctx, client, cipher, opts, stats)
 	})
 }
 
-func open(ctx context.Context, client *mongo.Client, cipher Cipher, opts Options) (*Journal, error) {
+func open(ctx context.Context, client *mongo.Client, cipher Cipher, opts Options, stats *counters.Ops) (*Journal, error) {
 	// The server is identified as every store identifies it: a server older than MongoDB 4.4
 	// is refused with ErrInvalid. The journal's formulation is one for every server.
 	if _, err := connect.Identify(ctx, client, connect.Detect); err != nil {
@@ -83,7 +91,7 @@ func open(ctx context.Context, client *mongo.Client, cipher Cipher, opts Options
 	if err != nil {
 		return nil, err
 	}
-	j := &Journal{client: client, cipher: cipher, opts: opts,
+	j := &Journal{client: client, cipher: cipher, opts: opts, stats: stats,
 		coll: db.Collection(opts.Collection, options.Collection().SetReadPreference(readpref.Primary()))}
 	j.pool = workers.RunnerFor(opts.Pool, workers.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
 	return j, nil
@@ -99,15 +107,19 @@ func (j *Journal) Close(ctx context.Context) error {
 	return err
 }
 
-// discard is the async.Recorder of a journal: it keeps no statistics.
-type discard struct{}
+// opNames are the journal's operations, as Stats counts them.
+var opNames = []string{"claim", "has_invocation", "verify_owner", "read", "dispatch", "checkpoint",
+	"prepare", "reconcile", "reverify"}
 
-func (discard) Record(int, error) {}
+// Stats returns the journal's counters: its queue, its operations by name (claim,
+// has_invocation, verify_owner, read, dispatch, checkpoint, prepare, reconcile, reverify),
+// the unknown outcomes, the calls shed for load and the server commands.
+func (j *Journal) Stats() server.Stats { return j.stats.Stats(j.pool) }
 
-// submit runs fn on the journal's pool and waits for it, with the context rules of
-// package async.
-func submit[T any](ctx context.Context, j *Journal, fn func(ctx context.Context) (T, error)) (T, error) {
-	return async.NewRequest(discard{}, 0, fn).Submit(ctx, j.pool, false).Wait(ctx)
+// submit runs fn as an operation op on the journal's pool and waits for it, with the
+// context rules of package async.
+func submit[T any](ctx context.Context, j *Journal, op string, fn func(ctx context.Context) (T, error)) (T, error) {
+	return async.NewRequest(j.stats, j.stats.Kind(op), fn).Submit(ctx, j.pool, j.opts.ShedLoad).Wait(ctx)
 }
 
 // load reads invocation id with read concern majority from the primary; nil when absent.

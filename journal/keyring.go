@@ -16,17 +16,15 @@ const KeySize = 32
 const MaxKeyIDBytes = 64
 
 // Key is one AES-256 key of a KeyRing: an id, written into every ciphertext it seals, and
-// its secret. Its String never shows the secret.
+// its secret. Printed with any verb of package fmt, it shows its id, never its secret.
 type Key struct {
 	ID     string
 	Secret []byte // KeySize bytes
 }
 
-// String names the key by its id only.
-func (k Key) String() string { return fmt.Sprintf("journal.Key(%q)", k.ID) }
-
-// GoString names the key by its id only, so that %#v does not print the secret either.
-func (k Key) GoString() string { return k.String() }
+// Format prints the key by its id only, whatever the verb (%v, %+v, %#v, %s, %x, …), so
+// that no verb prints the secret.
+func (k Key) Format(f fmt.State, _ rune) { fmt.Fprintf(f, "journal.Key(%q)", k.ID) }
 
 // KeyRing is a Cipher on the standard library's AES-256-GCM with a ring of keys: new
 // ciphertexts are sealed under the primary key, and any key of the ring opens what it
@@ -93,16 +91,15 @@ func (r *KeyRing) Primary() string {
 	return r.primary
 }
 
-// String names the ring by its primary key's id and its size, never a secret.
-func (r *KeyRing) String() string {
+// Format prints the ring by its primary key's id and its size, whatever the verb (%v, %+v,
+// %#v, %s, %x, …), so that no verb prints a secret.
+func (r *KeyRing) Format(f fmt.State, _ rune) {
 	if r == nil {
-		return "journal.KeyRing(nil)"
+		fmt.Fprint(f, "journal.KeyRing(nil)")
+		return
 	}
-	return fmt.Sprintf("journal.KeyRing(primary %q, %d keys)", r.primary, len(r.aeads))
+	fmt.Fprintf(f, "journal.KeyRing(primary %q, %d keys)", r.primary, len(r.aeads))
 }
-
-// GoString is String, so that %#v does not print the ciphers either.
-func (r *KeyRing) GoString() string { return r.String() }
 
 // Seal encrypts plaintext under the primary key; see Cipher. A ring NewKeyRing did not make
 // (nil, or the zero KeyRing) seals nothing: ErrNoKeys.

@@ -10,12 +10,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/execstore/execstore/internal/testserver"
+	"github.com/execstore/execstore/server"
 )
 
 // server is the embedded FerretDB behind its front, or MONGODB_URI when set.
-var server *testserver.Server
+var srv *testserver.Server
 
-func TestMain(m *testing.M) { os.Exit(testserver.Main(m, &server)) }
+func TestMain(m *testing.M) { os.Exit(testserver.Main(m, &srv)) }
 
 var bg = context.Background()
 
@@ -33,7 +34,7 @@ func mustRing(primary Key, older ...Key) *KeyRing {
 // testOptions returns options on a database of t's own. The embedded server is a single
 // node, where w: "majority" means that node: the tests opt in to it explicitly.
 func testOptions(t testing.TB) Options {
-	return Options{Database: testserver.Database(t, "journal"), AcceptWeakDurability: true}
+	return Options{Connection: server.Connection{Database: testserver.Database(t, "journal")}, AcceptWeakDurability: true}
 }
 
 // openJournal opens a journal with c (testRing when nil), closed when t ends.
@@ -42,7 +43,7 @@ func openJournal(t testing.TB, c Cipher, opts Options) *Journal {
 	if c == nil {
 		c = testRing
 	}
-	j, err := Open(bg, server.URI, c, opts)
+	j, err := Open(bg, srv.URI, c, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, j.Close(bg)) })
 	return j
@@ -51,7 +52,7 @@ func openJournal(t testing.TB, c Cipher, opts Options) *Journal {
 // rawCollection is j's collection through a client of the test's own, for reading and
 // altering documents the journal would never write.
 func rawCollection(t testing.TB, j *Journal) *mongo.Collection {
-	return testserver.Collection(t, server.URI, j.opts.Database, j.opts.Collection)
+	return testserver.Collection(t, srv.URI, j.opts.Database, j.opts.Collection)
 }
 
 // rawSet overwrites fields of invocation id's stored document.

@@ -3,31 +3,36 @@ package journal
 import (
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/execstore/execstore/pool"
+	"github.com/execstore/execstore/internal/connect"
+	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/server"
 )
 
-// Defaults of Options.
+// The defaults of Options, as its fields document them.
 const (
-	DefaultDatabase     = "execstore"
-	DefaultCollection   = "journal"
-	DefaultWriteTimeout = 10 * time.Second
-	DefaultPingInterval = 100 * time.Millisecond
+	defaultCollection   = "journal"
+	defaultWriteTimeout = 10 * time.Second
 )
 
 // Options configures a Journal. The zero value is ready to use against a replica set or a
 // sharded cluster; every field documents its default, and withDefaults is the one place
 // they are worked out.
 type Options struct {
-	// Database holds the collection. Default DefaultDatabase.
-	Database string
-	// Collection holds one document per invocation. Default DefaultCollection.
-	Collection string
+	// Connection is how the journal reaches and loads its server: database, collection
+	// (default "journal"), client options, workers, queue depth, shared pool, load
+	// shedding. See server.Connection for each default. The journal writes with w:
+	// "majority" and j: true and reads at majority read concern from the primary whatever
+	// the client says, never settles an unanswered write (it fails closed: see
+	// Journal.Uncertain) and has one formulation for every server, so Open refuses, with
+	// execstore.ErrInvalid, a Connection that sets WriteConcern, ReadConcern, SettleTimeout
+	// or Profile, and a URI or ClientOptions that asks for retryable writes (retryable
+	// writes are always off on the journal's client).
+	server.Connection
+
 	// WriteTimeout bounds every write, from the moment its request is sent until the
 	// majority has it: the MongoDB Go driver v2 cannot send a write concern's wtimeout, so
 	// the bound is the operation's context deadline. A write past it has an unknown
-	// outcome (and makes the Journal uncertain). Default DefaultWriteTimeout (10s).
+	// outcome (and makes the Journal uncertain). Default 10s.
 	WriteTimeout time.Duration
 	// AcceptWeakDurability lets Open accept a deployment where a write acknowledged with
 	// w: "majority" and j: true may be on one node only: a standalone server (FerretDB
@@ -36,41 +41,30 @@ type Options struct {
 	// or hidden members, whose votes hello cannot show). Default false: Open refuses such a
 	// deployment with execstore.ErrInvalid.
 	AcceptWeakDurability bool
-	// ClientOptions are applied to the client Open creates, after the URI. Retryable
-	// writes are always off on it: a URI or ClientOptions that asks for them is refused.
-	// Write concern, read concern and read preference are the journal's own whatever these
-	// say. Default nil.
-	ClientOptions *options.ClientOptions
-	// Workers bounds the server operations in flight. Default pool.DefaultWorkers (32).
-	Workers int
-	// QueueDepth bounds the requests waiting for a worker. Default pool.DefaultQueueDepth.
-	QueueDepth int
-	// Pool, when set, runs the journal's operations on this shared pool. Default nil: a
-	// pool of the journal's own.
-	Pool *pool.Pool
-	// PingInterval is the first pause between connection attempts at Open. Default
-	// DefaultPingInterval.
-	PingInterval time.Duration
+}
+
+// check refuses, before any I/O, the settings of Connection the journal cannot honour.
+func (o Options) check() error {
+	const why = "the journal's own: it writes with w: \"majority\", j: true and reads at majority from the primary; leave it unset"
+	switch {
+	case o.WriteConcern != nil:
+		return contract.Invalid("Options.WriteConcern", "is "+why)
+	case o.ReadConcern != nil:
+		return contract.Invalid("Options.ReadConcern", "is "+why)
+	case o.SettleTimeout != 0:
+		return contract.Invalid("Options.SettleTimeout", "is not used: the journal never settles an unanswered write, it fails closed (see Journal.Uncertain); leave it unset")
+	case o.Profile != server.Detect:
+		return contract.Invalid("Options.Profile", "is not used: the journal has one formulation for every server; leave it unset")
+	}
+	return nil
 }
 
 func (o Options) withDefaults() Options {
-	if o.Database == "" {
-		o.Database = DefaultDatabase
-	}
-	if o.Collection == "" {
-		o.Collection = DefaultCollection
-	}
+	settle := o.SettleTimeout
+	o.Connection = connect.Defaults(o.Connection, defaultCollection)
+	o.SettleTimeout = settle // refused by check when set; never used
 	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = DefaultWriteTimeout
-	}
-	if o.Workers <= 0 {
-		o.Workers = pool.DefaultWorkers
-	}
-	if o.QueueDepth <= 0 {
-		o.QueueDepth = pool.DefaultQueueDepth
-	}
-	if o.PingInterval <= 0 {
-		o.PingInterval = DefaultPingInterval
+		o.WriteTimeout = defaultWriteTimeout
 	}
 	return o
 }

@@ -76,14 +76,34 @@ func (s *Store) Commit(ctx context.Context, exe *execstore.Execution, c execstor
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
-	defer s.mu.Unlock()
 	r, err := s.guard(&pc.exe, pc.processed)
 	if err != nil {
+		s.mu.Unlock()
 		return nil, err
 	}
 	seqs := s.apply(r, pc)
 	exe.Version, exe.TraceNext = r.exe.Version, r.exe.TraceNext
+	s.mu.Unlock()
+	s.wake(pc)
 	return seqs, nil
+}
+
+// wake tells the store's relays and sweepers (package internal/wake) what the commit pc,
+// now visible, wrote for them: outbox entries or spawn intents, and the earliest timer it
+// armed. With no relay waiting it costs an atomic load per kind.
+func (s *Store) wake(pc *preparedCommit) {
+	if len(pc.emits) > 0 || len(pc.spawns) > 0 {
+		s.signal.Emitted()
+	}
+	earliest, armed := 0.0, false
+	for _, op := range pc.timers {
+		if !op.Cancel && (!armed || op.FireAt < earliest) {
+			earliest, armed = op.FireAt, true
+		}
+	}
+	if armed {
+		s.signal.Scheduled(earliest)
+	}
 }
 
 // Save commits exe's snapshot alone.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/memstore"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestSequentialSaves(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	e := newExe("e1")
-	statuses := execstore.Statuses()
+	statuses := contract.Statuses()
 	for i := 1; i <= 7; i++ {
 		e.Data = []byte(fmt.Sprintf(`{"n":%d}`, i))
 		e.Status = statuses[i-1]

@@ -100,7 +100,7 @@ func TestListCursorAfterAnyID(t *testing.T) {
 // Limit 0 is DefaultListLimit; MaxListLimit is allowed; ids sort bytewise, as MongoDB's _id.
 func TestListLimits(t *testing.T) {
 	s := memstore.New(memstore.Options{})
-	n := execstore.DefaultListLimit + 5
+	n := contract.DefaultListLimit + 5
 	var ids []string
 	for i := range n {
 		id := fmt.Sprintf("e%03d", i)
@@ -114,9 +114,9 @@ func TestListLimits(t *testing.T) {
 	sort.Strings(ids)
 	page, err := s.List(bg, execstore.ListQuery{})
 	require.NoError(t, err)
-	assert.Len(t, page.Items, execstore.DefaultListLimit)
+	assert.Len(t, page.Items, contract.DefaultListLimit)
 	assert.NotEmpty(t, page.NextCursor)
-	page, err = s.List(bg, execstore.ListQuery{Limit: execstore.MaxListLimit})
+	page, err = s.List(bg, execstore.ListQuery{Limit: contract.MaxListLimit})
 	require.NoError(t, err)
 	var got []string
 	for _, sum := range page.Items {
@@ -124,7 +124,7 @@ func TestListLimits(t *testing.T) {
 	}
 	assert.Equal(t, ids, got)
 	assert.Empty(t, page.NextCursor)
-	_, err = s.List(bg, execstore.ListQuery{Limit: execstore.MaxListLimit + 1})
+	_, err = s.List(bg, execstore.ListQuery{Limit: contract.MaxListLimit + 1})
 	assert.ErrorIs(t, err, execstore.ErrInvalid)
 }
 

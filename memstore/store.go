@@ -2,20 +2,19 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/wake"
 )
-
-// traceMaxDefault is Options.TraceMax's default, the MongoDB store's (aio.DefaultTraceMax).
-const traceMaxDefault = 200
 
 // Options configures a Store. The zero value is ready to use; every field documents its default.
 type Options struct {
 	// TraceMax is how many trace steps an execution keeps; the oldest are dropped by the write
-	// that appends. Default (0 or less) 200, as the MongoDB store's aio.DefaultTraceMax.
+	// that appends. Default (0 or less) 200, as the MongoDB store's.
 	TraceMax int
 	// DedupeWindow bounds each execution's dedupe set exactly as the MongoDB store's
 	// aio.Options.DedupeWindow does: when positive, the set keeps the event ids of at least the
@@ -29,6 +28,9 @@ type Options struct {
 type Store struct {
 	traceMax     int
 	dedupeWindow int64
+	// signal is the store's own wake-up signal (package internal/wake), registered under the
+	// store from New to Close: commits that emit, spawn or arm timers notify its relays.
+	signal *wake.Signal
 
 	// mu guards everything below. Writes hold it for the whole of their change, so a change is
 	// seen whole or not at all; reads hold it for reading.
@@ -56,11 +58,13 @@ type record struct {
 func New(opts Options) *Store {
 	s := &Store{traceMax: opts.TraceMax, execs: map[string]*record{}}
 	if s.traceMax <= 0 {
-		s.traceMax = traceMaxDefault
+		s.traceMax = contract.DefaultTraceMax
 	}
 	if opts.DedupeWindow > 0 {
 		s.dedupeWindow = int64(opts.DedupeWindow)
 	}
+	s.signal = wake.For(fmt.Sprintf("memstore:%p", s))
+	wake.Register(s, s.signal)
 	return s
 }
 
@@ -124,6 +128,7 @@ func (s *Store) insert(id string, r *record) {
 // waits for the calls in progress, which never block, so it needs nothing of ctx; it always
 // returns nil, and closing again is a no-op.
 func (s *Store) Close(ctx context.Context) error {
+	wake.Unregister(s)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/memstore"
 )
 
@@ -64,7 +64,7 @@ func snapshot(t *testing.T, s *memstore.Store, ids ...string) state {
 	require.NoError(t, err)
 	st.timers, err = s.DueTimers(bg, 1e18, 0)
 	require.NoError(t, err)
-	page, err := s.List(bg, execstore.ListQuery{Limit: execstore.MaxListLimit})
+	page, err := s.List(bg, execstore.ListQuery{Limit: contract.MaxListLimit})
 	require.NoError(t, err)
 	st.listing = page.Items
 	return st
@@ -73,14 +73,14 @@ func snapshot(t *testing.T, s *memstore.Store, ids ...string) state {
 func TestZeroOptions(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	e := newExe("e")
-	for i := range aio.DefaultTraceMax + 10 {
+	for i := range contract.DefaultTraceMax + 10 {
 		mustCommit(t, s, e, execstore.Commit{Trace: map[string]any{"i": int64(i)}, ProcessedEventID: fmt.Sprintf("ev%d", i)})
 	}
 	trace, err := s.ReadTrace(bg, "e")
 	require.NoError(t, err)
-	require.Len(t, trace, aio.DefaultTraceMax, "the default TraceMax is the MongoDB store's")
+	require.Len(t, trace, contract.DefaultTraceMax, "the default TraceMax is the MongoDB store's")
 	assert.EqualValues(t, 10, trace[0].Index)
-	for i := range aio.DefaultTraceMax + 10 {
+	for i := range contract.DefaultTraceMax + 10 {
 		hit, err := s.IsProcessed(bg, "e", fmt.Sprintf("ev%d", i))
 		require.NoError(t, err)
 		assert.True(t, hit, "no window: every id is kept")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/server"
 )
 
 // CommitPlan is the one write a commit issues on ExecutionsCollection: an updateOne of Filter
@@ -123,7 +124,7 @@ func CheckCommitSize(exe *execstore.Execution, c *execstore.Commit, contexts [][
 	if n <= execstore.MaxDocumentBytes {
 		return nil
 	}
-	_, err := PrepareCommit(Layout{Profile: execstore.MongoDB, TraceMax: 1}, exe, c)
+	_, err := PrepareCommit(Layout{Profile: server.MongoDB, TraceMax: 1}, exe, c)
 	return err
 }
 
@@ -305,7 +306,7 @@ func (p *CommitPlan) checkSize() error {
 func buildInsert(l Layout, exe *execstore.Execution, c *execstore.Commit, outbox, spawns, timers bson.D,
 	step *TraceDoc) bson.D {
 	var trace any
-	if l.Profile == execstore.FerretDB {
+	if l.Profile == server.FerretDB {
 		ring := bson.D{}
 		if step != nil {
 			ring = append(ring, bson.E{Key: strconv.FormatInt(step.Index, 10), Value: *step})
@@ -385,7 +386,7 @@ func foldTimers(ops []execstore.TimerOp) (schedules bson.D, cancels []string) {
 // than traceShrinkPerWrite, older keys stay stored on FerretDB (the store's ReadTrace returns
 // only the last TraceMax steps); MongoDB's $slice trims them all.
 func traceRing(l Layout, step TraceDoc) (set, unset, push bson.D) {
-	if l.Profile != execstore.FerretDB {
+	if l.Profile != server.FerretDB {
 		push = bson.D{{Key: FieldTrace, Value: bson.D{
 			{Key: "$each", Value: bson.A{step}},
 			{Key: "$slice", Value: -l.TraceMax},

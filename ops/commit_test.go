@@ -12,6 +12,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/server"
 )
 
 func mustMarshal(t *testing.T, m map[string]any) []byte {
@@ -34,7 +35,7 @@ func fullCommit() *execstore.Commit {
 // The MongoDB update of a full commit: one CAS-guarded updateOne with $set, $unset, $inc,
 // $push with $slice for the trace ring, and $addToSet for the dedupe mark.
 func TestBuildCommitMongoDB(t *testing.T) {
-	env := Layout{Profile: execstore.MongoDB, TraceMax: 200}
+	env := Layout{Profile: server.MongoDB, TraceMax: 200}
 	exe := &execstore.Execution{ID: "x", DefinitionID: "d", Status: execstore.Running, Version: 4, Data: []byte("snap"), TraceNext: 7}
 	p, err := BuildCommit(env, exe, fullCommit(), Seqs{Outbox: []int64{10, 11}, Spawns: []int64{3}})
 	require.NoError(t, err)
@@ -75,7 +76,7 @@ func TestBuildCommitMongoDB(t *testing.T) {
 // On FerretDB ($slice is ignored there) the trace ring is keyed by index and trimmed with
 // $unset in the same update.
 func TestBuildCommitFerretDBTraceRing(t *testing.T) {
-	env := Layout{Profile: execstore.FerretDB, TraceMax: 3}
+	env := Layout{Profile: server.FerretDB, TraceMax: 3}
 	exe := &execstore.Execution{ID: "x", Status: execstore.Running, Version: 9, TraceNext: 12}
 	p, err := BuildCommit(env, exe, &execstore.Commit{Trace: map[string]any{}}, Seqs{})
 	require.NoError(t, err)
@@ -96,7 +97,7 @@ func TestBuildCommitFerretDBTraceRing(t *testing.T) {
 
 // A snapshot-only commit has no $push, $inc, $unset or $addToSet and no trace guard.
 func TestBuildCommitSnapshotOnly(t *testing.T) {
-	env := Layout{Profile: execstore.MongoDB, TraceMax: 200}
+	env := Layout{Profile: server.MongoDB, TraceMax: 200}
 	exe := &execstore.Execution{ID: "x", Status: execstore.Done, ParentID: "par", Version: 1, Data: []byte("s")}
 	p, err := BuildCommit(env, exe, &execstore.Commit{}, Seqs{})
 	require.NoError(t, err)
@@ -110,7 +111,7 @@ func TestBuildCommitSnapshotOnly(t *testing.T) {
 
 // Version 0 builds the whole document for an insert, with every embedded field present.
 func TestBuildCommitCreate(t *testing.T) {
-	for _, profile := range []execstore.Profile{execstore.MongoDB, execstore.FerretDB} {
+	for _, profile := range []server.Profile{server.MongoDB, server.FerretDB} {
 		env := Layout{Profile: profile, TraceMax: 200}
 		exe := &execstore.Execution{ID: "x", DefinitionID: "d", Status: execstore.Pending, Data: []byte("s")}
 		p, err := BuildCommit(env, exe, fullCommit(), Seqs{Outbox: []int64{1, 2}, Spawns: []int64{5}})
@@ -133,7 +134,7 @@ func TestBuildCommitCreate(t *testing.T) {
 		assert.Equal(t, bson.D{{Key: "F%2EA", Value: 100.0}}, doc["timers"]) // the cancel of G has nothing to cancel
 		assert.Equal(t, int64(1), doc["trace_next"])
 		assert.Equal(t, 100.0, doc["timer_min"])
-		if profile == execstore.FerretDB {
+		if profile == server.FerretDB {
 			assert.IsType(t, bson.D{}, doc["trace"])
 		} else {
 			assert.IsType(t, bson.A{}, doc["trace"])
@@ -170,7 +171,7 @@ func TestAckCommands(t *testing.T) {
 // BenchmarkBuildCommit measures building the update of a full commit (an emit, a dedupe mark,
 // a timer, a spawn and a trace step) and of a snapshot-only one.
 func BenchmarkBuildCommit(b *testing.B) {
-	env := Layout{Profile: execstore.MongoDB, TraceMax: 200}
+	env := Layout{Profile: server.MongoDB, TraceMax: 200}
 	exe := &execstore.Execution{ID: "exe-1", DefinitionID: "d", Status: execstore.Running, Version: 7,
 		Data: make([]byte, 512), TraceNext: 3}
 	full := execstore.Commit{
@@ -215,7 +216,7 @@ func TestCommitBytesBoundsEncodedSize(t *testing.T) {
 	}
 	id := func(n int) string { return strings.ToValidUTF8(strings.ReplaceAll(text(n), "\x00", "n"), "x") }
 	for i := range 400 {
-		env := Layout{Profile: execstore.Profile(1 + i%2), TraceMax: 1 + rng.IntN(300), DedupeWindow: rng.IntN(3) * 5}
+		env := Layout{Profile: []server.Profile{server.MongoDB, server.FerretDB}[i%2], TraceMax: 1 + rng.IntN(300), DedupeWindow: rng.IntN(3) * 5}
 		exe := &execstore.Execution{ID: id(1 + rng.IntN(1024)), DefinitionID: id(rng.IntN(1024)), ParentID: id(rng.IntN(64)),
 			Status: execstore.Running, Version: int64(rng.IntN(3)) * int64(rng.IntN(1<<40)), Data: []byte(text(rng.IntN(4096))),
 			TraceNext: int64(rng.IntN(1 << 40))}
@@ -268,20 +269,20 @@ func TestBuildCommitRefusesEncodedSizePastLimit(t *testing.T) {
 	require.NoError(t, contract.ValidateCommit(exe, c), "the raw lengths pass the first screen")
 	for _, version := range []int64{0, 3} {
 		exe.Version = version
-		_, err := BuildCommit(Layout{Profile: execstore.MongoDB, TraceMax: 10}, exe, c, Seqs{})
+		_, err := BuildCommit(Layout{Profile: server.MongoDB, TraceMax: 10}, exe, c, Seqs{})
 		require.ErrorIs(t, err, execstore.ErrInvalid, "version %d", version)
 		assert.Contains(t, err.Error(), "past MongoDB's")
 	}
 	// Without the timers the same snapshot fits.
 	exe.Version = 0
-	_, err := BuildCommit(Layout{Profile: execstore.MongoDB, TraceMax: 10}, exe, &execstore.Commit{}, Seqs{})
+	_, err := BuildCommit(Layout{Profile: server.MongoDB, TraceMax: 10}, exe, &execstore.Commit{}, Seqs{})
 	require.NoError(t, err)
 }
 
 // Every write that appends a trace step is guarded by its profile's trace shape.
 func TestTraceShapeCommands(t *testing.T) {
 	isArray := bson.D{{Key: "$type", Value: "array"}}
-	mongo, ferret := Layout{Profile: execstore.MongoDB, TraceMax: 3}, Layout{Profile: execstore.FerretDB, TraceMax: 3}
+	mongo, ferret := Layout{Profile: server.MongoDB, TraceMax: 3}, Layout{Profile: server.FerretDB, TraceMax: 3}
 	assert.Equal(t, bson.E{Key: "trace", Value: isArray}, traceShapeGuard(mongo))
 	assert.Equal(t, bson.E{Key: "trace", Value: bson.D{{Key: "$not", Value: isArray}}}, traceShapeGuard(ferret),
 		"not $type object, which MongoDB also matches against an array's elements")
@@ -296,7 +297,7 @@ func TestTraceShapeCommands(t *testing.T) {
 }
 
 func TestSetToken(t *testing.T) {
-	env := Layout{Profile: execstore.MongoDB, TraceMax: 10}
+	env := Layout{Profile: server.MongoDB, TraceMax: 10}
 	p, err := BuildCommit(env, &execstore.Execution{ID: "x", Status: execstore.Running, Version: 2}, &execstore.Commit{}, Seqs{})
 	require.NoError(t, err)
 	p.SetToken(77)

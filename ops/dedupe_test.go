@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/server"
 )
 
 func TestDedupeUpdateUnbounded(t *testing.T) {
@@ -53,7 +54,7 @@ func TestDedupeGuard(t *testing.T) {
 		{Key: "processed_1", Value: bson.D{{Key: "$ne", Value: "e"}}},
 	}, dedupeGuard(Layout{DedupeWindow: 5}, "e"))
 
-	p, err := BuildCommit(Layout{Profile: execstore.FerretDB, TraceMax: 3, DedupeWindow: 2},
+	p, err := BuildCommit(Layout{Profile: server.FerretDB, TraceMax: 3, DedupeWindow: 2},
 		&execstore.Execution{ID: "x", Status: execstore.Running, Version: 2}, &execstore.Commit{ProcessedEventID: "$e"}, Seqs{})
 	require.NoError(t, err)
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(2)},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/server"
 )
 
 // ErrCommitLost reports a commit whose guard matched nothing: the execution moved past the
@@ -61,7 +62,7 @@ func CommitWithInvoice(ctx context.Context, client *mongo.Client, db string, pla
 // and its output checks them. A commit with emits or spawns also needs their seqs, reserved
 // by ReserveCommand on CountersCollection.
 func Example_transaction() {
-	layout := ops.Layout{Profile: execstore.MongoDB, TraceMax: 100}
+	layout := ops.Layout{Profile: server.MongoDB, TraceMax: 100}
 	exe := &execstore.Execution{ID: "order-1", DefinitionID: "checkout", Status: execstore.Running,
 		Version: 3, Data: []byte(`{"state":"paid"}`)}
 	plan, err := ops.BuildCommit(layout, exe, &execstore.Commit{

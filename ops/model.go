@@ -1,8 +1,6 @@
 package ops
 
-import (
-	"github.com/execstore/execstore"
-)
+import "github.com/execstore/execstore/server"
 
 // Collection names. Every execution is one document of ExecutionsCollection; the seq counters
 // (see OutboxCounter) are documents of CountersCollection.
@@ -48,7 +46,7 @@ const fID = "_id"
 type Layout struct {
 	// Profile picks the trace's shape (an array on MongoDB, a sub-document on FerretDB) and,
 	// where FerretDB lacks a feature, the formulation of a command.
-	Profile execstore.Profile
+	Profile server.Profile
 	// TraceMax is the number of steps kept in the trace ring; at least 1.
 	TraceMax int
 	// DedupeWindow, when positive, bounds the dedupe set to the event ids of the last

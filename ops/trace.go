@@ -3,7 +3,7 @@ package ops
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/server"
 )
 
 // The trace's shape depends on the profile that wrote it: an array of steps on MongoDB, a
@@ -18,7 +18,7 @@ import (
 // profile it is "not an array" rather than "a sub-document": MongoDB matches $type "object"
 // against the elements of an array too, and a missing trace is fine there ($set creates it).
 func traceShapeGuard(l Layout) bson.E {
-	if l.Profile == execstore.FerretDB {
+	if l.Profile == server.FerretDB {
 		return bson.E{Key: FieldTrace, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$type", Value: "array"}}}}}
 	}
 	return bson.E{Key: FieldTrace, Value: bson.D{{Key: "$type", Value: "array"}}}

@@ -22,16 +22,10 @@ import (
 	"github.com/execstore/execstore/internal/workers"
 )
 
-// Defaults of Config.
-const (
-	DefaultWorkers    = 32
-	DefaultQueueDepth = 1024
-)
-
 // Config sizes a Pool.
 type Config struct {
-	Workers    int // operations running at once; default DefaultWorkers (32)
-	QueueDepth int // operations waiting for a worker; default DefaultQueueDepth (1024)
+	Workers    int // operations running at once; default 32
+	QueueDepth int // operations waiting for a worker; default 1024
 }
 
 // Pool is a bounded set of workers that stores share. Create it with New; the zero value is

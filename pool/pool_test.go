@@ -26,8 +26,8 @@ func TestPoolMethodSet(t *testing.T) {
 	}
 	sort.Strings(names)
 	assert.Equal(t, []string{"Close", "InFlight", "Len"}, names)
-	assert.Equal(t, workers.DefaultWorkers, pool.DefaultWorkers, "the defaults the pool applies")
-	assert.Equal(t, workers.DefaultQueueDepth, pool.DefaultQueueDepth)
+	assert.Equal(t, 32, workers.DefaultWorkers, "the default Config documents")
+	assert.Equal(t, 1024, workers.DefaultQueueDepth, "the default Config documents")
 }
 
 // A store given a Pool runs its operations on it: the runner a store makes of it is a share of

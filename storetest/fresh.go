@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 )
 
 // The store never returns a snapshot older than its own last successful commit, whatever it
@@ -36,7 +37,7 @@ func requireLoads(t *testing.T, s execstore.Store, want *execstore.Execution, pr
 // between. At the end LoadForEvent reports every event the store committed as processed.
 func loadsReturnTheLastCommit(t *testing.T, s execstore.Store) {
 	e := newExe("e")
-	statuses := execstore.Statuses()
+	statuses := contract.Statuses()
 	var events []string
 	for i := range 8 {
 		event := fmt.Sprintf("ev%d", i)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 )
 
 // Bad commit input is refused with an *InvalidError naming the field, and nothing is written.
@@ -93,7 +94,7 @@ func badCallInput(t *testing.T, s execstore.Store) {
 		"LoadForEvent empty":  func() error { _, _, err := s.LoadForEvent(bg, "x", ""); return err },
 		"IsProcessed empty":   func() error { _, err := s.IsProcessed(bg, "", "e"); return err },
 		"List negative limit": func() error { _, err := s.List(bg, execstore.ListQuery{Limit: -1}); return err },
-		"List huge limit":     func() error { _, err := s.List(bg, execstore.ListQuery{Limit: execstore.MaxListLimit + 1}); return err },
+		"List huge limit":     func() error { _, err := s.List(bg, execstore.ListQuery{Limit: contract.MaxListLimit + 1}); return err },
 		"List bad status": func() error {
 			_, err := s.List(bg, execstore.ListQuery{Statuses: []execstore.Status{"x"}})
 			return err

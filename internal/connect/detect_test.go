@@ -115,7 +115,7 @@ func TestIdentifyFromReplies(t *testing.T) {
 		{server: "version-claims-old", old: true,
 			want: ServerInfo{Profile: MongoDB, Family: FamilyMongoDB, Version: "4.2.0", MaxWireVersion: 21}},
 	} {
-		t.Run(tc.server+"/"+tc.forced.String(), func(t *testing.T) {
+		t.Run(tc.server+"/"+string(tc.forced), func(t *testing.T) {
 			replies, found := servers[tc.server]
 			require.True(t, found, "no recorded replies for %s", tc.server)
 			wantSent := tc.sent
@@ -228,14 +228,4 @@ func TestParseVersion(t *testing.T) {
 		major, minor, ok := parseVersion(v)
 		assert.Equal(t, want, [3]int{major, minor, map[bool]int{true: 1}[ok]}, v)
 	}
-}
-
-// Each family prints as a name of its own.
-func TestFamilyString(t *testing.T) {
-	names := map[string]bool{}
-	for f := FamilyUnknown; f <= FamilyCosmosDB; f++ {
-		names[f.String()] = true
-	}
-	assert.Len(t, names, int(FamilyCosmosDB)+1)
-	assert.Equal(t, "Family(9)", Family(9).String())
 }

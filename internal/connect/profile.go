@@ -5,28 +5,28 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/server"
 )
 
-// The server vocabulary is the root package's; these names keep the package's own code short.
+// The server vocabulary is package server's; these names keep the package's own code short.
 type (
-	Profile    = execstore.Profile
-	Family     = execstore.Family
-	ServerInfo = execstore.ServerInfo
+	Profile    = server.Profile
+	Family     = server.Family
+	ServerInfo = server.Info
 )
 
-// The profiles and families, as the root package declares them.
+// The profiles and families, as package server declares them.
 const (
-	Detect   = execstore.Detect
-	MongoDB  = execstore.MongoDB
-	FerretDB = execstore.FerretDB
+	Detect   = server.Detect
+	MongoDB  = server.MongoDB
+	FerretDB = server.FerretDB
 
-	FamilyUnknown    = execstore.FamilyUnknown
-	FamilyMongoDB    = execstore.FamilyMongoDB
-	FamilyFerretDB1  = execstore.FamilyFerretDB1
-	FamilyFerretDB2  = execstore.FamilyFerretDB2
-	FamilyDocumentDB = execstore.FamilyDocumentDB
-	FamilyCosmosDB   = execstore.FamilyCosmosDB
+	FamilyUnknown    = server.FamilyUnknown
+	FamilyMongoDB    = server.FamilyMongoDB
+	FamilyFerretDB1  = server.FamilyFerretDB1
+	FamilyFerretDB2  = server.FamilyFerretDB2
+	FamilyDocumentDB = server.FamilyDocumentDB
+	FamilyCosmosDB   = server.FamilyCosmosDB
 )
 
 // Identify returns what client's server is and the profile a store uses on it: forced, when

@@ -117,7 +117,7 @@ func ValidateExecution(exe *execstore.Execution) error {
 			return err
 		}
 	}
-	if !exe.Status.Valid() {
+	if !ValidStatus(exe.Status) {
 		return Invalid("Execution.Status", "%q is not a known status", exe.Status)
 	}
 	if exe.Version < 0 {
@@ -209,7 +209,7 @@ func EncodedSize(field string, m map[string]any) (int, error) {
 // ValidateListQuery checks q's filters and limit (the cursor is checked when decoded).
 func ValidateListQuery(q *execstore.ListQuery) error {
 	for i, s := range q.Statuses {
-		if !s.Valid() {
+		if !ValidStatus(s) {
 			return Invalid(fmt.Sprintf("ListQuery.Statuses[%d]", i), "%q is not a known status", s)
 		}
 	}
@@ -218,8 +218,8 @@ func ValidateListQuery(q *execstore.ListQuery) error {
 			return err
 		}
 	}
-	if q.Limit < 0 || q.Limit > execstore.MaxListLimit {
-		return Invalid("ListQuery.Limit", "must be between 0 and %d, got %d", execstore.MaxListLimit, q.Limit)
+	if q.Limit < 0 || q.Limit > MaxListLimit {
+		return Invalid("ListQuery.Limit", "must be between 0 and %d, got %d", MaxListLimit, q.Limit)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ func ListPage(q execstore.ListQuery) (after string, limit int, err error) {
 	}
 	limit = q.Limit
 	if limit == 0 {
-		limit = execstore.DefaultListLimit
+		limit = DefaultListLimit
 	}
 	return after, limit, nil
 }

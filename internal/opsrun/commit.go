@@ -13,6 +13,7 @@ import (
 	"github.com/execstore/execstore/internal/outcome"
 	"github.com/execstore/execstore/internal/unique"
 	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/server"
 )
 
 // Commit executes plan. It returns nil when the commit won; when it did not, one read of
@@ -108,7 +109,7 @@ type storedState struct {
 // dedupe set. Its errors are reported as the outcome of the conflict check: the commit
 // itself is known not to have been applied.
 func readState(ctx context.Context, env Env, id, eventID string) (storedState, error) {
-	if eventID != "" && env.Profile == execstore.FerretDB {
+	if eventID != "" && env.Profile == server.FerretDB {
 		d, err := findWithDedupeSet(ctx, env.primary(), env, id, stateProjection(env, ""))
 		switch {
 		case err != nil:

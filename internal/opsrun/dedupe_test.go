@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/server"
 )
 
 func TestDedupeFilters(t *testing.T) {
@@ -32,5 +32,5 @@ func TestStateProjection(t *testing.T) {
 			bson.D{{Key: "$ifNull", Value: bson.A{"$processed_0", bson.A{}}}},
 			bson.D{{Key: "$ifNull", Value: bson.A{"$processed_1", bson.A{}}}},
 		}}},
-	}}}}), stateProjection(Env{Layout: ops.Layout{Profile: execstore.MongoDB, DedupeWindow: 4}}, "$e"))
+	}}}}), stateProjection(Env{Layout: ops.Layout{Profile: server.MongoDB, DedupeWindow: 4}}, "$e"))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/outcome"
+	"github.com/execstore/execstore/server"
 )
 
 // loadForEventPipeline is the MongoDB formulation of LoadForEvent: one aggregation that
@@ -31,7 +32,7 @@ func loadForEventPipeline(env Env, id, eventID string) mongo.Pipeline {
 // only filter FerretDB's SQLite backend serves from the primary key; a filter on the dedupe
 // set would scan the collection.)
 func LoadForEvent(ctx context.Context, env Env, id, eventID string) (*execstore.Execution, bool, error) {
-	if env.Profile != execstore.FerretDB {
+	if env.Profile != server.FerretDB {
 		return loadForEventAggregate(ctx, env, id, eventID)
 	}
 	d, err := loadWithDedupeSet(ctx, env, id, loadProjection)

@@ -8,15 +8,15 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/outcome"
+	"github.com/execstore/execstore/server"
 )
 
 // IsProcessed reports whether eventID is in the dedupe set of id. One find: on MongoDB of
 // processedFilter, projecting _id; on FerretDB, whose SQLite backend scans the collection for
 // any filter but _id alone, of the document by _id with its dedupe set.
 func IsProcessed(ctx context.Context, env Env, id, eventID string) (bool, error) {
-	if env.Profile == execstore.FerretDB {
+	if env.Profile == server.FerretDB {
 		d, err := loadWithDedupeSet(ctx, env, id, bson.D{{Key: fID, Value: 1}})
 		if err != nil {
 			return false, outcome.ReadFailure("is processed", id, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/outcome"
 	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/server"
 )
 
 // RepairHintCommand moves a stale hint from old to the earliest fire time among the timers the
@@ -94,7 +95,7 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 	if err := cur.Err(); err != nil {
 		return nil, outcome.ReadFailure("due timers", "", err)
 	}
-	if len(repairs) > 0 && env.Profile != execstore.FerretDB {
+	if len(repairs) > 0 && env.Profile != server.FerretDB {
 		// In the global statement order (see statementOrder): by _id; a document is read
 		// once, so it is repaired once.
 		slices.SortFunc(repairs, func(a, b stale) int { return cmp.Compare(a.id, b.id) })

@@ -15,6 +15,7 @@ import (
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/outcome"
 	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/server"
 )
 
 // AppendTrace records step outside a commit: it reads the execution's trace_next and then
@@ -98,7 +99,7 @@ func repairTraceShape(ctx context.Context, env Env, id string, traceNext int64) 
 	}
 	v := raw.Lookup(ops.FieldTrace)
 	isArray := v.Type == bson.TypeArray
-	if isArray == (env.Profile != execstore.FerretDB) && (isArray || v.Type == bson.TypeEmbeddedDocument) {
+	if isArray == (env.Profile != server.FerretDB) && (isArray || v.Type == bson.TypeEmbeddedDocument) {
 		return nil // already this profile's shape
 	}
 	steps, err := traceSteps(v, env.TraceMax)
@@ -117,12 +118,12 @@ func repairTraceShape(ctx context.Context, env Env, id string, traceNext int64) 
 func traceShapeCommand(env Env, id string, traceNext int64, steps []ops.TraceDoc) (filter, update bson.D) {
 	isArray := bson.D{{Key: "$type", Value: "array"}}
 	otherShape := bson.E{Key: ops.FieldTrace, Value: isArray} // FerretDB's profile: an array is wrong
-	if env.Profile != execstore.FerretDB {
+	if env.Profile != server.FerretDB {
 		otherShape.Value = bson.D{{Key: "$not", Value: isArray}}
 	}
 	filter = bson.D{{Key: fID, Value: id}, {Key: ops.FieldTraceNext, Value: traceNext}, otherShape}
 	var trace any
-	if env.Profile == execstore.FerretDB {
+	if env.Profile == server.FerretDB {
 		keyed := bson.D{}
 		for _, s := range steps {
 			keyed = append(keyed, bson.E{Key: strconv.FormatInt(s.Index, 10), Value: s})

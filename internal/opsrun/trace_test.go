@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/server"
 )
 
 func mustMarshal(t *testing.T, m map[string]any) []byte {
@@ -22,7 +22,7 @@ func mustMarshal(t *testing.T, m map[string]any) []byte {
 // other shape.
 func TestTraceShapeCommand(t *testing.T) {
 	isArray := bson.D{{Key: "$type", Value: "array"}}
-	mongo, ferret := Env{Layout: ops.Layout{Profile: execstore.MongoDB, TraceMax: 3}}, Env{Layout: ops.Layout{Profile: execstore.FerretDB, TraceMax: 3}}
+	mongo, ferret := Env{Layout: ops.Layout{Profile: server.MongoDB, TraceMax: 3}}, Env{Layout: ops.Layout{Profile: server.FerretDB, TraceMax: 3}}
 	steps := []ops.TraceDoc{{Index: 3, Step: []byte{5, 0, 0, 0, 0}}, {Index: 4, Step: []byte{5, 0, 0, 0, 0}}}
 	filter, update := traceShapeCommand(mongo, "x", 5, steps)
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "trace_next", Value: int64(5)},

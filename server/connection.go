@@ -1,0 +1,67 @@
+package server
+
+import (
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+
+	"github.com/execstore/execstore/pool"
+)
+
+// Connection is how a store reaches and loads its server: the settings every store of the
+// module shares, embedded by aio.Options, idem.Options and journal.Options. The zero value is
+// ready to use; each field says its default, which the module works out in one place for
+// every store. A setting a store cannot honour is refused by its Open with
+// execstore.ErrInvalid, never ignored: the journal writes and reads with its own concerns and
+// never settles an outcome, so it refuses WriteConcern, ReadConcern and SettleTimeout, and
+// it refuses retryable writes in the URI or ClientOptions.
+type Connection struct {
+	// Database holds the store's collections. Default "execstore".
+	Database string
+	// Collection is the store's collection: the executions of aio (default "executions"; the
+	// seq counters stay in "counters", shared by every aio store of the database, whose seqs
+	// stay unique), the records of idem (default "idempotency"), the invocations of the
+	// journal (default "journal").
+	Collection string
+	// ClientOptions are applied to the client Open creates, after the URI. The store adds a
+	// command monitor of its own (chaining any monitor set here) to count server commands.
+	// Ignored by OpenClient, whose client is the caller's. Default nil.
+	ClientOptions *options.ClientOptions
+	// Workers bounds the server operations in flight. Default 32.
+	Workers int
+	// QueueDepth bounds the requests waiting for a worker. Default 1024.
+	QueueDepth int
+	// Pool, when set, runs the store's operations on this pool, shared with the other stores
+	// given it (one bound on the server operations in flight for the whole process); Workers
+	// and QueueDepth are then the pool's, and Stats' Queued and InFlight count the whole pool.
+	// Close waits for this store's operations and leaves the pool running: its owner closes
+	// it after the stores. Default nil: a pool of the store's own.
+	Pool *pool.Pool
+	// ShedLoad makes every call fail at once with execstore.ErrOverloaded when QueueDepth
+	// requests are already waiting, instead of waiting for room for as long as its context
+	// allows (the default). Shed where a caller can answer "busy" (an API in front of the
+	// engine); wait where the caller is a worker that should slow down.
+	ShedLoad bool
+	// PingInterval is the first pause between connection attempts at Open; pauses grow
+	// exponentially up to 5s until Open's context ends. Default 100ms.
+	PingInterval time.Duration
+	// Profile forces the formulations instead of following the server's Family. Default
+	// Detect.
+	Profile Profile
+	// WriteConcern applies to every write. Default nil: the client's (the URI's), which is
+	// the server's default when the URI sets none. On a replica set use
+	// writeconcern.Majority() with journaling, so that an acknowledged write survives a
+	// failover. An unacknowledged one (w: 0), from here, the URI or the client, is refused at
+	// Open.
+	WriteConcern *writeconcern.WriteConcern
+	// ReadConcern applies to every read but those that settle a write's outcome (they read
+	// the primary at local read concern). Default nil: the client's. On a replica set,
+	// readconcern.Majority() reads only what a failover cannot roll back.
+	ReadConcern *readconcern.ReadConcern
+	// SettleTimeout bounds the read that settles a write whose answer never came (a group
+	// commit's or an ack's bulk write, an idem claim or completion): past it, the outcome is
+	// reported unknown. Default 5s.
+	SettleTimeout time.Duration
+}
