@@ -26,25 +26,11 @@ func TestSettlingReadsReadThePrimary(t *testing.T) {
 	cs, err := connstring.Parse(srv.URI)
 	require.NoError(t, err)
 	proxy := testserver.NewRouterProxy(t, cs.Hosts[0])
-	var mu sync.Mutex
-	var finds []bson.Raw
-	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
-		if e.CommandName == "find" {
-			mu.Lock()
-			finds = append(finds, append(bson.Raw(nil), e.Command...))
-			mu.Unlock()
-		}
-	}}
+	monitor, last := lastFind(t)
 	s, err := Open(bg, proxy.URI("readPreference=secondaryPreferred&readConcernLevel=majority"),
 		Options{Connection: server.Connection{Database: testDatabase(t), ClientOptions: options.Client().SetMonitor(monitor)}, ReapInterval: -1})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close(bg)) }()
-	last := func() bson.Raw {
-		mu.Lock()
-		defer mu.Unlock()
-		require.NotEmpty(t, finds)
-		return finds[len(finds)-1]
-	}
 
 	_, err = s.recs.findRaw(bg, "k")
 	require.NoError(t, err)
@@ -63,6 +49,20 @@ func TestSettlingReadsReadThePrimary(t *testing.T) {
 // Connection.ReadConcern applies to the store's ordinary reads, as the URI's does; the
 // settling read stays at local read concern.
 func TestReadConcernOption(t *testing.T) {
+	monitor, last := lastFind(t)
+	s, err := Open(bg, srv.URI, Options{Connection: server.Connection{Database: testDatabase(t),
+		ClientOptions: options.Client().SetMonitor(monitor), ReadConcern: readconcern.Majority()}, ReapInterval: -1})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close(bg)) }()
+	_, err = s.recs.findRaw(bg, "k")
+	require.NoError(t, err)
+	assert.Equal(t, "majority", last().Lookup("readConcern", "level").StringValue(), "an ordinary read: %s", last())
+	assert.Nil(t, s.recs.readBack(bg, "k"))
+	assert.Equal(t, "local", last().Lookup("readConcern", "level").StringValue(), "the settling read: %s", last())
+}
+
+// lastFind returns a command monitor and what returns the last find command it saw.
+func lastFind(t *testing.T) (*event.CommandMonitor, func() bson.Raw) {
 	var mu sync.Mutex
 	var finds []bson.Raw
 	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
@@ -72,19 +72,10 @@ func TestReadConcernOption(t *testing.T) {
 			mu.Unlock()
 		}
 	}}
-	s, err := Open(bg, srv.URI, Options{Connection: server.Connection{Database: testDatabase(t),
-		ClientOptions: options.Client().SetMonitor(monitor), ReadConcern: readconcern.Majority()}, ReapInterval: -1})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, s.Close(bg)) }()
-	last := func() bson.Raw {
+	return monitor, func() bson.Raw {
 		mu.Lock()
 		defer mu.Unlock()
 		require.NotEmpty(t, finds)
 		return finds[len(finds)-1]
 	}
-	_, err = s.recs.findRaw(bg, "k")
-	require.NoError(t, err)
-	assert.Equal(t, "majority", last().Lookup("readConcern", "level").StringValue(), "an ordinary read: %s", last())
-	assert.Nil(t, s.recs.readBack(bg, "k"))
-	assert.Equal(t, "local", last().Lookup("readConcern", "level").StringValue(), "the settling read: %s", last())
 }
