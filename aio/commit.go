@@ -43,6 +43,7 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 		return future(async.Failed[[]int64](err))
 	}
 	epoch := s.cacheMark()
+	note := noteOf(&c)
 	var r *async.Request[[]int64]
 	r = newRequest(s, opCommit, func(wctx context.Context) ([]int64, error) {
 		seqs, err := s.takeSeqs(wctx, &c)
@@ -51,7 +52,7 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 		}
 		if s.group != nil && exe.Version > 0 {
 			// The worker's context ends when it returns; the batch answers to the caller's.
-			return nil, s.groupCommit(ctx, exe, pc, seqs, epoch, r.Future())
+			return nil, s.groupCommit(ctx, exe, pc, seqs, epoch, note, r.Future())
 		}
 		id, version := exe.ID, exe.Version
 		out, err := s.commit(wctx, exe, pc, seqs)
@@ -60,6 +61,7 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 			return nil, err
 		}
 		s.commitWon(exe, c.ProcessedEventID, epoch)
+		s.wake(note)
 		return out, nil
 	})
 	return future(r.Submit(ctx, s.pool, s.shed))

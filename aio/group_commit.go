@@ -25,6 +25,7 @@ type commitItem struct {
 	plan ops.CommitPlan
 	// epoch is the snapshot cache's when the commit was submitted.
 	epoch uint64
+	note  wakeNote // what the commit, once won, tells the relays
 	fut   *async.Future[[]int64]
 	hand  *async.Handoff
 }
@@ -47,7 +48,7 @@ func newGroupCommit(s *Store, write batchWriter) *batch.Coalescer[*commitItem] {
 // groupCommit hands a commit of an existing execution to the group commit. The future is
 // settled by flushCommits, or by the caller giving up (see handoff).
 func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, pc *ops.PreparedCommit, seqs ops.Seqs,
-	epoch uint64, fut *async.Future[[]int64]) error {
+	epoch uint64, note wakeNote, fut *async.Future[[]int64]) error {
 	// The plan must not share the caller's Data: a caller that gives up once the batch is sent
 	// may change it at once, while the bulk write is still being encoded.
 	snap := *exe
@@ -57,7 +58,7 @@ func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, pc *o
 		return err
 	}
 	plan.SetToken(commitToken())
-	it := &commitItem{ctx: ctx, exe: exe, snap: snap, pc: pc, seqs: seqs, plan: plan, epoch: epoch, fut: fut}
+	it := &commitItem{ctx: ctx, exe: exe, snap: snap, pc: pc, seqs: seqs, plan: plan, epoch: epoch, note: note, fut: fut}
 	it.hand = fut.HandTo(func(ctxErr error) error {
 		return &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: exe.ID, Err: ctxErr}
 	}, func(err error) { s.stats.record(opCommit, err) })
@@ -149,6 +150,7 @@ func (s *Store) settleCommit(it *commitItem, err error) {
 }
 
 func (s *Store) settleCommitWon(it *commitItem, version, traceNext int64) {
+	s.wake(it.note)
 	if !it.hand.Settle() {
 		// Abandoned: the caller reloads, its execution is not touched, and the cache
 		// cannot copy it (the caller may be changing it): drop what it holds.

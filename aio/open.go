@@ -10,6 +10,7 @@ import (
 	"github.com/execstore/execstore/batch"
 	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/internal/opsrun"
+	"github.com/execstore/execstore/internal/wake"
 	"github.com/execstore/execstore/internal/workers"
 	"github.com/execstore/execstore/ops"
 	"github.com/execstore/execstore/server"
@@ -35,6 +36,7 @@ type Store struct {
 	outboxSeq  *batch.Sequence
 	spawnSeq   *batch.Sequence
 	stats      *statCounters
+	signal     *wake.Signal // wakes the relays of the store's namespace; nil without a server
 }
 
 // storeEnv is what a store is built from: the client and what Open learned of its server,
@@ -75,6 +77,7 @@ func newStore(e storeEnv) *Store {
 		newCoalescers(s)
 	}
 	s.pool = workers.RunnerFor(e.opts.Pool, workers.Config{Workers: e.opts.Workers, QueueDepth: e.opts.QueueDepth})
+	s.registerWake()
 	return s
 }
 
@@ -175,6 +178,7 @@ func (s *Store) Close(ctx context.Context) error {
 		}
 	}
 	s.stopNow()
+	wake.Unregister(s)
 	s.outboxSeq.Close()
 	s.spawnSeq.Close()
 	if s.ownsClient {
