@@ -31,6 +31,7 @@ package wake
 
 import (
 	"math"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -165,14 +166,20 @@ func Register(store any, s *Signal) {
 // Unregister forgets store's signal; a store calls it when it closes. Unknown stores are a
 // no-op.
 func Unregister(store any) {
+	if store == nil || !reflect.ValueOf(store).Comparable() {
+		return
+	}
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
 	delete(registry.stores, store)
 }
 
 // Of returns the signal store registered, or nil when it registered none (then its relays
-// only poll).
+// only poll): always for a store that is not comparable, which cannot have registered.
 func Of(store any) *Signal {
+	if store == nil || !reflect.ValueOf(store).Comparable() {
+		return nil
+	}
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
 	return registry.stores[store]

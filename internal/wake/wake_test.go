@@ -172,6 +172,14 @@ func TestRegistry(t *testing.T) {
 	assert.Nil(t, Of(store2))
 	Unregister(store2) // again: a no-op
 	runtime.KeepAlive(b)
+
+	// A store that is not comparable has registered nothing, and asking is no panic.
+	notComparable := []int{1}
+	type wrapped struct{ inner any }
+	assert.Nil(t, Of(notComparable))
+	assert.Nil(t, Of(wrapped{inner: notComparable}))
+	assert.Nil(t, Of(nil))
+	Unregister(notComparable)
 }
 
 // A signal no one holds is dropped from the registry; one that is held never is.

@@ -1,0 +1,54 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Match them with errors.Is.
+var (
+	// ErrClosed: Run was called after Close.
+	ErrClosed = errors.New("relay: closed")
+	// ErrRunning: Run was called while another Run of the same relay or sweeper runs.
+	ErrRunning = errors.New("relay: already running")
+	// ErrLeavePending is for handlers: one that returns it (or an error wrapping it) leaves
+	// the entry or timer pending, not acked, without counting a handler error (Stats.Withheld
+	// counts it). It is handed out again after a back-off, as after an error, and later
+	// items of the same execution wait for it. Tests use it to withhold acks on purpose.
+	ErrLeavePending = errors.New("relay: leave pending")
+	// ErrLeaseKeyInUse: Options.LeaseKey names a record of the lease store that is not a
+	// relay's lease (a completed idempotency key, or one claimed with another fingerprint).
+	// Run returns it: pick another key.
+	ErrLeaseKeyInUse = errors.New("relay: lease key is in use by something other than a relay")
+)
+
+// Op names the operation an Error is about.
+type Op string
+
+// The operations that fail.
+const (
+	OpScan    Op = "scan"    // PendingOutbox, DueTimers
+	OpHandle  Op = "handle"  // the handler
+	OpAck     Op = "ack"     // AckOutbox, DeleteTimers
+	OpClaim   Op = "claim"   // claiming the lease
+	OpRenew   Op = "renew"   // renewing it
+	OpRelease Op = "release" // releasing it
+)
+
+// Error is what Options.OnError is given, and what Run returns when it stops on a failure:
+// the operation, the item concerned and the cause, which it unwraps to (an execstore or idem
+// error, the handler's error, ErrLeaseKeyInUse).
+type Error struct {
+	Op   Op
+	Item string // the entry ("source/seq") or timer ("execution/path@fireAt"); "" for a scan or a lease
+	Err  error
+}
+
+func (e *Error) Error() string {
+	if e.Item == "" {
+		return fmt.Sprintf("relay: %s: %v", e.Op, e.Err)
+	}
+	return fmt.Sprintf("relay: %s %s: %v", e.Op, e.Item, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }

@@ -1,0 +1,102 @@
+package relay
+
+import (
+	"errors"
+	"time"
+)
+
+// lane delivers the items routed to it one at a time, in the order they were routed. Every
+// item of one execution (lane key) is routed to the same lane, so one execution's items are
+// never handled twice at once and are handled in the order the scans returned them. A lane
+// has a goroutine only while its queue is not empty: at most Options.Lanes handler calls are
+// in flight.
+type lane[T any] struct {
+	queue   []T
+	head    int
+	running bool // a goroutine is delivering the queue
+}
+
+func (l *lane[T]) push(item T) { l.queue = append(l.queue, item) }
+
+func (l *lane[T]) pop() (T, bool) {
+	var zero T
+	if l.head == len(l.queue) {
+		l.queue, l.head = l.queue[:0], 0
+		return zero, false
+	}
+	item := l.queue[l.head]
+	l.queue[l.head] = zero
+	l.head++
+	return item, true
+}
+
+// deliver is a lane's goroutine: it hands the lane's items to the handler one by one until
+// the queue is empty. An item is handed out only while the session delivers (not stopping,
+// its term not ended, its lease live); otherwise it is released, pending in the store. A
+// handler's nil queues the item for its ack; an error (or ErrLeavePending) fails it.
+func (s *session[T, K]) deliver(l *lane[T]) {
+	defer s.laneWG.Done()
+	k, stats := s.r.kind, &s.r.stats
+	s.mu.Lock()
+	for {
+		item, ok := l.pop()
+		if !ok {
+			l.running = false
+			s.mu.Unlock()
+			return
+		}
+		lk := k.lane(item)
+		if s.stopping || s.ctx.Err() != nil || !s.lease.live() {
+			s.release(item)
+			continue
+		}
+		s.mu.Unlock()
+
+		stats.delivered.Add(1)
+		err := s.r.handler(s.ctx, item)
+
+		var report error
+		s.mu.Lock()
+		switch {
+		case err == nil:
+			s.retries.succeeded(lk)
+			s.settleQ = append(s.settleQ, item)
+			poke(s.settleWake)
+		case errors.Is(err, ErrLeavePending):
+			stats.withheld.Add(1)
+			s.failed(l, lk, item)
+		case s.ctx.Err() != nil:
+			// The term ended under the handler (its context was cancelled): not the
+			// execution's failure. The item goes back to the store, as every queued one.
+			s.release(item)
+		default:
+			stats.handlerErrors.Add(1)
+			s.failed(l, lk, item)
+			report = &Error{Op: OpHandle, Item: k.describe(item), Err: err}
+		}
+		if report != nil {
+			s.mu.Unlock()
+			s.r.opts.OnError(report)
+			s.mu.Lock()
+		}
+	}
+}
+
+// failed releases item, whose handler failed, holds its execution lk back for a retry, and
+// releases the execution's later items queued in l: its items must wait for it, and the
+// scan that hands it out again returns them after it (the store returns them in that order).
+// The caller holds mu.
+func (s *session[T, K]) failed(l *lane[T], lk string, item T) {
+	s.retries.failed(lk, time.Now())
+	s.release(item)
+	kept := l.queue[:l.head]
+	for _, queued := range l.queue[l.head:] {
+		if s.r.kind.lane(queued) == lk {
+			s.release(queued)
+		} else {
+			kept = append(kept, queued)
+		}
+	}
+	clear(l.queue[len(kept):])
+	l.queue = kept
+}

@@ -1,0 +1,273 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/idem"
+	"github.com/execstore/execstore/internal/testserver"
+	"github.com/execstore/execstore/memstore"
+	"github.com/execstore/execstore/relay"
+)
+
+// testLease is the lease the take-over tests run with: short, so that a take-over after a
+// holder's death takes a couple of seconds, and long enough for renewals under load.
+const testLease = 2 * time.Second
+
+// leaseOptions are a relay's options with a lease in leases, polling often (the standby of
+// another process learns of commits by polling).
+func leaseOptions(leases *idem.Store) relay.Options {
+	return relay.Options{Lease: leases, LeaseDuration: testLease, PollInterval: 20 * time.Millisecond,
+		StopTimeout: 500 * time.Millisecond, RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond}
+}
+
+// emitMany commits n entries to targets t0…t(targets-1) and returns their ids.
+func emitMany(em *emitter, prefix string, n, targets int) []string {
+	ids := make([]string, n)
+	for i := range n {
+		target := fmt.Sprintf("t%d", i%targets)
+		seq := em.emit("s"+target, target, fmt.Sprintf("%s%d", prefix, i))
+		ids[i] = entryID("s"+target, seq)
+	}
+	return ids
+}
+
+// splitID is entryID's inverse.
+func splitID(t *testing.T, id string) (string, int64) {
+	var source string
+	var seq int64
+	i := strings.LastIndexByte(id, '/')
+	source = id[:i]
+	_, err := fmt.Sscan(id[i+1:], &seq)
+	require.NoError(t, err)
+	return source, seq
+}
+
+// Two relays of two processes on one database, with a lease: one delivers, the other stands
+// by; when the holder dies (its store and lease store gone, its lease never released), the
+// standby takes the lapsed lease over and delivers everything committed since.
+func TestStandbyTakesOver(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store execstore.Store, another func() execstore.Store) {
+		leaseDB := testserver.Database(t, "lease")
+		leasesA, dieA := openLeases(t, leaseDB)
+		leasesB, _ := openLeases(t, leaseDB)
+		acks := newAckLog()
+		pA, pB := newProbe(t, store, acks), newProbe(t, another(), acks)
+		dA, dB := newDeliveries(t, acks), newDeliveries(t, acks)
+		rA := relay.New(pA, dA.handle, leaseOptions(leasesA))
+		stopA := run(t, rA)
+		eventually(t, func() bool { return rA.Stats().Holding }, "A holds the lease")
+		rB := relay.New(pB, dB.handle, leaseOptions(leasesB))
+		stopB := run(t, rB)
+
+		em := newEmitter(t, store)
+		first := emitMany(em, "a", 30, 4)
+		eventually(t, func() bool { return rA.Stats().Acked == 30 }, "A delivered the first entries")
+		assert.False(t, rB.Stats().Holding, "B stands by")
+		assert.Zero(t, rB.Stats().Delivered)
+
+		// A dies: nothing of it reaches a server any more.
+		pA.kill()
+		dieA()
+		_ = stopA()
+
+		second := emitMany(em, "b", 30, 4)
+		eventually(t, func() bool { return rB.Stats().Acked == 30 }, "B delivered what was committed after A died")
+		require.NoError(t, stopB())
+		st := rB.Stats()
+		assert.EqualValues(t, 1, st.Leases)
+		assert.EqualValues(t, 1, st.TakeOvers, "B reclaimed A's lapsed lease")
+		dA.check()
+		dB.check()
+		for _, id := range first {
+			assert.Equal(t, 1, dA.handled[id], id)
+		}
+		for _, id := range second {
+			assert.Equal(t, 1, dB.handled[id], id)
+		}
+		assert.Zero(t, pending(t, store))
+	})
+}
+
+// A holder killed while a handler is blocked in a delivery: the standby takes over and
+// delivers every entry the dead holder had not acked, the blocked one included, and none
+// after its ack completed. Nothing is lost; the blocked entry is delivered twice (at least
+// once across take-overs).
+func TestKilledMidDelivery(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store execstore.Store, another func() execstore.Store) {
+		leaseDB := testserver.Database(t, "lease")
+		leasesA, dieA := openLeases(t, leaseDB)
+		leasesB, _ := openLeases(t, leaseDB)
+		acksA, acksB := newAckLog(), newAckLog()
+		pA, pB := newProbe(t, store, acksA), newProbe(t, another(), acksB)
+		em := newEmitter(t, store)
+		const n, targets = 60, 5
+		ids := emitMany(em, "e", n, targets)
+		blockedID := ids[n/3]
+
+		// A's handler blocks on one entry, past its own death.
+		dA := newDeliveries(t, acksA, acksB)
+		blocked, unblock := make(chan struct{}), make(chan struct{})
+		dA.fail = func(e execstore.OutboxEntry, _ int) error {
+			if entryID(e.SourceID, e.Seq) == blockedID {
+				close(blocked)
+				<-unblock
+			}
+			return nil
+		}
+		rA := relay.New(pA, dA.handle, leaseOptions(leasesA))
+		stopA := run(t, rA)
+		eventually(t, func() bool { return rA.Stats().Holding }, "A holds the lease")
+		dB := newDeliveries(t, acksA, acksB)
+		rB := relay.New(pB, dB.handle, leaseOptions(leasesB))
+		stopB := run(t, rB)
+
+		select {
+		case <-blocked:
+		case <-time.After(waitLong):
+			t.Fatal("A never reached the entry it blocks on")
+		}
+		eventually(t, func() bool { return rA.Stats().Acked > 0 }, "A acked entries of other targets")
+		pA.kill()
+		dieA()
+		eventually(t, func() bool { return pending(t, store) == 0 }, "B delivered everything A left")
+		close(unblock) // A's handler returns nil; its ack cannot reach the store any more
+		_ = stopA()
+		require.NoError(t, stopB())
+
+		dA.check()
+		dB.check()
+		for _, id := range ids {
+			source, seq := splitID(t, id)
+			if acksA.has(source, seq) {
+				assert.Positive(t, dA.handled[id], "%s: A acked it, so its handler returned nil", id)
+			} else {
+				assert.Positive(t, dB.handled[id], "%s: A did not ack it, so B delivered it", id)
+			}
+		}
+		assert.Equal(t, 1, dB.handled[blockedID], "B delivered the entry A was killed in")
+		assert.EqualValues(t, 1, rB.Stats().TakeOvers)
+	})
+}
+
+// A holder that can no longer renew its lease (its lease store does not answer) stops
+// handing entries out before the lease lapses; the standby takes over and delivers what is
+// committed after, and the stalled holder delivers none of it, though its execution store
+// works. Once it can reach the lease store again it finds its lease taken over, and stands
+// by.
+func TestStalledHolderStopsDelivering(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { _ = store.Close(bg) })
+	proxy, proxied := testserver.Proxied(t, server.URI, "")
+	leaseDB := testserver.Database(t, "lease")
+	var optsA idem.Options
+	optsA.Database = leaseDB
+	leasesA, err := idem.Open(bg, proxied, optsA)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = leasesA.Close(bg) })
+	leasesB, _ := openLeases(t, leaseDB)
+
+	acks := newAckLog()
+	dA, dB := newDeliveries(t, acks), newDeliveries(t, acks)
+	rA := relay.New(newProbe(t, store, acks), dA.handle, leaseOptions(leasesA))
+	stopA := run(t, rA)
+	eventually(t, func() bool { return rA.Stats().Holding }, "A holds the lease")
+	rB := relay.New(newProbe(t, store, acks), dB.handle, leaseOptions(leasesB))
+	stopB := run(t, rB)
+
+	em := newEmitter(t, store)
+	emitMany(em, "a", 10, 3)
+	eventually(t, func() bool { return rA.Stats().Acked == 10 }, "A delivered")
+
+	proxy.Stalled.Store(true)
+	eventually(t, func() bool { return rB.Stats().Holding }, "B took over")
+	delivered := rA.Stats().Delivered
+	second := emitMany(em, "b", 20, 3)
+	eventually(t, func() bool { return rB.Stats().Acked == 20 }, "B delivered what was committed after")
+	assert.Equal(t, delivered, rA.Stats().Delivered, "the stalled holder delivered nothing more")
+	for _, id := range second {
+		assert.Zero(t, dA.handled[id], id)
+	}
+
+	proxy.Stalled.Store(false)
+	eventually(t, func() bool { return rA.Stats().LeasesLost == 1 }, "A learnt it lost the lease")
+	assert.False(t, rA.Stats().Holding)
+	require.NoError(t, stopA())
+	require.NoError(t, stopB())
+	assert.EqualValues(t, 1, rB.Stats().TakeOvers)
+	dA.check()
+	dB.check()
+}
+
+// A relay that stops cleanly releases its lease: the standby takes it over at once, as new,
+// without waiting for it to lapse.
+func TestCloseReleasesLease(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { _ = store.Close(bg) })
+	leaseDB := testserver.Database(t, "lease")
+	leasesA, _ := openLeases(t, leaseDB)
+	leasesB, _ := openLeases(t, leaseDB)
+	opts := leaseOptions(nil)
+	opts.LeaseDuration = time.Hour // a take-over would never come
+	opts.Lease = leasesA
+	nop := func(context.Context, execstore.OutboxEntry) error { return nil }
+	rA := relay.New(store, nop, opts)
+	resA := make(chan error, 1)
+	go func() { resA <- rA.Run(bg) }()
+	eventually(t, func() bool { return rA.Stats().Holding }, "A holds the lease")
+	opts.Lease = leasesB
+	opts.LeaseDuration = testLease
+	rB := relay.New(store, nop, opts)
+	stopB := run(t, rB)
+
+	require.NoError(t, rA.Close(bg))
+	require.NoError(t, <-resA)
+	eventually(t, func() bool { return rB.Stats().Holding }, "B took the released lease")
+	newEmitter(t, store).emit("s", "t", "x")
+	eventually(t, func() bool { return rB.Stats().Acked == 1 }, "B delivers")
+	require.NoError(t, stopB())
+	assert.EqualValues(t, 1, rB.Stats().Leases)
+	assert.Zero(t, rB.Stats().TakeOvers, "the lease was released, not reclaimed")
+}
+
+// A lease key that holds something other than a relay's lease is refused: Run returns
+// ErrLeaseKeyInUse rather than standing by for ever.
+func TestLeaseKeyInUse(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { _ = store.Close(bg) })
+	leases, _ := openLeases(t, testserver.Database(t, "lease"))
+	for _, c := range []struct {
+		name  string
+		setup func(key string)
+	}{
+		{"claimed for another request", func(key string) {
+			_, err := leases.Claim(bg, key, "another request", 1, time.Hour)
+			require.NoError(t, err)
+		}},
+		{"completed", func(key string) {
+			c, err := leases.Claim(bg, key, "execstore/relay/lease", 1, time.Hour)
+			require.NoError(t, err)
+			_, err = leases.Complete(bg, key, c.Token, idem.Response{Status: 200}, time.Hour)
+			require.NoError(t, err)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key := "key-" + c.name
+			c.setup(key)
+			r := relay.New(store, func(context.Context, execstore.OutboxEntry) error { return nil },
+				relay.Options{Lease: leases, LeaseKey: key})
+			err := r.Run(bg)
+			assert.ErrorIs(t, err, relay.ErrLeaseKeyInUse)
+			var re *relay.Error
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, relay.OpClaim, re.Op)
+		})
+	}
+}

@@ -1,0 +1,63 @@
+package relay
+
+// ledger is what a session knows of the items it handed out: the ones in flight (queued in a
+// lane, in a handler, or awaiting their ack) and the ones whose ack completed while a scan
+// was under way. It decides what of a scan's result may be handed out; see "What always
+// holds" in the package doc for why it suffices.
+//
+// A scan that began before an ack completed may still return the acked item: the store's
+// answer can be older than the ack. So every completed ack is recorded with the number of
+// scans started at the moment it was recorded (no earlier than its completion), and scan n
+// drops an item in flight, or acked at a count of n or more. Scans run one at a time, so
+// once scan n is filtered no later scan needs an ack recorded at n or less: they are pruned.
+type ledger[K comparable] struct {
+	scans    uint64 // scans started
+	inFlight map[K]struct{}
+	acked    map[K]uint64 // item → scans started when its ack completion was recorded
+}
+
+func newLedger[K comparable]() ledger[K] {
+	return ledger[K]{inFlight: map[K]struct{}{}, acked: map[K]uint64{}}
+}
+
+// startScan counts a scan about to be sent and returns its number.
+func (l *ledger[K]) startScan() uint64 {
+	l.scans++
+	return l.scans
+}
+
+// admissible reports whether scan n may hand out item k: it is not in flight, and its ack,
+// if one completed, completed before scan n began.
+func (l *ledger[K]) admissible(k K, n uint64) bool {
+	if _, ok := l.inFlight[k]; ok {
+		return false
+	}
+	a, ok := l.acked[k]
+	return !ok || a < n
+}
+
+// take records k as handed out.
+func (l *ledger[K]) take(k K) { l.inFlight[k] = struct{}{} }
+
+// release records k as no longer in flight and not acked: it is pending in the store, and
+// the next scan may hand it out again.
+func (l *ledger[K]) release(k K) { delete(l.inFlight, k) }
+
+// ack records that k's ack completed.
+func (l *ledger[K]) ack(k K) {
+	delete(l.inFlight, k)
+	l.acked[k] = l.scans
+}
+
+// finishScan prunes what no scan after scan n needs: a scan numbered above n began after
+// every ack recorded at n or less completed, so the store no longer returns those items.
+func (l *ledger[K]) finishScan(n uint64) {
+	for k, a := range l.acked {
+		if a <= n {
+			delete(l.acked, k)
+		}
+	}
+}
+
+// held is the number of items in flight.
+func (l *ledger[K]) held() int { return len(l.inFlight) }

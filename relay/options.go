@@ -1,0 +1,114 @@
+package relay
+
+import (
+	"time"
+
+	"github.com/execstore/execstore/idem"
+)
+
+// The defaults of Options, as its fields document them.
+const (
+	defaultPollInterval  = time.Second
+	defaultLanes         = 64
+	defaultBatch         = 256
+	defaultLeaseDuration = 10 * time.Second
+	defaultRetryMin      = 100 * time.Millisecond
+	defaultRetryMax      = 30 * time.Second
+	defaultStopTimeout   = 5 * time.Second
+	// relayLeaseKey is a Relay's Options.LeaseKey by default.
+	relayLeaseKey = "execstore/relay/outbox"
+	// sweeperLeaseKey is a Sweeper's Options.LeaseKey by default.
+	sweeperLeaseKey = "execstore/relay/timers"
+)
+
+// Options configures a Relay or a Sweeper. The zero value is ready to use; every field
+// documents its default, and withDefaults is the one place they are worked out.
+type Options struct {
+	// PollInterval is how often the store is scanned when nothing wakes the relay: the
+	// latency of entries committed by other processes (commits through a store of this
+	// process wake it at once). A Sweeper also looks this far ahead for the next fire time.
+	// Default 1s.
+	PollInterval time.Duration
+	// ScanGap is the least time between the starts of two scans that wake-ups, fire times or
+	// retries ask for: under a stream of commits, each scan then gathers what the commits of
+	// one gap wrote rather than one scan per commit, fewer server commands for a delivery up
+	// to ScanGap later; a timer fires at most ScanGap late. A full scan is still followed by
+	// the next at once. Default 0: a scan at every wake-up (while at most Batch items are in
+	// flight).
+	ScanGap time.Duration
+	// Lanes bounds the handler calls in flight. Items are routed to lanes by execution (an
+	// outbox entry by TargetID, or SourceID when it has none; a timer by ExecutionID); each
+	// lane delivers one item at a time. Default 64.
+	Lanes int
+	// Batch paces the scans: a scan is sent once at most Batch items are in flight (queued
+	// in lanes, in handlers, or awaiting their ack), asks for those plus Batch more, and at
+	// most 2×Batch items are in flight at once. Scanning thus overlaps delivery, and never
+	// piles it up. Default 256.
+	Batch int
+	// Lease, when set, makes the relay run only while it holds a lease in this idempotency
+	// store, so that one relay of many (one per process) delivers and the others stand by.
+	// Default nil: no lease; Run delivers at once.
+	Lease *idem.Store
+	// LeaseKey is the lease's key in Lease: one per database the relays serve, and another
+	// for sweepers. Default "execstore/relay/outbox" for a Relay, "execstore/relay/timers" for
+	// a Sweeper.
+	LeaseKey string
+	// LeaseDuration is the lease's length. The holder renews it every LeaseDuration/3 and
+	// stops handing items out when less than LeaseDuration/6 of it is left unrenewed; a
+	// standby claims every LeaseDuration/4, so it takes over at most LeaseDuration×5/4 after
+	// the holder's last renewal (plus the lease server's clock error). Default
+	// 10s.
+	LeaseDuration time.Duration
+	// RetryMin and RetryMax bound the exponential back-off after a failure: of a handler
+	// (per execution: its items wait, the others go on), of a scan, of an ack, of a claim.
+	// Defaults 100ms and 30s.
+	RetryMin, RetryMax time.Duration
+	// StopTimeout bounds, once the relay stops handing items out (Close, the end of Run's
+	// context, a lost lease) and its handlers have returned, the acks of what they finished,
+	// and then the lease's release. Close's context bounds them too. Default
+	// 5s.
+	StopTimeout time.Duration
+	// Clock is the Sweeper's clock: a timer is due when its fire time is at or before
+	// Clock(). A Relay does not use it. Default time.Now.
+	Clock func() time.Time
+	// OnError, when set, is called with every failure, as an *Error: a scan, a handler, an
+	// ack, a lease operation. It is called from the relay's goroutines and must not block.
+	// Default nil: failures are only counted in Stats.
+	OnError func(error)
+}
+
+func (o Options) withDefaults(leaseKey string) Options {
+	if o.PollInterval <= 0 {
+		o.PollInterval = defaultPollInterval
+	}
+	o.ScanGap = max(o.ScanGap, 0)
+	if o.Lanes <= 0 {
+		o.Lanes = defaultLanes
+	}
+	if o.Batch <= 0 {
+		o.Batch = defaultBatch
+	}
+	if o.LeaseKey == "" {
+		o.LeaseKey = leaseKey
+	}
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = defaultLeaseDuration
+	}
+	if o.RetryMin <= 0 {
+		o.RetryMin = defaultRetryMin
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = defaultRetryMax
+	}
+	o.RetryMax = max(o.RetryMax, o.RetryMin)
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = defaultStopTimeout
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.OnError == nil {
+		o.OnError = func(error) {}
+	}
+	return o
+}

@@ -1,0 +1,120 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/wake"
+)
+
+// Relay delivers a store's outbox: every pending entry is handed to the handler and acked
+// once the handler returned nil. See the package doc for what always holds. Create it with
+// New; its methods are safe for concurrent use.
+type Relay struct {
+	r *runner[execstore.OutboxEntry, entryKey]
+}
+
+// New returns a relay of store's outbox that hands entries to handler. It starts nothing:
+// call Run. A commit through a store of this process that registered its wake-up signal
+// (aio and memstore do) wakes the relay at once; other commits are found by polling.
+//
+// handler is called with a context that is cancelled when the relay stops delivering (its
+// lease is lost, Run's context ends, or Close's context ends); its nil acks the entry, an
+// error leaves the entry pending and retried after a back-off, with the later entries of
+// the same execution held back until it succeeds; ErrLeavePending does so without counting
+// an error. New panics when store or handler is nil.
+func New(store execstore.Store, handler func(ctx context.Context, e execstore.OutboxEntry) error, opts Options) *Relay {
+	if store == nil || handler == nil {
+		panic("relay: New needs a store and a handler")
+	}
+	opts = opts.withDefaults(relayLeaseKey)
+	return &Relay{r: newRunner[execstore.OutboxEntry, entryKey](outboxKind{store: store}, handler, opts, wake.Of(store))}
+}
+
+// Run delivers until ctx ends or Close is called, and then returns nil once the handlers in
+// flight have returned and what they finished is acked; with Options.Lease it first waits
+// for the lease (a standby), and goes back to waiting when it loses it. It returns an error
+// only when it cannot go on: the store or the lease store is closed (an *Error matching
+// execstore.ErrClosed), the lease store refuses the key or the duration (execstore.ErrInvalid),
+// the lease key is not a relay's (ErrLeaseKeyInUse), Close was called before (ErrClosed), or
+// another Run of the relay is running (ErrRunning).
+func (r *Relay) Run(ctx context.Context) error { return r.r.run(ctx) }
+
+// Close stops the relay: Run hands out no more entries, waits for the handlers in flight
+// (their context is not cancelled), acks what they finished, releases the lease and
+// returns. Close waits for that within ctx; when ctx ends first it cancels the handlers'
+// context and the acks, and returns ctx's error (Run returns once the handlers have). Run
+// called after Close returns ErrClosed. Closing again is a no-op.
+func (r *Relay) Close(ctx context.Context) error { return r.r.close(ctx) }
+
+// Stats returns the relay's counters.
+func (r *Relay) Stats() Stats { return r.r.stats.snapshot() }
+
+// entryKey is an outbox entry's identity.
+type entryKey struct {
+	source string
+	seq    int64
+}
+
+// outboxKind is the kind of a Relay: PendingOutbox, AckOutbox.
+type outboxKind struct {
+	store execstore.Store
+}
+
+// ackFanOut bounds the acks of one batch in flight at once. Stores that coalesce concurrent
+// acks (package aio) turn them into one bulk write.
+const ackFanOut = 64
+
+func (outboxKind) key(e execstore.OutboxEntry) entryKey {
+	return entryKey{source: e.SourceID, seq: e.Seq}
+}
+
+// lane is the target execution, or the source for an entry without a target.
+func (outboxKind) lane(e execstore.OutboxEntry) string {
+	if e.TargetID != "" {
+		return e.TargetID
+	}
+	return e.SourceID
+}
+
+func (outboxKind) describe(e execstore.OutboxEntry) string {
+	return fmt.Sprintf("%s/%d", e.SourceID, e.Seq)
+}
+
+func (outboxKind) arm(sig *wake.Signal, _ time.Time, _ time.Duration) <-chan struct{} {
+	if sig == nil {
+		return nil
+	}
+	return sig.EmittedC()
+}
+
+func (k outboxKind) scan(ctx context.Context, _ time.Time, _ time.Duration, limit int) (scanned[execstore.OutboxEntry], error) {
+	entries, err := k.store.PendingOutbox(ctx, limit)
+	return scanned[execstore.OutboxEntry]{items: entries, full: len(entries) >= limit}, err
+}
+
+// settle acks the entries, up to ackFanOut at once.
+func (k outboxKind) settle(ctx context.Context, entries []execstore.OutboxEntry) []error {
+	errs := make([]error, len(entries))
+	ack := func(i int) { errs[i] = k.store.AckOutbox(ctx, entries[i].SourceID, entries[i].Seq) }
+	workers := min(len(entries), ackFanOut)
+	if workers == 1 {
+		ack(0)
+		return errs
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(entries); i = int(next.Add(1)) - 1 {
+				ack(i)
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}

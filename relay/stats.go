@@ -1,0 +1,46 @@
+package relay
+
+import "sync/atomic"
+
+// Stats are a relay's or sweeper's counters since New, and two gauges. For a Sweeper an
+// item is a due timer, and acking it is deleting it.
+type Stats struct {
+	Scans      int64 // scans of the store
+	ScanErrors int64
+	// Wakeups counts the wake-ups by commits of this process (package internal/wake); the
+	// other scans follow a poll, a full scan, a back-off or a fire time.
+	Wakeups int64
+	// Skipped counts items a scan returned that were in flight, or whose ack completed after
+	// the scan began: never handed out twice.
+	Skipped       int64
+	Delivered     int64 // handler calls
+	HandlerErrors int64
+	Withheld      int64 // handler calls that returned ErrLeavePending
+	Acked         int64 // items acked (timers deleted) after their handler returned nil
+	AckErrors     int64
+	Leases        int64 // leases taken
+	TakeOvers     int64 // of which taken over from a holder whose lease had lapsed
+	LeasesLost    int64 // leases lost before the relay stopped: fenced, or not renewed in time
+	InFlight      int64 // gauge: items held now (queued in a lane, in a handler, or awaiting the ack)
+	Holding       bool  // gauge: delivering now (holding the lease, when there is one)
+}
+
+// counters are the live Stats.
+type counters struct {
+	scans, scanErrors, wakeups, skipped atomic.Int64
+	delivered, handlerErrors, withheld  atomic.Int64
+	acked, ackErrors                    atomic.Int64
+	leases, takeOvers, leasesLost       atomic.Int64
+	inFlight                            atomic.Int64
+	holding                             atomic.Bool
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		Scans: c.scans.Load(), ScanErrors: c.scanErrors.Load(), Wakeups: c.wakeups.Load(),
+		Skipped: c.skipped.Load(), Delivered: c.delivered.Load(), HandlerErrors: c.handlerErrors.Load(),
+		Withheld: c.withheld.Load(), Acked: c.acked.Load(), AckErrors: c.ackErrors.Load(),
+		Leases: c.leases.Load(), TakeOvers: c.takeOvers.Load(), LeasesLost: c.leasesLost.Load(),
+		InFlight: c.inFlight.Load(), Holding: c.holding.Load(),
+	}
+}

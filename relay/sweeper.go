@@ -1,0 +1,113 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/wake"
+)
+
+// Sweeper fires a store's due timers: every timer whose fire time has come is handed to the
+// handler and deleted (guarded by its fire time, so a re-schedule survives) once the handler
+// returned nil. It is a Relay for timers: the same lanes (by execution), lease, retries and
+// guarantees; see the package doc. Create it with NewSweeper; its methods are safe for
+// concurrent use.
+type Sweeper struct {
+	r *runner[execstore.DueTimer, timerKey]
+}
+
+// NewSweeper returns a sweeper of store's timers that hands due timers to handler. It starts
+// nothing: call Run. Each scan also looks Options.PollInterval ahead, and the sweeper sleeps
+// until the earliest fire time it saw, the poll interval, or a wake-up by a commit of this
+// process that armed a timer firing before its next look. handler's context and results are
+// as New's. NewSweeper panics when store or handler is nil.
+func NewSweeper(store execstore.Store, handler func(ctx context.Context, t execstore.DueTimer) error, opts Options) *Sweeper {
+	if store == nil || handler == nil {
+		panic("relay: NewSweeper needs a store and a handler")
+	}
+	opts = opts.withDefaults(sweeperLeaseKey)
+	return &Sweeper{r: newRunner[execstore.DueTimer, timerKey](timerKind{store: store}, handler, opts, wake.Of(store))}
+}
+
+// Run fires due timers until ctx ends or Close is called; see Relay.Run.
+func (s *Sweeper) Run(ctx context.Context) error { return s.r.run(ctx) }
+
+// Close stops the sweeper; see Relay.Close.
+func (s *Sweeper) Close(ctx context.Context) error { return s.r.close(ctx) }
+
+// Stats returns the sweeper's counters; Acked counts deleted timers.
+func (s *Sweeper) Stats() Stats { return s.r.stats.snapshot() }
+
+// timerKey is a due timer's identity: a timer re-scheduled to another time is another item.
+type timerKey struct {
+	execution, path string
+	fireAt          float64
+}
+
+// timerKind is the kind of a Sweeper: DueTimers, DeleteTimers.
+type timerKind struct {
+	store execstore.Store
+}
+
+func (timerKind) key(t execstore.DueTimer) timerKey {
+	return timerKey{execution: t.ExecutionID, path: t.Path, fireAt: t.FireAt}
+}
+
+func (timerKind) lane(t execstore.DueTimer) string { return t.ExecutionID }
+
+func (timerKind) describe(t execstore.DueTimer) string {
+	return fmt.Sprintf("%s/%s@%v", t.ExecutionID, t.Path, t.FireAt)
+}
+
+// arm wakes the sweeper for a timer armed to fire before its next look, at now+ahead.
+func (timerKind) arm(sig *wake.Signal, now time.Time, ahead time.Duration) <-chan struct{} {
+	if sig == nil {
+		return nil
+	}
+	return sig.ScheduledBeforeC(seconds(now.Add(ahead)))
+}
+
+// scan reads the timers due by now+ahead, earliest first: the due ones are the result, the
+// first one not yet due is the next fire time.
+func (k timerKind) scan(ctx context.Context, now time.Time, ahead time.Duration, limit int) (scanned[execstore.DueTimer], error) {
+	timers, err := k.store.DueTimers(ctx, seconds(now.Add(ahead)), limit)
+	if err != nil {
+		return scanned[execstore.DueTimer]{}, err
+	}
+	cut := seconds(now)
+	due := len(timers)
+	for i, t := range timers {
+		if t.FireAt > cut {
+			due = i
+			break
+		}
+	}
+	res := scanned[execstore.DueTimer]{items: timers[:due], full: len(timers) >= limit && due == len(timers)}
+	if due < len(timers) {
+		res.next = fireTime(timers[due].FireAt)
+	}
+	return res, nil
+}
+
+// settle deletes the fired timers in one guarded bulk delete: its error is every timer's.
+func (k timerKind) settle(ctx context.Context, timers []execstore.DueTimer) []error {
+	err := k.store.DeleteTimers(ctx, timers)
+	if err == nil {
+		return nil
+	}
+	errs := make([]error, len(timers))
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// seconds is t as a fire time: seconds since the Unix epoch.
+func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// fireTime is the instant a fire time stands for, rounded up to the nanosecond, so that a
+// sweeper that wakes at it finds the timer due.
+func fireTime(s float64) time.Time { return time.Unix(0, int64(math.Ceil(s*1e9))) }

@@ -1,0 +1,254 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/testserver"
+	"github.com/execstore/execstore/internal/wake"
+	"github.com/execstore/execstore/relay"
+)
+
+// nowSeconds is the current time as a fire time.
+func nowSeconds() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+
+// firings records what a sweeper's handler was given and checks, on every call, that no
+// other call for the same execution is in progress.
+type firings struct {
+	t    *testing.T
+	fail func(tm execstore.DueTimer, attempt int) error
+
+	mu       sync.Mutex
+	attempts map[execstore.DueTimer]int
+	fired    map[execstore.DueTimer]int // calls that returned nil
+	busy     map[string]bool
+	errs     []string
+	// then, when set, runs after a call that returned nil, outside the lock.
+	then func(tm execstore.DueTimer)
+}
+
+func newFirings(t *testing.T) *firings {
+	return &firings{t: t, attempts: map[execstore.DueTimer]int{}, fired: map[execstore.DueTimer]int{}, busy: map[string]bool{}}
+}
+
+func (f *firings) handle(ctx context.Context, tm execstore.DueTimer) error {
+	f.mu.Lock()
+	if f.busy[tm.ExecutionID] {
+		f.errs = append(f.errs, fmt.Sprintf("%v: fired while another timer of its execution was in a handler", tm))
+	}
+	if tm.FireAt > nowSeconds() {
+		f.errs = append(f.errs, fmt.Sprintf("%v: fired before its time", tm))
+	}
+	f.busy[tm.ExecutionID] = true
+	attempt := f.attempts[tm]
+	f.attempts[tm]++
+	f.mu.Unlock()
+
+	var err error
+	if f.fail != nil {
+		err = f.fail(tm, attempt)
+	}
+	runtimeYield()
+
+	f.mu.Lock()
+	f.busy[tm.ExecutionID] = false
+	if err == nil {
+		f.fired[tm]++
+	}
+	then := f.then
+	f.mu.Unlock()
+	if err == nil && then != nil {
+		then(tm)
+	}
+	return err
+}
+
+func (f *firings) check() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	assert.Empty(f.t, f.errs)
+}
+
+// timers returns every timer the store holds.
+func timers(t *testing.T, store execstore.Store) []execstore.DueTimer {
+	t.Helper()
+	all, err := store.DueTimers(bg, math.MaxFloat64, 0)
+	require.NoError(t, err)
+	return all
+}
+
+// Due timers are fired once each and deleted; a timer due later than the sweeper's first
+// look, but within its look ahead, is fired when it comes due with no poll (the poll interval
+// is an hour); a timer past the look ahead is left alone.
+func TestSweeperFiresDueTimers(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
+		em := newEmitter(t, store)
+		now := nowSeconds()
+		var due []execstore.DueTimer
+		for i := range 8 {
+			exe := fmt.Sprintf("x%d", i%3)
+			path := fmt.Sprintf("P%d", i)
+			fireAt := now - float64(10-i)
+			if i >= 6 {
+				fireAt = now + 0.3 // comes due soon after the first look
+			}
+			em.schedule(exe, path, fireAt)
+			due = append(due, execstore.DueTimer{ExecutionID: exe, Path: path, FireAt: fireAt})
+		}
+		far := execstore.DueTimer{ExecutionID: "x0", Path: "Far", FireAt: now + 7200}
+		em.schedule(far.ExecutionID, far.Path, far.FireAt)
+
+		f := newFirings(t)
+		sw := relay.NewSweeper(newProbe(t, store, nil), f.handle, relay.Options{PollInterval: time.Hour, Lanes: 2})
+		stop := run(t, sw)
+		eventually(t, func() bool { return sw.Stats().Acked == int64(len(due)) }, "every due timer fired and deleted")
+		require.NoError(t, stop())
+		f.check()
+		for _, tm := range due {
+			assert.Equal(t, 1, f.fired[tm], "%v", tm)
+		}
+		assert.Len(t, f.attempts, len(due))
+		assert.Equal(t, []execstore.DueTimer{far}, timers(t, store))
+	})
+}
+
+// A handler that re-arms the timer it fires (same path, a new time) keeps the new one: the
+// sweep's delete is guarded by the fire time it fired.
+func TestSweeperKeepsRescheduledTimer(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
+		em := newEmitter(t, store)
+		now := nowSeconds()
+		em.schedule("x", "Remind", now-1)
+		f := newFirings(t)
+		later := now + 3600
+		f.then = func(tm execstore.DueTimer) { em.schedule(tm.ExecutionID, tm.Path, later) }
+		sw := relay.NewSweeper(store, f.handle, relay.Options{})
+		stop := run(t, sw)
+		eventually(t, func() bool { return sw.Stats().Acked == 1 }, "fired and deleted")
+		require.NoError(t, stop())
+		f.check()
+		assert.Equal(t, []execstore.DueTimer{{ExecutionID: "x", Path: "Remind", FireAt: later}}, timers(t, store))
+	})
+}
+
+// A timer armed by a commit through a store of this process wakes a sweeper whose poll
+// interval is an hour: one due at once is fired at once; one due a little later is fired
+// when it comes due.
+func TestSweeperWakeUp(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
+		if wake.Of(store) == nil {
+			t.Skipf("%T registers no wake-up signal: its sweepers only poll", store)
+		}
+		f := newFirings(t)
+		sw := relay.NewSweeper(store, f.handle, relay.Options{PollInterval: time.Hour})
+		stop := run(t, sw)
+		eventually(t, func() bool { return sw.Stats().Scans >= 1 }, "the first look")
+		em := newEmitter(t, store)
+		em.schedule("x", "Now", nowSeconds()-1)
+		eventually(t, func() bool { return sw.Stats().Acked == 1 }, "the due timer fired after a wake-up")
+		em.schedule("y", "Soon", nowSeconds()+0.2)
+		eventually(t, func() bool { return sw.Stats().Acked == 2 }, "the timer due soon fired")
+		require.NoError(t, stop())
+		assert.Positive(t, sw.Stats().Wakeups)
+		f.check()
+		assert.Empty(t, timers(t, store))
+	})
+}
+
+// A failing handler leaves its timer in place; it is fired again after a back-off and
+// deleted only once its handler returned nil. The execution's other timers wait for it.
+func TestSweeperRetries(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
+		em := newEmitter(t, store)
+		now := nowSeconds()
+		for i := range 6 {
+			em.schedule(fmt.Sprintf("x%d", i%2), fmt.Sprintf("P%d", i), now-float64(6-i))
+		}
+		f := newFirings(t)
+		boom := errors.New("not now")
+		f.fail = func(tm execstore.DueTimer, attempt int) error {
+			if attempt < 2 {
+				return boom
+			}
+			return nil
+		}
+		var order []string
+		var mu sync.Mutex
+		f.then = func(tm execstore.DueTimer) {
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, tm.ExecutionID+"/"+tm.Path)
+		}
+		sw := relay.NewSweeper(store, f.handle, relay.Options{RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
+		stop := run(t, sw)
+		eventually(t, func() bool { return sw.Stats().Acked == 6 }, "every timer fired and deleted")
+		require.NoError(t, stop())
+		f.check()
+		assert.EqualValues(t, 12, sw.Stats().HandlerErrors)
+		for tm, n := range f.fired {
+			assert.Equal(t, 1, n, "%v", tm)
+		}
+		var x0, x1 []string
+		for _, o := range order {
+			if o[:2] == "x0" {
+				x0 = append(x0, o)
+			} else {
+				x1 = append(x1, o)
+			}
+		}
+		assert.Equal(t, []string{"x0/P0", "x0/P2", "x0/P4"}, x0, "each execution's timers in fire-time order")
+		assert.Equal(t, []string{"x1/P1", "x1/P3", "x1/P5"}, x1)
+		assert.Empty(t, timers(t, store))
+	})
+}
+
+// Sweepers take a lease of their own (the default keys differ), beside the relays': a relay
+// and a sweeper on one lease store both run; of two sweepers one fires, and the other takes
+// over when it dies.
+func TestSweeperStandbyTakesOver(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store execstore.Store, another func() execstore.Store) {
+		leaseDB := testserver.Database(t, "lease")
+		leasesA, dieA := openLeases(t, leaseDB)
+		leasesB, _ := openLeases(t, leaseDB)
+		pA, pB := newProbe(t, store, nil), newProbe(t, another(), nil)
+		fA, fB := newFirings(t), newFirings(t)
+		swA := relay.NewSweeper(pA, fA.handle, leaseOptions(leasesA))
+		stopA := run(t, swA)
+		rA := relay.New(pA, func(context.Context, execstore.OutboxEntry) error { return nil }, leaseOptions(leasesA))
+		stopRelayA := run(t, rA)
+		eventually(t, func() bool { return swA.Stats().Holding && rA.Stats().Holding }, "A's sweeper and relay both hold a lease")
+		swB := relay.NewSweeper(pB, fB.handle, leaseOptions(leasesB))
+		stopB := run(t, swB)
+
+		em := newEmitter(t, store)
+		now := nowSeconds()
+		for i := range 5 {
+			em.schedule(fmt.Sprintf("a%d", i), "T", now-1)
+		}
+		eventually(t, func() bool { return swA.Stats().Acked == 5 }, "A fired the first timers")
+		assert.Zero(t, swB.Stats().Delivered, "B stands by")
+
+		pA.kill()
+		dieA()
+		_ = stopA()
+		_ = stopRelayA()
+		for i := range 5 {
+			em.schedule(fmt.Sprintf("b%d", i), "T", nowSeconds()-1)
+		}
+		eventually(t, func() bool { return swB.Stats().Acked == 5 }, "B fired what was armed after A died")
+		require.NoError(t, stopB())
+		assert.EqualValues(t, 1, swB.Stats().TakeOvers)
+		fA.check()
+		fB.check()
+		assert.Empty(t, timers(t, store))
+	})
+}
