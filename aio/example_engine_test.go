@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync/atomic"
+	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/embedded"
+	"github.com/execstore/execstore/relay"
 	"github.com/execstore/execstore/server"
 )
 
@@ -93,58 +96,73 @@ func handle(ctx context.Context, store execstore.Store, target string, ev event)
 	}
 }
 
-// relay delivers each pending outbox entry, then acks it. Delivering before acking means a
-// crash in between delivers the entry again (at least once); handle's dedupe makes the second
-// delivery a no-op (exactly once in effect). dieBeforeLastAck stops short of the last ack, as a
-// process killed at that moment would.
-func relay(ctx context.Context, store execstore.Store, dieBeforeLastAck bool) error {
-	for {
-		pending, err := store.PendingOutbox(ctx, 100) // oldest first, each source in commit order
-		if err != nil || len(pending) == 0 {
+// deliver runs a relay (package relay) over store until the outbox is empty: it hands each
+// pending entry to handle, then acks it. Delivering before acking means a crash in between
+// delivers the entry again (at least once); handle's dedupe makes the second delivery a no-op
+// (exactly once in effect). One lane delivers the entries one after the other, so that the
+// example prints in order; a runtime uses many, and one execution's entries never run at once.
+// dieBeforeAcking names an event whose entry is handled and never acked, as by a process killed
+// at that moment.
+func deliver(ctx context.Context, store execstore.Store, dieBeforeAcking string) error {
+	var dead atomic.Bool
+	r := relay.New(store, func(ctx context.Context, e execstore.OutboxEntry) error {
+		if dead.Load() {
+			return relay.ErrLeavePending // the process is gone: nothing more is handled or acked
+		}
+		var ev event
+		if err := json.Unmarshal(e.Event, &ev); err != nil {
 			return err
 		}
-		fmt.Printf("relay: %d pending\n", len(pending))
-		for i, p := range pending {
-			var ev event
-			if err := json.Unmarshal(p.Event, &ev); err != nil {
-				return err
-			}
-			if err := handle(ctx, store, p.TargetID, ev); err != nil {
-				return err
-			}
-			if dieBeforeLastAck && i == len(pending)-1 {
-				fmt.Printf("  the process dies before acking %s\n", ev.ID)
-				return nil
-			}
-			if err := store.AckOutbox(ctx, p.SourceID, p.Seq); err != nil {
-				return err
-			}
+		if err := handle(ctx, store, e.TargetID, ev); err != nil {
+			return err // left pending: delivered again later
 		}
-	}
+		if ev.ID == dieBeforeAcking {
+			fmt.Printf("  the process dies before acking %s\n", ev.ID)
+			dead.Store(true)
+			return relay.ErrLeavePending
+		}
+		return nil
+	}, relay.Options{Lanes: 1})
+	return runUntil(ctx, r, func() bool {
+		pending, err := store.PendingOutbox(ctx, 0)
+		check(err)
+		return len(pending) == 0 || dead.Load()
+	})
 }
 
-// sweep fires every timer due at now, then deletes them. As with the relay, a crash between the
-// two fires them again; the event id is the timer's path and fire time, so the dedupe set
-// catches the second firing. DeleteTimers removes a timer only if it still fires at the time
-// the sweep saw, so one re-armed in the meantime survives.
-func sweep(ctx context.Context, store execstore.Store, now float64) error {
-	due, err := store.DueTimers(ctx, now, 100) // earliest first
-	if err != nil {
-		return err
+// fire runs a sweeper (package relay) whose clock says now until no timer is due: it hands
+// each due timer to handle as an event, then deletes it. As with the relay, a crash between
+// the two fires a timer again; the event id is the timer's path and fire time, so the dedupe
+// set catches the second firing. A timer is deleted only if it still fires at the time the
+// sweeper saw, so one re-armed in the meantime survives.
+func fire(ctx context.Context, store execstore.Store, now float64) error {
+	fmt.Printf("sweep at %.0f\n", now)
+	sw := relay.NewSweeper(store, func(ctx context.Context, t execstore.DueTimer) error {
+		return handle(ctx, store, t.ExecutionID, event{ID: fmt.Sprintf("%s@%.0f", t.Path, t.FireAt), Type: "close", At: t.FireAt})
+	}, relay.Options{Lanes: 1, Clock: func() time.Time { return time.Unix(int64(now), 0) }})
+	return runUntil(ctx, sw, func() bool {
+		due, err := store.DueTimers(ctx, now, 0)
+		check(err)
+		return len(due) == 0
+	})
+}
+
+// runUntil runs r until done says its work is over, then closes it.
+func runUntil(ctx context.Context, r interface {
+	Run(context.Context) error
+	Close(context.Context) error
+}, done func() bool) error {
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(ctx) }()
+	for !done() {
+		time.Sleep(time.Millisecond)
 	}
-	fmt.Printf("sweep at %.0f: %d due\n", now, len(due))
-	for _, d := range due {
-		ev := event{ID: fmt.Sprintf("%s@%.0f", d.Path, d.FireAt), Type: "close", At: d.FireAt}
-		if err := handle(ctx, store, d.ExecutionID, ev); err != nil {
-			return err
-		}
-	}
-	return store.DeleteTimers(ctx, due)
+	return errors.Join(r.Close(ctx), <-ran)
 }
 
 // A whole small engine on the store: two orders and a warehouse, a relay for the outbox, a
-// sweep for timers, and a restart halfway through. The relay and the sweep are plain loops
-// here; a runtime runs them on tickers, with handlers on many goroutines.
+// sweeper for timers (both from package relay), and a restart halfway through. Here each runs
+// until its work is done; a runtime runs them for as long as it runs, woken by its commits.
 func Example_engine() {
 	ctx := context.Background()
 	srv, err := embedded.Start(ctx, embedded.Options{}) // use your MongoDB's URI instead
@@ -166,8 +184,9 @@ func Example_engine() {
 	_, err = store.Commit(ctx, warehouse, execstore.Commit{})
 	check(err)
 
-	// First life: one relay round, and the process dies before its last ack.
-	check(relay(ctx, store, true))
+	// First life: the relay delivers both payments, and the process dies before acking the
+	// second.
+	check(deliver(ctx, store, "pay-order-2"))
 
 	// Restart. Everything committed is in the database: snapshots, dedupe sets, the outbox
 	// entries not yet acked and the timers. A killed process would skip Close and lose nothing
@@ -180,9 +199,9 @@ func Example_engine() {
 
 	// Second life: the unacked payment comes round again and is recognised; the shipping
 	// requests and the timers the first life committed are carried out.
-	check(relay(ctx, store, false))
-	check(sweep(ctx, store, 1_900_000_100)) // order-2's timer, due at 1_900_000_110, waits
-	check(sweep(ctx, store, 1_900_000_200))
+	check(deliver(ctx, store, ""))
+	check(fire(ctx, store, 1_900_000_100)) // order-2's timer, due at 1_900_000_110, waits
+	check(fire(ctx, store, 1_900_000_200))
 	// A sweep that died before DeleteTimers would fire a timer again: it is recognised too.
 	fmt.Println("order-1's timer fires again")
 	check(handle(ctx, store, "order-1", event{ID: "Paid.Close@1900000060", Type: "close"}))
@@ -209,18 +228,16 @@ func Example_engine() {
 	due, _ := store.DueTimers(ctx, 2_000_000_000, 0)
 	fmt.Printf("left: %d outbox entries, %d timers\n", len(pending), len(due))
 	// Output:
-	// relay: 2 pending
 	//   order-1 handles pay-order-1: v2 {"state":"paid"}
 	//   order-2 handles pay-order-2: v2 {"state":"paid"}
 	//   the process dies before acking pay-order-2
 	// restart: a new store on the same database
-	// relay: 3 pending
 	//   order-2 skips pay-order-2: already processed
 	//   warehouse handles ship-order-1: v2 {"state":"open","parcels":1}
 	//   warehouse handles ship-order-2: v3 {"state":"open","parcels":2}
-	// sweep at 1900000100: 1 due
+	// sweep at 1900000100
 	//   order-1 handles Paid.Close@1900000060: v3 {"state":"closed"}
-	// sweep at 1900000200: 1 due
+	// sweep at 1900000200
 	//   order-2 handles Paid.Close@1900000110: v3 {"state":"closed"}
 	// order-1's timer fires again
 	//   order-1 skips Paid.Close@1900000060: already processed

@@ -67,7 +67,7 @@ func (w *workload) tally() tally {
 		traced:       w.traced.Load(),
 		duplicates:   w.duplicates.Load(),
 		redelivered:  w.redelivered.Load(),
-		acks:         w.acks.Load(),
+		acks:         w.acks(),
 		reappeared:   w.reappeared.Load(),
 
 		ackedMayReturn: w.cfg.ackedMayReturn,

@@ -271,15 +271,15 @@ func TestCommitRefusedAsProcessedIsADuplicate(t *testing.T) {
 	w := newEngine(cfg, &refusingStore{refuse: map[string]bool{eventID(0): true, eventID(1): true}})
 	d := func(n int) delivery { return delivery{target: w.ids[n%2], id: eventID(n), n: n} }
 
-	processed, err := w.handle(t.Context(), d(1))
+	processed, err := w.process(t.Context(), d(1))
 	require.NoError(t, err)
 	require.False(t, processed, "refused: skipped")
-	processed, err = w.handle(t.Context(), d(2))
+	processed, err = w.process(t.Context(), d(2))
 	require.NoError(t, err)
 	require.True(t, processed)
 
 	w.processed[0] = 1 // event 0 was processed by an earlier commit: its refusal is a plain duplicate
-	processed, err = w.handle(t.Context(), d(0))
+	processed, err = w.process(t.Context(), d(0))
 	require.NoError(t, err)
 	require.False(t, processed)
 

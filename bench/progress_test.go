@@ -14,7 +14,7 @@ func drive(p *progress) {
 	p.report() // before the first run: nothing to say
 	p.setup(variantAIO, 8, 0)
 	p.report()
-	l := newLoop(1)
+	l := &loop{}
 	l.processed.Store(40)
 	p.begin(l)
 	p.report()

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/connect"
@@ -133,31 +134,71 @@ func (r *rawWrites) setup(ctx context.Context) error {
 	return err
 }
 
-// relay delivers the start events, then every event a handler emits, until the budget is
-// delivered.
-func (r *rawWrites) relay(ctx context.Context, handlers deliveries) error {
-	delivered := 0
-	for i, id := range r.ids {
-		if i >= r.cfg.events {
-			break
-		}
-		if err := handlers.deliver(ctx, delivery{target: id, id: eventID(i), n: i, source: id, seq: r.starts[i]}); err != nil {
-			return err
-		}
-		delivered++
+// inboxDepth bounds the deliveries queued for one of raw's handlers.
+const inboxDepth = 256
+
+// run hands the start events, then every event a handler emits, to concurrency handlers
+// (each execution's to the one that owns it), until the budget is handled. Raw has no outbox
+// to relay: the events go from the handler that emits them straight to the one that handles
+// them, in memory, which is what makes it the server's ceiling for the writes alone.
+func (r *rawWrites) run(ctx context.Context, concurrency int, l *loop) error {
+	inboxes := make([]chan delivery, concurrency)
+	for i := range inboxes {
+		inboxes[i] = make(chan delivery, inboxDepth)
 	}
-	for delivered < r.cfg.events {
-		select {
-		case d := <-r.children:
-			if err := handlers.deliver(ctx, d); err != nil {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, inbox := range inboxes {
+		g.Go(func() error {
+			for d := range inbox {
+				l.started()
+				t0 := time.Now()
+				processed, err := r.handle(gctx, d)
+				l.handled(processed, time.Since(t0), err)
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		defer func() {
+			for _, inbox := range inboxes {
+				close(inbox)
+			}
+		}()
+		deliver := func(d delivery) error {
+			select {
+			case inboxes[route(d.target, len(inboxes))] <- d:
+				return nil
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		delivered := 0
+		for i, id := range r.ids {
+			if i >= r.cfg.events {
+				break
+			}
+			if err := deliver(delivery{target: id, id: eventID(i), n: i, source: id, seq: r.starts[i]}); err != nil {
 				return err
 			}
 			delivered++
-		case <-ctx.Done():
-			return ctx.Err()
 		}
-	}
-	return nil
+		for delivered < r.cfg.events {
+			select {
+			case d := <-r.children:
+				if err := deliver(d); err != nil {
+					return err
+				}
+				delivered++
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+	return g.Wait()
 }
 
 // handle sends the commit's update for d, then the ack's update of d's outbox entry.
@@ -219,8 +260,6 @@ func rawAck(id string, seq int64) (filter, update bson.D) {
 }
 
 func (r *rawWrites) callTimes() map[string][]time.Duration { return nil }
-
-func (r *rawWrites) sweep(context.Context, float64) error { return nil }
 
 func (r *rawWrites) finish(context.Context) error { return nil }
 

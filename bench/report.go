@@ -19,13 +19,18 @@ import (
 
 // runResult is one (variant, concurrency) row of the report and of bench-results.json.
 type runResult struct {
-	Workload         string  `json:"workload"` // workloadEngine
-	Variant          string  `json:"variant"`
-	Concurrency      int     `json:"concurrency"`
-	RTTms            float64 `json:"rtt_ms"`
-	EventsPerS       float64 `json:"events_per_s"`
-	P50ms            float64 `json:"p50_ms"`
-	P99ms            float64 `json:"p99_ms"`
+	Workload    string  `json:"workload"` // workloadEngine
+	Variant     string  `json:"variant"`
+	Concurrency int     `json:"concurrency"`
+	RTTms       float64 `json:"rtt_ms"`
+	EventsPerS  float64 `json:"events_per_s"`
+	P50ms       float64 `json:"p50_ms"`
+	P99ms       float64 `json:"p99_ms"`
+	// DeliveryP50ms and DeliveryP99ms are the delivery latency: from the return of the commit
+	// that emitted an event to the start of its first handling (the relay's wake-up, scan and
+	// lane), over the events emitted in the window. Raw hands events over in memory.
+	DeliveryP50ms    float64 `json:"delivery_p50_ms"`
+	DeliveryP99ms    float64 `json:"delivery_p99_ms"`
 	CommandsPerEvent float64 `json:"commands_per_event"`
 	// PathCommandsPerEvent counts only the commands of the events' critical path: the
 	// handlers' loads and commits, not the relay's scans and acks nor the sweeper's.
@@ -77,7 +82,7 @@ func newRunResult(cfg config, server string, runs []measured) runResult {
 		HeapStartMiB:    round(mebibytes(runs[0].window.heapStart), 2),
 		ChecksPassed:    true,
 	}
-	var latencies []time.Duration
+	var latencies, delivery []time.Duration
 	calls := map[string][]time.Duration{}
 	var rates []float64
 	var wall, setup time.Duration
@@ -90,6 +95,7 @@ func newRunResult(cfg config, server string, runs []measured) runResult {
 		setup += w.setup
 		rates = append(rates, float64(w.processed)/max(w.wall.Seconds(), 1e-9))
 		latencies = append(latencies, w.latencies...)
+		delivery = append(delivery, w.delivery...)
 		cmds = cmds.plus(w.commands)
 		path = path.plus(w.path)
 		for k, v := range w.counts {
@@ -141,6 +147,11 @@ func newRunResult(cfg config, server string, runs []measured) runResult {
 		r.P50ms = round(millis(percentile(s, 50)), 3)
 		r.P99ms = round(millis(percentile(s, 99)), 3)
 		r.MaxMs = round(millis(s[len(s)-1]), 3)
+	}
+	if len(delivery) > 0 {
+		s := sortedDurations(delivery)
+		r.DeliveryP50ms = round(millis(percentile(s, 50)), 3)
+		r.DeliveryP99ms = round(millis(percentile(s, 99)), 3)
 	}
 	return r
 }
@@ -246,7 +257,7 @@ func writeTable(out io.Writer, cfg config, server string, results []runResult, i
 
 	var table bytes.Buffer
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
-	const columns = "variant\trtt\tconcurrency\tevents/s\tp50 ms\tp99 ms\tcmds/event\tpath cmds/event\t×seed-port\t×aio\t×raw\theap MiB\tchecks\t"
+	const columns = "variant\trtt\tconcurrency\tevents/s\tp50 ms\tp99 ms\tdelivery p50\tdelivery p99\tcmds/event\tpath cmds/event\t×seed-port\t×aio\t×raw\theap MiB\tchecks\t"
 	fmt.Fprintln(tw, columns)
 	for i, r := range results {
 		if i > 0 && (r.RTTms != results[i-1].RTTms || r.Concurrency != results[i-1].Concurrency) {
@@ -261,8 +272,13 @@ func writeTable(out io.Writer, cfg config, server string, results []runResult, i
 		if usesServer(r.Variant) {
 			cmds, path = fmt.Sprintf("%.2f", r.CommandsPerEvent), fmt.Sprintf("%.2f", r.PathCommandsPerEvent)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f→%.0f\t%s\t\n",
-			r.Variant, rttLabel(r.RTTms), r.Concurrency, r.EventsPerS, latencyMs(r.P50ms), latencyMs(r.P99ms), cmds, path,
+		deliveryP50, deliveryP99 := "-", "-" // raw: handed over in memory
+		if r.Variant != variantRaw {
+			deliveryP50, deliveryP99 = latencyMs(r.DeliveryP50ms), latencyMs(r.DeliveryP99ms)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f→%.0f\t%s\t\n",
+			r.Variant, rttLabel(r.RTTms), r.Concurrency, r.EventsPerS, latencyMs(r.P50ms), latencyMs(r.P99ms),
+			deliveryP50, deliveryP99, cmds, path,
 			ratio(r.RatioSeedPort), ratio(r.RatioAIO), ratio(r.RatioRaw), r.HeapStartMiB, r.HeapEndMiB, checks)
 	}
 	tw.Flush()

@@ -137,8 +137,8 @@ func TestMemoryRowHasNoCommands(t *testing.T) {
 
 	var out bytes.Buffer
 	writeTable(&out, cfg, "s", results, nil, nil)
-	require.Regexp(t, `\n +aio +0ms +8 +50\.0 +12\.0 +12\.0 +1\.50 +0\.00 `, out.String())
-	require.Regexp(t, `\n +memory +0ms +8 +100\.0 +0\.003 +0\.040 +- +- `, out.String())
+	require.Regexp(t, `\n +aio +0ms +8 +50\.0 +12\.0 +12\.0 +0\.000 +0\.000 +1\.50 +0\.00 `, out.String())
+	require.Regexp(t, `\n +memory +0ms +8 +100\.0 +0\.003 +0\.040 +0\.000 +0\.000 +- +- `, out.String())
 	require.Regexp(t, `\n +memory +0ms +8 +-\n`, out.String(), "no command of any name")
 
 	out.Reset()
@@ -190,8 +190,8 @@ func TestTableOfSeveralRoundTrips(t *testing.T) {
 	writeTable(&out, cfg, "s", results, nil, nil)
 	text := out.String()
 	require.Contains(t, text, "added round trip 10ms, 0ms (in-process proxy)\n")
-	require.Regexp(t, `\n +variant +rtt +concurrency +events/s +p50 ms +p99 ms +cmds/event +path cmds/event +×seed-port +×aio +×raw +heap MiB +checks\n`, text)
-	require.Regexp(t, `\n +aio\+cache +0ms +1 +100\.0 +1\.0 +1\.0 +1\.50 +1\.00 +- +- +1\.00 .* ok\n +raw +0ms +1 .*\n\n +aio\+cache +0ms +64 `, text)
+	require.Regexp(t, `\n +variant +rtt +concurrency +events/s +p50 ms +p99 ms +delivery p50 +delivery p99 +cmds/event +path cmds/event +×seed-port +×aio +×raw +heap MiB +checks\n`, text)
+	require.Regexp(t, `\n +aio\+cache +0ms +1 +100\.0 +1\.0 +1\.0 +0\.000 +0\.000 +1\.50 +1\.00 +- +- +1\.00 .* ok\n +raw +0ms +1 .*\n\n +aio\+cache +0ms +64 `, text)
 	require.Regexp(t, `\n +raw +0ms +64 .*\n\n +aio\+cache +10ms +1 .* FAIL\n +raw +10ms +1 `, text)
 	require.Regexp(t, `\nserver commands per event, by command\n +variant +rtt +concurrency +update\n +aio\+cache +0ms +1 +1\.50\n`, text)
 	require.NotRegexp(t, `(?m) $`, text, "no line ends in a space")

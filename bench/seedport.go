@@ -64,6 +64,7 @@ type seedPort struct {
 	counters *mongo.Collection // over the handlers' client
 	bgExes   *mongo.Collection // over the relay's client
 	ackMiss  atomic.Int64      // acks that removed nothing
+	relay    *seedRelayStore   // relayStore's, made on first use
 }
 
 func newSeedPort(uri, database string) *seedPort {
@@ -412,9 +413,6 @@ func (s *seedPort) pendingOutbox(ctx context.Context, limit int) ([]pendingEntry
 	return out, nil
 }
 
-// concurrentAcks is false: the seed's relay acks one entry after the other.
-func (s *seedPort) concurrentAcks() bool { return false }
-
 // ackOutbox is the seed's ack_outbox with the exact entry pulled (see seedPort). One update.
 func (s *seedPort) ackOutbox(ctx context.Context, e pendingEntry) error {
 	res, err := s.bgExes.UpdateOne(ctx, bson.D{{Key: "outbox.seq", Value: e.Seq}},
@@ -475,11 +473,13 @@ func (s *seedPort) deleteTimer(ctx context.Context, t execstore.DueTimer) (bool,
 	return res.MatchedCount == 1, nil
 }
 
-// bulkTimerDeletes is false: the seed deletes timers one delete_timer at a time.
-func (s *seedPort) bulkTimerDeletes() bool { return false }
-
-func (s *seedPort) deleteTimers(context.Context, []execstore.DueTimer) error {
-	return errors.New("the seed port has no bulk timer delete")
+// relayStore is the seed port's relay store: its pending_outbox, ack_outbox, due_timers and
+// delete_timer, one after the other, on its background client.
+func (s *seedPort) relayStore() execstore.Store {
+	if s.relay == nil {
+		s.relay = newSeedRelayStore(s)
+	}
+	return s.relay
 }
 
 // final reads every document whole: its version, its data (whose own version must agree),

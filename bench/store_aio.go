@@ -5,7 +5,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/server"
 )
@@ -71,11 +70,6 @@ func (s *aioStore) commands() commandCounts {
 
 func (s *aioStore) pathCommands() commandCounts { return s.cmds.snapshot() }
 
-// bulkTimerDeletes is true with the store's defaults: the sweeper deletes a sweep's timers
-// with one DeleteTimers call, as a user of the store's batch calls does; aio, every call its
-// own command, deletes them one DeleteTimer at a time.
-func (s *aioStore) bulkTimerDeletes() bool { return s.batch }
-
 // counts reports the handlers' store's group commits (bulk writes issued, commits they
 // carried), its seq-block reservations and, with the cache on, the cache's hits and misses,
 // and both stores' calls by operation ("op_commit", "op_delete_timer", …).
@@ -100,9 +94,4 @@ func (s *aioStore) counts() map[string]int64 {
 		}
 	}
 	return c
-}
-
-// deleteTimers deletes a sweep's timers with the store's DeleteTimers.
-func (s *apiStore) deleteTimers(ctx context.Context, ts []execstore.DueTimer) error {
-	return s.relayStore().DeleteTimers(ctx, ts)
 }

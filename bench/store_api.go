@@ -63,25 +63,6 @@ func (s *apiStore) pendingOutbox(ctx context.Context, limit int) ([]pendingEntry
 	return out, nil
 }
 
-func (s *apiStore) ackOutbox(ctx context.Context, e pendingEntry) error {
-	return s.relayStore().AckOutbox(ctx, e.SourceID, e.Seq)
-}
-
-// concurrentAcks is true: every execstore.Store takes concurrent calls (and aio with
-// coalescing on sends the acks of one scan as one bulk write).
-func (s *apiStore) concurrentAcks() bool { return true }
-
-func (s *apiStore) dueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error) {
-	return s.relayStore().DueTimers(ctx, now, limit)
-}
-
-func (s *apiStore) deleteTimer(ctx context.Context, t execstore.DueTimer) (bool, error) {
-	return s.relayStore().DeleteTimer(ctx, t.ExecutionID, t.Path, t.FireAt)
-}
-
-// bulkTimerDeletes is false by default: the sweeper deletes timers one DeleteTimer at a time.
-func (s *apiStore) bulkTimerDeletes() bool { return false }
-
 // final loads every execution (its TraceNext counts the trace steps recorded), the whole
 // pending outbox and the timers due by horizon.
 func (s *apiStore) final(ctx context.Context, ids []string, horizon float64) (finalState, error) {

@@ -10,25 +10,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 )
 
-// variant is one design under measurement. The loop in this file drives every variant the
-// same way: setup (timed apart), then handlers, relay and sweeper together for the measured
-// window, then finish and check.
+// variant is one design under measurement. measure drives every variant the same way: setup
+// (timed apart), then run for the measured window, then finish and check.
 type variant interface {
 	name() string
 	// setup connects, prepares the fresh database and creates the executions.
 	setup(ctx context.Context) error
-	// handle processes one delivery. processed is false when the event was skipped as a
-	// duplicate.
-	handle(ctx context.Context, d delivery) (processed bool, err error)
-	// relay feeds deliveries to the handlers until the event budget is processed, then
-	// returns.
-	relay(ctx context.Context, handlers deliveries) error
-	// sweep fires the timers due at now.
-	sweep(ctx context.Context, now float64) error
+	// run delivers the event budget to handlers, concurrency of them at once (one
+	// execution's events one at a time), fires the timers, and reports each handled
+	// delivery to l; it returns once the budget is processed and nothing is left to deliver.
+	run(ctx context.Context, concurrency int, l *loop) error
 	// finish runs once the window has closed, before check.
 	finish(ctx context.Context) error
 	// check verifies the run against the final state. A failed check is a verdict, not an
@@ -57,21 +50,6 @@ type delivery struct {
 	seq    int64  // …and its seq there
 }
 
-// deliveries is how a relay hands deliveries to the handlers: the handlers' inboxes, each
-// delivery routed to the handler that owns its target.
-type deliveries interface {
-	// deliver queues d for the handler that owns d.target, waiting while its inbox is full.
-	deliver(ctx context.Context, d delivery) error
-	// inFlight is the number of deliveries queued or being handled.
-	inFlight() int64
-}
-
-// Pacing of the shared loop.
-const (
-	inboxDepth    = 256 // deliveries queued per handler
-	sweepInterval = 250 * time.Millisecond
-)
-
 // runSpec names one run.
 type runSpec struct {
 	variant     string
@@ -86,7 +64,10 @@ type window struct {
 	wall      time.Duration
 	processed int64
 	skipped   int64
-	latencies []time.Duration
+	latencies []time.Duration // handling times of the processed deliveries
+	// delivery holds, for each event delivered in the window, the time from the return of
+	// the commit that emitted it to the start of its first handling.
+	delivery  []time.Duration
 	commands  commandCounts
 	path      commandCounts // the commands on the critical path, of commands
 	counts    map[string]int64
@@ -95,37 +76,42 @@ type window struct {
 	heapEnd   uint64
 }
 
-// loop runs the handlers of one run; its inboxes are the deliveries its relay fills.
+// loop is what one run's window records of its handlers.
 type loop struct {
-	inboxes   []chan delivery
-	queued    atomic.Int64
+	busy      atomic.Int64
 	processed atomic.Int64
 	skipped   atomic.Int64
 
 	mu        sync.Mutex
 	latencies []time.Duration
+	delivery  []time.Duration
 }
 
-func newLoop(concurrency int) *loop {
-	l := &loop{inboxes: make([]chan delivery, concurrency)}
-	for i := range l.inboxes {
-		l.inboxes[i] = make(chan delivery, inboxDepth)
+// started records that a handler took a delivery.
+func (l *loop) started() { l.busy.Add(1) }
+
+// handled records a handler's return after elapsed: processed, or skipped as a duplicate.
+func (l *loop) handled(processed bool, elapsed time.Duration, err error) {
+	l.busy.Add(-1)
+	if err != nil {
+		return
 	}
-	return l
-}
-
-func (l *loop) deliver(ctx context.Context, d delivery) error {
-	l.queued.Add(1)
-	select {
-	case l.inboxes[route(d.target, len(l.inboxes))] <- d:
-		return nil
-	case <-ctx.Done():
-		l.queued.Add(-1)
-		return ctx.Err()
+	if !processed {
+		l.skipped.Add(1)
+		return
 	}
+	l.processed.Add(1)
+	l.mu.Lock()
+	l.latencies = append(l.latencies, elapsed)
+	l.mu.Unlock()
 }
 
-func (l *loop) inFlight() int64 { return l.queued.Load() }
+// deliveredAfter records a first delivery that started d after the commit that emitted it.
+func (l *loop) deliveredAfter(d time.Duration) {
+	l.mu.Lock()
+	l.delivery = append(l.delivery, d)
+	l.mu.Unlock()
+}
 
 // route picks the handler that owns an execution, so that one execution's events are
 // handled one at a time, in delivery order.
@@ -146,11 +132,11 @@ func measure(ctx context.Context, v variant, concurrency int, p *progress) (wind
 	}
 	w.setup = time.Since(t0)
 
-	l := newLoop(concurrency)
+	l := &loop{}
 	p.begin(l)
 	cmds0, path0, counts0, times0 := v.commands(), v.pathCommands(), v.counts(), v.callTimes()
 	t0 = time.Now()
-	if err := l.run(ctx, v); err != nil {
+	if err := v.run(ctx, concurrency, l); err != nil {
 		return w, err
 	}
 	w.wall = time.Since(t0)
@@ -163,86 +149,12 @@ func measure(ctx context.Context, v variant, concurrency int, p *progress) (wind
 	}
 	w.heapEnd = heapInUse()
 	w.processed, w.skipped = l.processed.Load(), l.skipped.Load()
-	w.latencies = l.latencies
+	w.latencies, w.delivery = l.latencies, l.delivery
 
 	if err := v.finish(ctx); err != nil {
 		return w, err
 	}
 	return w, nil
-}
-
-// run runs the relay, the handlers and the sweeper until the relay is done and every
-// delivery is handled, or until one of them fails.
-func (l *loop) run(ctx context.Context, v variant) error {
-	g, gctx := errgroup.WithContext(ctx)
-	var handlers sync.WaitGroup
-	for _, inbox := range l.inboxes {
-		handlers.Add(1)
-		g.Go(func() error {
-			defer handlers.Done()
-			return l.handler(gctx, v, inbox)
-		})
-	}
-	g.Go(func() error {
-		defer func() {
-			for _, inbox := range l.inboxes {
-				close(inbox)
-			}
-		}()
-		return v.relay(gctx, l)
-	})
-	stopSweep := make(chan struct{})
-	g.Go(func() error { return sweeper(gctx, v, stopSweep) })
-	g.Go(func() error {
-		handlers.Wait()
-		close(stopSweep)
-		return nil
-	})
-	return g.Wait()
-}
-
-// handler handles the deliveries of its inbox until the relay closes it, timing each.
-func (l *loop) handler(ctx context.Context, v variant, inbox <-chan delivery) error {
-	var lat []time.Duration
-	defer func() {
-		l.mu.Lock()
-		l.latencies = append(l.latencies, lat...)
-		l.mu.Unlock()
-	}()
-	for d := range inbox {
-		t0 := time.Now()
-		processed, err := v.handle(ctx, d)
-		elapsed := time.Since(t0)
-		l.queued.Add(-1)
-		if err != nil {
-			return err
-		}
-		if processed {
-			lat = append(lat, elapsed)
-			l.processed.Add(1)
-		} else {
-			l.skipped.Add(1)
-		}
-	}
-	return nil
-}
-
-// sweeper sweeps the due timers every sweepInterval until stop is closed.
-func sweeper(ctx context.Context, v variant, stop <-chan struct{}) error {
-	t := time.NewTicker(sweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		if err := v.sweep(ctx, unixSeconds(time.Now())); err != nil {
-			return err
-		}
-	}
 }
 
 // measured is one run's measurements and verdicts.

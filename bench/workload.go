@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/relay"
 )
 
 // Shape of the workload.
@@ -29,21 +30,11 @@ const (
 	createLimit  = 16 // executions created at once during setup
 )
 
-// Pacing of the relay and the sweep. Both scan the executions collection on every call, so
-// they are paced rather than run flat out: a scan costs the server about as much as a few
-// commits.
-const (
-	relayLimit  = 256                    // outbox entries per pending-outbox call
-	relayMinGap = 50 * time.Millisecond  // least time between the starts of two partial scans
-	relayIdle   = 250 * time.Millisecond // longest pause between scans when no commit is seen
-	sweepBatch  = 128                    // timers per due-timers call
-)
-
 // Streams of the per-event random sources, so that each choice about an event is the same
 // whatever order the events are handled in.
 const (
 	streamHandle    = 1 // the handler's choices: emit target, timer op, timer delay
-	streamRedeliver = 2 // the relay's choice to withhold the first ack
+	streamRedeliver = 2 // the handler's choice to withhold the first ack
 )
 
 // execStore is what the engine workload needs of a store: the calls an engine makes, and
@@ -57,20 +48,9 @@ type execStore interface {
 	// commit writes exe at exe.Version+1 with c, or fails with an error matching
 	// execstore.ErrConflict; on success it advances exe.Version. Version 0 creates.
 	commit(ctx context.Context, exe *execstore.Execution, c execstore.Commit) error
-	pendingOutbox(ctx context.Context, limit int) ([]pendingEntry, error)
-	ackOutbox(ctx context.Context, e pendingEntry) error
-	// concurrentAcks reports whether the relay acks a scan's entries all at once, as a user of
-	// an asynchronous store does, rather than one after the other.
-	concurrentAcks() bool
-	dueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error)
-	deleteTimer(ctx context.Context, t execstore.DueTimer) (bool, error)
-	// bulkTimerDeletes reports whether the sweeper deletes a sweep's due timers with one
-	// deleteTimers call, as a user of a store's batch calls does, rather than one after the
-	// other with deleteTimer.
-	bulkTimerDeletes() bool
-	// deleteTimers deletes each of ts that still fires at its FireAt; used only when
-	// bulkTimerDeletes is true.
-	deleteTimers(ctx context.Context, ts []execstore.DueTimer) error
+	// relayStore is the store the relay and the sweeper run on (package relay): a store of
+	// its own, with a client of its own, as in a process of its own.
+	relayStore() execstore.Store
 	// final reads what the checks need: every execution of ids, in that order, the pending
 	// outbox and the timers due by horizon.
 	final(ctx context.Context, ids []string, horizon float64) (finalState, error)
@@ -125,20 +105,22 @@ type workload struct {
 	ids   []string       // execution ids
 	index map[string]int // execution id → position in ids
 	total int            // event budget
-	kick  chan struct{}  // a commit happened or a handler returned: the relay may have work
 
-	// The hand-off between the relay and the handlers (see relay): the entries delivered
-	// whose handler has not returned yet, by event number, and those whose handler returned
-	// nil, for the relay to ack.
-	relayMu  sync.Mutex
-	awaiting map[int][]pendingEntry
-	handled  []handledEntry
+	// The relay and sweeper of the run (see run), and the relay's store with its acks.
+	relay   *relay.Relay
+	sweeper *relay.Sweeper
+	log     *ackLog
+	// emitAt holds, for each event, when the commit that emitted it returned (Unix
+	// nanoseconds; 0 for the start events, emitted before the window): the start of its
+	// delivery latency.
+	emitAt []atomic.Int64
 
 	mu           sync.Mutex
-	emitted      map[int]int // event number → successful commits that emitted it
-	processed    map[int]int // event number → successful commits that processed it
-	skippedEarly []string    // events called processed before any commit processed them
-	maxFireAt    float64     // latest fire time ever armed
+	emitted      map[int]int      // event number → successful commits that emitted it
+	processed    map[int]int      // event number → successful commits that processed it
+	skippedEarly []string         // events called processed before any commit processed them
+	maxFireAt    float64          // latest fire time ever armed
+	delivered    map[entryKey]int // deliveries of each outbox entry
 
 	timings opTimings // store calls as the workload sees them, by kind
 
@@ -150,12 +132,9 @@ type workload struct {
 	refused     atomic.Int64 // …of which the commit's dedupe guard refused
 	redelivered atomic.Int64
 	reappeared  atomic.Int64
-	acks        atomic.Int64
 	armed       atomic.Int64
 	cancelled   atomic.Int64
-	fired       atomic.Int64
-	stale       atomic.Int64
-	bulkDeleted atomic.Int64 // timers passed to deleteTimers, fired or stale
+	fired       atomic.Int64 // due timers the sweeper handed to the workload's handler
 }
 
 func newEngine(cfg config, store execStore) *workload {
@@ -164,8 +143,8 @@ func newEngine(cfg config, store execStore) *workload {
 		store:     store,
 		ids:       executionIDs(cfg.executions),
 		total:     cfg.events,
-		kick:      make(chan struct{}, 1),
-		awaiting:  make(map[int][]pendingEntry),
+		emitAt:    make([]atomic.Int64, cfg.events),
+		delivered: make(map[entryKey]int, cfg.events),
 		emitted:   make(map[int]int, cfg.events),
 		processed: make(map[int]int, cfg.events),
 	}
@@ -190,19 +169,30 @@ func (w *workload) commands() commandCounts               { return w.store.comma
 func (w *workload) pathCommands() commandCounts           { return w.store.pathCommands() }
 func (w *workload) close(ctx context.Context) error       { return w.store.close(ctx) }
 
+// acks returns the entries the relay acked after their handler returned nil.
+func (w *workload) acks() int64 {
+	if w.relay == nil {
+		return 0
+	}
+	return w.relay.Stats().Acked
+}
+
 func (w *workload) counts() map[string]int64 {
 	c := map[string]int64{
-		"conflicts":           w.conflicts.Load(),
-		"duplicates_skipped":  w.duplicates.Load(),
-		"refused_by_commit":   w.refused.Load(),
-		"redelivered":         w.redelivered.Load(),
-		"acks":                w.acks.Load(),
-		"timers_armed":        w.armed.Load(),
-		"timers_cancelled":    w.cancelled.Load(),
-		"timers_fired":        w.fired.Load(),
-		"stale_deletes":       w.stale.Load(),
-		"timers_bulk_deleted": w.bulkDeleted.Load(),
-		"traced":              w.traced.Load(),
+		"conflicts":          w.conflicts.Load(),
+		"duplicates_skipped": w.duplicates.Load(),
+		"refused_by_commit":  w.refused.Load(),
+		"redelivered":        w.redelivered.Load(),
+		"acks":               w.acks(),
+		"timers_armed":       w.armed.Load(),
+		"timers_cancelled":   w.cancelled.Load(),
+		"timers_fired":       w.fired.Load(),
+		"traced":             w.traced.Load(),
+	}
+	if w.relay != nil {
+		st, sw := w.relay.Stats(), w.sweeper.Stats()
+		c["relay_scans"], c["relay_wakeups"], c["relay_skipped"] = st.Scans, st.Wakeups, st.Skipped
+		c["sweeper_scans"], c["timers_deleted"] = sw.Scans, sw.Acked
 	}
 	for k, v := range w.store.counts() {
 		c[k] = v
@@ -244,231 +234,10 @@ func (w *workload) setup(ctx context.Context) error {
 	return g.Wait()
 }
 
-// relay scans the outbox, hands every entry to the handler of its target, and acks an entry
-// only once the handler it was delivered to has returned nil for it: an entry is acked at least
-// once, and never before it was handled, so a relay that stops loses nothing. The entries it
-// delivered and has not acked are in flight: a scan returns them until they are acked, and the
-// relay does not deliver them again meanwhile. Each time round it first acks, as one batch,
-// every entry whose handler returned since the last time (so that the scan that follows no
-// longer returns them), then scans and delivers what is new. It returns once the budget is
-// processed and a scan finds the outbox empty. After a partial scan, or a full one with nothing
-// new to deliver, it waits for a commit or a handler's return (or relayIdle), and never scans
-// again within relayMinGap.
-func (w *workload) relay(ctx context.Context, handlers deliveries) error {
-	relayed := make(map[int64]relayedEntry)
-	idle := time.NewTimer(relayIdle)
-	defer idle.Stop()
-	for {
-		if err := w.ackHandled(ctx, relayed); err != nil {
-			return err
-		}
-		scanned := time.Now()
-		entries, err := w.store.pendingOutbox(ctx, relayLimit)
-		w.timings.add("pending_outbox", scanned)
-		if err != nil {
-			return fmt.Errorf("pending outbox: %w", err)
-		}
-		if len(entries) == 0 {
-			if w.processedN.Load() >= int64(w.total) {
-				return nil
-			}
-			if err := w.checkStalled(ctx, handlers); err != nil {
-				return err
-			}
-		}
-		fresh, err := w.relayEntries(ctx, handlers, entries, relayed)
-		if err != nil {
-			return err
-		}
-		if len(entries) == relayLimit && fresh > 0 {
-			continue
-		}
-		idle.Reset(relayIdle)
-		select {
-		case <-w.kick:
-		case <-idle.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if wait := relayMinGap - time.Since(scanned); wait > 0 {
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	}
-}
-
-// relayedEntry is what the relay knows of an outbox entry it has delivered.
-type relayedEntry struct {
-	inFlight bool // delivered, and its handler has not returned or its ack not yet
-	withheld bool // its first ack was withheld: it is delivered again
-	acked    bool // an ack of it returned nil
-}
-
-// relayEntries hands every entry of a scan that is not in flight to the handler of its target,
-// and reports how many it handed. An entry delivered before (its ack withheld, or one that came
-// back after its ack) is counted as redelivered.
-func (w *workload) relayEntries(ctx context.Context, handlers deliveries, entries []pendingEntry, relayed map[int64]relayedEntry) (int, error) {
-	fresh := 0
-	for _, e := range entries {
-		r, seen := relayed[e.Seq]
-		if r.inFlight {
-			continue // with a handler, or handled and not acked yet
-		}
-		d, err := w.parseEntry(e.OutboxEntry)
-		if err != nil {
-			return fresh, err
-		}
-		if seen {
-			w.redelivered.Add(1)
-			if r.acked {
-				w.reappeared.Add(1)
-			}
-		}
-		r.inFlight = true
-		relayed[e.Seq] = r
-		w.relayMu.Lock()
-		w.awaiting[d.n] = append(w.awaiting[d.n], e)
-		w.relayMu.Unlock()
-		if err := handlers.deliver(ctx, d); err != nil {
-			return fresh, err
-		}
-		fresh++
-	}
-	return fresh, nil
-}
-
-// handledEntry is an entry whose handler returned nil, and the event number it carries.
-type handledEntry struct {
-	entry pendingEntry
-	n     int
-}
-
-// finished hands the entry of d, whose handler returned nil, back to the relay to ack.
-func (w *workload) finished(d delivery) {
-	w.relayMu.Lock()
-	entries := w.awaiting[d.n]
-	for i, e := range entries {
-		if e.TargetID == d.target {
-			w.handled = append(w.handled, handledEntry{e, d.n})
-			entries = slices.Delete(entries, i, i+1)
-			break
-		}
-	}
-	if len(entries) == 0 {
-		delete(w.awaiting, d.n)
-	} else {
-		w.awaiting[d.n] = entries
-	}
-	w.relayMu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
-}
-
-// ackHandled acks every entry whose handler returned nil since the last call, as one batch: one
-// at a time for a synchronous store, all at once for an asynchronous one (which coalesces
-// them). The first handling of an entry chosen by withholdAck is not acked: the entry leaves
-// the in-flight set, and the next scan delivers it again.
-func (w *workload) ackHandled(ctx context.Context, relayed map[int64]relayedEntry) error {
-	w.relayMu.Lock()
-	batch := w.handled
-	w.handled = nil
-	w.relayMu.Unlock()
-	var toAck []pendingEntry
-	for _, h := range batch {
-		r := relayed[h.entry.Seq]
-		if !r.withheld && w.withholdAck(h.n) {
-			r.withheld, r.inFlight = true, false
-			relayed[h.entry.Seq] = r
-			continue
-		}
-		toAck = append(toAck, h.entry)
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	if !w.store.concurrentAcks() {
-		g.SetLimit(1)
-	}
-	for _, e := range toAck {
-		g.Go(func() error {
-			t0 := time.Now()
-			err := w.store.ackOutbox(gctx, e)
-			w.timings.add("ack", t0)
-			if err != nil {
-				return fmt.Errorf("ack outbox (%s, %d): %w", e.SourceID, e.Seq, err)
-			}
-			w.acks.Add(1)
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	for _, e := range toAck {
-		relayed[e.Seq] = relayedEntry{withheld: relayed[e.Seq].withheld, acked: true}
-	}
-	return nil
-}
-
-// checkStalled is called after a scan found the outbox empty before the budget was
-// processed. If no delivery is in flight either, nothing can ever emit the missing events:
-// a second scan, made once the handlers are known to be idle, tells a commit that landed
-// during the first scan from a lost event.
-func (w *workload) checkStalled(ctx context.Context, handlers deliveries) error {
-	if handlers.inFlight() > 0 {
-		return nil
-	}
-	entries, err := w.store.pendingOutbox(ctx, 1)
-	if err != nil {
-		return fmt.Errorf("pending outbox: %w", err)
-	}
-	if len(entries) > 0 || w.processedN.Load() >= int64(w.total) {
-		return nil
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var lost, never []string
-	for n := range w.total {
-		if w.processed[n] > 0 {
-			continue
-		}
-		if w.emitted[n] > 0 {
-			lost = append(lost, eventID(n))
-		} else {
-			never = append(never, eventID(n))
-		}
-	}
-	msg := fmt.Sprintf("stalled: %d of %d events processed, the outbox is empty and no delivery is in flight",
-		w.processedN.Load(), w.total)
-	if len(lost) > 0 {
-		msg += fmt.Sprintf("; emitted by a successful commit but never delivered or processed: %s", listed(lost))
-	}
-	if len(never) > 0 {
-		msg += fmt.Sprintf("; never emitted: %s", listed(never))
-	}
-	if len(w.skippedEarly) > 0 {
-		msg += fmt.Sprintf("; skipped as already processed before any commit processed them: %s", listed(w.skippedEarly))
-	}
-	return errors.New(msg)
-}
-
-// withholdAck reports whether the relay leaves the entry of event n unacked after its first
+// withholdAck reports whether the handler leaves the entry of event n pending after its first
 // handling.
 func (w *workload) withholdAck(n int) bool {
 	return w.cfg.redeliver > 0 && eventRand(w.cfg.seed, n, streamRedeliver).Float64() < w.cfg.redeliver
-}
-
-// handle processes one delivery (see process) and, when that returned nil, hands its entry
-// back to the relay to ack.
-func (w *workload) handle(ctx context.Context, d delivery) (bool, error) {
-	processed, err := w.process(ctx, d)
-	if err == nil {
-		w.finished(d)
-	}
-	return processed, err
 }
 
 // process processes one delivery: dedupe check, snapshot change, commit, retried on conflict.
@@ -604,58 +373,8 @@ func (w *workload) committed(d delivery, c execstore.Commit, p plan) {
 	if first {
 		w.processedN.Add(1)
 	}
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
-}
-
-// sweep deletes the timers due at now, each with the guarded delete: a timer re-armed or
-// cancelled since the scan is left alone and counted as a stale delete. A store that deletes
-// in bulk gets each scan's timers in one deleteTimers call, which does not tell the timers it
-// removed from the stale ones: they are counted together.
-func (w *workload) sweep(ctx context.Context, now float64) error {
-	for {
-		t0 := time.Now()
-		due, err := w.store.dueTimers(ctx, now, sweepBatch)
-		w.timings.add("due_timers", t0)
-		if err != nil {
-			return fmt.Errorf("due timers: %w", err)
-		}
-		if w.store.bulkTimerDeletes() {
-			if len(due) == 0 {
-				return nil
-			}
-			t0 := time.Now()
-			err := w.store.deleteTimers(ctx, due)
-			w.timings.add("delete_timers", t0)
-			if err != nil {
-				return fmt.Errorf("delete timers (%d of them): %w", len(due), err)
-			}
-			w.bulkDeleted.Add(int64(len(due)))
-			if len(due) < sweepBatch {
-				return nil
-			}
-			continue
-		}
-		removed := 0
-		for _, t := range due {
-			t0 := time.Now()
-			ok, err := w.store.deleteTimer(ctx, t)
-			w.timings.add("delete_timer", t0)
-			if err != nil {
-				return fmt.Errorf("delete timer (%s, %s, %.3f): %w", t.ExecutionID, t.Path, t.FireAt, err)
-			}
-			if ok {
-				removed++
-				w.fired.Add(1)
-			} else {
-				w.stale.Add(1)
-			}
-		}
-		if len(due) < sweepBatch || removed == 0 {
-			return nil
-		}
+	if p.child >= 0 {
+		w.emitAt[p.child].CompareAndSwap(0, time.Now().UnixNano())
 	}
 }
 
@@ -672,7 +391,7 @@ func (w *workload) finish(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	return w.sweep(ctx, max(last, unixSeconds(time.Now())))
+	return w.sweepAll(ctx, max(last, unixSeconds(time.Now())))
 }
 
 // parseEntry turns an outbox entry into a delivery, refusing one this run cannot have

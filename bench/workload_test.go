@@ -15,8 +15,8 @@ import (
 )
 
 // ackOrderStore is the memory variant's store with the handlers' commits slowed down (by
-// commitDelay, longer than the relay's least gap between scans, so that scans find entries a
-// handler still has), noting every ack sent before a commit had processed the entry's event.
+// commitDelay, so that scans find entries a handler still has), noting every ack sent before
+// a commit had processed the entry's event.
 type ackOrderStore struct {
 	memStore
 	w           *workload
@@ -33,34 +33,54 @@ func (s *ackOrderStore) commit(ctx context.Context, exe *execstore.Execution, c 
 	return s.memStore.commit(ctx, exe, c)
 }
 
-func (s *ackOrderStore) ackOutbox(ctx context.Context, e pendingEntry) error {
-	var ev eventPayload
-	if err := json.Unmarshal(e.Event, &ev); err != nil {
-		return err
-	}
-	s.w.mu.Lock()
-	processed := s.w.processed[ev.N] > 0
-	s.w.mu.Unlock()
-	if !processed {
-		s.mu.Lock()
-		s.early = append(s.early, fmt.Sprintf("seq %d (%s)", e.Seq, ev.ID))
-		s.mu.Unlock()
-	}
-	return s.memStore.ackOutbox(ctx, e)
+// relayStore is the memory store with its acks watched.
+func (s *ackOrderStore) relayStore() execstore.Store {
+	return &ackWatch{Store: s.memStore.relayStore(), s: s}
 }
 
-// The relay acks an entry only after a handler has processed it, and delivers an entry again
-// only when its first ack was withheld (-redeliver), never while a handler still has it; the
-// end-of-run checks pass.
+// ackWatch notes each ack of an entry whose event no commit had processed yet.
+type ackWatch struct {
+	execstore.Store
+	s *ackOrderStore
+}
+
+func (a *ackWatch) AckOutbox(ctx context.Context, sourceID string, seq int64) error {
+	entries, err := a.Store.PendingOutbox(ctx, 0)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.SourceID != sourceID || e.Seq != seq {
+			continue
+		}
+		var ev eventPayload
+		if err := json.Unmarshal(e.Event, &ev); err != nil {
+			return err
+		}
+		a.s.w.mu.Lock()
+		processed := a.s.w.processed[ev.N] > 0
+		a.s.w.mu.Unlock()
+		if !processed {
+			a.s.mu.Lock()
+			a.s.early = append(a.s.early, fmt.Sprintf("seq %d (%s)", seq, ev.ID))
+			a.s.mu.Unlock()
+		}
+	}
+	return a.Store.AckOutbox(ctx, sourceID, seq)
+}
+
+// The relay (package relay) acks an entry only after a handler has processed it, and delivers
+// an entry again only when its first ack was withheld (-redeliver), never while a handler
+// still has it; the end-of-run checks pass.
 func TestRelayAcksOnlyHandledEntries(t *testing.T) {
 	cfg := config{executions: 8, events: 48, seed: 1, redeliver: 0.2}
-	s := &ackOrderStore{commitDelay: 2 * relayMinGap / 3}
+	s := &ackOrderStore{commitDelay: 5 * time.Millisecond}
 	w := newEngine(cfg, s)
 	s.w = w
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, w.setup(ctx))
-	require.NoError(t, newLoop(2).run(ctx, w))
+	require.NoError(t, w.run(ctx, 2, &loop{}))
 	require.NoError(t, w.finish(ctx))
 	cs, err := w.check(ctx)
 	require.NoError(t, err)
@@ -76,5 +96,5 @@ func TestRelayAcksOnlyHandledEntries(t *testing.T) {
 	require.Positive(t, withheld, "the seed withholds no ack: nothing is redelivered")
 	assert.EqualValues(t, withheld, w.redelivered.Load(),
 		"deliveries of an entry delivered before: one per withheld ack, none of an entry a handler still had")
-	assert.EqualValues(t, cfg.events, w.acks.Load(), "one ack per entry")
+	assert.EqualValues(t, cfg.events, w.acks(), "one ack per entry")
 }
