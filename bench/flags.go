@@ -22,6 +22,11 @@ const (
 
 	quickJournalInvocations = 100
 	fullJournalInvocations  = 1000
+
+	// The memory variant's budget: it has no server, so a run as small as the others would
+	// last a few milliseconds and measure its own start; this one measures a steady state.
+	quickMemoryEvents = 20000
+	fullMemoryEvents  = 100000
 )
 
 // config is what the flags select.
@@ -33,6 +38,7 @@ type config struct {
 	ackedMayReturn bool
 	executions     int
 	events         int
+	memoryEvents   int // the memory variant's events per run
 	concurrency    []int
 	variants       []string
 	rtts           []time.Duration // round trips added by the proxy, each measured; 0: no proxy
@@ -80,6 +86,8 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	fs.Var(&rtts, "rtt",
 		"round trips added between the clients and the server by an in-process proxy, in whole milliseconds (0: no proxy): "+
 			"a comma-separated `list` (0,2ms,10ms), each measured; the idempotency and journal workloads run at the first")
+	fs.IntVar(&cfg.memoryEvents, "memory-events", 0,
+		fmt.Sprintf("events each run of the memory variant processes (default %d, or %d with -quick=false)", quickMemoryEvents, fullMemoryEvents))
 	fs.BoolVar(&cfg.quick, "quick", true,
 		"size the runs so that the default run finishes within a minute on 2 cores; -quick=false for larger runs")
 	fs.StringVar(&cfg.out, "out", "bench-out", "directory for bench-results.json and bench.png (bench-scaling.json with -scaling)")
@@ -163,7 +171,15 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 			cfg.events = fullEvents
 		}
 	}
+	if cfg.memoryEvents == 0 {
+		cfg.memoryEvents = quickMemoryEvents
+		if !cfg.quick {
+			cfg.memoryEvents = fullMemoryEvents
+		}
+	}
 	switch {
+	case cfg.memoryEvents < 1:
+		return config{}, fmt.Errorf("-memory-events must be at least 1, got %d", cfg.memoryEvents)
 	case cfg.executions < 1:
 		return config{}, fmt.Errorf("-executions must be at least 1, got %d", cfg.executions)
 	case cfg.events < 1:

@@ -242,8 +242,12 @@ func rttsLabel(cfg config) string {
 // failed checks.
 func writeTable(out io.Writer, cfg config, server string, results []runResult, idem []idemResult, jrnl []journalResult) {
 	fmt.Fprintf(out, "execstore bench: %s\n", server)
-	fmt.Fprintf(out, "%d executions, %d events per run, %d round(s), redeliver %g, seed %d, added round trip %s\n",
-		cfg.executions, cfg.events, cfg.rounds, cfg.redeliver, cfg.seed, rttsLabel(cfg))
+	budget := fmt.Sprintf("%d events per run", cfg.events)
+	if slices.Contains(cfg.variants, variantMemory) && cfg.memoryEvents != cfg.events {
+		budget += fmt.Sprintf(" (memory: %d)", cfg.memoryEvents)
+	}
+	fmt.Fprintf(out, "%d executions, %s, %d round(s), redeliver %g, seed %d, added round trip %s\n",
+		cfg.executions, budget, cfg.rounds, cfg.redeliver, cfg.seed, rttsLabel(cfg))
 	if len(cfg.rtts) > 1 && (len(idem) > 0 || len(jrnl) > 0) {
 		fmt.Fprintf(out, "the idempotency and journal workloads run at the first round trip, %s\n",
 			rttLabel(float64(cfg.rtts[0].Milliseconds())))

@@ -207,7 +207,9 @@ func (e *environment) newVariant(cfg config, spec runSpec) variant {
 	case variantRaw:
 		return newRaw(cfg, uri, spec.database)
 	case variantMemory:
-		return newEngine(cfg, &memStore{})
+		mem := cfg
+		mem.events = cfg.memoryEvents
+		return newEngine(mem, &memStore{})
 	}
 	panic("unknown variant " + spec.variant) // parseVariants admits no other name
 }
