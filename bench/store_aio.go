@@ -84,7 +84,9 @@ func (s *aioStore) counts() map[string]int64 {
 	}
 	stats := []aio.Stats{st}
 	if s.bgAIO != nil {
-		stats = append(stats, s.bgAIO.Stats())
+		bg := s.bgAIO.Stats()
+		c["relay_store_coalesced_batches"] = bg.CoalescedBatches
+		stats = append(stats, bg)
 	}
 	for _, st := range stats {
 		for name, op := range st.Ops {
