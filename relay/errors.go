@@ -5,10 +5,9 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. Match them with errors.Is.
+// Sentinel errors. Match them with errors.Is. Run called after Close returns
+// execstore.ErrClosed, as a closed store's calls do.
 var (
-	// ErrClosed: Run was called after Close.
-	ErrClosed = errors.New("relay: closed")
 	// ErrRunning: Run was called while another Run of the same relay or sweeper runs.
 	ErrRunning = errors.New("relay: already running")
 	// ErrLeavePending is for handlers: one that returns it (or an error wrapping it) leaves

@@ -40,7 +40,7 @@ func New(store execstore.Store, handler func(ctx context.Context, e execstore.Ou
 // for the lease (a standby), and goes back to waiting when it loses it. It returns an error
 // only when it cannot go on: the store or the lease store is closed (an *Error matching
 // execstore.ErrClosed), the lease store refuses the key or the duration (execstore.ErrInvalid),
-// the lease key is not a relay's (ErrLeaseKeyInUse), Close was called before (ErrClosed), or
+// the lease key is not a relay's (ErrLeaseKeyInUse), Close was called before (execstore.ErrClosed), or
 // another Run of the relay is running (ErrRunning).
 func (r *Relay) Run(ctx context.Context) error { return r.r.run(ctx) }
 
@@ -48,7 +48,7 @@ func (r *Relay) Run(ctx context.Context) error { return r.r.run(ctx) }
 // (their context is not cancelled), acks what they finished, releases the lease and
 // returns. Close waits for that within ctx; when ctx ends first it cancels the handlers'
 // context and the acks, and returns ctx's error (Run returns once the handlers have). Run
-// called after Close returns ErrClosed. Closing again is a no-op.
+// called after Close returns execstore.ErrClosed. Closing again is a no-op.
 func (r *Relay) Close(ctx context.Context) error { return r.r.close(ctx) }
 
 // Stats returns the relay's counters.

@@ -364,7 +364,7 @@ func TestCloseWaitsForHandlers(t *testing.T) {
 				assert.Zero(t, r.Stats().Acked)
 				assert.Equal(t, 1, pending(t, store), "the entry stays pending")
 			}
-			assert.ErrorIs(t, r.Run(bg), relay.ErrClosed)
+			assert.ErrorIs(t, r.Run(bg), execstore.ErrClosed)
 			assert.NoError(t, r.Close(bg), "closing again")
 		})
 	}
@@ -385,7 +385,7 @@ func TestRunResults(t *testing.T) {
 	require.NoError(t, stop())
 
 	require.NoError(t, r.Close(bg))
-	assert.ErrorIs(t, r.Run(bg), relay.ErrClosed)
+	assert.ErrorIs(t, r.Run(bg), execstore.ErrClosed)
 
 	// A relay whose store closes under it returns by itself, at its next scan.
 	polling := relay.New(store, func(context.Context, execstore.OutboxEntry) error { return nil },

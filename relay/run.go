@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"sync"
 
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/wake"
 )
 
@@ -43,7 +44,7 @@ func (r *runner[T, K]) run(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return ErrClosed
+		return execstore.ErrClosed
 	}
 	if r.running {
 		r.mu.Unlock()
