@@ -66,6 +66,7 @@ func newStore(e storeEnv) *Store {
 		opts:       e.opts,
 		shed:       e.opts.ShedLoad,
 	}
+	s.stats.Log(e.opts.Logger, "aio")
 	s.stop, s.stopNow = context.WithCancel(context.Background())
 	s.outboxSeq = batch.NewSequence(s.reserver(ops.OutboxCounter), e.opts.SeqBlockSize)
 	s.spawnSeq = batch.NewSequence(s.reserver(ops.SpawnCounter), e.opts.SeqBlockSize)
@@ -122,7 +123,7 @@ func OpenClient(ctx context.Context, client *mongo.Client, opts Options) (*Store
 func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, stats *statCounters) (*Store, error) {
 	info, err := connect.Identify(ctx, client, opts.Profile)
 	if err != nil {
-		return nil, err
+		return nil, connect.Refused(opts.Logger, "aio", err)
 	}
 	opts = opts.withDefaults(info.Profile)
 	// A client the store did not make cannot say its write concern: the server is asked.

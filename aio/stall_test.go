@@ -1,7 +1,12 @@
 package aio_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,7 +112,9 @@ func TestConnectionResetAfterSend(t *testing.T) {
 			}
 			proxy, uri := through(t)
 			h := newHarness(t, aio.Options{})
-			s, err := aio.Open(bg, uri, aio.Options{Connection: server.Connection{Database: h.opts.Database}, DisableGroupCommit: !mode.grouped})
+			logged := &logBuffer{}
+			s, err := aio.Open(bg, uri, aio.Options{Connection: server.Connection{Database: h.opts.Database,
+				Logger: slog.New(slog.NewJSONHandler(logged, nil))}, DisableGroupCommit: !mode.grouped})
 			require.NoError(t, err)
 			defer s.Close(bg)
 			e := newExe("e")
@@ -116,6 +123,7 @@ func TestConnectionResetAfterSend(t *testing.T) {
 				Spawns: []execstore.Spawn{{ChildID: "warm"}}})
 			require.NoError(t, err)
 			require.Eventually(t, func() bool { return s.Stats().SeqBlocks >= 2 }, 5*time.Second, 10*time.Millisecond)
+			unknown := 0
 			for round := range 3 {
 				if mode.answerOnly {
 					proxy.AnswersStalled.Store(true)
@@ -144,6 +152,7 @@ func TestConnectionResetAfterSend(t *testing.T) {
 					require.True(t, mode.retries || (mode.grouped && mode.answerOnly), "round %d: success reported for a lost request", round)
 				} else {
 					require.ErrorIs(t, commitErr, execstore.ErrOutcomeUnknown, "round %d", round)
+					unknown++
 				}
 				// Recover as a runtime would: reload, then go on.
 				got, err := s.Load(bg, "e")
@@ -173,8 +182,45 @@ func TestConnectionResetAfterSend(t *testing.T) {
 				}
 				*e = *got
 			}
+			// Each unknown outcome was logged for the operator: a warning naming the commit.
+			warnings := logged.records(t, "WARN")
+			assert.Len(t, warnings, unknown, "one warning per unknown outcome")
+			for _, w := range warnings {
+				assert.Equal(t, "aio", w["store"])
+				assert.Equal(t, "commit", w["op"])
+			}
 		})
 	}
+}
+
+// logBuffer collects a slog JSON handler's records.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// records returns the records logged at level.
+func (b *logBuffer) records(t *testing.T, level string) []map[string]any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(b.buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec))
+		if rec["level"] == level {
+			out = append(out, rec)
+		}
+	}
+	return out
 }
 
 // checkInvariants checks every execution of h's database: each outbox entry and spawn intent

@@ -57,8 +57,9 @@ func OpenClient(ctx context.Context, client *mongo.Client, opts Options) (*Store
 func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, stats *statCounters) (*Store, error) {
 	info, err := connect.Identify(ctx, client, opts.Profile)
 	if err != nil {
-		return nil, err
+		return nil, connect.Refused(opts.Logger, "idem", err)
 	}
+	stats.Log(opts.Logger, "idem")
 	db, err := connect.Database(ctx, client, opts.Database, opts.WriteConcern, opts.ReadConcern, !owns, opts.Collection)
 	if err != nil {
 		return nil, err

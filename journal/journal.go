@@ -82,11 +82,12 @@ func open(ctx context.Context, client *mongo.Client, cipher Cipher, opts Options
 	// The server is identified as every store identifies it: a server older than MongoDB 4.4
 	// is refused with ErrInvalid. The journal's formulation is one for every server.
 	if _, err := connect.Identify(ctx, client, connect.Detect); err != nil {
-		return nil, err
+		return nil, connect.Refused(opts.Logger, "journal", err)
 	}
 	if err := checkDurable(ctx, client, opts.AcceptWeakDurability); err != nil {
-		return nil, err
+		return nil, connect.Refused(opts.Logger, "journal", err)
 	}
+	stats.Log(opts.Logger, "journal")
 	db, err := connect.Database(ctx, client, opts.Database, writeConcern(), readconcern.Majority(), false, opts.Collection)
 	if err != nil {
 		return nil, err

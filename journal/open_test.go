@@ -1,8 +1,11 @@
 package journal
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -47,12 +50,21 @@ func TestOpenRefusesWeakSettings(t *testing.T) {
 
 	strict := opts
 	strict.AcceptWeakDurability = false
+	var logged bytes.Buffer
+	strict.Logger = slog.New(slog.NewJSONHandler(&logged, nil))
 	j, err := Open(bg, srv.URI, testRing, strict)
 	if weak := durableByHello(serverHello(t), false); weak != nil {
 		require.ErrorIs(t, err, execstore.ErrInvalid)
 		assert.Equal(t, weak.Error(), err.Error())
+		// The refusal is logged for the operator, whatever the caller does with the error.
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal(logged.Bytes(), &rec), "one record: %s", logged.String())
+		assert.Equal(t, "ERROR", rec["level"])
+		assert.Equal(t, "journal", rec["store"])
+		assert.Equal(t, err.Error(), rec["err"])
 		return
 	}
+	assert.Empty(t, logged.String(), "nothing refused, nothing logged")
 	require.NoError(t, err, "a server with majorities")
 	require.NoError(t, j.Close(bg))
 }

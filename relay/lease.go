@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,7 @@ type leaser struct {
 	retryLo, retryHi time.Duration
 	stats            *counters
 	report           func(error)
+	log              *slog.Logger // nil: nothing logged
 }
 
 // held is one term's hold on the lease.
@@ -72,6 +74,9 @@ func (l *leaser) acquire(ctx context.Context) (*held, error) {
 			l.stats.leases.Add(1)
 			if c.Outcome == idem.LeaseReclaimed {
 				l.stats.takeOvers.Add(1)
+				if l.log != nil {
+					l.log.Info("relay: lease taken over from a holder whose lease had lapsed", "key", l.key)
+				}
 			}
 			h := &held{l: l, token: c.Token, base: sent}
 			h.until.Store(int64(l.dur))

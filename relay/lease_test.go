@@ -1,8 +1,10 @@
 package relay_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -176,10 +178,13 @@ func TestStalledHolderStopsDelivering(t *testing.T) {
 
 	acks := newAckLog()
 	dA, dB := newDeliveries(t, acks), newDeliveries(t, acks)
-	rA := relay.New(newProbe(t, store, acks), dA.handle, leaseOptions(leasesA))
+	var logA, logB bytes.Buffer
+	optsRA, optsRB := leaseOptions(leasesA), leaseOptions(leasesB)
+	optsRA.Logger, optsRB.Logger = slog.New(slog.NewJSONHandler(&logA, nil)), slog.New(slog.NewJSONHandler(&logB, nil))
+	rA := relay.New(newProbe(t, store, acks), dA.handle, optsRA)
 	stopA := run(t, rA)
 	eventually(t, func() bool { return rA.Stats().Holding }, "A holds the lease")
-	rB := relay.New(newProbe(t, store, acks), dB.handle, leaseOptions(leasesB))
+	rB := relay.New(newProbe(t, store, acks), dB.handle, optsRB)
 	stopB := run(t, rB)
 
 	em := newEmitter(t, store)
@@ -204,6 +209,9 @@ func TestStalledHolderStopsDelivering(t *testing.T) {
 	assert.EqualValues(t, 1, rB.Stats().TakeOvers)
 	dA.check()
 	dB.check()
+	// The operator sees both: A's lost lease, B's take-over, each with the key.
+	assert.Contains(t, logA.String(), `"level":"WARN","msg":"relay: lease lost while delivering: standing by","key":"execstore/relay/outbox"`)
+	assert.Contains(t, logB.String(), `"level":"INFO","msg":"relay: lease taken over from a holder whose lease had lapsed","key":"execstore/relay/outbox"`)
 }
 
 // A relay that stops cleanly releases its lease: the standby takes it over at once, as new,

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/execstore/execstore/idem"
@@ -71,6 +72,10 @@ type Options struct {
 	// Clock is the Sweeper's clock: a timer is due when its fire time is at or before
 	// Clock(). A Relay does not use it. Default time.Now.
 	Clock func() time.Time
+	// Logger receives the events an operator must see: a lease taken over from a holder
+	// whose lease had lapsed (level info) and a lease lost while delivering (level warn),
+	// each with the lease key. Default nil: nothing is logged.
+	Logger *slog.Logger
 	// OnError, when set, is called with every failure, as an *Error: a scan, a handler, an
 	// ack, a lease operation. It is called from the relay's goroutines and must not block.
 	// Default nil: failures are only counted in Stats.

@@ -34,7 +34,7 @@ type runner[T any, K comparable] struct {
 func newRunner[T any, K comparable](k kind[T, K], handler func(context.Context, T) error, opts Options, sig *wake.Signal) *runner[T, K] {
 	r := &runner[T, K]{kind: k, handler: handler, opts: opts, signal: sig, seed: maphash.MakeSeed()}
 	r.lease = leaser{store: opts.Lease, key: opts.LeaseKey, dur: opts.LeaseDuration,
-		retryLo: opts.RetryMin, retryHi: opts.RetryMax, stats: &r.stats, report: opts.OnError}
+		retryLo: opts.RetryMin, retryHi: opts.RetryMax, stats: &r.stats, report: opts.OnError, log: opts.Logger}
 	return r
 }
 
@@ -83,6 +83,9 @@ func (r *runner[T, K]) run(ctx context.Context) error {
 		switch {
 		case errors.Is(cause, errLeaseLost):
 			r.stats.leasesLost.Add(1)
+			if r.opts.Logger != nil {
+				r.opts.Logger.Warn("relay: lease lost while delivering: standing by", "key", r.opts.LeaseKey)
+			}
 			if stopCtx.Err() != nil {
 				return nil
 			}

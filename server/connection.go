@@ -1,6 +1,7 @@
 package server
 
 import (
+	"log/slog"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -64,4 +65,8 @@ type Connection struct {
 	// commit's or an ack's bulk write, an idem claim or completion): past it, the outcome is
 	// reported unknown. Default 5s.
 	SettleTimeout time.Duration
+	// Logger receives the few events an operator must see: a write whose outcome is
+	// unknown (level warn, with the store, the operation and the cause), and a server or
+	// deployment refused at Open (level error). Default nil: the store logs nothing.
+	Logger *slog.Logger
 }

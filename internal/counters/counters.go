@@ -6,6 +6,7 @@ package counters
 
 import (
 	"errors"
+	"log/slog"
 	"sync/atomic"
 
 	"github.com/execstore/execstore"
@@ -15,6 +16,8 @@ import (
 // Ops counts the operations of one store. It is an async.Recorder: Record is told the
 // outcome of every operation. Every method is safe for concurrent use.
 type Ops struct {
+	store               string       // the store's package name, in log records
+	log                 *slog.Logger // nil: nothing is logged
 	names               []string
 	calls, errs         []atomic.Int64
 	unknown, overloaded atomic.Int64
@@ -27,6 +30,11 @@ type Ops struct {
 func New(names ...string) *Ops {
 	return &Ops{names: names, calls: make([]atomic.Int64, len(names)), errs: make([]atomic.Int64, len(names))}
 }
+
+// Log makes Record log every unknown outcome to log (nil: none), as a warning naming store
+// (the store's package: "aio", "idem", "journal"), the operation and the cause. Call it
+// before the store takes calls.
+func (o *Ops) Log(log *slog.Logger, store string) { o.log, o.store = log, store }
 
 // Kind returns the kind named name; it panics on a name New was not given, which is a bug.
 func (o *Ops) Kind(name string) int {
@@ -49,6 +57,10 @@ func (o *Ops) Record(kind int, err error) {
 	switch {
 	case errors.Is(err, execstore.ErrOutcomeUnknown):
 		o.unknown.Add(1)
+		if o.log != nil {
+			o.log.Warn("execstore: write outcome unknown: read it back before anything else",
+				"store", o.store, "op", o.names[kind], "err", err)
+		}
 	case errors.Is(err, execstore.ErrOverloaded):
 		o.overloaded.Add(1)
 	}
