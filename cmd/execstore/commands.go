@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/ops"
+)
+
+// command is one subcommand: its name, what it reads, and its flags.
+type command struct {
+	name       string // "show", "idem get"
+	args       string // its argument, for the usage: "ID"; "" for none
+	summary    string // one line, for the list of commands
+	detail     string // what it prints and what it costs, for its own usage
+	collection string // the default of -collection; "" when it reads no collection
+	// setup declares the command's own flags on fs and returns bind, which checks them and
+	// the command's arguments (a *usageError when they are wrong) and returns the command
+	// ready to run.
+	setup func(fs *flag.FlagSet) (bind func(args []string, out output, collection string) (runner, error))
+}
+
+// runner runs a command whose flags and arguments are bound.
+type runner func(ctx context.Context, db *mongo.Database, w io.Writer) error
+
+// commands are the subcommands, in the order the usage lists them.
+var commands = []command{
+	{
+		name: "show", args: "ID", collection: ops.ExecutionsCollection,
+		summary: "one execution: snapshot, outbox, timers, spawns, trace, dedupe set",
+		detail: `Prints the execution's id, definition, status, parent, version and snapshot (as JSON or
+text when it is, else base64 up to 1 KiB, else its size); its pending outbox entries
+(seq, version, target, the event's size and start), its timers (path, fire time, how
+far from now), its pending spawn intents, the last trace steps, and the size of its
+dedupe set. One find by _id.`,
+		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
+			trace := fs.Int("trace", 10, "print the last `N` trace steps")
+			dedupe := fs.Bool("dedupe", false, "list the dedupe set's event ids, not only their number")
+			return func(args []string, out output, coll string) (runner, error) {
+				if *trace < 0 {
+					return nil, usagef("-trace must not be negative, got %d", *trace)
+				}
+				o := showOptions{output: out, Collection: coll, ID: args[0], Trace: *trace, Dedupe: *dedupe}
+				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
+					return showExecution(ctx, db, w, o)
+				}, nil
+			}
+		},
+	},
+	{
+		name: "list", collection: ops.ExecutionsCollection,
+		summary: "executions, filtered, one page at a time (by id)",
+		detail: `Prints one page of executions in id order: id, definition, status, parent, version; then
+the cursor of the next page. Filters AND together. One find, on the indexes the stores
+create.`,
+		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
+			var statuses statusList
+			fs.Var(&statuses, "status", "only executions with status `S`: repeat the flag or give a comma list")
+			definition := fs.String("definition", "", "only executions of definition `D`")
+			roots := fs.Bool("roots", false, "only executions without a parent")
+			limit := fs.Int("limit", contract.DefaultListLimit, "page size `N`, at most 10000")
+			after := fs.String("after", "", "resume after `CURSOR`, the next page's cursor as printed; a value that is no cursor is taken as an execution id to resume after")
+			return func(_ []string, out output, coll string) (runner, error) {
+				if err := checkLimit(*limit, contract.MaxListLimit); err != nil {
+					return nil, err
+				}
+				o := listOptions{output: out, Collection: coll, Statuses: statuses, Definition: *definition,
+					Roots: *roots, Limit: *limit, After: *after}
+				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
+					return listExecutions(ctx, db, w, o)
+				}, nil
+			}
+		},
+	},
+	{
+		name: "outbox", collection: ops.ExecutionsCollection,
+		summary: "the oldest pending outbox entries across executions",
+		detail: `Prints the pending outbox entries, oldest seq first: seq, source execution, version,
+target, the event's size and start. An entry records no time, so there is no age to
+show: the seq orders entries across executions, the version within one. Reads every
+execution with pending entries (one find).`,
+		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
+			limit := fs.Int("limit", 100, "print at most `N` entries, the oldest")
+			return func(_ []string, out output, coll string) (runner, error) {
+				if err := checkLimit(*limit, maxRows); err != nil {
+					return nil, err
+				}
+				o := outboxOptions{output: out, Collection: coll, Limit: *limit}
+				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
+					return listOutbox(ctx, db, w, o)
+				}, nil
+			}
+		},
+	},
+	{
+		name: "timers", collection: ops.ExecutionsCollection,
+		summary: "the earliest timers across executions: the due ones, then the next",
+		detail: `Prints the earliest timers across executions by fire time: the due ones (fire time at
+or before now, by the local clock) and then the next ones, with how far from now
+each is. One find in the order of the executions' timer hints; it stops once no later
+execution can hold an earlier timer.`,
+		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
+			limit := fs.Int("limit", 100, "print at most `N` timers, the earliest")
+			return func(_ []string, out output, coll string) (runner, error) {
+				if err := checkLimit(*limit, maxRows); err != nil {
+					return nil, err
+				}
+				o := timersOptions{output: out, Collection: coll, Limit: *limit}
+				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
+					return listTimers(ctx, db, w, o)
+				}, nil
+			}
+		},
+	},
+	{
+		name: "idem get", args: "KEY", collection: "idempotency",
+		summary: "one idempotency record",
+		detail: `Prints the record of KEY: state, fingerprint, claim and completion times, the end of its
+lease or retention and whether it has lapsed (by the server's clock), and for a
+completed record the response's status, header names and body size. Header values and
+the claim token are never printed; the body only with -body. A hello, then one find.`,
+		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
+			body := fs.Bool("body", false, "print the stored response's body")
+			return func(args []string, out output, coll string) (runner, error) {
+				o := idemOptions{output: out, Collection: coll, Key: args[0], Body: *body}
+				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
+					return getIdem(ctx, db, w, o)
+				}, nil
+			}
+		},
+	},
+	{
+		name: "journal show", args: "ID", collection: "journal",
+		summary: "one journal invocation's metadata, never its sealed payloads",
+		detail: `Prints the invocation's identity, owner, revision, checkpoint (id, phase), prepared
+operation (the checkpoint it continues from), attempts, latest state, no-replay flag
+and receipts (attempt, outcome). Checkpoints, operations and receipts' evidence are
+sealed: they are never opened, and show only as their size and the id of the key that
+sealed them. One find.`,
+		setup: func(*flag.FlagSet) func([]string, output, string) (runner, error) {
+			return func(args []string, out output, coll string) (runner, error) {
+				o := journalOptions{output: out, Collection: coll, ID: args[0]}
+				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
+					return showJournal(ctx, db, w, o)
+				}, nil
+			}
+		},
+	},
+	{
+		name:    "server",
+		summary: "what the server is, as the stores identify it",
+		detail:  `Prints the server's family, version, wire version and the stores' profile for it: hello and buildInfo.`,
+		setup: func(*flag.FlagSet) func([]string, output, string) (runner, error) {
+			return func(_ []string, out output, _ string) (runner, error) {
+				o := serverOptions{output: out}
+				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
+					return identifyServer(ctx, db, w, o)
+				}, nil
+			}
+		},
+	},
+}
+
+// maxRows bounds the -limit of outbox and timers.
+const maxRows = 100_000
+
+// lookupCommand finds the command args start with, and returns the arguments after its name.
+func lookupCommand(args []string) (*command, []string, bool) {
+	for i := range commands {
+		words := strings.Fields(commands[i].name)
+		if len(args) >= len(words) && strings.Join(args[:len(words)], " ") == commands[i].name {
+			return &commands[i], args[len(words):], true
+		}
+	}
+	return nil, nil, false
+}
+
+// nargs is how many arguments the command takes.
+func (c *command) nargs() int {
+	if c.args == "" {
+		return 0
+	}
+	return 1
+}

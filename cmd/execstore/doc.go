@@ -1,0 +1,48 @@
+// Command execstore shows what an execstore database holds, to answer "what happened to
+// execution X?": an execution's snapshot, pending outbox entries, timers, spawn intents,
+// trace and dedupe set; executions a page at a time; the pending outbox and the timers
+// across executions; an idempotency record (package idem); a journal invocation's metadata
+// (package journal).
+//
+// Usage:
+//
+//	execstore [flags] COMMAND [flags] [ARG]
+//
+//	execstore show ID          one execution
+//	execstore list             executions, filtered (-status, -definition, -roots), a page at
+//	                           a time (-limit, -after CURSOR or ID)
+//	execstore outbox           the oldest pending outbox entries (-limit)
+//	execstore timers           the due timers and the next ones (-limit)
+//	execstore idem get KEY     one idempotency record (-body prints the response's body)
+//	execstore journal show ID  one invocation's metadata, never its sealed payloads
+//	execstore server           what the server is, as the stores identify it
+//
+// Every command takes, before or after its name: -uri URI (default $MONGODB_URI) or
+// -embedded DIR (the embedded server, package embedded, started on that data directory; do
+// not point it at a directory another process is serving); -db NAME (default "execstore");
+// -collection NAME where the store's collection is not its default (executions, idempotency,
+// journal); -json for one JSON document with stable field names instead of aligned text;
+// -timeout D (default 10s), which bounds connecting and every read. "execstore -h" and
+// "execstore COMMAND -h" print the flags.
+//
+// For example:
+//
+//	$ execstore -uri mongodb://localhost:27017 show order-1 -trace 3
+//	$ execstore list -status RUNNING,SUSPENDED -definition checkout -roots -limit 50
+//	$ execstore list -after AW9yZGVyLTUw -json | jq '.items[].id'
+//	$ execstore timers -limit 20
+//	$ execstore -db shop idem get req-42 -body
+//	$ execstore -embedded ./data journal show pay-order-1
+//
+// It only reads: it sends no write command of any kind (no index creation either, so it
+// does not open the stores: it reads their documents with the driver through the public
+// document model, package ops, and the stored fields of idem and journal). An outbox entry
+// records no time, so the outbox shows seqs and versions, never an age. Timers are due by
+// the local clock, idempotency leases and retention by the server's (hello's localTime). A
+// journal's checkpoints, operations and receipts are never opened: they show as sizes and
+// key ids. Neither a claim token nor a response's header values are ever printed.
+//
+// Exit status: 0 on success; 1 when the command fails (a bad URI, an unreachable server, an
+// unknown id or key; errors name the server's address, never the URI's credentials); 2 on
+// bad flags or arguments, with the usage.
+package main

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore/embedded"
+)
+
+// TestEmbedded checks -embedded DIR: data written by the stores to an embedded server on
+// DIR, stopped, is read by the command starting its own embedded server on DIR, in the
+// default database.
+func TestEmbedded(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	writer, err := embedded.Start(ctx, embedded.Options{Dir: dir})
+	require.NoError(t, err)
+	populateAt(t, writer.URI(), "execstore")
+	require.NoError(t, writer.Close())
+
+	r := cli(t, "-embedded", dir, "show", "order-1")
+	require.Equal(t, result{stdout: showOrder1, code: 0}, r)
+	r = cli(t, "list", "-roots", "-embedded", dir)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "2 executions; last page")
+}
