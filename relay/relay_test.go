@@ -433,3 +433,18 @@ func TestScanGapGathersWakeUps(t *testing.T) {
 	assert.Positive(t, st.Wakeups)
 	d.check()
 }
+
+// Run's context cancelled with a cause, even one that wraps a relay *Error, ends Run
+// cleanly: the cause is the caller's, not a failure of the relay's.
+func TestRunContextCauseIsTheCallers(t *testing.T) {
+	store := newMemstore(t)
+	d := newDeliveries(t)
+	r := relay.New(store, d.handle, relay.Options{PollInterval: time.Hour})
+	ctx, cancel := context.WithCancelCause(bg)
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(ctx) }()
+	eventually(t, func() bool { return r.Stats().Scans >= 1 }, "the first scan")
+	cancel(fmt.Errorf("the caller gave up: %w", &relay.Error{Op: relay.OpHandle, Err: errors.New("boom")}))
+	require.NoError(t, <-ran)
+	require.NoError(t, r.Close(bg))
+}

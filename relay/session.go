@@ -23,8 +23,9 @@ type session[T any, K comparable] struct {
 	lease *held
 	// ctx is the term's: handlers and scans get it. It is cancelled with the cause of the
 	// term's end: errLeaseLost, a fatal *Error, or the run's context's end.
-	ctx context.Context
-	end context.CancelCauseFunc
+	ctx    context.Context
+	end    context.CancelCauseFunc
+	parent context.Context // ctx's parent: the run's
 	// settleCtx is the acks'. It outlives ctx: an ack after the handler returned nil is
 	// always right, lease or no lease. It ends StopTimeout after the lanes stopped, or when
 	// Close's context ends.
@@ -50,6 +51,7 @@ func newSession[T any, K comparable](r *runner[T, K], h *held, parent, settleBas
 		retries: newRetries(r.opts.RetryMin, r.opts.RetryMax), lanes: make([]lane[T], r.opts.Lanes),
 		settleWake: make(chan struct{}, 1), progress: make(chan struct{}, 1)}
 	s.ctx, s.end = context.WithCancelCause(parent)
+	s.parent = parent
 	s.settleCtx, s.cancelSettle = context.WithCancel(settleBase)
 	return s
 }
@@ -79,9 +81,11 @@ func (s *session[T, K]) run(stop <-chan struct{}) error {
 	stopKeeping()
 	keeper.Wait()
 
+	// The term's own cause (a lost lease, a fatal failure), not the one its parent was
+	// cancelled with: whatever a caller cancels Run's context with, Run returns nil for it.
 	var cause error
-	if s.ctx.Err() != nil {
-		cause = context.Cause(s.ctx)
+	if c := context.Cause(s.ctx); s.ctx.Err() != nil && (s.parent.Err() == nil || c != context.Cause(s.parent)) {
+		cause = c
 	}
 	s.end(nil)
 	return cause
