@@ -111,14 +111,18 @@ func chaosSeeds(t *testing.T) []uint64 {
 	return []uint64{1, 2}
 }
 
-// An engine runtime (handlers, relay, sweep; see engine) runs on a store whose connections
-// suffer resets with writes in flight and latency spikes, while the server is stopped and
-// started again on the same data, and the runtime itself is killed (its stores closed without
-// draining) while many delivered entries wait for a handler, then started again: no
+// An engine runtime (a relay.Relay and its handlers, a relay.Sweeper; see engine) runs on a
+// store whose connections suffer resets with writes in flight and latency spikes, while the
+// server is stopped and started again on the same data, and the runtime itself is killed (its
+// stores closed without draining, its relay and sweeper stopped, its handlers handing nothing
+// more back) while many delivered entries wait for a handler, then started again: no
 // acknowledged commit is lost, no version is acknowledged twice, every emitted event is
 // processed exactly once, no acknowledged ack comes back, no entry is acked before a handler
-// handled it, and every execution's last timer fires. The embedded server runs in this process
-// here, so that the test can restart it.
+// returned nil for it, no timer is deleted before it fired, and every execution's last timer
+// fires. The failures the faults cause to handlers, scans and acks (outcomes unknown, reset
+// connections, a server away) are retried by the relay and the sweeper; one no fault explains
+// (a closed store, a missing execution) fails the test. The embedded server runs in this
+// process here, so that the test can restart it.
 func TestChaos(t *testing.T) {
 	srv.RequireEmbedded(t, "the chaos test stops and restarts an embedded server of its own mid-run; "+
 		"the server MONGODB_URI names cannot be restarted by a test")
@@ -164,7 +168,7 @@ func runChaos(t *testing.T, seed uint64) {
 
 	handlers, relay := life()
 	g := newEngine(handlers[0], executions, maxVersion)
-	g.retry, g.relay, g.handlers = true, relay, handlers
+	g.faults, g.relay, g.handlers = true, relay, handlers
 	for i := range executions {
 		id := fmt.Sprintf("x%d", i)
 		_, err := relay.Commit(ctx, &execstore.Execution{ID: id, DefinitionID: "chain", Status: execstore.Running},
@@ -176,24 +180,19 @@ func runChaos(t *testing.T, seed uint64) {
 	// halfway, while deliveries of three in four executions' chains wait for a handler.
 	runCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	firstCtx, kill := context.WithCancel(runCtx)
-	defer kill()
+	firstCtx, kill := context.WithCancelCause(runCtx)
+	defer kill(nil)
 	done := make(chan error, 1)
 	proxy.active.Store(true)
-	go func() { done <- g.run(firstCtx, 6) }()
+	go func() { done <- g.run(firstCtx, engineLanes) }()
 	g.awaitPoint(t, commits/4, 0)
 	require.NoError(t, srv.Close())
 	time.Sleep(300 * time.Millisecond)
 	srv, err = embedded.Start(ctx, embedded.Options{Dir: dir, Addr: addr})
 	require.NoError(t, err)
 	g.awaitPoint(t, commits/2, executions*3/4)
-	kill()
-	killed, cancelKilled := context.WithCancel(ctx)
-	cancelKilled()
-	for _, s := range append(handlers, relay) {
-		_ = s.Close(killed) // gives up at once: in-flight work is cut off
-	}
-	require.Error(t, <-done, "the first life should have been cut short")
+	g.kill(kill, append(handlers, relay)...)
+	require.ErrorIs(t, <-done, errKilled, "the first life should have been cut short by the kill, and by nothing else")
 
 	// Second life: new stores (opened without faults: a process retries its start-up) recover
 	// by relaying what is pending, through faults for a while.
@@ -204,7 +203,7 @@ func runChaos(t *testing.T, seed uint64) {
 	}
 	g.store, g.relay, g.handlers = handlers[0], relay, handlers
 	proxy.active.Store(true)
-	go func() { done <- g.run(runCtx, 6) }()
+	go func() { done <- g.run(runCtx, engineLanes) }()
 	time.Sleep(1500 * time.Millisecond)
 	proxy.active.Store(false)
 	require.NoError(t, <-done, "the run did not finish")
@@ -213,7 +212,7 @@ func runChaos(t *testing.T, seed uint64) {
 	require.NoError(t, err)
 	defer client.Disconnect(ctx)
 	processed := g.verify(t, client.Database("chaos"), relay)
-	t.Logf("seed %d: %d events processed exactly once through %d resets, %d latency spikes, a restart and a kill",
-		seed, processed, proxy.resets.Load(), proxy.spikes.Load())
+	t.Logf("seed %d: %d events processed exactly once through %d resets, %d latency spikes, a restart and a kill; %s",
+		seed, processed, proxy.resets.Load(), proxy.spikes.Load(), g.report())
 	assert.Positive(t, proxy.resets.Load(), "no reset was injected")
 }
