@@ -34,8 +34,10 @@ type Options struct {
 	// retries ask for: under a stream of commits, each scan then gathers what the commits of
 	// one gap wrote rather than one scan per commit, fewer server commands for a delivery up
 	// to ScanGap later; a timer fires at most ScanGap late. A full scan is still followed by
-	// the next at once. Default 0: a scan at every wake-up (while at most Batch items are in
-	// flight).
+	// the next at once. Acks are gathered the same way: a batch of acks (of timer deletes) is
+	// sent no sooner than ScanGap after the last, unless Batch of them wait or the relay is
+	// stopping. Default 0: a scan at every wake-up (while at most Batch items are in flight),
+	// and a batch of acks as soon as the last one is done.
 	ScanGap time.Duration
 	// Lanes bounds the handler calls in flight. Items are routed to lanes by execution (an
 	// outbox entry by TargetID, or SourceID when it has none; a timer by ExecutionID); each

@@ -448,3 +448,41 @@ func TestRunContextCauseIsTheCallers(t *testing.T) {
 	require.NoError(t, <-ran)
 	require.NoError(t, r.Close(bg))
 }
+
+// ScanGap gathers acks too: handlers returning one after the other, faster than the gap,
+// have their entries acked in few batches, not one ack batch each; every entry is acked.
+func TestScanGapGathersAcks(t *testing.T) {
+	store := &ackCounter{Store: newMemstore(t)}
+	wake.Register(store, wake.Of(store.Store))
+	t.Cleanup(func() { wake.Unregister(store) })
+	em := newEmitter(t, store.Store)
+	const entries = 20
+	for i := range entries {
+		em.emit("s", "t", fmt.Sprint(i)) // one target: one lane, handled one after the other
+	}
+	r := relay.New(store, func(context.Context, execstore.OutboxEntry) error {
+		time.Sleep(5 * time.Millisecond)
+		return nil
+	}, relay.Options{PollInterval: time.Hour, ScanGap: 300 * time.Millisecond})
+	stop := run(t, r)
+	eventually(t, func() bool { return r.Stats().Acked == entries }, "every entry acked")
+	require.NoError(t, stop())
+	assert.LessOrEqual(t, store.batches.Load(), int64(3), "acks of 100 ms of handling, gathered over a 300 ms gap")
+}
+
+// ackCounter counts the batches of acks a relay sends: acks that start while none is under
+// way open a new batch.
+type ackCounter struct {
+	execstore.Store
+	busy    atomic.Int64
+	batches atomic.Int64
+}
+
+func (c *ackCounter) AckOutbox(ctx context.Context, source string, seq int64) error {
+	if c.busy.Add(1) == 1 {
+		c.batches.Add(1)
+	}
+	defer c.busy.Add(-1)
+	time.Sleep(time.Millisecond) // the acks of one batch overlap
+	return c.Store.AckOutbox(ctx, source, seq)
+}

@@ -8,7 +8,9 @@ import (
 )
 
 // settleLoop acks, in batches, the items whose handler returned nil: one batch at a time,
-// with no linger, the next gathering while one is in flight. An ack that completed is
+// the next gathering while one is in flight, and, with Options.ScanGap, for at least that
+// long after the last was sent, unless Batch items wait or the lanes are done (the relay is
+// stopping). An ack that completed is
 // recorded in the ledger (against the scans started, see ledger) and the item leaves flight.
 // A failed ack is retried with back-off while the item stays in flight, so no scan hands it
 // out again; it is given up (released, to be delivered again: at least once) when the
@@ -17,6 +19,7 @@ func (s *session[T, K]) settleLoop() {
 	b := newBackoff(s.r.opts.RetryMin, s.r.opts.RetryMax)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var lastSent time.Time
 	for {
 		s.mu.Lock()
 		for len(s.settleQ) == 0 && !s.lanesDone {
@@ -24,6 +27,18 @@ func (s *session[T, K]) settleLoop() {
 			<-s.settleWake
 			s.mu.Lock()
 		}
+		if wait := time.Until(lastSent.Add(s.r.opts.ScanGap)); wait > 0 && len(s.settleQ) < s.r.opts.Batch &&
+			!s.lanesDone && s.settleCtx.Err() == nil {
+			s.mu.Unlock()
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-s.settleWake: // more to ack, or the lanes are done: look again
+			case <-s.settleCtx.Done():
+			}
+			continue
+		}
+		lastSent = time.Now()
 		batch := s.settleQ
 		s.settleQ = nil
 		s.mu.Unlock()
