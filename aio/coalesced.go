@@ -56,6 +56,7 @@ func (s *Store) idempotentWrite(ctx context.Context, kind opKind, w opsrun.Idemp
 		async.Hand(ctx, s.writes, it, it.hand)
 		return struct{}{}, async.ErrSettledLater
 	})
+	ctx = traced(ctx, s, r, kind, w.ID)
 	_, err := r.Submit(ctx, s.pool, s.shed).Wait(ctx)
 	return err
 }

@@ -64,6 +64,7 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 		s.wake(note)
 		return out, nil
 	})
+	ctx = traced(ctx, s, r, opCommit, exe.ID)
 	return future(r.Submit(ctx, s.pool, s.shed))
 }
 

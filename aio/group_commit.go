@@ -108,6 +108,7 @@ func (s *Store) flushCommits(items []*commitItem, write batchWriter) {
 	}
 	s.stats.groupCommits.Add(1)
 	s.stats.groupedCommits.Add(int64(len(live)))
+	s.tel.Batched(opNames[opCommit], len(live), ctxs...)
 	// The read that settles the outcomes after the bulk write runs even when every caller has
 	// given up, within Options.SettleTimeout (Close giving up ends it sooner).
 	settleCtx, cancelSettle := context.WithTimeout(s.stop, s.opts.SettleTimeout)

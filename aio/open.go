@@ -10,6 +10,7 @@ import (
 	"github.com/execstore/execstore/batch"
 	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/internal/opsrun"
+	"github.com/execstore/execstore/internal/telemetry"
 	"github.com/execstore/execstore/internal/wake"
 	"github.com/execstore/execstore/internal/workers"
 	"github.com/execstore/execstore/ops"
@@ -36,7 +37,8 @@ type Store struct {
 	outboxSeq  *batch.Sequence
 	spawnSeq   *batch.Sequence
 	stats      *statCounters
-	signal     *wake.Signal // wakes the relays of the store's namespace; nil without a server
+	signal     *wake.Signal         // wakes the relays of the store's namespace; nil without a server
+	tel        *telemetry.Telemetry // nil: instrumented with no-op providers, nothing to do
 }
 
 // storeEnv is what a store is built from: the client and what Open learned of its server,
@@ -79,6 +81,8 @@ func newStore(e storeEnv) *Store {
 	}
 	s.pool = workers.RunnerFor(e.opts.Pool, workers.Config{Workers: e.opts.Workers, QueueDepth: e.opts.QueueDepth})
 	s.registerWake()
+	s.tel = telemetry.New("aio", e.opts.Database, e.opts.Collection, e.opts.TracerProvider, e.opts.MeterProvider, s.pool)
+	s.observeCache()
 	return s
 }
 

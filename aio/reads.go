@@ -25,6 +25,7 @@ func (s *Store) Load(ctx context.Context, id string) (*execstore.Execution, erro
 		s.remember(exe, "", epoch, err)
 		return exe, err
 	})
+	ctx = traced(ctx, s, r, opLoad, id)
 	return r.Submit(ctx, s.pool, s.shed).Wait(ctx)
 }
 
@@ -71,6 +72,7 @@ func (s *Store) LoadForEventAsync(ctx context.Context, id, eventID string) *Futu
 		s.remember(exe, processedEvent(eventID, hit), epoch, err)
 		return Loaded{Execution: exe, Processed: hit}, err
 	})
+	ctx = traced(ctx, s, r, opLoadForEvent, id)
 	return future(r.Submit(ctx, s.pool, s.shed))
 }
 
@@ -82,7 +84,7 @@ func (s *Store) IsProcessed(ctx context.Context, id, eventID string) (bool, erro
 	if err := contract.ValidateID("eventID", eventID); err != nil {
 		return false, err
 	}
-	return submit(ctx, s, opIsProcessed, func(ctx context.Context) (bool, error) {
+	return submit(ctx, s, opIsProcessed, id, func(ctx context.Context) (bool, error) {
 		return opsrun.IsProcessed(ctx, s.env, id, eventID)
 	}).Wait(ctx)
 }
@@ -95,7 +97,7 @@ func (s *Store) List(ctx context.Context, q execstore.ListQuery) (execstore.Page
 	if _, err := contract.DecodeCursor(q.Cursor); err != nil {
 		return execstore.Page{}, err
 	}
-	return submit(ctx, s, opList, func(ctx context.Context) (execstore.Page, error) {
+	return submit(ctx, s, opList, "", func(ctx context.Context) (execstore.Page, error) {
 		return opsrun.List(ctx, s.env, q)
 	}).Wait(ctx)
 }

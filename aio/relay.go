@@ -14,7 +14,7 @@ func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]execstore.Outbo
 	if err := contract.ValidateLimit("limit", limit); err != nil {
 		return nil, err
 	}
-	return submit(ctx, s, opPendingOutbox, func(ctx context.Context) ([]execstore.OutboxEntry, error) {
+	return submit(ctx, s, opPendingOutbox, "", func(ctx context.Context) ([]execstore.OutboxEntry, error) {
 		return opsrun.PendingOutbox(ctx, s.env, limit)
 	}).Wait(ctx)
 }
@@ -32,7 +32,7 @@ func (s *Store) PendingSpawns(ctx context.Context, limit int) ([]execstore.Spawn
 	if err := contract.ValidateLimit("limit", limit); err != nil {
 		return nil, err
 	}
-	return submit(ctx, s, opPendingSpawns, func(ctx context.Context) ([]execstore.SpawnEntry, error) {
+	return submit(ctx, s, opPendingSpawns, "", func(ctx context.Context) ([]execstore.SpawnEntry, error) {
 		return opsrun.PendingSpawns(ctx, s.env, limit)
 	}).Wait(ctx)
 }
@@ -53,7 +53,7 @@ func (s *Store) DueTimers(ctx context.Context, now float64, limit int) ([]execst
 	if err := contract.ValidateLimit("limit", limit); err != nil {
 		return nil, err
 	}
-	return submit(ctx, s, opDueTimers, func(ctx context.Context) ([]execstore.DueTimer, error) {
+	return submit(ctx, s, opDueTimers, "", func(ctx context.Context) ([]execstore.DueTimer, error) {
 		return opsrun.DueTimers(ctx, s.env, now, limit)
 	}).Wait(ctx)
 }
@@ -64,7 +64,7 @@ func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt float64
 	if err := contract.ValidateTimerRef(contract.DeleteTimerFields, id, path, fireAt); err != nil {
 		return false, err
 	}
-	return submit(ctx, s, opDeleteTimer, func(ctx context.Context) (bool, error) {
+	return submit(ctx, s, opDeleteTimer, id, func(ctx context.Context) (bool, error) {
 		return opsrun.DeleteTimer(ctx, s.env, id, path, fireAt)
 	}).Wait(ctx)
 }
@@ -83,7 +83,7 @@ func (s *Store) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) e
 	if len(writes) == 0 {
 		return nil
 	}
-	_, err := submit(ctx, s, opDeleteTimer, func(ctx context.Context) (struct{}, error) {
+	_, err := submit(ctx, s, opDeleteTimer, "", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, errors.Join(opsrun.IdempotentWritesChunked(ctx, s.env, writes, s.opts.MaxBatch)...)
 	}).Wait(ctx)
 	return err

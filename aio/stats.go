@@ -1,8 +1,11 @@
 package aio
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
+
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/counters"
@@ -96,4 +99,20 @@ func (s *Store) Stats() Stats {
 		st.CacheHits, st.CacheMisses = s.cache.hits.Load(), s.cache.misses.Load()
 	}
 	return st
+}
+
+// observeCache reports the snapshot cache's hits and misses as OpenTelemetry counters
+// (execstore.cache.hits, execstore.cache.misses), when the store has a cache and telemetry.
+func (s *Store) observeCache() {
+	m := s.tel.Meter()
+	if m == nil || s.cache == nil {
+		return
+	}
+	for name, n := range map[string]*atomic.Int64{"execstore.cache.hits": &s.cache.hits, "execstore.cache.misses": &s.cache.misses} {
+		_, _ = m.Int64ObservableCounter(name, metric.WithDescription("LoadForEvent calls the snapshot cache answered (hits) or sent to the server (misses)."),
+			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+				o.Observe(n.Load())
+				return nil
+			}))
+	}
 }

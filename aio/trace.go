@@ -19,7 +19,7 @@ func (s *Store) AppendTrace(ctx context.Context, id string, step map[string]any)
 	if _, err := contract.EncodedSize("step", step); err != nil {
 		return err
 	}
-	_, err := submit(ctx, s, opAppendTrace, func(ctx context.Context) (struct{}, error) {
+	_, err := submit(ctx, s, opAppendTrace, id, func(ctx context.Context) (struct{}, error) {
 		defer s.forget(id) // the trace index moved: a cached one would cost a retry
 		return struct{}{}, opsrun.AppendTrace(ctx, s.env, id, step)
 	}).Wait(ctx)
@@ -31,7 +31,7 @@ func (s *Store) ReadTrace(ctx context.Context, id string) ([]execstore.TraceStep
 	if err := contract.ValidateID("id", id); err != nil {
 		return nil, err
 	}
-	return submit(ctx, s, opReadTrace, func(ctx context.Context) ([]execstore.TraceStep, error) {
+	return submit(ctx, s, opReadTrace, id, func(ctx context.Context) ([]execstore.TraceStep, error) {
 		return opsrun.ReadTrace(ctx, s.env, id)
 	}).Wait(ctx)
 }

@@ -20,7 +20,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, fingerprintV
 		return Claim{}, err
 	}
 	token := newToken()
-	c, err := submit(ctx, s, opClaim, func(ctx context.Context) (Claim, error) {
+	c, err := submit(ctx, s, opClaim, key, func(ctx context.Context) (Claim, error) {
 		return s.form.claim(ctx, key, fingerprint, fingerprintVersion, lease, token)
 	})
 	s.stats.recordClaim(c, err)
@@ -43,7 +43,7 @@ func (s *Store) Complete(ctx context.Context, key, token string, resp Response, 
 	if err := validateResponse(resp, s.opts.MaxBodyBytes); err != nil {
 		return false, err
 	}
-	return submit(ctx, s, opComplete, func(ctx context.Context) (bool, error) {
+	return submit(ctx, s, opComplete, key, func(ctx context.Context) (bool, error) {
 		return s.form.complete(ctx, key, token, resp, retention)
 	})
 }
@@ -56,7 +56,7 @@ func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
 	if err := validateToken(key, token); err != nil {
 		return false, err
 	}
-	return submit(ctx, s, opRelease, func(ctx context.Context) (bool, error) {
+	return submit(ctx, s, opRelease, key, func(ctx context.Context) (bool, error) {
 		return s.recs.release(ctx, key, token)
 	})
 }
@@ -72,7 +72,7 @@ func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duratio
 	if err := validateDuration("lease", lease); err != nil {
 		return false, err
 	}
-	return submit(ctx, s, opRenew, func(ctx context.Context) (bool, error) {
+	return submit(ctx, s, opRenew, key, func(ctx context.Context) (bool, error) {
 		return s.form.renew(ctx, key, token, lease)
 	})
 }
@@ -83,7 +83,7 @@ func (s *Store) Get(ctx context.Context, key string) (*Record, error) {
 	if err := validateKey(key); err != nil {
 		return nil, err
 	}
-	return submit(ctx, s, opGet, func(ctx context.Context) (*Record, error) {
+	return submit(ctx, s, opGet, key, func(ctx context.Context) (*Record, error) {
 		return s.form.get(ctx, key)
 	})
 }

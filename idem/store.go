@@ -10,6 +10,7 @@ import (
 
 	"github.com/execstore/execstore/internal/async"
 	"github.com/execstore/execstore/internal/connect"
+	"github.com/execstore/execstore/internal/telemetry"
 	"github.com/execstore/execstore/internal/workers"
 	"github.com/execstore/execstore/server"
 )
@@ -25,6 +26,7 @@ type Store struct {
 	pool       workers.Runner
 	opts       Options // with every default worked out
 	stats      *statCounters
+	tel        *telemetry.Telemetry // nil: no-op providers
 	stopReap   context.CancelFunc
 	reaping    sync.WaitGroup
 }
@@ -81,6 +83,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 		return nil, err
 	}
 	s.pool = workers.RunnerFor(opts.Pool, workers.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
+	s.tel = telemetry.New("idem", opts.Database, opts.Collection, opts.TracerProvider, opts.MeterProvider, s.pool)
 	reapCtx, stop := context.WithCancel(context.Background())
 	s.stopReap = stop
 	if s.ferret != nil && opts.ReapInterval > 0 {
@@ -129,8 +132,14 @@ func (s *Store) reap(ctx context.Context) {
 	}
 }
 
-// submit runs fn as an operation of kind on the store's pool and waits for it, with the
-// context rules of package async.
-func submit[T any](ctx context.Context, s *Store, kind opKind, fn func(ctx context.Context) (T, error)) (T, error) {
-	return async.NewRequest(s.stats, int(kind), fn).Submit(ctx, s.pool, s.opts.ShedLoad).Wait(ctx)
+// submit runs fn as an operation of kind on key on the store's pool and waits for it, with
+// the context rules of package async, in a span of its own.
+func submit[T any](ctx context.Context, s *Store, kind opKind, key string, fn func(ctx context.Context) (T, error)) (T, error) {
+	r := async.NewRequest(s.stats, int(kind), fn)
+	if s.tel != nil {
+		var span telemetry.Span
+		ctx, span = s.tel.Start(ctx, opNames[kind], key)
+		r.OnSettled(span.End)
+	}
+	return r.Submit(ctx, s.pool, s.opts.ShedLoad).Wait(ctx)
 }

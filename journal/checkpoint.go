@@ -41,7 +41,7 @@ func (j *Journal) Checkpoint(ctx context.Context, f Fence, phase Phase, state []
 
 // update applies upd to f's invocation on the journal's pool; see guardedUpdate.
 func (j *Journal) update(ctx context.Context, op string, f Fence, extra, upd bson.D, state func(*document) error) (Fence, error) {
-	return submit(ctx, j, op, func(ctx context.Context) (Fence, error) {
+	return submit(ctx, j, op, f.InvocationID, func(ctx context.Context) (Fence, error) {
 		return j.guardedUpdate(ctx, op, f, extra, upd, state)
 	})
 }

@@ -30,7 +30,7 @@ func (j *Journal) Claim(ctx context.Context, id Identity, owner string) (Fence, 
 		return Fence{}, err
 	}
 	claim := newRandomID()
-	return submit(ctx, j, "claim", func(ctx context.Context) (Fence, error) {
+	return submit(ctx, j, "claim", id.ID, func(ctx context.Context) (Fence, error) {
 		doc := document{ID: id.ID, Scope: id.Scope, Digest: id.Digest, Owner: owner, Claim: claim,
 			Rev: 1, Latest: attemptNone}
 		err := j.write(ctx, "claim", id.ID, func(ctx context.Context) error {
@@ -64,7 +64,7 @@ func (j *Journal) HasInvocation(ctx context.Context, id Identity) (bool, error) 
 	if err := validateIdentity(id); err != nil {
 		return false, err
 	}
-	return submit(ctx, j, "has_invocation", func(ctx context.Context) (bool, error) {
+	return submit(ctx, j, "has_invocation", id.ID, func(ctx context.Context) (bool, error) {
 		d, err := j.bound(ctx, "has invocation", id)
 		return d != nil, err
 	})
@@ -98,7 +98,7 @@ func (j *Journal) VerifyOwner(ctx context.Context, f Fence) error {
 	if err := validateFence(f); err != nil {
 		return err
 	}
-	_, err := submit(ctx, j, "verify_owner", func(ctx context.Context) (struct{}, error) {
+	_, err := submit(ctx, j, "verify_owner", f.InvocationID, func(ctx context.Context) (struct{}, error) {
 		d, err := j.loadDeciding(ctx, "verify owner", f.InvocationID, "")
 		switch {
 		case err != nil:
@@ -120,7 +120,7 @@ func (j *Journal) Read(ctx context.Context, id string) (*Invocation, error) {
 	if err := contract.ValidateID("id", id); err != nil {
 		return nil, err
 	}
-	return submit(ctx, j, "read", func(ctx context.Context) (*Invocation, error) {
+	return submit(ctx, j, "read", id, func(ctx context.Context) (*Invocation, error) {
 		d, err := j.load(ctx, "read", id)
 		if err != nil {
 			return nil, err

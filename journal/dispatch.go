@@ -46,7 +46,7 @@ func (j *Journal) Dispatch(ctx context.Context, f Fence) (Attempt, error) {
 		return Attempt{}, err
 	}
 	rule := dispatchRule(f.InvocationID)
-	return submit(ctx, j, "dispatch", func(ctx context.Context) (Attempt, error) {
+	return submit(ctx, j, "dispatch", f.InvocationID, func(ctx context.Context) (Attempt, error) {
 		d, err := j.load(ctx, "dispatch", f.InvocationID)
 		if err != nil {
 			return Attempt{}, err

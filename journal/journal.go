@@ -18,6 +18,7 @@ import (
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/counters"
 	"github.com/execstore/execstore/internal/outcome"
+	"github.com/execstore/execstore/internal/telemetry"
 	"github.com/execstore/execstore/internal/unique"
 	"github.com/execstore/execstore/internal/workers"
 	"github.com/execstore/execstore/server"
@@ -30,6 +31,7 @@ type Journal struct {
 	cipher    Cipher
 	pool      workers.Runner
 	stats     *counters.Ops
+	tel       *telemetry.Telemetry // nil: no-op providers
 	opts      Options
 	uncertain uncertainty
 }
@@ -95,6 +97,7 @@ func open(ctx context.Context, client *mongo.Client, cipher Cipher, opts Options
 	j := &Journal{client: client, cipher: cipher, opts: opts, stats: stats,
 		coll: db.Collection(opts.Collection, options.Collection().SetReadPreference(readpref.Primary()))}
 	j.pool = workers.RunnerFor(opts.Pool, workers.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
+	j.tel = telemetry.New("journal", opts.Database, opts.Collection, opts.TracerProvider, opts.MeterProvider, j.pool)
 	return j, nil
 }
 
@@ -117,10 +120,16 @@ var opNames = []string{"claim", "has_invocation", "verify_owner", "read", "dispa
 // the unknown outcomes, the calls shed for load and the server commands.
 func (j *Journal) Stats() server.Stats { return j.stats.Stats(j.pool) }
 
-// submit runs fn as an operation op on the journal's pool and waits for it, with the
-// context rules of package async.
-func submit[T any](ctx context.Context, j *Journal, op string, fn func(ctx context.Context) (T, error)) (T, error) {
-	return async.NewRequest(j.stats, j.stats.Kind(op), fn).Submit(ctx, j.pool, j.opts.ShedLoad).Wait(ctx)
+// submit runs fn as an operation op on invocation id on the journal's pool and waits for it,
+// with the context rules of package async, in a span of its own.
+func submit[T any](ctx context.Context, j *Journal, op, id string, fn func(ctx context.Context) (T, error)) (T, error) {
+	r := async.NewRequest(j.stats, j.stats.Kind(op), fn)
+	if j.tel != nil {
+		var span telemetry.Span
+		ctx, span = j.tel.Start(ctx, op, id)
+		r.OnSettled(span.End)
+	}
+	return r.Submit(ctx, j.pool, j.opts.ShedLoad).Wait(ctx)
 }
 
 // load reads invocation id with read concern majority from the primary; nil when absent.

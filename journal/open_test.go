@@ -143,7 +143,7 @@ func TestStatsAndShedLoad(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = submit(bg, j, "read", func(ctx context.Context) (struct{}, error) {
+			_, _ = submit(bg, j, "read", id.ID, func(ctx context.Context) (struct{}, error) {
 				<-release
 				return struct{}{}, nil
 			})

@@ -74,7 +74,7 @@ func (j *Journal) Reverify(ctx context.Context, id string) (*Invocation, error) 
 	if err := contract.ValidateID("id", id); err != nil {
 		return nil, err
 	}
-	return submit(ctx, j, "reverify", func(ctx context.Context) (*Invocation, error) {
+	return submit(ctx, j, "reverify", id, func(ctx context.Context) (*Invocation, error) {
 		d, err := j.loadDeciding(ctx, "reverify", id, "")
 		if err != nil {
 			return nil, err

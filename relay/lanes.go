@@ -3,6 +3,8 @@ package relay
 import (
 	"errors"
 	"time"
+
+	"github.com/execstore/execstore/internal/telemetry"
 )
 
 // lane delivers the items routed to it one at a time, in the order they were routed. Every
@@ -11,23 +13,29 @@ import (
 // has a goroutine only while its queue is not empty: at most Options.Lanes handler calls are
 // in flight.
 type lane[T any] struct {
-	queue   []T
+	queue   []queued[T]
 	head    int
 	running bool // a goroutine is delivering the queue
 }
 
-func (l *lane[T]) push(item T) { l.queue = append(l.queue, item) }
+// queued is an item in a lane, and when the scan that found it routed it.
+type queued[T any] struct {
+	item T
+	at   time.Time
+}
 
-func (l *lane[T]) pop() (T, bool) {
-	var zero T
+func (l *lane[T]) push(item T, at time.Time) { l.queue = append(l.queue, queued[T]{item, at}) }
+
+func (l *lane[T]) pop() (queued[T], bool) {
+	var zero queued[T]
 	if l.head == len(l.queue) {
 		l.queue, l.head = l.queue[:0], 0
 		return zero, false
 	}
-	item := l.queue[l.head]
+	q := l.queue[l.head]
 	l.queue[l.head] = zero
 	l.head++
-	return item, true
+	return q, true
 }
 
 // deliver is a lane's goroutine: it hands the lane's items to the handler one by one until
@@ -39,7 +47,8 @@ func (s *session[T, K]) deliver(l *lane[T]) {
 	k, stats := s.r.kind, &s.r.stats
 	s.mu.Lock()
 	for {
-		item, ok := l.pop()
+		q, ok := l.pop()
+		item := q.item
 		if !ok {
 			l.running = false
 			s.mu.Unlock()
@@ -53,7 +62,17 @@ func (s *session[T, K]) deliver(l *lane[T]) {
 		s.mu.Unlock()
 
 		stats.delivered.Add(1)
-		err := s.r.handler(s.ctx, item)
+		ctx, span := s.ctx, telemetry.Span{}
+		if s.r.tel != nil {
+			ctx, span = s.r.tel.Start(ctx, s.r.op, k.describe(item))
+			s.r.tel.Lag(time.Since(q.at))
+		}
+		err := s.r.handler(ctx, item)
+		if errors.Is(err, ErrLeavePending) {
+			span.EndAs("withheld", nil)
+		} else {
+			span.End(err)
+		}
 
 		var report error
 		s.mu.Lock()
@@ -90,11 +109,11 @@ func (s *session[T, K]) failed(l *lane[T], lk string, item T) {
 	s.retries.failed(lk, time.Now())
 	s.release(item)
 	kept := l.queue[:l.head]
-	for _, queued := range l.queue[l.head:] {
-		if s.r.kind.lane(queued) == lk {
-			s.release(queued)
+	for _, q := range l.queue[l.head:] {
+		if s.r.kind.lane(q.item) == lk {
+			s.release(q.item)
 		} else {
-			kept = append(kept, queued)
+			kept = append(kept, q)
 		}
 	}
 	clear(l.queue[len(kept):])

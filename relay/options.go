@@ -4,6 +4,9 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/execstore/execstore/idem"
 )
 
@@ -78,6 +81,14 @@ type Options struct {
 	// whose lease had lapsed (level info) and a lease lost while delivering (level warn),
 	// each with the lease key. Default nil: nothing is logged.
 	Logger *slog.Logger
+	// TracerProvider and MeterProvider receive a span per handler call
+	// ("execstore.relay.deliver", "execstore.sweeper.fire", with the item and its outcome)
+	// and the metrics execstore.relay.handle.duration, execstore.relay.lag (from the scan
+	// that found an item to its handler's start) and execstore.relay.in_flight. Default nil:
+	// the global ones as they are at New (install the SDK first); while none is installed, or
+	// given OpenTelemetry's no-op providers, nothing is instrumented.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 	// OnError, when set, is called with every failure, as an *Error: a scan, a handler, an
 	// ack, a lease operation. It is called from the relay's goroutines and must not block.
 	// Default nil: failures are only counted in Stats.

@@ -32,7 +32,7 @@ func New(store execstore.Store, handler func(ctx context.Context, e execstore.Ou
 		panic("relay: New needs a store and a handler")
 	}
 	opts = opts.withDefaults(relayLeaseKey)
-	return &Relay{r: newRunner[execstore.OutboxEntry, entryKey](outboxKind{store: store}, handler, opts, wake.Of(store))}
+	return &Relay{r: newRunner[execstore.OutboxEntry, entryKey](outboxKind{store: store}, handler, opts, wake.Of(store), "relay", "deliver")}
 }
 
 // Run delivers until ctx ends or Close is called, and then returns nil once the handlers in

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/telemetry"
 	"github.com/execstore/execstore/internal/wake"
 )
 
@@ -19,7 +20,9 @@ type runner[T any, K comparable] struct {
 	signal  *wake.Signal // nil: the store registered none, the runner only polls
 	lease   leaser
 	stats   counters
-	seed    maphash.Seed // routes lane keys to lanes
+	seed    maphash.Seed         // routes lane keys to lanes
+	tel     *telemetry.Telemetry // nil: no-op providers
+	op      string               // the handler's operation, in spans: "deliver", "fire"
 
 	mu      sync.Mutex
 	closed  bool
@@ -31,8 +34,10 @@ type runner[T any, K comparable] struct {
 	done        chan struct{}
 }
 
-func newRunner[T any, K comparable](k kind[T, K], handler func(context.Context, T) error, opts Options, sig *wake.Signal) *runner[T, K] {
-	r := &runner[T, K]{kind: k, handler: handler, opts: opts, signal: sig, seed: maphash.MakeSeed()}
+func newRunner[T any, K comparable](k kind[T, K], handler func(context.Context, T) error, opts Options, sig *wake.Signal,
+	component, op string) *runner[T, K] {
+	r := &runner[T, K]{kind: k, handler: handler, opts: opts, signal: sig, seed: maphash.MakeSeed(), op: op}
+	r.tel = telemetry.NewRelay(component, opts.TracerProvider, opts.MeterProvider, r.stats.inFlight.Load)
 	r.lease = leaser{store: opts.Lease, key: opts.LeaseKey, dur: opts.LeaseDuration,
 		retryLo: opts.RetryMin, retryHi: opts.RetryMax, stats: &r.stats, report: opts.OnError, log: opts.Logger}
 	return r

@@ -101,7 +101,7 @@ func (s *session[T, K]) lost(cause error) {
 // none. The caller holds mu.
 func (s *session[T, K]) route(lk string, item T) {
 	l := &s.lanes[maphash.String(s.r.seed, lk)%uint64(len(s.lanes))]
-	l.push(item)
+	l.push(item, time.Now())
 	if !l.running {
 		l.running = true
 		s.laneWG.Add(1)

@@ -29,7 +29,7 @@ func NewSweeper(store execstore.Store, handler func(ctx context.Context, t execs
 		panic("relay: NewSweeper needs a store and a handler")
 	}
 	opts = opts.withDefaults(sweeperLeaseKey)
-	return &Sweeper{r: newRunner[execstore.DueTimer, timerKey](timerKind{store: store}, handler, opts, wake.Of(store))}
+	return &Sweeper{r: newRunner[execstore.DueTimer, timerKey](timerKind{store: store}, handler, opts, wake.Of(store), "sweeper", "fire")}
 }
 
 // Run fires due timers until ctx ends or Close is called; see Relay.Run.

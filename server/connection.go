@@ -7,6 +7,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/execstore/execstore/pool"
 )
@@ -69,4 +71,12 @@ type Connection struct {
 	// unknown (level warn, with the store, the operation and the cause), and a server or
 	// deployment refused at Open (level error). Default nil: the store logs nothing.
 	Logger *slog.Logger
+	// TracerProvider and MeterProvider receive the store's spans (one per operation) and
+	// metrics (OpenTelemetry's db.client.operation.duration and the store's own; see
+	// docs/observability.md). Default nil: the global ones (otel.GetTracerProvider,
+	// otel.GetMeterProvider) as they are at Open: a program installs its SDK before it opens
+	// its stores; while none is installed, or given OpenTelemetry's no-op providers, the
+	// store instruments nothing at all and its calls cost what they cost without telemetry.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }

@@ -15,6 +15,9 @@ type Future[T any] struct {
 	env    *workers.Envelope
 	hand   atomic.Pointer[Handoff] // set when a worker passes the operation to a coalescer
 	handed chan struct{}           // closed when hand is set
+	// settled, when set (before the operation can run), is told the outcome when the
+	// future is settled: the operation's span ends there.
+	settled func(error)
 }
 
 // newFuture returns the future of an operation travelling in env.
@@ -55,6 +58,9 @@ func Failed[T any](err error) *Future[T] {
 // whoever holds the operation's Handoff once it has won the right to settle it.
 func (f *Future[T]) Set(v T, err error) {
 	f.val, f.err = v, err
+	if f.settled != nil {
+		f.settled(err)
+	}
 	close(f.done)
 }
 

@@ -39,6 +39,10 @@ func NewRequest[T any](rec Recorder, kind int, run func(ctx context.Context) (T,
 	return r
 }
 
+// OnSettled makes settled be told the operation's outcome when its future is settled, or at
+// once when Submit refuses it. Call it before Submit.
+func (r *Request[T]) OnSettled(settled func(error)) { r.fut.settled = settled }
+
 // Future returns the request's future.
 func (r *Request[T]) Future() *Future[T] { return r.fut }
 
@@ -71,6 +75,9 @@ func (r *Request[T]) Submit(ctx context.Context, s Submitter, shed bool) *Future
 	}
 	if err != nil {
 		r.rec.Record(r.kind, err)
+		if r.fut.settled != nil {
+			r.fut.settled(err)
+		}
 		return Failed[T](err)
 	}
 	return r.fut
