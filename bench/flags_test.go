@@ -16,7 +16,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "", cfg.uri, "no -uri and no $MONGODB_URI: the embedded server")
 	require.Equal(t, []int{1, 8, 64}, cfg.concurrency)
-	require.Equal(t, []string{"seed-port", "aio", "aio+batch", "aio+cache", "raw", "memory"}, cfg.variants)
+	require.Equal(t, []string{"seed-port", "aio", "aio+batch", "aio+cache", "aio+otel", "raw", "memory"}, cfg.variants)
 	require.Equal(t, quickExecutions, cfg.executions)
 	require.Equal(t, quickEvents, cfg.events)
 	require.Equal(t, []time.Duration{0}, cfg.rtts, "no proxy")
@@ -139,7 +139,7 @@ func TestParseFlagsRefusesBadValues(t *testing.T) {
 		{[]string{"-concurrency", "1;8"}, `-concurrency: "1;8" is not a positive integer`},
 		{[]string{"-scaling-sizes", "1000,big"}, `-scaling-sizes: "big" is not a positive integer`},
 		{[]string{"-scaling-sizes", "10"}, "-scaling-sizes: 10 is smaller than -scaling-due 20"},
-		{[]string{"-variants", "aio,mongo"}, `-variants: unknown variant "mongo" (known: seed-port, aio, aio+batch, aio+cache, raw, memory)`},
+		{[]string{"-variants", "aio,mongo"}, `-variants: unknown variant "mongo" (known: seed-port, aio, aio+batch, aio+cache, aio+otel, raw, memory)`},
 		{[]string{"-variants", ""}, `-variants: unknown variant ""`},
 		{[]string{"-rtt", "-2ms"}, "-rtt must be a non-negative whole number of milliseconds, got -2ms"},
 		{[]string{"-rtt", "2"}, `invalid value "2" for flag -rtt`},

@@ -43,11 +43,12 @@ const (
 	variantAIO      = "aio"
 	variantBatch    = "aio+batch"
 	variantCache    = "aio+cache"
+	variantOtel     = "aio+otel"
 	variantRaw      = "raw"
 	variantMemory   = "memory"
 )
 
-var allVariants = []string{variantSeedPort, variantAIO, variantBatch, variantCache, variantRaw, variantMemory}
+var allVariants = []string{variantSeedPort, variantAIO, variantBatch, variantCache, variantOtel, variantRaw, variantMemory}
 
 // usesServer reports whether a variant's runs talk to the server: all but memory do.
 func usesServer(variant string) bool { return variant != variantMemory }

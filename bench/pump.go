@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/execstore/execstore"
@@ -56,6 +58,11 @@ func (w *workload) run(ctx context.Context, concurrency int, l *loop) error {
 				cancel(err)
 			}
 		}}
+	if t, ok := w.store.(interface {
+		telemetry() (trace.TracerProvider, metric.MeterProvider)
+	}); ok {
+		opts.TracerProvider, opts.MeterProvider = t.telemetry()
+	}
 	r := relay.New(log, func(ctx context.Context, e execstore.OutboxEntry) error { return w.deliver(ctx, e, l) }, opts)
 	sweepOpts := opts
 	sweepOpts.ScanGap = sweepGap

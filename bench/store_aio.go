@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/server"
@@ -31,6 +36,26 @@ type aioStore struct {
 	bgCmds    *commandCounter // the relay's store's client
 	aio       *aio.Store      // the handlers' store, as apiStore's store, for its Stats
 	bgAIO     *aio.Store      // the relay's store, as apiStore's bg
+	// tp and mp, when set (aio+otel), are OpenTelemetry SDK providers given to both stores,
+	// the relay and the sweeper: every span is recorded (and dropped at its end, no exporter
+	// being installed) and every metric aggregated, so that the row shows the SDK's cost.
+	tp *sdktrace.TracerProvider
+	mp *sdkmetric.MeterProvider
+}
+
+// withSDK makes the store's runs use OpenTelemetry's SDK: the aio+otel variant.
+func (s *aioStore) withSDK() {
+	s.tp = sdktrace.NewTracerProvider()
+	s.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+}
+
+// telemetry returns the providers the relay and the sweeper are given: the SDK's for
+// aio+otel, nil (the global ones, no SDK installed: nothing instrumented) for the others.
+func (s *aioStore) telemetry() (trace.TracerProvider, metric.MeterProvider) {
+	if s.tp == nil {
+		return nil, nil
+	}
+	return s.tp, s.mp
 }
 
 func newAIOStore(label, uri, database string, batch bool, cacheSize int) *aioStore {
@@ -47,6 +72,7 @@ func (s *aioStore) open(ctx context.Context) error {
 		DisableCoalescing:  !s.batch,
 		CacheSize:          s.cacheSize,
 	}
+	opts.TracerProvider, opts.MeterProvider = s.telemetry()
 	st, err := aio.Open(ctx, s.uri, opts)
 	if err != nil {
 		return err
@@ -96,4 +122,13 @@ func (s *aioStore) counts() map[string]int64 {
 		}
 	}
 	return c
+}
+
+// close closes both stores, then the SDK's providers of aio+otel.
+func (s *aioStore) close(ctx context.Context) error {
+	err := s.apiStore.close(ctx)
+	if s.tp != nil {
+		err = errors.Join(err, s.tp.Shutdown(ctx), s.mp.Shutdown(ctx))
+	}
+	return err
 }

@@ -204,6 +204,10 @@ func (e *environment) newVariant(cfg config, spec runSpec) variant {
 		return newEngine(cfg, newAIOStore(variantBatch, uri, spec.database, true, 0))
 	case variantCache:
 		return newEngine(cfg, newAIOStore(variantCache, uri, spec.database, true, cfg.executions))
+	case variantOtel:
+		s := newAIOStore(variantOtel, uri, spec.database, true, cfg.executions)
+		s.withSDK()
+		return newEngine(cfg, s)
 	case variantRaw:
 		return newRaw(cfg, uri, spec.database)
 	case variantMemory:
