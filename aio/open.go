@@ -107,7 +107,7 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	opts = opts.withDefaults(opts.Profile)
 	stats := newStatCounters()
 	cfg := connect.Config{ClientOptions: opts.ClientOptions, Commands: &stats.Commands,
-		PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern}
+		PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern, Profile: opts.Profile}
 	return connect.Open(ctx, uri, cfg, func(client *mongo.Client, owns bool) (*Store, error) {
 		return open(ctx, client, owns, opts, stats)
 	})
@@ -118,7 +118,7 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 // may share one client, and one pool (Options.Pool).
 func OpenClient(ctx context.Context, client *mongo.Client, opts Options) (*Store, error) {
 	opts = opts.withDefaults(opts.Profile)
-	cfg := connect.Config{PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern}
+	cfg := connect.Config{PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern, Profile: opts.Profile}
 	return connect.OpenClient(ctx, client, cfg, func(client *mongo.Client, owns bool) (*Store, error) {
 		return open(ctx, client, owns, opts, newStatCounters())
 	})

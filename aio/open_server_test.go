@@ -19,6 +19,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/idem"
 	"github.com/execstore/execstore/internal/testserver"
 	"github.com/execstore/execstore/pool"
 	"github.com/execstore/execstore/server"
@@ -346,4 +347,23 @@ func TestCollectionOption(t *testing.T) {
 		require.Len(t, pending, 1)
 		assert.Equal(t, want, string(pending[0].Event))
 	}
+}
+
+// A profile that is none of package server's is refused before any I/O (the URI names no
+// server that answers), by Open and OpenClient, for aio and idem alike (one Open path).
+func TestOpenRefusesUnknownProfile(t *testing.T) {
+	const nowhere = "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=100"
+	opts := aio.Options{Connection: server.Connection{Profile: "mongo"}}
+	_, err := aio.Open(bg, nowhere, opts)
+	require.ErrorIs(t, err, execstore.ErrInvalid)
+	assert.Contains(t, err.Error(), `"mongo" is not a profile`)
+	client, err := mongo.Connect(options.Client().ApplyURI(nowhere))
+	require.NoError(t, err)
+	defer client.Disconnect(bg)
+	_, err = aio.OpenClient(bg, client, opts)
+	require.ErrorIs(t, err, execstore.ErrInvalid)
+	var iopts idem.Options
+	iopts.Profile = "ferret"
+	_, err = idem.Open(bg, nowhere, iopts)
+	require.ErrorIs(t, err, execstore.ErrInvalid)
 }

@@ -69,6 +69,19 @@
 //     LeaseDuration/4: when the holder dies, the lease lapses (on the lease server's clock)
 //     and the standby reclaims it (Stats.TakeOvers) at most LeaseDuration×5/4 after the
 //     holder's last renewal, plus the lease server's clock error (package idem).
+//   - Its writes stay right when another process writes in between, on MongoDB and on
+//     engines that run writes concurrently and lock rows (FerretDB 2.x, DocumentDB). A relay
+//     writes to the execution store only through the store's own guarded calls: AckOutbox
+//     removes one entry if it is still there (a second ack, by this relay or another
+//     process's, matches nothing and changes nothing), and DeleteTimers removes a timer only
+//     if it still fires at the time the scan saw (a commit that re-armed or cancelled it in
+//     between makes the delete match nothing, and the re-armed timer survives). Each is a
+//     single-document update, atomic on MongoDB and taking the row's lock on a row-locking
+//     engine; the store sends a batch of them as one bulk write with its statements in _id
+//     order, so two relays' batches never wait on each other in a cycle. The scan that
+//     precedes an ack decides nothing on its own: an item is acked only after its handler
+//     returned nil, whatever another process did to it since the scan. The lease is an idem
+//     claim, whose one winner package idem argues.
 //   - What a lease cannot do: it fences nothing in the execution store. A holder that
 //     stalls past its lease (a pause, a partition) may still be inside a handler, or about to
 //     send an ack, when a standby takes over and delivers the same items: delivery is at

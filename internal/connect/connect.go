@@ -42,6 +42,17 @@ type Config struct {
 	// WriteConcern is the store's own write concern; when nil, the client's (the URI's or
 	// ClientOptions') must be acknowledged.
 	WriteConcern *writeconcern.WriteConcern
+	// Profile is the store's Connection.Profile: one of the profiles, refused otherwise.
+	Profile Profile
+}
+
+// checkProfile refuses, before any I/O, a profile that is none of package server's.
+func checkProfile(p Profile) error {
+	switch p {
+	case Detect, MongoDB, FerretDB:
+		return nil
+	}
+	return contract.Invalid("Options.Profile", "%q is not a profile: leave it empty (detect), or use server.MongoDB or server.FerretDB", string(p))
 }
 
 // Dial connects to the server at uri and pings it, retrying until ctx ends, so a process
@@ -203,6 +214,9 @@ func redactErr(err error, uri string) error {
 // client is disconnected.
 func Open[S any](ctx context.Context, uri string, cfg Config, build func(client *mongo.Client, owns bool) (S, error)) (S, error) {
 	var zero S
+	if err := checkProfile(cfg.Profile); err != nil {
+		return zero, err
+	}
 	client, err := Dial(ctx, uri, cfg)
 	if err != nil {
 		return zero, err
@@ -219,6 +233,9 @@ func Open[S any](ctx context.Context, uri string, cfg Config, build func(client 
 // with backoff, then builds the store on it (owns is false: the client stays the caller's).
 func OpenClient[S any](ctx context.Context, client *mongo.Client, cfg Config, build func(client *mongo.Client, owns bool) (S, error)) (S, error) {
 	var zero S
+	if err := checkProfile(cfg.Profile); err != nil {
+		return zero, err
+	}
 	if err := CheckWriteConcern(cfg.WriteConcern); err != nil {
 		return zero, err
 	}

@@ -19,6 +19,9 @@ import (
 // alone is checked against MaxDocumentBytes.
 const commitOverheadBytes = 16 * 1024
 
+// DefaultTraceMax is how many trace steps an execution keeps by default, in every store.
+const DefaultTraceMax = 200
+
 // Invalid returns an *execstore.InvalidError for field.
 func Invalid(field, format string, args ...any) error {
 	return &execstore.InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}

@@ -2,9 +2,6 @@ package contract
 
 import "github.com/execstore/execstore"
 
-// DefaultTraceMax is how many trace steps an execution keeps by default, in every store.
-const DefaultTraceMax = 200
-
 // The page sizes of execstore.ListQuery.Limit, as its field documents them.
 const (
 	// DefaultListLimit is the page size of a ListQuery with Limit 0.
