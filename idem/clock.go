@@ -2,18 +2,23 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/execstore/execstore/internal/connect"
 )
 
-// serverClock estimates the server's clock from readings of hello's localTime, for the
-// FerretDB formulation (MongoDB's uses $$NOW in the write itself).
+// serverClock estimates the server's clock from readings of it, for the FerretDB formulation
+// (MongoDB's uses $$NOW in the write itself). A reading is $$NOW in an aggregate where the
+// server serves it (server.NowInReads), else hello's localTime (see the package doc for why
+// $$NOW comes first).
 //
-// A reading sends hello at local instant t0 and gets the answer at t1; the server read its
+// A reading sends its command at local instant t0 and gets the answer at t1; the server read its
 // clock somewhere in between, so taking the midpoint m, the server's time at a later local
 // instant t is S + (t − m) within
 //
@@ -29,8 +34,8 @@ import (
 // clockDisagreement (it stepped, or was set), the next claim reads the server's clock again.
 // The reading with the smallest ε seen since the last refresh is kept.
 type serverClock struct {
-	db      *mongo.Database
-	now     func() time.Time // the application's clock, watched for steps
+	ask     func(ctx context.Context) (bson.DateTime, error) // one reading of the server's clock
+	now     func() time.Time                                 // the application's clock, watched for steps
 	refresh time.Duration
 
 	mu      sync.Mutex
@@ -77,25 +82,47 @@ func (c *serverClock) staleLocked() bool {
 // or when it is tighter.
 func (c *serverClock) sample(ctx context.Context) error {
 	t0 := monoNow()
-	var hello struct {
-		LocalTime bson.DateTime `bson:"localTime"`
-	}
-	if err := c.db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+	server, err := c.ask(ctx)
+	if err != nil {
 		return fmt.Errorf("idem: reading the server's clock: %w", err)
 	}
 	t1 := monoNow()
 	local := c.now()
-	if hello.LocalTime == 0 {
-		return fmt.Errorf("idem: reading the server's clock: hello has no localTime")
-	}
 	rtt := t1.Sub(t0)
 	eps := rtt/2 + time.Millisecond
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.present || c.staleLocked() || eps <= c.eps {
-		c.server, c.mono, c.local, c.eps, c.present = hello.LocalTime.Time(), t0.Add(rtt/2), local.Add(-rtt/2), eps, true
+		c.server, c.mono, c.local, c.eps, c.present = server.Time(), t0.Add(rtt/2), local.Add(-rtt/2), eps, true
 	}
 	return nil
+}
+
+// helloClock reads the server's clock as hello's localTime.
+func helloClock(db *mongo.Database) func(context.Context) (bson.DateTime, error) {
+	return func(ctx context.Context) (bson.DateTime, error) {
+		var hello struct {
+			LocalTime bson.DateTime `bson:"localTime"`
+		}
+		if err := db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+			return 0, err
+		}
+		if hello.LocalTime == 0 {
+			return 0, errors.New("hello has no localTime")
+		}
+		return hello.LocalTime, nil
+	}
+}
+
+// nowClock reads the server's clock as $$NOW in an aggregate.
+func nowClock(db *mongo.Database) func(context.Context) (bson.DateTime, error) {
+	return func(ctx context.Context) (bson.DateTime, error) {
+		reply, err := db.RunCommand(ctx, connect.NowInReadsCommand()).Raw()
+		if err != nil {
+			return 0, err
+		}
+		return connect.NowOf(reply)
+	}
 }
 
 // current returns the server time and its bound, reading the server's clock first when

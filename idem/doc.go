@@ -13,19 +13,32 @@
 //     LeaseReclaimed); Complete, Renew and Release act only with the current token, so a
 //     claim taken over (its lease lapsed) is fenced: it can no longer store a response.
 //   - That "at most one" holds on servers that run writes concurrently too (FerretDB 2.x on
-//     DocumentDB): no claim is an upsert whose filter is the _id alone. The $$NOW claim's
-//     upsert carries a predicate that matches every record (internal/unique.UpsertFilter), so
-//     that exactly one racer inserts and the others are refused as duplicates and claim the
-//     record that now exists; the FerretDB formulation inserts a record that is absent and
-//     replaces one it read only under a guard on what it read. A duplicate-key refusal is
-//     MongoDB's 11000 or a row-locking engine's unique violation (code 1).
-//   - Expiry is decided by the server's clock, never the application's: on MongoDB by $$NOW
-//     inside the write; on FerretDB by an estimate of the server's clock from hello's
-//     localTime, within ε (half a round trip plus 1ms), where only elapsed time is taken
-//     from the application (on Go's monotonic clock). A lease is never taken over before its
-//     full length has passed on the server's clock, and at most 2ε_writer+2ε_reader after.
-//   - Expiry is enforced when a record is read; reaping (a TTL index on MongoDB, a bounded
-//     sweep on FerretDB that Close stops) only bounds the collection's size.
+//     DocumentDB, which locks rows): no claim is an upsert whose filter is the _id alone. The
+//     $$NOW claim's upsert carries a predicate that matches every record (so that exactly one
+//     racer inserts and the others are refused as duplicates and claim the record that now
+//     exists). The FerretDB formulation inserts a record that is absent, and replaces one it
+//     read only under a guard on what it read (_id, state, token, lease end). When another
+//     claim's write lands between the read and the replace, the guard no longer matches: a
+//     row-locking engine waits for the other write's lock and then evaluates the filter
+//     against the row as that write left it (PostgreSQL's read-committed rule, which
+//     DocumentDB updates follow), and MongoDB evaluates it against the document as it stands.
+//     So of concurrent replaces one matches, and of concurrent inserts one is stored. A
+//     duplicate-key refusal is MongoDB's 11000 or a row-locking engine's unique violation
+//     (code 1).
+//   - Expiry is decided by the server's clock, never the application's. The MongoDB
+//     formulation reads $$NOW inside the write. The FerretDB formulation estimates the
+//     server's clock within ε (half a round trip plus 1ms) from a reading of it, and takes
+//     only elapsed time from the application (on Go's monotonic clock). The reading is $$NOW
+//     in an aggregate where the server serves it (server.NowInReads), else hello's localTime.
+//     $$NOW comes first because it is the clock of the engine that stores the records: on
+//     DocumentDB it is PostgreSQL's transaction start time, the same for every gateway in
+//     front of the database, while hello's localTime is the clock of whichever gateway
+//     answered. It is also the clock the MongoDB formulation's writes read. A lease is never
+//     taken over before its full length has passed on that clock, and at most
+//     2ε_writer+2ε_reader after.
+//   - Expiry is enforced when a record is read; reaping (a TTL index with the MongoDB
+//     formulation, a bounded sweep with the FerretDB one, which Close stops) only bounds the
+//     collection's size.
 //   - An unreadable record (missing or mistyped fields) reads as absent; a claim takes it
 //     over and says so (Claim.RecoveredFromCorrupt), one claimer of many.
 //   - A request whose fingerprint differs from the stored one (same fingerprint version) is
@@ -41,7 +54,12 @@
 // internal/async): a call whose context ends while it is queued is withdrawn unsent; Close
 // stops new calls, drains the rest within its context and leaves no goroutine behind.
 //
-// The server is detected at Open (or forced with Options.Profile) and picks the
-// formulation: see mongoForm (one findAndModify pipeline per claim) and ferretForm (a read
-// and a guarded write per claim) in the source.
+// The formulation is picked at Open by what the server does, not by its name: Open probes
+// whether the server serves $$NOW in update pipelines (server.NowInWrites), with a
+// findAndModify and an update that match no document. Where it does (MongoDB 4.4 and newer;
+// DocumentDB with documentdb.enableVariablesSupportForWriteCommands on), a claim is one
+// findAndModify whose pipeline decides by $$NOW (server.MongoDB). Where it does not
+// (FerretDB 1.x; FerretDB 2.x on DocumentDB by default), a claim is a read and a guarded
+// write (server.FerretDB). Server reports the profile and the probes; Options.Profile forces
+// a formulation.
 package idem

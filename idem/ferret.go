@@ -12,9 +12,10 @@ import (
 	"github.com/execstore/execstore/internal/unique"
 )
 
-// ferretForm is the formulation for FerretDB, which has no pipeline updates, $$NOW, $expr or
-// TTL indexes. Time is the server's, estimated by serverClock within ε; a claim reads the
-// record and writes with a guard on what it read:
+// ferretForm is the formulation for servers that refuse $$NOW in update pipelines: FerretDB
+// 1.x, which has no pipeline updates, $expr or TTL indexes, and DocumentDB (FerretDB 2.x) by
+// default. Time is the server's, estimated by serverClock within ε; a claim reads the record
+// and writes with a guard on what it read:
 //
 //   - no record: insert it (a duplicate key means another claimer won: read again);
 //   - a live record: AlreadyClaimed or AlreadyCompleted, nothing written;
@@ -26,7 +27,9 @@ import (
 //     nothing), as the MongoDB formulation does.
 //
 // Each write is one single-document command, atomic on the embedded server (its front
-// serializes writes); of concurrent claimers exactly one write matches.
+// serializes writes), on MongoDB, and on a row-locking engine, which evaluates the guard
+// against the row as a concurrent write left it once it holds the row's lock; of concurrent
+// claimers exactly one write matches.
 //
 // Bounds: a lease is written to end at now+ε+lease and counts as lapsed once now−ε is past
 // it, where now and ε are the writer's and the reader's own estimates. So a lease is never

@@ -62,3 +62,28 @@ const (
 	longLease  = time.Minute
 	fp         = "fp-1"
 )
+
+// serverServesNowInWrites reports whether the test server runs a findAndModify whose update
+// pipeline sets a field to $$NOW, as the MongoDB formulation's claim does, shown by the
+// result: a document of the test's own, on a database of its own, comes back with a date.
+func serverServesNowInWrites(t testing.TB) bool {
+	t.Helper()
+	coll := testserver.Collection(t, srv.URI, testserver.Database(t, "idem-now"), "probe")
+	defer coll.Database().Drop(bg)
+	_, err := coll.InsertOne(bg, bson.D{{Key: "_id", Value: "probe"}})
+	require.NoError(t, err)
+	var got struct {
+		At any `bson:"at"`
+	}
+	err = coll.FindOneAndUpdate(bg, bson.D{{Key: "_id", Value: "probe"}},
+		bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: "at", Value: "$$NOW"}}}}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&got)
+	if err != nil {
+		var ce mongo.CommandError
+		require.ErrorAs(t, err, &ce, "refused with an error reply, not lost")
+		return false
+	}
+	_, isDate := got.At.(bson.DateTime)
+	require.True(t, isDate, "a served $$NOW is a date, got %#v", got.At)
+	return true
+}

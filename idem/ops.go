@@ -9,8 +9,9 @@ import (
 // lease; see Outcome for what it can find. A fingerprint that differs from the stored one
 // of the same version returns the Claim found with a *FingerprintMismatchError.
 //
-// Cost: on MongoDB one findAndModify (two when it takes over an unreadable record); on
-// FerretDB a find and a guarded write, plus a hello when the clock reading is stale.
+// Cost: with the MongoDB formulation one findAndModify (two when it takes over an unreadable
+// record); with the FerretDB one a find and a guarded write, plus a reading of the server's
+// clock when the last one is stale.
 // Unanswered, it is settled by reading the token (chosen before sending) back: a claim that
 // landed is reported as such with Settled set; otherwise the error matches
 // execstore.ErrOutcomeUnknown (claim again: a claim that landed is then AlreadyClaimed under

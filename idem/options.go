@@ -49,16 +49,15 @@ type Options struct {
 	// MaxBodyBytes bounds a stored response body (ErrInvalid past it). Default
 	// 1 MiB; at most MaxBodyLimit.
 	MaxBodyBytes int
-	// ReapInterval is the pause between two sweeps of expired records on FerretDB (MongoDB
-	// reaps with a TTL index); each sweep deletes at most ReapBatch records. Correctness
-	// never depends on it: expiry is enforced when a record is read. Default
-	// 1m; negative disables the sweep.
+	// ReapInterval is the pause between two sweeps of expired records with the FerretDB
+	// formulation (the MongoDB one reaps with a TTL index). Each sweep deletes at most
+	// ReapBatch records. Correctness never depends on it: expiry is enforced when a record is
+	// read. Default 1m; negative disables the sweep.
 	ReapInterval time.Duration
 	// ReapBatch bounds the records one sweep deletes. Default 64.
 	ReapBatch int
 	// ClockRefresh is how old the reading of the server's clock may grow before the next
-	// claim takes a new one (FerretDB only; see the package doc). Default
-	// 1m.
+	// claim takes a new one (FerretDB formulation only; see the package doc). Default 1m.
 	ClockRefresh time.Duration
 	// Clock is the application's clock (FerretDB formulation only). Expiry follows the
 	// server's clock: time elapsed since the last reading of it is measured on Go's monotonic

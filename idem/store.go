@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/execstore/execstore/internal/async"
 	"github.com/execstore/execstore/internal/connect"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/telemetry"
 	"github.com/execstore/execstore/internal/workers"
 	"github.com/execstore/execstore/server"
@@ -33,9 +35,12 @@ type Store struct {
 
 // Open connects to the server at uri and returns a store. It pings the server, retrying with
 // exponential backoff until ctx ends, asks what it is (Server reports it), refuses a server
-// older than MongoDB 4.4 (execstore.ErrInvalid), and picks the formulation by
-// Options.Profile or else the detected one: FerretDB's on FerretDB 1.x, MongoDB's on every
-// other server, FerretDB 2.x included; with MongoDB's it creates the TTL index.
+// older than MongoDB 4.4 (execstore.ErrInvalid), creates the collection if it is missing,
+// and picks the formulation by what the server does (see choose): MongoDB's where the server
+// serves $$NOW in update pipelines (server.NowInWrites), with its TTL index; FerretDB's
+// everywhere else. Options.Profile forces one: FerretDB's on any server, MongoDB's only on a
+// server that serves it (else execstore.ErrInvalid). A probe that fails for any other reason
+// fails Open.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	stats := newStatCounters()
@@ -66,11 +71,20 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 	if err != nil {
 		return nil, err
 	}
-	recs := newRecords(db.Collection(opts.Collection), opts.SettleTimeout, opts.Grace)
+	coll := db.Collection(opts.Collection)
+	info.Profile, info.Probes, err = choose(ctx, coll, opts.Profile)
+	if err != nil {
+		return nil, connect.Refused(opts.Logger, "idem", err)
+	}
+	recs := newRecords(coll, opts.SettleTimeout, opts.Grace)
 	s := &Store{client: client, ownsClient: owns, info: info, opts: opts, stats: stats, recs: &recs}
 	switch info.Profile {
 	case server.FerretDB:
-		clock := &serverClock{db: db, now: opts.Clock, refresh: opts.ClockRefresh}
+		ask := helloClock(db)
+		if info.Served(server.NowInReads) {
+			ask = nowClock(db)
+		}
+		clock := &serverClock{ask: ask, now: opts.Clock, refresh: opts.ClockRefresh}
 		if err := clock.sample(ctx); err != nil {
 			return nil, err
 		}
@@ -142,4 +156,49 @@ func submit[T any](ctx context.Context, s *Store, kind opKind, key string, fn fu
 		r.OnSettled(span.End)
 	}
 	return r.Submit(ctx, s.pool, s.opts.ShedLoad).Wait(ctx)
+}
+
+// choose probes coll's server for what idem's formulations rely on and returns the profile to
+// use (forced, unless Detect) with what was probed: NowInWrites, unless FerretDB is forced,
+// and for the FerretDB formulation NowInReads, which picks its clock. The collection is
+// created first: DocumentDB refuses $$NOW in a findAndModify of a missing collection even
+// where it serves it in writes.
+func choose(ctx context.Context, coll *mongo.Collection, forced server.Profile) (server.Profile, []server.Probe, error) {
+	var probes []server.Probe
+	if forced != server.FerretDB {
+		if err := ensureCollection(ctx, coll); err != nil {
+			return "", nil, err
+		}
+		p, err := connect.ProbeNowInWrites(ctx, coll)
+		if err != nil {
+			return "", nil, err
+		}
+		if forced == server.MongoDB && !p.Served {
+			return "", nil, contract.Invalid("Options.Profile", "is %q, whose claims need %s, which this server refuses: %s; "+
+				"leave it unset, and idem uses its FerretDB formulation here", string(forced), p.Feature, p.Refusal)
+		}
+		probes = append(probes, p)
+	}
+	profile := connect.Choose(forced, probes...)
+	if profile == server.FerretDB {
+		p, err := connect.ProbeNowInReads(ctx, coll.Database())
+		if err != nil {
+			return "", nil, err
+		}
+		probes = append(probes, p)
+	}
+	return profile, probes, nil
+}
+
+// codeNamespaceExists is the server's answer to creating a collection that exists.
+const codeNamespaceExists = 48
+
+// ensureCollection creates coll unless it exists.
+func ensureCollection(ctx context.Context, coll *mongo.Collection) error {
+	err := coll.Database().CreateCollection(ctx, coll.Name())
+	var ce mongo.CommandError
+	if err == nil || errors.As(err, &ce) && ce.Code == codeNamespaceExists {
+		return nil
+	}
+	return fmt.Errorf("idem: creating collection %q: %w", coll.Name(), err)
 }

@@ -16,15 +16,43 @@ import (
 	"github.com/execstore/execstore/server"
 )
 
-// Open picks the formulation of the server it finds: FerretDB's on FerretDB (the embedded
-// server), MongoDB's on MongoDB.
-func TestOpenDetectsServer(t *testing.T) {
+// Open picks the formulation by what the server does: MongoDB's where a claim's $$NOW
+// pipeline runs (MongoDB; DocumentDB with write variables enabled), FerretDB's where it is
+// refused (FerretDB 1.x; DocumentDB by default), as a write of the test's own shows; the
+// probes are reported. A forced MongoDB profile on a server that refuses it is refused at
+// Open, before the first claim could fail; a forced FerretDB one works everywhere.
+func TestOpenProbesServer(t *testing.T) {
+	serves := serverServesNowInWrites(t)
 	s := openStore(t, Options{})
-	want := server.MongoDB
-	if serverIsFerretDB(t) {
-		want = server.FerretDB
+	info := s.Server()
+	want := server.FerretDB
+	if serves {
+		want = server.MongoDB
 	}
-	assert.Equal(t, want, s.Server().Profile)
+	assert.Equal(t, want, info.Profile)
+	require.NotEmpty(t, info.Probes)
+	assert.Equal(t, server.NowInWrites, info.Probes[0].Feature)
+	assert.Equal(t, serves, info.Served(server.NowInWrites))
+	if !serves {
+		assert.NotEmpty(t, info.Probes[0].Refusal, "a refusal says what the server answered")
+		require.Len(t, info.Probes, 2, "the FerretDB formulation probes its clock")
+		assert.Equal(t, server.NowInReads, info.Probes[1].Feature)
+	}
+	t.Logf("idem on %s %s: profile %s, probes %+v", info.Family, info.FerretDBVersion, info.Profile, info.Probes)
+
+	asMongo, err := Open(bg, srv.URI, Options{Connection: server.Connection{Database: testDatabase(t), Profile: server.MongoDB}})
+	if serves {
+		require.NoError(t, err)
+		require.NoError(t, asMongo.Close(bg))
+	} else {
+		assert.ErrorIs(t, err, execstore.ErrInvalid)
+		assert.ErrorContains(t, err, "Options.Profile")
+	}
+	forced := openStore(t, Options{Connection: server.Connection{Profile: server.FerretDB}})
+	assert.Equal(t, server.FerretDB, forced.Server().Profile)
+	c, err := forced.Claim(bg, "k", fp, 1, longLease)
+	require.NoError(t, err)
+	assert.Equal(t, New, c.Outcome)
 }
 
 // A claim of an absent key is New with a fresh 128-bit token, and the record says so.
@@ -142,40 +170,72 @@ func TestLeaseExpiryReclaimed(t *testing.T) {
 	assert.True(t, ok)
 }
 
-// Of many concurrent claimers of one key exactly one gets a token, on an absent key and on
-// a lapsed one.
+// Of many concurrent claimers of one key exactly one gets a token, round after round: 16
+// racers spread over four stores (four clients, so the claims reach the server on separate
+// connections at once), on an absent key, a lapsed claim, a released one and a completed
+// record past its retention. The lapses are written into the record (lease_until in the
+// past), so no round depends on how fast the machine runs; the losers see the winner's live
+// claim, and the record carries the winner's token.
 func TestConcurrentClaimersOneToken(t *testing.T) {
-	s := openStore(t, Options{})
-	race := func(key string, lease time.Duration) []Claim {
-		const n = 16
-		claims := make([]Claim, n)
+	db := testDatabase(t)
+	stores := make([]*Store, 4)
+	for i := range stores {
+		stores[i] = openStore(t, Options{Connection: server.Connection{Database: db}})
+	}
+	coll := rawCollection(t, stores[0])
+	const key, racers, rounds = "k", 16, 24
+	lapse := func() {
+		past := time.Now().Add(-time.Hour)
+		res, err := coll.UpdateOne(bg, bson.D{{Key: "_id", Value: key}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: fLeaseUntil, Value: past}, {Key: fExpireAt, Value: past}}}})
+		require.NoError(t, err)
+		require.Equal(t, int64(1), res.MatchedCount)
+	}
+	want := New
+	for round := range rounds {
+		claims := make([]Claim, racers)
 		var wg sync.WaitGroup
-		for i := range n {
+		for i := range racers {
 			wg.Go(func() {
-				c, err := s.Claim(bg, key, fp, 1, lease)
+				c, err := stores[i%len(stores)].Claim(bg, key, fp, 1, longLease)
 				assert.NoError(t, err)
 				claims[i] = c
 			})
 		}
 		wg.Wait()
-		return claims
-	}
-	held := func(cs []Claim) (n int) {
-		for _, c := range cs {
-			if c.Held() {
-				n++
-			} else {
-				assert.Equal(t, AlreadyClaimed, c.Outcome)
+		var winner *Claim
+		for i, c := range claims {
+			if !c.Held() {
+				assert.Equal(t, AlreadyClaimed, c.Outcome, "round %d", round)
+				continue
 			}
+			require.Nil(t, winner, "round %d: a second token", round)
+			winner = &claims[i]
 		}
-		return n
+		require.NotNil(t, winner, "round %d: no winner", round)
+		assert.Equal(t, want, winner.Outcome, "round %d", round)
+		var stored struct {
+			Token string `bson:"claim_token"`
+		}
+		require.NoError(t, coll.FindOne(bg, bson.D{{Key: "_id", Value: key}}).Decode(&stored))
+		assert.Equal(t, winner.Token, stored.Token, "round %d: the record is the winner's", round)
+		switch round % 3 {
+		case 0: // the lease lapses: the next winner reclaims it
+			lapse()
+			want = LeaseReclaimed
+		case 1: // released: the key is absent again
+			ok, err := stores[0].Release(bg, key, winner.Token)
+			require.NoError(t, err)
+			require.True(t, ok)
+			want = New
+		case 2: // completed, and its retention ends: the key is claimed anew
+			ok, err := stores[1].Complete(bg, key, winner.Token, Response{Status: 201}, longLease)
+			require.NoError(t, err)
+			require.True(t, ok)
+			lapse()
+			want = New
+		}
 	}
-	for round := range 3 {
-		assert.Equal(t, 1, held(race("k"+string(rune('a'+round)), shortLease)), "round %d", round)
-	}
-	// Once the leases lapse, one of the racers reclaims each key.
-	time.Sleep(2 * shortLease)
-	assert.Equal(t, 1, held(race("ka", longLease)))
 }
 
 // Wait returns the record once another caller completes, nil on timeout, and nil at once

@@ -10,5 +10,9 @@
 //   - Every store identifies its server at Open with the same two commands (hello and
 //     buildInfo) and refuses, with execstore.ErrInvalid, a server older than MongoDB 4.4,
 //     whatever the Profile.
-//   - The Profile, not the Family, picks the formulations: the Family names the server.
+//   - What the server does, not its Family, picks the formulations: a store whose Profile is
+//     not forced probes the features its MongoDB formulation relies on, with commands that
+//     change nothing, and uses its FerretDB formulation (correct on every server) where one
+//     is refused. A probe that fails for any other reason (network, authentication, a
+//     deadline) fails Open: it never picks a formulation.
 package server

@@ -1,64 +1,97 @@
 package server
 
-// Profile is the kind of server a store talks to, as its formulations need it: every store
-// of the module (aio, idem, journal) picks the commands it sends by it. Connection.Profile
-// forces one; by default (Detect) it follows the server's Family.
+// Profile names the formulations a store sends its commands in. Connection.Profile forces
+// one; by default (Detect) each store picks its own at Open by what the server does: it
+// probes, with commands that change nothing, the features its MongoDB formulation relies on
+// (see Feature), and uses the MongoDB one where they are served. Two stores of one process
+// may so use different profiles on one server: each reports its own in Info.
 type Profile string
 
 // The profiles.
 const (
-	// Detect, the zero Profile, takes the profile the server's answers call for at Open:
-	// FerretDB for FerretDB 1.x, MongoDB for every other server (see Family).
+	// Detect, the zero Profile, picks the profile by probing the server at Open.
 	Detect Profile = ""
-	// MongoDB uses every native formulation: MongoDB 4.4 or newer, and FerretDB 2.x.
+	// MongoDB uses every native formulation: MongoDB 4.4 or newer, and the servers that serve
+	// the features it relies on.
 	MongoDB Profile = "mongodb"
-	// FerretDB uses the formulations that FerretDB 1.x serves correctly.
+	// FerretDB uses formulations without the features that FerretDB 1.x lacks (pipeline
+	// updates, $$NOW in writes, aggregation expressions in projections), correct on every
+	// server.
 	FerretDB Profile = "ferretdb"
 )
 
+// Feature is a capability of the server that a store's formulations differ on, probed at
+// Open with a command that changes nothing.
+type Feature string
+
+// The features the stores probe.
+const (
+	// NowInWrites is $$NOW in the aggregation pipeline of a findAndModify and of an update,
+	// which idem's MongoDB formulation claims, completes and renews with. Probed by sending
+	// each, with a filter that matches no document, to the store's collection. FerretDB 1.x
+	// refuses pipeline updates; DocumentDB (FerretDB 2.x) refuses $$NOW there unless its
+	// operator turned on documentdb.enableVariablesSupportForWriteCommands.
+	NowInWrites Feature = "$$NOW in update pipelines"
+	// NowInReads is $$NOW in an aggregate ($documents, then $project), the clock idem's
+	// FerretDB formulation reads where the server serves it: the clock of the engine that
+	// stores the records.
+	NowInReads Feature = "$$NOW in aggregate"
+	// ExpressionProjections is an aggregation expression ($in over $ifNull) in a find
+	// projection, which aio's MongoDB formulation loads an execution for an event with.
+	// Probed by a find that matches no document.
+	ExpressionProjections Feature = "aggregation expressions in find projections"
+)
+
+// Probe is what one probe at Open found.
+type Probe struct {
+	Feature Feature
+	// Served is whether the server answered the probe as the feature needs.
+	Served bool
+	// Refusal is the server's answer when it refused the feature ("(FailedToParse) $$NOW is
+	// not supported in this context."); empty when served.
+	Refusal string
+}
+
 // Family is what kind of server answers, as its own answers to hello and buildInfo tell. It
-// names the server; the profile, not the family, selects the formulations.
+// names the server; the probes, not the family, select the formulations.
 type Family string
 
 // The families, by the marker each answers with.
 const (
 	// FamilyUnknown: the answers name no family, which happens only when buildInfo was refused
-	// with another error than the Stable API's. Such a server gets the MongoDB profile.
+	// with another error than the Stable API's.
 	FamilyUnknown Family = "unknown"
 	// FamilyMongoDB: buildInfo without any marker below, or buildInfo refused because the
 	// client asked for a strict Stable API (only servers that have one refuse). Amazon
 	// DocumentDB has no marker of its own in these answers and is taken for MongoDB at the
-	// version it reports: its 4.0 is refused, a newer one gets the MongoDB profile, which the
-	// stores have not been tried on.
+	// version it reports: its 4.0 is refused; the stores have not been tried on a newer one.
 	FamilyMongoDB Family = "mongodb"
 	// FamilyFerretDB1 is FerretDB 1.x: buildInfo has ferretdbVersion (an embedded build says
-	// "unknown"). Its profile is FerretDB. It answers buildInfo whatever the client's Stable API
-	// options, so it is told apart under a strict one too.
+	// "unknown"). It refuses every probed feature, so the stores use their FerretDB profile
+	// there. It answers buildInfo whatever the client's Stable API options.
 	FamilyFerretDB1 Family = "ferretdb1"
 	// FamilyFerretDB2 is FerretDB 2.x, on PostgreSQL's DocumentDB extension: buildInfo has
-	// ferretdb: {version} and no ferretdbVersion. The engine serves the MongoDB formulations
-	// (measured with FerretDB 2.5): its profile is MongoDB. It runs writes concurrently and
-	// locks rows, which the stores' formulations allow for (see package internal/unique and
-	// the statement order of ops). When buildInfo is refused, a FerretDB 2.x is told only by
-	// hello's DocumentDB marker (FamilyDocumentDB), or else taken for MongoDB, with the same
-	// profile.
+	// ferretdb: {version} and no ferretdbVersion. It runs writes concurrently and locks rows,
+	// which every formulation allows for. FerretDB 2.5 serves aio's MongoDB formulation; it
+	// refuses $$NOW in update pipelines (NowInWrites) by default, so idem uses its FerretDB
+	// formulation there unless the server's operator enabled them. When buildInfo is refused,
+	// a FerretDB 2.x is told only by hello's DocumentDB marker (FamilyDocumentDB), or else
+	// taken for MongoDB.
 	FamilyFerretDB2 Family = "ferretdb2"
 	// FamilyDocumentDB is another server on the DocumentDB extension: the DocumentDB gateway
 	// and Azure Cosmos DB for MongoDB vCore (hello has internal.documentdb_versions, or
-	// internal.cosmos_versions on older ones). The same engine as FerretDB 2.x: profile
-	// MongoDB.
+	// internal.cosmos_versions on older ones). The same engine as FerretDB 2.x.
 	FamilyDocumentDB Family = "documentdb"
-	// FamilyCosmosDB is Azure Cosmos DB for MongoDB, RU-based: buildInfo has a _t field. It
-	// gets the MongoDB profile if its version passes (its 4.2 does not), which the stores have
-	// not been tried on.
+	// FamilyCosmosDB is Azure Cosmos DB for MongoDB, RU-based: buildInfo has a _t field. Its
+	// 4.2 is refused as too old; the stores have not been tried on a newer one.
 	FamilyCosmosDB Family = "cosmosdb"
 )
 
 // Info is what a store learned of its server at Open: the profile it uses and what the
 // server is. Every field but Profile comes from the server's own answers, whatever the profile.
 type Info struct {
-	// Profile selects the store's formulations: the one forced by Connection.Profile, or else the
-	// detected one (FerretDB for FamilyFerretDB1, MongoDB for every other family).
+	// Profile selects the store's formulations: the one forced by Connection.Profile, or else
+	// the one the probes call for (see Profile).
 	Profile Profile
 	// Family is what kind of server answered.
 	Family Family
@@ -74,4 +107,18 @@ type Info struct {
 	// build says "unknown"). Set for FamilyFerretDB1 and FamilyFerretDB2; empty for every
 	// other server.
 	FerretDBVersion string
+	// Probes are the features the store probed at Open, in the order it probed them, and
+	// what the server answered. The journal, with one formulation, probes nothing; a store
+	// whose Profile was forced probes only what it still needs to know.
+	Probes []Probe
+}
+
+// Served reports whether the store probed f and found it served.
+func (i Info) Served(f Feature) bool {
+	for _, p := range i.Probes {
+		if p.Feature == f {
+			return p.Served
+		}
+	}
+	return false
 }
