@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -40,6 +41,8 @@ func TestUnansweredWriteMakesTheJournalUncertain(t *testing.T) {
 			require.NoError(t, err)
 			defer j.Close(bg)
 
+			coll := rawCollection(t, j)
+
 			id := ident("cut")
 			f, err := j.Claim(bg, id, "worker-1")
 			require.NoError(t, err)
@@ -56,7 +59,13 @@ func TestUnansweredWriteMakesTheJournalUncertain(t *testing.T) {
 				done <- err
 			}()
 			<-fired
-			time.Sleep(100 * time.Millisecond) // sent, and applied by the server
+			// Sent: read past the proxy until the server has applied it, so that only its
+			// answer is missing when the connection is cut or the timeout passes.
+			require.Eventually(t, func() bool {
+				var d document
+				err := coll.FindOne(bg, bson.D{{Key: "_id", Value: id.ID}}).Decode(&d)
+				return err == nil && d.Rev == 2
+			}, 30*time.Second, 5*time.Millisecond, "the checkpoint never reached the server")
 			if cut {
 				proxy.CloseAll()
 			}
