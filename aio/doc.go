@@ -48,6 +48,11 @@
 //   - Close stops new calls (execstore.ErrClosed), drains queued and in-flight work within its
 //     context, and leaves no goroutine behind.
 //
-// The server profile (MongoDB or FerretDB) is detected at Open from buildInfo, or forced with
-// Options.Profile; each operation picks its formulation from it.
+// The server profile (MongoDB or FerretDB) is picked at Open by what the server does, or
+// forced with Options.Profile; each operation picks its formulation from it. Open probes
+// whether the server serves aggregation expressions in find projections
+// (server.ExpressionProjections), which the MongoDB profile loads an execution with. FerretDB
+// 1.x refuses them; it also silently ignores $slice in $push and $pull by condition, which
+// no command that changes nothing can show, so the FerretDB profile also keeps the trace
+// ring and the acks off both. Server reports the probe.
 package aio

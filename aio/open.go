@@ -102,7 +102,11 @@ func (s *Store) reserver(counter string) batch.Reserver {
 // instead of failing; the error then names the address, never the credentials. It then asks
 // the server what it is (hello and buildInfo; see server.Info and server.Family) and refuses, with an
 // error matching execstore.ErrInvalid, a server older than MongoDB 4.4, whatever
-// Options.Profile says.
+// Options.Profile says. It picks the formulations by what the server does: it probes, with
+// a find that matches no document, whether the server serves aggregation expressions in
+// find projections (server.ExpressionProjections), and uses the MongoDB profile where it
+// does, the FerretDB one where it does not, unless Options.Profile forces one. A probe that
+// fails for any other reason fails Open.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	opts = opts.withDefaults(opts.Profile)
 	stats := newStatCounters()
@@ -129,13 +133,19 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 	if err != nil {
 		return nil, connect.Refused(opts.Logger, "aio", err)
 	}
-	opts = opts.withDefaults(info.Profile)
 	// A client the store did not make cannot say its write concern: the server is asked.
 	db, err := connect.Database(ctx, client, opts.Database, opts.WriteConcern, opts.ReadConcern, !owns, ops.CountersCollection)
 	if err != nil {
 		return nil, err
 	}
 	executions := db.Collection(opts.Collection)
+	probe, err := connect.ProbeExpressionProjections(ctx, executions)
+	if err != nil {
+		return nil, err
+	}
+	info.Probes = []server.Probe{probe}
+	info.Profile = connect.Choose(opts.Profile, probe)
+	opts = opts.withDefaults(info.Profile)
 	env := opsrun.Env{
 		Layout:     ops.Layout{Profile: info.Profile, TraceMax: opts.TraceMax, DedupeWindow: opts.DedupeWindow},
 		Executions: executions,

@@ -82,6 +82,37 @@ func TestOpenWaitsForServer(t *testing.T) {
 	require.NoError(t, r.s.Close(bg))
 }
 
+// Open picks the profile by probing the server, and the probe says what the server does: a
+// projection of the shape the MongoDB profile loads with, on a stored execution, returns the
+// expression's value where the probe found it served and is refused where it found it
+// refused.
+func TestOpenProbesServer(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	info := h.store.Server()
+	require.Len(t, info.Probes, 1)
+	p := info.Probes[0]
+	assert.Equal(t, server.ExpressionProjections, p.Feature)
+	want := server.FerretDB
+	if p.Served {
+		want = server.MongoDB
+	}
+	assert.Equal(t, want, info.Profile)
+	t.Logf("aio on %s %s: profile %s, probes %+v", info.Family, info.FerretDBVersion, info.Profile, info.Probes)
+
+	require.NoError(t, h.store.Save(bg, newExe("e")))
+	var got bson.Raw
+	err := h.db.Collection("executions").FindOne(bg, bson.D{{Key: "_id", Value: "e"}},
+		options.FindOne().SetProjection(bson.D{{Key: "hit", Value: bson.D{{Key: "$in", Value: bson.A{
+			"e", bson.D{{Key: "$ifNull", Value: bson.A{"$missing", bson.A{"e"}}}}}}}}})).Decode(&got)
+	if p.Served {
+		require.NoError(t, err)
+		assert.True(t, got.Lookup("hit").Boolean())
+	} else {
+		assert.Error(t, err)
+		assert.NotEmpty(t, p.Refusal)
+	}
+}
+
 // The FerretDB formulations are correct on every server: forced on, the contract still holds.
 func TestForcedFerretDBProfile(t *testing.T) {
 	h := newHarness(t, aio.Options{Connection: server.Connection{Profile: server.FerretDB}, TraceMax: 2})

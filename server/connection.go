@@ -50,8 +50,8 @@ type Connection struct {
 	// PingInterval is the first pause between connection attempts at Open; pauses grow
 	// exponentially up to 5s until Open's context ends. Default 100ms.
 	PingInterval time.Duration
-	// Profile forces the formulations instead of following the server's Family. Default
-	// Detect.
+	// Profile forces the formulations instead of probing the server for them at Open (see
+	// Profile). Default Detect.
 	Profile Profile
 	// WriteConcern applies to every write. Default nil: the client's (the URI's), which is
 	// the server's default when the URI sets none. On a replica set use

@@ -29,8 +29,9 @@ const (
 	FamilyCosmosDB   = server.FamilyCosmosDB
 )
 
-// Identify returns what client's server is and the profile a store uses on it: forced, when
-// it is not Detect, or else the detected one. It always asks the server (two commands, see
+// Identify returns what client's server is and a first profile: forced, when it is not
+// Detect, or else the one its family suggests, which a store with more than one formulation
+// replaces by what its probes find (see Choose). It always asks the server (two commands, see
 // DetectServer), and refuses, with an error matching execstore.ErrInvalid, a server older than
 // MongoDB 4.4 (hello's maxWireVersion below 9, or buildInfo's version below 4.4) whatever the
 // profile.
