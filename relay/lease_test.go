@@ -224,6 +224,9 @@ func TestCloseReleasesLease(t *testing.T) {
 	leasesB, _ := openLeases(t, leaseDB)
 	opts := leaseOptions(nil)
 	opts.LeaseDuration = time.Hour // a take-over would never come
+	// The release is what this test watches, and nothing stalls it: it runs under the
+	// default StopTimeout, not leaseOptions' short one.
+	opts.StopTimeout = 0
 	opts.Lease = leasesA
 	nop := func(context.Context, execstore.OutboxEntry) error { return nil }
 	rA := relay.New(store, nop, opts)
