@@ -159,25 +159,42 @@ func WriteFailure(op, id string, err error) error {
 		if IsRolledBack(err) {
 			return &rolledBackError{op: op, id: id, err: err}
 		}
-		return fmt.Errorf("execstore: %s of execution %q refused by the server: %w", op, id, err)
+		return fmt.Errorf("execstore: %s of execution %q refused by the server: %w", op, id, callersDeadline(err))
 	}
-	if deadlineOnServer(err) {
-		// The driver sends the caller's deadline as maxTimeMS, a little shorter than what is
-		// left of it, so the server may end the write (or its wait for the write concern)
-		// before the context does: that too is the caller's deadline.
-		err = fmt.Errorf("%w (%w, applied by the server as maxTimeMS)", err, context.DeadlineExceeded)
+	return &execstore.OutcomeUnknownError{Op: op, ExecutionID: id, Err: callersDeadline(err)}
+}
+
+// callersDeadline is err, matching context.DeadlineExceeded too when the server ended the
+// command for its maxTimeMS: the driver sends the caller's deadline as maxTimeMS, a little
+// shorter than what is left of it, so the server may end the write (or its wait for the
+// write concern) before the context does, and that too is the caller's deadline.
+func callersDeadline(err error) error {
+	if deadlineOnServer(err) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w (%w, applied by the server as maxTimeMS)", err, context.DeadlineExceeded)
 	}
-	return &execstore.OutcomeUnknownError{Op: op, ExecutionID: id, Err: err}
+	return err
 }
 
 // codeMaxTimeMSExpired is the server's error, or write-concern error, when a command's
 // maxTimeMS runs out.
 const codeMaxTimeMSExpired = 50
 
+// codeQueryCanceled is PostgreSQL's query_canceled (SQLSTATE 57014, see sqlState), the code of the write error DocumentDB reports for a statement that its
+// statement timeout, which FerretDB sets from maxTimeMS, ended and rolled back.
+var codeQueryCanceled = sqlState("57014")
+
 // deadlineOnServer reports whether err says the server ran out the command's maxTimeMS.
 func deadlineOnServer(err error) bool {
 	var se mongo.ServerError
-	return errors.As(err, &se) && se.HasErrorCode(codeMaxTimeMSExpired)
+	if errors.As(err, &se) && se.HasErrorCode(codeMaxTimeMSExpired) {
+		return true
+	}
+	for _, we := range writeErrorsOf(err) {
+		if we.code == codeQueryCanceled && strings.Contains(we.message, "statement timeout") {
+			return true
+		}
+	}
+	return false
 }
 
 // IsTooLarge reports whether a refusal says a document is past the 16 MiB size limit: the

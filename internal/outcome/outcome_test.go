@@ -177,4 +177,14 @@ func TestWriteFailureServerDeadline(t *testing.T) {
 	}
 	got := WriteFailure("commit", "x", mongo.WriteException{WriteConcernError: &mongo.WriteConcernError{Code: 64}})
 	assert.NotErrorIs(t, got, context.DeadlineExceeded, "another write-concern error is not the deadline")
+
+	// DocumentDB ends a statement at its statement timeout (FerretDB sets it from maxTimeMS)
+	// and rolls it back: a write error, so not applied, and the caller's deadline.
+	assert.Equal(t, 67371461, codeQueryCanceled)
+	timedOut := mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: codeQueryCanceled, Message: "canceling statement due to statement timeout"}}}
+	got = WriteFailure("commit", "x", timedOut)
+	assert.NotErrorIs(t, got, execstore.ErrOutcomeUnknown, "a write error: the statement was rolled back")
+	assert.ErrorIs(t, got, context.DeadlineExceeded)
+	cancelled := mongo.WriteException{WriteErrors: []mongo.WriteError{{Code: codeQueryCanceled, Message: "canceling statement due to user request"}}}
+	assert.NotErrorIs(t, WriteFailure("commit", "x", cancelled), context.DeadlineExceeded, "a cancel is not the deadline")
 }
