@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -184,15 +185,15 @@ func (u *fakeUpstream) handle(c net.Conn) {
 // startTestFront starts a front before upstream, and stops both when the test ends.
 func startTestFront(t *testing.T, upstream *fakeUpstream) *front {
 	t.Helper()
-	return startTestFrontDrain(t, upstream, defaultDrainTimeout)
+	return startTestFrontDrain(t, upstream, defaultDrainTimeout, slog.New(slog.DiscardHandler))
 }
 
-// startTestFrontDrain is startTestFront with the front's drainTimeout.
-func startTestFrontDrain(t *testing.T, upstream *fakeUpstream, drainTimeout time.Duration) *front {
+// startTestFrontDrain is startTestFront with the front's drainTimeout and logger.
+func startTestFrontDrain(t *testing.T, upstream *fakeUpstream, drainTimeout time.Duration, log *slog.Logger) *front {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	f := startFront(ln, upstream.addr(), drainTimeout, slog.New(slog.DiscardHandler))
+	f := startFront(ln, upstream.addr(), drainTimeout, log)
 	t.Cleanup(func() {
 		assert.NoError(t, f.close())
 		upstream.close()
@@ -449,16 +450,43 @@ func TestFrontDrainEndsWhenServerCloses(t *testing.T) {
 }
 
 // A drain that outlasts the front's drainTimeout gives the slot back although FerretDB has
-// not answered.
+// not answered. The drain is seen in the front's log, not by polling drainingLinks: the
+// link stops draining after 100ms, and a slow machine's poll could miss it.
 func TestFrontDrainTimeout(t *testing.T) {
 	u := newFakeUpstream(t)
-	f := startTestFrontDrain(t, u, 100*time.Millisecond)
-	waiter, updateID := holdAndLeave(t, f, u, "hold", 0, (*wireClient).reset)
+	var logged lockedBuffer
+	f := startTestFrontDrain(t, u, 100*time.Millisecond, slog.New(slog.NewTextHandler(&logged, nil)))
+	addr := f.addr().String()
+	holder := dialClient(t, addr)
+	holder.send("hold", 0)
+	waitFor(t, "the held write to reach the server", hasEvent(u, "start hold"))
+	waiter := dialClient(t, addr)
+	updateID := waiter.send("update", 0) // waits for the slot
+	holder.reset()
 
 	h, err := waiter.recv()
 	require.NoError(t, err)
 	assert.Equal(t, updateID, h.responseTo)
 	assert.Equal(t, []string{"start hold", "start update", "end update"}, u.eventLog())
+	assert.Contains(t, logged.String(), "giving the write slot back although FerretDB has not finished a write whose client went away")
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // close ends a draining link without waiting for FerretDB.
