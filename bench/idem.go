@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/execstore/execstore/idem"
+	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/server"
 )
 
@@ -30,8 +32,9 @@ const (
 
 var allIdemDesigns = []string{idemDesignStore, idemDesignSeed}
 
-// idemNotOnFerretDB is why the seed's backend is not run on FerretDB.
-const idemNotOnFerretDB = "not run on FerretDB: needs pipeline updates with $$NOW"
+// idemNotServed is why the seed's backend is not run on a server that refuses $$NOW in
+// update pipelines (server.NowInWrites), followed by the server's refusal.
+const idemNotServed = "not run here: needs $$NOW in update pipelines, which this server refuses"
 
 // Leases and retention of the workload: long enough that nothing lapses during a run.
 const (
@@ -245,12 +248,22 @@ func (e *environment) readIdemRecords(ctx context.Context, database, collection 
 // returns its rows. A design the server cannot run gets a row that says so.
 func (e *environment) runIdem(ctx context.Context, cfg config, stamp string) ([]idemResult, error) {
 	var rows []idemResult
+	refusal := ""
+	if slices.Contains(cfg.idemDesigns, idemDesignSeed) {
+		p, err := e.probeNowInWrites(ctx, cfg, fmt.Sprintf("bench_%s_%d_idem_probe", stamp, os.Getpid()))
+		if err != nil {
+			return nil, fmt.Errorf("idempotency keys: %w", err)
+		}
+		if !p.Served {
+			refusal = idemNotServed + ": " + p.Refusal
+		}
+	}
 	for _, conc := range cfg.idemConcurrency {
 		for _, design := range cfg.idemDesigns {
 			row := idemResult{Workload: workloadIdem, Design: design, Concurrency: conc, Keys: cfg.idemKeys,
 				Server: e.description, RTTms: float64(cfg.rtts[0]) / float64(time.Millisecond)}
-			if design == idemDesignSeed && e.info.FerretDB {
-				row.NotRun = idemNotOnFerretDB
+			if design == idemDesignSeed && refusal != "" {
+				row.NotRun = refusal
 				rows = append(rows, row)
 				continue
 			}
@@ -290,4 +303,15 @@ func (e *environment) idemRun(ctx context.Context, cfg config, design, database 
 		return m, fmt.Errorf("setup: %w", err)
 	}
 	return e.measureIdem(ctx, b, design, database, conc, cfg.idemKeys)
+}
+
+// probeNowInWrites asks the server whether it serves $$NOW in update pipelines, which the
+// seed's backend claims with, on a collection of database, which it then drops.
+func (e *environment) probeNowInWrites(ctx context.Context, cfg config, database string) (server.Probe, error) {
+	db := e.admin.Database(database)
+	if err := db.CreateCollection(ctx, idemkitCollection); err != nil {
+		return server.Probe{}, fmt.Errorf("probing the server: %w", err)
+	}
+	p, err := connect.ProbeNowInWrites(ctx, db.Collection(idemkitCollection))
+	return p, errors.Join(err, e.tearDown(ctx, cfg, database, nil))
 }

@@ -128,7 +128,7 @@ func TestJournalRowsInTheTable(t *testing.T) {
 	cfg := config{executions: 2, events: 3, rounds: 1, seed: 1, idemKeys: 2, journalInvocations: 2}
 	engine := []runResult{newRunResult(cfg, "s", []measured{{spec: runSpec{variant: variantAIO, concurrency: 1},
 		window: window{processed: 3, wall: 1e9}}})}
-	idemRow := idemResult{Design: idemDesignSeed, Concurrency: 1, NotRun: idemNotOnFerretDB}
+	idemRow := idemResult{Design: idemDesignSeed, Concurrency: 1, NotRun: idemNotServed}
 	tally, stored := passingJournalRun()
 	m := journalMeasured{concurrency: 64, invocations: 2, weak: true, wall: 1e9 / 2, checks: journalChecks(tally, stored, 2),
 		commands: commandCounts{"insert": 2, "update": 6, "findAndModify": 2},
