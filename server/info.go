@@ -44,12 +44,12 @@ const (
 
 // Probe is what one probe at Open found.
 type Probe struct {
-	Feature Feature
+	Feature Feature `json:"feature"`
 	// Served is whether the server answered the probe as the feature needs.
-	Served bool
+	Served bool `json:"served"`
 	// Refusal is the server's answer when it refused the feature ("(FailedToParse) $$NOW is
 	// not supported in this context."); empty when served.
-	Refusal string
+	Refusal string `json:"refusal,omitempty"`
 }
 
 // Family is what kind of server answers, as its own answers to hello and buildInfo tell. It

@@ -152,14 +152,16 @@ sealed them. One find.`,
 		},
 	},
 	{
-		name:    "server",
-		summary: "what the server is, as the stores identify it",
-		detail:  `Prints the server's family, version, wire version and the stores' profile for it: hello and buildInfo.`,
+		name:       "server",
+		collection: ops.ExecutionsCollection,
+		summary:    "what the server is, as the stores identify it",
+		detail: `Prints the server's family, version and wire version (hello and buildInfo), and the
+profile aio picks for it by the probe it opens with (a find that matches no document).`,
 		setup: func(*flag.FlagSet) func([]string, output, string) (runner, error) {
-			return func(_ []string, out output, _ string) (runner, error) {
+			return func(_ []string, out output, coll string) (runner, error) {
 				o := serverOptions{output: out}
 				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
-					return identifyServer(ctx, db, w, o)
+					return identifyServer(ctx, db, coll, w, o)
 				}, nil
 			}
 		},

@@ -136,6 +136,8 @@ func TestServer(t *testing.T) {
 	require.NotEmpty(t, r.Family)
 	require.Contains(t, []string{"mongodb", "ferretdb"}, r.Profile)
 	require.Positive(t, r.MaxWireVersion)
-	require.Regexp(t, `(?m)^family +\S+\nversion +\S+\nmax wire version +\d+\nferretdb version +\S+\nprofile +\S+\n$`,
-		f.inspect(t, "server"))
+	require.Len(t, r.Probes, 1)
+	require.Equal(t, r.Probes[0].Served, r.Profile == "mongodb", "the profile follows the probe")
+	require.Regexp(t, `(?m)^family +\S+\nversion +\S+\nmax wire version +\d+\nferretdb version +\S+\naio profile +\S+\n`+
+		`aggregation expressions in find projections +(served|refused: .+)\n$`, f.inspect(t, "server"))
 }
