@@ -38,18 +38,21 @@ type config struct {
 	ackedMayReturn bool
 	executions     int
 	events         int
-	memoryEvents   int // the memory variant's events per run
-	concurrency    []int
-	variants       []string
-	rtts           []time.Duration // round trips added by the proxy, each measured; 0: no proxy
-	quick          bool
-	out            string
-	seed           uint64
-	redeliver      float64
-	timeout        time.Duration
-	runTimeout     time.Duration
-	keep           bool
-	rounds         int
+	// sizeByServer: -events was not given and the runs are quick, so each level above a
+	// round trip's first sizes its runs by the server's speed (see levelEvents).
+	sizeByServer bool
+	memoryEvents int // the memory variant's events per run
+	concurrency  []int
+	variants     []string
+	rtts         []time.Duration // round trips added by the proxy, each measured; 0: no proxy
+	quick        bool
+	out          string
+	seed         uint64
+	redeliver    float64
+	timeout      time.Duration
+	runTimeout   time.Duration
+	keep         bool
+	rounds       int
 
 	idemDesigns     []string // designs of the idempotency workload; none: not run
 	idemKeys        int
@@ -167,6 +170,7 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	}
 	if cfg.events == 0 {
 		cfg.events = quickEvents
+		cfg.sizeByServer = cfg.quick
 		if !cfg.quick {
 			cfg.events = fullEvents
 		}

@@ -225,3 +225,22 @@ func TestParseFlagsJournal(t *testing.T) {
 		require.ErrorContains(t, err, want, args)
 	}
 }
+
+// Quick runs above a round trip's first level are sized by the fastest server variant at the
+// level below, within bounds; a given -events, or full runs, keep their size.
+func TestLevelEvents(t *testing.T) {
+	cfg, err := parseFlags(nil, "", io.Discard)
+	require.NoError(t, err)
+	require.True(t, cfg.sizeByServer)
+	require.Equal(t, quickEvents, levelEvents(cfg, 0), "a round trip's first level")
+	require.Equal(t, quickEvents, levelEvents(cfg, 60), "a slow server keeps the quick size")
+	require.Equal(t, 675, levelEvents(cfg, 450))
+	require.Equal(t, maxLevelEvents, levelEvents(cfg, 1e6))
+	cfg, err = parseFlags([]string{"-events", "300"}, "", io.Discard)
+	require.NoError(t, err)
+	require.False(t, cfg.sizeByServer)
+	require.Equal(t, 300, levelEvents(cfg, 450))
+	cfg, err = parseFlags([]string{"-quick=false"}, "", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, fullEvents, levelEvents(cfg, 450))
+}

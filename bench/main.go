@@ -123,7 +123,11 @@ func bench(ctx context.Context, cfg config) (status int, err error) {
 	var runErr error
 levels:
 	for _, rtt := range cfg.rtts {
+		below := 0.0 // the fastest server variant's events/s at the level below, at this rtt
 		for _, conc := range cfg.concurrency {
+			cfg := cfg
+			cfg.events = levelEvents(cfg, below)
+			prog.setEvents(cfg.events)
 			byVariant := make(map[string][]measured)
 			for round := range cfg.rounds {
 				for _, name := range cfg.variants {
@@ -143,8 +147,13 @@ levels:
 					byVariant[name] = append(byVariant[name], m)
 				}
 			}
+			below = 0
 			for _, name := range cfg.variants {
-				results = append(results, newRunResult(cfg, env.description, byVariant[name]))
+				r := newRunResult(cfg, env.description, byVariant[name])
+				if usesServer(name) {
+					below = max(below, r.EventsPerS)
+				}
+				results = append(results, r)
 			}
 		}
 	}
@@ -202,3 +211,22 @@ func databaseSafe(s string) string {
 func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 }
+
+// levelEvents is the event budget of each run at one level (a round trip and a concurrency):
+// -events when given, and with -quick=false the full size. Otherwise the quick size at a round
+// trip's first level, and above it as many events as the fastest server variant processed in
+// levelSeconds (1.5 s) at the level below, within [quickEvents, maxLevelEvents]: so that a run of a
+// fast server at 64 handlers lasts long enough to measure, while a slow one (the embedded
+// server, some 40–60 events/s at every level) keeps the quick size.
+func levelEvents(cfg config, below float64) int {
+	if !cfg.sizeByServer || below <= 0 {
+		return cfg.events
+	}
+	return min(max(cfg.events, int(below*levelSeconds)), maxLevelEvents)
+}
+
+// Bounds of levelEvents.
+const (
+	levelSeconds   = 1.5
+	maxLevelEvents = 2000
+)

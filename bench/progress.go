@@ -44,7 +44,7 @@ type progress struct {
 func newProgress(out io.Writer, terminal bool, runs, events int) *progress {
 	p := &progress{out: out, runs: runs, events: events, stopc: make(chan struct{})}
 	if terminal {
-		p.bar = progressbar.NewOptions64(int64(max(runs*events, 1)),
+		p.bar = progressbar.NewOptions64(int64(max(runs, 1))*progressPerRun,
 			progressbar.OptionSetWriter(out),
 			progressbar.OptionSetWidth(progressBarWidth),
 			progressbar.OptionShowDescriptionAtLineEnd(),
@@ -140,12 +140,22 @@ func (p *progress) status() (line string, overall int64, ok bool) {
 		line += " +" + p.rtt.String()
 	}
 	line += ": "
-	overall = int64(p.done) * int64(p.events)
+	overall = int64(p.done) * progressPerRun
 	if p.loop == nil {
 		return line + "setting up", overall, true
 	}
 	n := p.loop.processed.Load()
 	rate := float64(n) / max(time.Since(p.started).Seconds(), 1e-9)
 	line += fmt.Sprintf("%d/%d events, %.0f events/s", n, p.events, rate)
-	return line, overall + min(n, int64(p.events)), true
+	return line, overall + min(n, int64(p.events))*progressPerRun/int64(max(p.events, 1)), true
 }
+
+// setEvents sets the events of each run to come (a level's budget, see levelEvents).
+func (p *progress) setEvents(events int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.events = events
+}
+
+// progressPerRun is how many steps of the bar one run is.
+const progressPerRun = 1000

@@ -45,9 +45,11 @@ type runResult struct {
 	Rounds           int       `json:"rounds"`
 	EventsPerSRounds []float64 `json:"events_per_s_rounds,omitempty"` // each round's, when more than one
 
-	Events          int64              `json:"events"`
-	DuplicatesSeen  int64              `json:"duplicates_skipped"`
-	Executions      int                `json:"executions"`
+	Events         int64 `json:"events"`
+	DuplicatesSeen int64 `json:"duplicates_skipped"`
+	Executions     int   `json:"executions"`
+	// Budget is the events of each of its runs (see levelEvents).
+	Budget          int                `json:"budget"`
 	WallS           float64            `json:"wall_s"`
 	SetupS          float64            `json:"setup_s"`
 	MaxMs           float64            `json:"max_ms"`
@@ -75,6 +77,7 @@ func newRunResult(cfg config, server string, runs []measured) runResult {
 		RTTms:           float64(spec.rtt) / float64(time.Millisecond),
 		Server:          server,
 		Executions:      cfg.executions,
+		Budget:          cfg.events,
 		Rounds:          len(runs),
 		CommandsPerName: map[string]float64{},
 		PathPerName:     map[string]float64{},
@@ -243,6 +246,9 @@ func rttsLabel(cfg config) string {
 func writeTable(out io.Writer, cfg config, server string, results []runResult, idem []idemResult, jrnl []journalResult) {
 	fmt.Fprintf(out, "execstore bench: %s\n", server)
 	budget := fmt.Sprintf("%d events per run", cfg.events)
+	if levels := levelBudgets(cfg, results); levels != "" {
+		budget = "events per run " + levels
+	}
 	if slices.Contains(cfg.variants, variantMemory) && cfg.memoryEvents != cfg.events {
 		budget += fmt.Sprintf(" (memory: %d)", cfg.memoryEvents)
 	}
@@ -448,4 +454,34 @@ func writeCommandTable(out io.Writer, title string, header []string, rows []comm
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+}
+
+// levelBudgets names each level's budget ("100 at ×1, 814 at ×8, 900 at ×64", per round trip
+// when they differ) when the runs were sized by the server and some level's differs from
+// -events; "" otherwise.
+func levelBudgets(cfg config, results []runResult) string {
+	if !cfg.sizeByServer {
+		return ""
+	}
+	var parts []string
+	seen := map[string]bool{}
+	differs := false
+	for _, r := range results {
+		if r.Variant == variantMemory {
+			continue
+		}
+		part := fmt.Sprintf("%d at ×%d", r.Budget, r.Concurrency)
+		if len(cfg.rtts) > 1 {
+			part += " " + rttLabel(r.RTTms)
+		}
+		if !seen[part] {
+			seen[part] = true
+			parts = append(parts, part)
+		}
+		differs = differs || r.Budget != cfg.events
+	}
+	if !differs {
+		return ""
+	}
+	return strings.Join(parts, ", ") + " (sized by the server's speed at the level below)"
 }
