@@ -121,12 +121,13 @@ func bench(ctx context.Context, cfg config) (status int, err error) {
 	prog := startProgress(os.Stderr, term.IsTerminal(int(os.Stderr.Fd())), runs, cfg.events)
 	var results []runResult
 	var runErr error
+	atLowerRTT := map[int]float64{} // the fastest server variant's events/s at each concurrency, at the last rtt
 levels:
 	for _, rtt := range cfg.rtts {
 		below := 0.0 // the fastest server variant's events/s at the level below, at this rtt
 		for _, conc := range cfg.concurrency {
 			cfg := cfg
-			cfg.events = levelEvents(cfg, below)
+			cfg.events = levelEvents(cfg, max(below, atLowerRTT[conc]))
 			prog.setEvents(cfg.events)
 			byVariant := make(map[string][]measured)
 			for round := range cfg.rounds {
@@ -155,6 +156,7 @@ levels:
 				}
 				results = append(results, r)
 			}
+			atLowerRTT[conc] = below
 		}
 	}
 	prog.stop()
@@ -213,16 +215,17 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // levelEvents is the event budget of each run at one level (a round trip and a concurrency):
-// -events when given, and with -quick=false the full size. Otherwise the quick size at a round
-// trip's first level, and above it as many events as the fastest server variant processed in
-// levelSeconds (1.5 s) at the level below, within [quickEvents, maxLevelEvents]: so that a run of a
-// fast server at 64 handlers lasts long enough to measure, while a slow one (the embedded
-// server, some 40–60 events/s at every level) keeps the quick size.
-func levelEvents(cfg config, below float64) int {
-	if !cfg.sizeByServer || below <= 0 {
+// -events when given, and with -quick=false the full size. Otherwise, the quick size at the
+// first level, and at every other one as many events as the fastest server variant processed
+// in levelSeconds (1.5 s) at the level below or at the same concurrency and the round trip
+// before (rate, the larger), within [quickEvents, maxLevelEvents]: so that a run of a fast
+// server at 64 handlers lasts long enough to measure, while a slow one (the embedded server,
+// some 40–60 events/s at every level) keeps the quick size.
+func levelEvents(cfg config, rate float64) int {
+	if !cfg.sizeByServer || rate <= 0 {
 		return cfg.events
 	}
-	return min(max(cfg.events, int(below*levelSeconds)), maxLevelEvents)
+	return min(max(cfg.events, int(rate*levelSeconds)), maxLevelEvents)
 }
 
 // Bounds of levelEvents.

@@ -483,5 +483,5 @@ func levelBudgets(cfg config, results []runResult) string {
 	if !differs {
 		return ""
 	}
-	return strings.Join(parts, ", ") + " (sized by the server's speed at the level below)"
+	return strings.Join(parts, ", ") + " (sized by the server's speed, see -events)"
 }
