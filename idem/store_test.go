@@ -12,8 +12,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/testserver"
 	"github.com/execstore/execstore/server"
 )
 
@@ -520,4 +523,26 @@ func TestSweepReaps(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n)
 	assert.Positive(t, s.Stats().Reaped)
+}
+
+// A probe that gets no answer fails Open: it never picks a formulation. The probe's command is
+// held by the stall proxy until Open's deadline; Open says which probe it was, and leaves no
+// goroutine behind (goleak, in TestMain).
+func TestOpenFailsWhenAProbeGoesUnanswered(t *testing.T) {
+	proxy, uri := testserver.Proxied(t, srv.URI, "")
+	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if e.CommandName == "findAndModify" {
+			proxy.Stalled.Store(true)
+		}
+	}}
+	ctx, cancel := context.WithTimeout(bg, time.Second)
+	defer cancel()
+	s, err := Open(ctx, uri, Options{Connection: server.Connection{Database: testDatabase(t),
+		ClientOptions: options.Client().SetMonitor(monitor)}})
+	if err == nil {
+		require.NoError(t, s.Close(bg))
+	}
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "probing the server for "+string(server.NowInWrites))
+	assert.NotErrorIs(t, err, execstore.ErrInvalid, "no answer is no refusal")
 }
