@@ -546,3 +546,42 @@ func TestOpenFailsWhenAProbeGoesUnanswered(t *testing.T) {
 	assert.ErrorContains(t, err, "probing the server for "+string(server.NowInWrites))
 	assert.NotErrorIs(t, err, execstore.ErrInvalid, "no answer is no refusal")
 }
+
+// Stores of either formulation on one database read each other's records: a claim of one is
+// live to the other, a response one stored is replayed by the other, and a claim lapsed under
+// one is reclaimed by the other. (On a server whose probe picks the FerretDB formulation both
+// stores use it; on MongoDB, and DocumentDB with write variables on, they differ.)
+func TestFormulationsShareRecords(t *testing.T) {
+	db := testDatabase(t)
+	probed := openStore(t, Options{Connection: server.Connection{Database: db}})
+	guarded := openStore(t, Options{Connection: server.Connection{Database: db, Profile: server.FerretDB}})
+	t.Logf("probed store: %s; forced: %s", probed.Server().Profile, guarded.Server().Profile)
+	for _, pair := range []struct {
+		name          string
+		first, second *Store
+	}{{"probed first", probed, guarded}, {"forced first", guarded, probed}} {
+		key := pair.name
+		c, err := pair.first.Claim(bg, key, fp, 1, shortLease)
+		require.NoError(t, err)
+		require.Equal(t, New, c.Outcome)
+		other, err := pair.second.Claim(bg, key, fp, 1, longLease)
+		require.NoError(t, err)
+		assert.Equal(t, AlreadyClaimed, other.Outcome, pair.name)
+		time.Sleep(shortLease + 100*time.Millisecond)
+		taken, err := pair.second.Claim(bg, key, fp, 1, longLease)
+		require.NoError(t, err)
+		require.Equal(t, LeaseReclaimed, taken.Outcome, pair.name)
+		ok, err := pair.first.Complete(bg, key, c.Token, Response{Status: 200}, longLease)
+		require.NoError(t, err)
+		assert.False(t, ok, "%s: the lapsed claim is fenced", pair.name)
+		ok, err = pair.second.Complete(bg, key, taken.Token, Response{Status: 201, Body: []byte("done")}, longLease)
+		require.NoError(t, err)
+		require.True(t, ok)
+		replay, err := pair.first.Claim(bg, key, fp, 1, longLease)
+		require.NoError(t, err)
+		require.Equal(t, AlreadyCompleted, replay.Outcome, pair.name)
+		require.NotNil(t, replay.Record.Response)
+		assert.Equal(t, 201, replay.Record.Response.Status)
+		assert.Equal(t, []byte("done"), replay.Record.Response.Body)
+	}
+}
