@@ -2,7 +2,8 @@
 // a client from a URI and the caller's client options, with a command monitor that counts
 // commands; a ping retried with exponential backoff until the caller's context ends; what the
 // server is (MongoDB, FerretDB 1.x, FerretDB 2.x or another server on the DocumentDB engine),
-// the profile of formulations it gets, and the refusal of a server older than MongoDB 4.4;
+// the probes of what it serves and the profile they call for (Choose), and the refusal of a
+// server older than MongoDB 4.4;
 // the database handle with the store's write and read concerns; and the refusal of an
 // unacknowledged write concern, wherever it comes from.
 //
