@@ -19,12 +19,13 @@ import (
 
 // refusalCodes are the error codes with which a server refuses a command it does not serve
 // as written: BadValue, FailedToParse, TypeMismatch, IllegalOperation, CommandNotFound,
-// InvalidOptions, CommandNotSupported, InvalidPipelineOperator, NotImplemented, MongoDB's
-// "use of undefined variable" (17276: $$NOW before 4.2) and "unrecognized pipeline stage"
-// (40324: $documents before 5.1). Any other failure (network, authentication, a deadline, a
-// server that is not primary) is no answer about the feature: the probe fails.
+// InvalidOptions, CommandNotSupported, InvalidPipelineOperator, NotImplemented, APIStrictError
+// (a client with a strict Stable API is refused what the API leaves out), MongoDB's "use of
+// undefined variable" (17276: $$NOW before 4.2) and "unrecognized pipeline stage" (40324:
+// $documents before 5.1). Any other failure (network, authentication, a deadline, a server
+// that is not primary) is no answer about the feature: the probe fails.
 var refusalCodes = map[int32]bool{2: true, 9: true, 14: true, 20: true, 59: true, 72: true,
-	115: true, 168: true, 238: true, 17276: true, 40324: true}
+	115: true, 168: true, 238: true, codeAPIStrictError: true, 17276: true, 40324: true}
 
 // matchesNothing is the filter of every probe: no document has an _id in an empty list.
 var matchesNothing = bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{}}}}}
