@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -299,7 +298,7 @@ func TestCacheOutcomeUnknownDrops(t *testing.T) {
 
 			proxy.AnswersStalled.Store(true)
 			f := s.CommitAsync(bg, exe, execstore.Commit{ProcessedEventID: "e"})
-			time.Sleep(100 * time.Millisecond) // sent and applied; its answer is held
+			h.awaitVersion(t, "x", 2) // sent and applied; its answer is held
 			proxy.CloseAll()
 			proxy.AnswersStalled.Store(false)
 			if _, err := f.Wait(bg); err != nil {

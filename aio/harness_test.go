@@ -1,6 +1,8 @@
 package aio_test
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -159,4 +161,15 @@ func bothGroupings(t *testing.T, test func(t *testing.T, opts aio.Options)) {
 	for _, on := range []bool{true, false} {
 		t.Run(fmt.Sprintf("grouped=%v", on), func(t *testing.T) { test(t, grouping(on, aio.Options{})) })
 	}
+}
+
+// awaitVersion waits until the stored document of id, read straight from the server (not
+// through a test's proxy), is at version: a write whose answer a proxy holds has then been
+// applied, however slow the machine.
+func (h *harness) awaitVersion(t testing.TB, id string, version int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		doc := h.rawDoc(t, id)
+		return doc != nil && rawInt(t, doc, "version") == version
+	}, 30*time.Second, 5*time.Millisecond, "%s never reached version %d", id, version)
 }

@@ -140,7 +140,11 @@ func TestConnectionResetAfterSend(t *testing.T) {
 				before := *e
 				prior := h.rawDoc(t, "e")
 				f := s.CommitAsync(bg, e, c)
-				time.Sleep(100 * time.Millisecond) // sent, and (answer lost) applied
+				if mode.answerOnly {
+					h.awaitVersion(t, "e", before.Version+1) // sent, and applied
+				} else {
+					time.Sleep(100 * time.Millisecond) // sent, and held by the proxy
+				}
 				proxy.CloseAll()
 				proxy.Stalled.Store(false)
 				proxy.AnswersStalled.Store(false)

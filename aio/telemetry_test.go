@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -160,7 +159,7 @@ func TestSpanOfUnknownOutcome(t *testing.T) {
 
 	proxy.AnswersStalled.Store(true)
 	f := s.CommitAsync(bg, e, execstore.Commit{})
-	time.Sleep(100 * time.Millisecond) // sent, and applied
+	h.awaitVersion(t, "e", 2) // sent, and applied; its answer is held
 	proxy.CloseAll()
 	proxy.AnswersStalled.Store(false)
 	_, err = f.Wait(bg)
