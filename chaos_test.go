@@ -121,11 +121,10 @@ func chaosSeeds(t *testing.T) []uint64 {
 // returned nil for it, no timer is deleted before it fired, and every execution's last timer
 // fires. The failures the faults cause to handlers, scans and acks (outcomes unknown, reset
 // connections, a server away) are retried by the relay and the sweeper; one no fault explains
-// (a closed store, a missing execution) fails the test. The embedded server runs in this
-// process here, so that the test can restart it.
+// (a closed store, a missing execution) fails the test. On the embedded server, the test runs
+// one of its own in this process, so that it can restart it. On the server MONGODB_URI names,
+// which a test cannot restart, it runs every fault but the restart, on a database of its own.
 func TestChaos(t *testing.T) {
-	srv.RequireEmbedded(t, "the chaos test stops and restarts an embedded server of its own mid-run; "+
-		"the server MONGODB_URI names cannot be restarted by a test")
 	for _, seed := range chaosSeeds(t) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runChaos(t, seed) })
 	}
@@ -133,29 +132,54 @@ func TestChaos(t *testing.T) {
 
 func runChaos(t *testing.T, seed uint64) {
 	ctx := context.Background()
+	serverURI, database := srv.URI, testserver.Database(t, "chaos")
+	var emb *embedded.Server // the test's own server, on the embedded server only
 	dir := t.TempDir()
-	srv, err := embedded.Start(ctx, embedded.Options{Dir: dir})
-	require.NoError(t, err)
-	defer func() { srv.Close() }()
-	cs, err := connstring.Parse(srv.URI())
+	if !srv.External {
+		var err error
+		emb, err = embedded.Start(ctx, embedded.Options{Dir: dir})
+		require.NoError(t, err)
+		defer func() { emb.Close() }()
+		serverURI, database = emb.URI(), "chaos"
+	}
+	cs, err := connstring.Parse(serverURI)
 	require.NoError(t, err)
 	addr := cs.Hosts[0] // the restarted server listens here again
+	restart := func() {
+		if emb == nil {
+			return // the server MONGODB_URI names stays up
+		}
+		require.NoError(t, emb.Close())
+		time.Sleep(300 * time.Millisecond)
+		emb, err = embedded.Start(ctx, embedded.Options{Dir: dir, Addr: addr})
+		require.NoError(t, err)
+	}
 
 	proxy := newChaosProxy(t, addr, seed)
-	const query = "/?directConnection=true&heartbeatFrequencyMS=500&serverSelectionTimeoutMS=2000"
-	uri := "mongodb://" + proxy.Addr() + query
+	// through is the server's URI (its credentials and options kept) with hostport in place of
+	// the server's address, connected to directly.
+	through := func(hostport string) string {
+		u := strings.Replace(serverURI, addr, hostport, 1)
+		if strings.Contains(u, "?") {
+			u += "&"
+		} else {
+			u += "?"
+		}
+		return u + "directConnection=true&heartbeatFrequencyMS=500&serverSelectionTimeoutMS=2000"
+	}
+	uri := through(proxy.Addr())
 	// The handlers' requests are also held up (handlerDelay), so that the relay delivers
 	// far ahead of the handling.
-	slowURI := "mongodb://" + newDelayProxy(t, proxy.Addr(), handlerDelay).Addr() + query
+	slowURI := through(newDelayProxy(t, proxy.Addr(), handlerDelay).Addr())
 	// A life of the runtime: the handlers in three processes and the relay in a fourth, each
 	// with connections of its own: a reset stalls one of them while the others write on.
 	life := func() (handlers []*aio.Store, relay *aio.Store) {
 		for range 3 {
-			s, err := aio.Open(ctx, slowURI, aio.Options{Connection: server.Connection{Database: "chaos"}})
+			s, err := aio.Open(ctx, slowURI, aio.Options{Connection: server.Connection{Database: database}})
 			require.NoError(t, err)
 			handlers = append(handlers, s)
 		}
-		relay, err := aio.Open(ctx, uri, aio.Options{Connection: server.Connection{Database: "chaos"}})
+		relay, err := aio.Open(ctx, uri, aio.Options{Connection: server.Connection{Database: database}})
 		require.NoError(t, err)
 		return handlers, relay
 	}
@@ -186,10 +210,7 @@ func runChaos(t *testing.T, seed uint64) {
 	proxy.active.Store(true)
 	go func() { done <- g.run(firstCtx, engineLanes) }()
 	g.awaitPoint(t, commits/4, 0)
-	require.NoError(t, srv.Close())
-	time.Sleep(300 * time.Millisecond)
-	srv, err = embedded.Start(ctx, embedded.Options{Dir: dir, Addr: addr})
-	require.NoError(t, err)
+	restart()
 	g.awaitPoint(t, commits/2, executions*3/4)
 	g.kill(kill, append(handlers, relay)...)
 	require.ErrorIs(t, <-done, errKilled, "the first life should have been cut short by the kill, and by nothing else")
@@ -208,11 +229,15 @@ func runChaos(t *testing.T, seed uint64) {
 	proxy.active.Store(false)
 	require.NoError(t, <-done, "the run did not finish")
 
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	client, err := mongo.Connect(options.Client().ApplyURI(serverURI))
 	require.NoError(t, err)
 	defer client.Disconnect(ctx)
-	processed := g.verify(t, client.Database("chaos"), relay)
-	t.Logf("seed %d: %d events processed exactly once through %d resets, %d latency spikes, a restart and a kill; %s",
-		seed, processed, proxy.resets.Load(), proxy.spikes.Load(), g.report())
+	processed := g.verify(t, client.Database(database), relay)
+	restarts := "a restart"
+	if srv.External {
+		restarts = "no restart (the server is not the test's)"
+	}
+	t.Logf("seed %d: %d events processed exactly once through %d resets, %d latency spikes, %s and a kill; %s",
+		seed, processed, proxy.resets.Load(), proxy.spikes.Load(), restarts, g.report())
 	assert.Positive(t, proxy.resets.Load(), "no reset was injected")
 }
