@@ -76,8 +76,10 @@ func TestStandbyTakesOver(t *testing.T) {
 		assert.Zero(t, rB.Stats().Delivered)
 
 		// A dies: nothing of it reaches a server any more.
-		pA.kill()
+		// The lease store dies first: a session that sees its store fail gives its
+		// lease up, and a release sent before the death would land.
 		dieA()
+		pA.kill()
 		_ = stopA()
 
 		second := emitMany(em, "b", 30, 4)
@@ -137,8 +139,10 @@ func TestKilledMidDelivery(t *testing.T) {
 			t.Fatal("A never reached the entry it blocks on")
 		}
 		eventually(t, func() bool { return rA.Stats().Acked > 0 }, "A acked entries of other targets")
-		pA.kill()
+		// The lease store dies first: a session that sees its store fail gives its
+		// lease up, and a release sent before the death would land.
 		dieA()
+		pA.kill()
 		eventually(t, func() bool { return pending(t, store) == 0 }, "B delivered everything A left")
 		close(unblock) // A's handler returns nil; its ack cannot reach the store any more
 		_ = stopA()
