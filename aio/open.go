@@ -105,8 +105,8 @@ func (s *Store) reserver(counter string) batch.Reserver {
 // Options.Profile says. It picks the formulations by what the server does: it probes, with
 // a find that matches no document, whether the server serves aggregation expressions in
 // find projections (server.ExpressionProjections), and uses the MongoDB profile where it
-// does, the FerretDB one where it does not, unless Options.Profile forces one. A probe that
-// fails for any other reason fails Open.
+// does, the FerretDB one where it does not; a forced Options.Profile is used without a probe.
+// A probe that fails for any other reason fails Open.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	opts = opts.withDefaults(opts.Profile)
 	stats := newStatCounters()
@@ -139,12 +139,14 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 		return nil, err
 	}
 	executions := db.Collection(opts.Collection)
-	probe, err := connect.ProbeExpressionProjections(ctx, executions)
-	if err != nil {
-		return nil, err
+	if opts.Profile == server.Detect { // a forced profile needs no probe
+		probe, err := connect.ProbeExpressionProjections(ctx, executions)
+		if err != nil {
+			return nil, err
+		}
+		info.Probes = []server.Probe{probe}
+		info.Profile = connect.Choose(server.Detect, probe)
 	}
-	info.Probes = []server.Probe{probe}
-	info.Profile = connect.Choose(opts.Profile, probe)
 	opts = opts.withDefaults(info.Profile)
 	env := opsrun.Env{
 		Layout:     ops.Layout{Profile: info.Profile, TraceMax: opts.TraceMax, DedupeWindow: opts.DedupeWindow},

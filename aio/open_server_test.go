@@ -117,6 +117,7 @@ func TestOpenProbesServer(t *testing.T) {
 func TestForcedFerretDBProfile(t *testing.T) {
 	h := newHarness(t, aio.Options{Connection: server.Connection{Profile: server.FerretDB}, TraceMax: 2})
 	assert.Equal(t, server.FerretDB, h.store.Server().Profile)
+	assert.Empty(t, h.store.Server().Probes, "a forced profile needs no probe")
 	e := newExe("e")
 	for i := range 4 {
 		_, err := h.store.Commit(bg, e, execstore.Commit{ProcessedEventID: "p" + string(rune('0'+i)), Trace: map[string]any{"i": int64(i)}})
