@@ -52,10 +52,15 @@ const (
 	// serverPackage is the command run as the embedded server.
 	serverPackage = "github.com/execstore/execstore/embedded/cmd/embedded-server"
 
-	// buildTimeout bounds building the server. A build with a cold cache compiles
-	// FerretDB and SQLite: about two minutes on a 2-core machine with nothing else to
-	// do, longer while `go test ./...` compiles other packages alongside.
-	buildTimeout = 5 * time.Minute
+	// serverTags leave FerretDB's PostgreSQL backend out of the server, which serves SQLite
+	// only: a cold build compiles less.
+	serverTags = "ferretdb_no_postgresql"
+
+	// buildTimeout bounds building the server, with the wait for another test binary's
+	// build of it. A build with a cold cache compiles FerretDB and SQLite: about two
+	// minutes on a 2-core machine with nothing else to do, longer while `go test ./...`
+	// compiles other packages alongside.
+	buildTimeout = 10 * time.Minute
 
 	// announceTimeout bounds the wait for the server's URI once it is built.
 	announceTimeout = time.Minute
@@ -123,7 +128,12 @@ func build(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "embedded-server")
 	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, goBin, "build", "-o", bin, serverPackage).CombinedOutput()
+	unlock, err := lockBuild(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	out, err := exec.CommandContext(ctx, goBin, "build", "-tags", serverTags, "-o", bin, serverPackage).CombinedOutput()
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, ctx.Err())
