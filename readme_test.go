@@ -18,12 +18,29 @@ func TestReadmeExampleIsTheRunnableOne(t *testing.T) {
 	example, err := os.ReadFile("aio/example_test.go")
 	require.NoError(t, err)
 	body := string(example)
+	imports := body[strings.Index(body, "import ("):]
+	imports = imports[:strings.Index(imports, "\n)\n")+3]
 	body = body[strings.Index(body, "func Example() {"):]
-	require.Contains(t, string(readme), body, "README.md's usage section is out of date with aio/example_test.go")
+	require.Contains(t, string(readme), imports, "README.md's example imports are out of date with aio/example_test.go")
+	require.Contains(t, string(readme), body, "README.md's example is out of date with aio/example_test.go")
+}
+
+// The README's inspection command reads the data directory and the database the example
+// writes.
+func TestReadmeInspectsWhatTheExampleWrote(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	example, err := os.ReadFile("aio/example_test.go")
+	require.NoError(t, err)
+	dir := regexp.MustCompile(`embedded\.Options\{Dir: "([^"]+)"\}`).FindSubmatch(example)
+	require.NotNil(t, dir, "aio/example_test.go starts no embedded server on a data directory")
+	require.Contains(t, string(example), "aio.Options{})", "the example opens another database than the command's default")
+	require.Contains(t, string(readme), "go run ./cmd/execstore -embedded aio/"+string(dir[1])+" show order-1\n")
+	require.Contains(t, string(readme), "`aio/"+string(dir[1])+"`, in database\n`execstore`")
 }
 
 // readmeMaxLines bounds the README: the front door, with the depth in docs/.
-const readmeMaxLines = 350
+const readmeMaxLines = 300
 
 func TestReadmeIsShort(t *testing.T) {
 	readme, err := os.ReadFile("README.md")

@@ -19,7 +19,7 @@ import (
 // caller's context bounds it too.
 const traceRetryLimit = 10 * time.Second
 
-// Commit atomically writes exe at exe.Version+1 with everything in c; see execstore.Store.
+// Commit atomically writes exe at exe.Version+1 with everything in c (see execstore.Store).
 func (s *Store) Commit(ctx context.Context, exe *execstore.Execution, c execstore.Commit) ([]int64, error) {
 	return s.CommitAsync(ctx, exe, c).Wait(ctx)
 }
@@ -30,10 +30,10 @@ func (s *Store) Save(ctx context.Context, exe *execstore.Execution) error {
 	return err
 }
 
-// CommitAsync submits the commit and returns at once. exe, and the slices and maps c holds,
-// must not be read or changed until the future is done: they are read when the commit is
-// built and sent, and on success the store sets exe.Version and exe.TraceNext. A caller whose
-// Wait returned ErrOutcomeUnknown may use exe again at once: the store no longer touches it.
+// CommitAsync submits the commit and returns at once. Do not read or change exe, or the
+// slices and maps c holds, until the future is done. The store reads them when it builds and
+// sends the commit, and on success it sets exe.Version and exe.TraceNext. A caller whose Wait
+// returned ErrOutcomeUnknown may use exe again at once: the store no longer touches it.
 func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c execstore.Commit) *Future[[]int64] {
 	if err := contract.ValidateCommit(exe, &c); err != nil {
 		return future(async.Failed[[]int64](err))

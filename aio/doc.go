@@ -1,6 +1,6 @@
-// Package aio is the asynchronous MongoDB execution store: it implements execstore.Store by
-// turning every call into an operation value sent on a bounded request channel and served by
-// a bounded pool of workers (package pool), which run the commands built in package ops.
+// Package aio is the asynchronous MongoDB execution store. It implements execstore.Store:
+// every call becomes an operation sent on a bounded request channel, served by a bounded pool
+// of workers (package pool), which run the commands built in package ops.
 //
 //	caller ──▶ validate ──▶ request channel ──▶ worker (pool) ──▶ alone: one command ──▶ server
 //	   ▲       + prepare     (QueueDepth)         │  takes seqs           │
@@ -9,50 +9,51 @@
 //	   │                                               (batch.Coalescer intake; the next batch
 //	   │                                                gathers while one is in flight)
 //	   │                                                          │ flush: one bulk write
-//	   └──────────── Future ◀── settled by the worker, or by the flush (async.Handoff)
+//	   └──────────── Future ◀── settled by the worker, or by the flush
 //
-// Group commit and coalescing: a commit of an existing execution, an ack and (on MongoDB) a
-// plain load or a LoadForEvent are passed by the worker to a coalescer; a lone one goes out at once,
-// and those that arrive while a batch is in flight go out together as one bulk write, one find or
-// one aggregation (Options.MaxBatch). The caller can still withdraw it until the flush sends it.
+// Group commit and coalescing: the worker passes some operations to a coalescer. These are a
+// commit of an existing execution, an ack and, on MongoDB, a plain load or a LoadForEvent. A
+// lone one goes out at once. Those that arrive while a batch is in flight go out together, as
+// one bulk write, one find or one aggregation (Options.MaxBatch). The caller can still
+// withdraw an operation until the flush sends it.
 //
 // What always holds:
 //   - Bad input is refused with execstore.ErrInvalid in the caller's goroutine, before anything
-//     is queued; nothing is written.
+//     is queued. Nothing is written.
 //   - A call whose context ends before its operation was sent to the server returns the
 //     context's error, and the operation is guaranteed not to be applied. A write whose context
 //     ends after it was sent returns an error matching execstore.ErrOutcomeUnknown that wraps
 //     the context's error. Reads return the context's error.
-//   - A caller blocks while the request channel is full, for as long as its context allows; with
-//     Options.ShedLoad the call returns execstore.ErrOverloaded at once instead.
-//   - A commit costs exactly one server command when a seq block is available: the outbox and
-//     spawn seqs come from blocks the store reserves ahead of need (package batch), and the
-//     trace index from the execution's own trace_next.
+//   - A caller blocks while the request channel is full, for as long as its context allows.
+//     With Options.ShedLoad the call returns execstore.ErrOverloaded at once instead.
+//   - A commit costs exactly one server command when a seq block is available. The outbox and
+//     spawn seqs come from blocks the store reserves ahead of need (package batch). The trace
+//     index comes from the execution's stored document.
 //   - A commit carrying a ProcessedEventID is guarded on the server by the dedupe set as well
-//     as the version, in the same single-document update: an event already processed is
-//     refused with execstore.ErrAlreadyProcessed and nothing is written.
+//     as the version, in the same single-document update. An event already processed is
+//     refused with execstore.ErrAlreadyProcessed, and nothing is written.
 //   - With the snapshot cache on (Options.CacheSize), LoadForEvent of a cached execution is
-//     answered in the caller's goroutine with no server command, and never with a snapshot
-//     older than this store's own last successful commit or read of it; the commit's guards
-//     refuse what a stale entry got wrong.
-//   - What hands out something unique has exactly one winner on every server, including
-//     those that run writes concurrently and lock rows (FerretDB 2.x on DocumentDB): an
-//     execution is created by an insert (a duplicate-key refusal, MongoDB's 11000 or the
-//     engine's unique violation, is a conflict with nothing written), and a seq block by a
-//     findAndModify of the counter's existing document, itself created by an insert. No
-//     write is an upsert whose filter is the _id alone (package internal/unique).
+//     answered in the caller's goroutine with no server command. The answer is never older
+//     than this store's own last successful commit or read of the execution. The commit's
+//     guards refuse what a stale entry got wrong.
+//   - What hands out something unique has exactly one winner on every server. That includes
+//     servers that run writes concurrently and lock rows (FerretDB 2.x on DocumentDB). An
+//     execution is created by an insert: a duplicate-key refusal (MongoDB's 11000 or the
+//     engine's unique violation) is a conflict with nothing written. A seq block is taken by
+//     a findAndModify of the counter's existing document, itself created by an insert. No
+//     write is an upsert whose filter is the _id alone.
 //   - Every bulk write (group commit, coalesced acks, timer deletes) sends its statements
-//     ordered by _id, so two bulks, of this process or of another, never wait on each other's
-//     row locks in a cycle; a statement the server rolled back for a lock conflict was not
-//     applied, and is settled as such (a group commit reads back and runs it alone).
+//     ordered by _id. So two bulks, of this process or of another, never wait on each
+//     other's row locks in a cycle. A statement the server rolled back for a lock conflict
+//     was not applied, and is settled as such: a group commit reads it back and runs it alone.
 //   - Close stops new calls (execstore.ErrClosed), drains queued and in-flight work within its
 //     context, and leaves no goroutine behind.
 //
 // The server profile (MongoDB or FerretDB) is picked at Open by what the server does, or
-// forced with Options.Profile; each operation picks its formulation from it. Open probes
+// forced with Options.Profile. Each operation picks its formulation from it. Open probes
 // whether the server serves aggregation expressions in find projections
 // (server.ExpressionProjections), which the MongoDB profile loads an execution with. FerretDB
-// 1.x refuses them; it also silently ignores $slice in $push and $pull by condition, which
-// no command that changes nothing can show, so the FerretDB profile also keeps the trace
-// ring and the acks off both. Server reports the probe.
+// 1.x refuses them. It also silently ignores $slice in $push and $pull by condition, which
+// no command that changes nothing can show. So the FerretDB profile keeps the trace ring and
+// the acks off both. Store.Server reports the probe.
 package aio

@@ -4,27 +4,33 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/embedded"
-	"github.com/execstore/execstore/server"
 )
 
 // An engine handles one event: load the execution with its dedupe answer in one round trip,
 // advance the snapshot, and commit the outgoing event, the dedupe mark, a timer and a trace
-// step in one atomic write. A relay then delivers the outbox.
+// step in one atomic write. A relay then delivers the outbox. The data stays in
+// execstore-data, where "go run ./cmd/execstore -embedded aio/execstore-data show order-1"
+// reads it.
 func Example() {
 	ctx := context.Background()
 
-	// A MongoDB-compatible server inside the process; use your MongoDB's URI instead.
-	srv, err := embedded.Start(ctx, embedded.Options{})
+	// A MongoDB-compatible server inside the process, keeping its data in ./execstore-data;
+	// use your MongoDB's URI instead. Each run starts from an empty directory.
+	if err := os.RemoveAll("execstore-data"); err != nil {
+		log.Fatal(err)
+	}
+	srv, err := embedded.Start(ctx, embedded.Options{Dir: "execstore-data"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer srv.Close()
 
-	store, err := aio.Open(ctx, srv.URI(), aio.Options{Connection: server.Connection{Database: "example"}})
+	store, err := aio.Open(ctx, srv.URI(), aio.Options{}) // database "execstore"
 	if err != nil {
 		log.Fatal(err)
 	}

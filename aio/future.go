@@ -7,15 +7,9 @@ import (
 )
 
 // Future is the result of an operation submitted asynchronously (CommitAsync,
-// LoadForEventAsync). Done is closed when the result is ready; Result returns it once Done is
-// closed. Wait(ctx) returns it, or gives up when ctx ends: an operation still waiting (in the
-// request channel, or for a batch) is then withdrawn, never sent, and Wait returns ctx.Err();
-// one already sent returns at once — a write's error matches execstore.ErrOutcomeUnknown and
-// wraps ctx.Err(), a read's is ctx.Err(). An operation a worker runs itself returns its result,
-// which the context it was submitted with bounds.
-//
-// A Future is the store's internal future (package internal/async) with only the methods
-// below: the store converts one to the other at no cost, so a Future adds no allocation.
+// LoadForEventAsync). Done is closed when the result is ready. Result returns it once Done is
+// closed. Wait returns it, or gives up when its context ends (see Wait). Handing out a Future
+// costs no allocation beyond the operation's own.
 type Future[T any] async.Future[T]
 
 // future returns f as its caller sees it.
@@ -24,8 +18,8 @@ func future[T any](f *async.Future[T]) *Future[T] { return (*Future[T])(f) }
 // Done returns a channel that is closed when the operation's result is ready.
 func (f *Future[T]) Done() <-chan struct{} { return (*async.Future[T])(f).Done() }
 
-// Result returns the operation's result. Call it once Done is closed: before that, it blocks
-// until the result is ready and cannot give up; use Wait to bound the wait with a context.
+// Result returns the operation's result. Call it once Done is closed. Before that, it blocks
+// until the result is ready and cannot give up. Use Wait to bound the wait with a context.
 func (f *Future[T]) Result() (T, error) { return (*async.Future[T])(f).Result() }
 
 // Wait returns the operation's result once it is ready, or gives up when ctx ends. An

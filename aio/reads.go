@@ -36,13 +36,15 @@ type Loaded struct {
 }
 
 // LoadForEvent returns the execution and whether eventID was already processed, in one round
-// trip; see execstore.Store. With the snapshot cache on (Options.CacheSize), an execution
-// the cache holds is answered from memory, with no server command: its snapshot as this
-// process last committed or read it, and processed true for the events the cache knows are
-// in its dedupe set (those this process committed on it, and those a read found there). Any
-// other event is reported not processed; if it was, the commit refuses it with
-// execstore.ErrAlreadyProcessed, and if the snapshot is stale, with a *execstore.ConflictError,
-// after which the next LoadForEvent reads the server.
+// trip (see execstore.Store).
+//
+// With the snapshot cache on (Options.CacheSize), an execution the cache holds is answered
+// from memory, with no server command. The snapshot is the one this process last committed or
+// read. Processed is true for the events the cache knows are in the dedupe set: those this
+// process committed on the execution, and those a read found there. Any other event is
+// reported not processed. If it was processed, the commit refuses it with
+// execstore.ErrAlreadyProcessed. If the snapshot is stale, the commit refuses it with a
+// *execstore.ConflictError, and the next LoadForEvent reads the server.
 func (s *Store) LoadForEvent(ctx context.Context, id, eventID string) (*execstore.Execution, bool, error) {
 	l, err := s.LoadForEventAsync(ctx, id, eventID).Wait(ctx)
 	return l.Execution, l.Processed, err

@@ -36,9 +36,9 @@ var opNames = [opKinds]string{
 	"pending_spawns", "ack_spawn", "due_timers", "delete_timer", "append_trace", "read_trace",
 }
 
-// Stats is a snapshot of a Store's counters: those every store keeps (server.Stats: queue,
-// operations by name — "commit", "load", … — unknown outcomes, shed calls, server commands)
-// and the store's own.
+// Stats is a snapshot of a Store's counters. It holds those every store keeps (server.Stats:
+// the queue, operations by name such as "commit" and "load", unknown outcomes, shed calls,
+// server commands) and the store's own.
 type Stats struct {
 	server.Stats
 	Conflicts int64 // commits refused by the version guard

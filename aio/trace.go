@@ -8,7 +8,8 @@ import (
 	"github.com/execstore/execstore/internal/opsrun"
 )
 
-// AppendTrace records a trace step outside a commit; see execstore.Store. Two round trips.
+// AppendTrace records a trace step outside a commit (see execstore.Store). It costs two round
+// trips.
 func (s *Store) AppendTrace(ctx context.Context, id string, step map[string]any) error {
 	if err := contract.ValidateID("id", id); err != nil {
 		return err

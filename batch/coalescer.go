@@ -26,10 +26,10 @@ type CoalescerConfig struct {
 //
 //   - No linger: an item that arrives while a flush slot is free goes out at once, with
 //     whatever else is already waiting. No timer ever delays an item.
-//   - Under load, while every slot is busy, the next batch accumulates; it goes out as soon as
-//     a slot frees, or waits for one once it reaches MaxItems or MaxBytes (the item that
-//     reaches MaxBytes is the batch's last, so a batch exceeds it by at most one item).
-//   - At most MaxInFlight batches are being flushed at any time; flush runs in a goroutine of
+//   - Under load, while every slot is busy, the next batch accumulates. It goes out as soon as
+//     a slot frees. Once it reaches MaxItems or MaxBytes it waits for a slot. The item that
+//     reaches MaxBytes is the batch's last, so a batch exceeds it by at most one item.
+//   - At most MaxInFlight batches are being flushed at any time. Flush runs in a goroutine of
 //     its own and must settle every item of its batch.
 //   - Items are flushed in the order they were submitted, within and across batches that start
 //     in order (batches in flight at once may finish in any order).

@@ -21,16 +21,16 @@
 //
 // It does not:
 //
-//   - make FerretDB MongoDB: commands and operators FerretDB lacks or implements
+//   - make FerretDB MongoDB. Commands and operators FerretDB lacks or implements
 //     differently (aggregation expressions, $push with $slice, $pull by condition, $expr,
-//     TTL and partial indexes, …) behave as they do on FerretDB; in particular a bulk
-//     write of 100 updates or more is never answered, FerretDB answers no command on that
-//     collection after it, from any client (other databases still work), and through URI
-//     every write waits behind it until its client gives up and five minutes more;
-//   - provide transactions, change streams, replica-set or sharding behaviour: the server
-//     is one standalone node, and FerretDB has none of these;
-//   - make writes concurrent: writes from all clients queue for one slot, so write
-//     throughput is that of one writer (FerretDB's own ceiling on SQLite is hardly higher);
+//     TTL and partial indexes, …) behave as they do on FerretDB. In particular, a bulk
+//     write of 100 updates or more is never answered. FerretDB then answers no command on
+//     that collection, from any client (other databases still work). Through URI, every
+//     write waits behind it until its client gives up, and five minutes more.
+//   - provide transactions, change streams, replica-set or sharding behaviour. The server
+//     is one standalone node, and FerretDB has none of these.
+//   - make writes concurrent. Writes from all clients queue for one slot, so write
+//     throughput is that of one writer (FerretDB's own ceiling on SQLite is hardly higher).
 //   - protect connections made to BareURI, which goes straight to FerretDB.
 package embedded
 

@@ -7,12 +7,12 @@ import (
 	"fmt"
 )
 
-// Outcome is what a Claim found, and did; it reads as its value. The zero Outcome is no
-// claim's.
+// Outcome is what a Claim found, and did. Its value reads as a phrase ("lease reclaimed").
+// The zero Outcome is no claim's.
 type Outcome string
 
 // The outcomes of a claim. Of any number of concurrent claims of one key, at most one
-// gets New or LeaseReclaimed (a token); the others get AlreadyClaimed or AlreadyCompleted.
+// gets New or LeaseReclaimed (a token). The others get AlreadyClaimed or AlreadyCompleted.
 const (
 	// New: there was no record (or an unreadable one, or a Completed one past its
 	// retention); the caller now holds the key with a fresh token.

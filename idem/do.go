@@ -14,15 +14,15 @@ type Result struct {
 	Replayed bool
 }
 
-// Do runs fn at most once per key, for as long as its record is retained: the first caller
+// Do runs fn at most once per key, for as long as its record is retained. The first caller
 // claims the key (Options.Lease), runs fn with the lease kept alive in the background, and
-// stores fn's response for Options.Retention; a later caller gets the stored response with
+// stores fn's response for Options.Retention. A later caller gets the stored response with
 // Replayed set, without running fn. A caller that finds fn running elsewhere waits for its
 // response up to Options.WaitTimeout, then returns ErrInProgress.
 //
 // fn's context is cancelled, with cause ErrLeaseLost, the moment the lease is lost
-// (reclaimed by another caller after it lapsed) or can no longer be renewed in time; Do
-// then returns ErrLeaseLost unless fn's response could still be stored. When fn returns an
+// (reclaimed by another caller after it lapsed) or can no longer be renewed in time. Do then
+// returns ErrLeaseLost, unless fn's response could still be stored. When fn returns an
 // error (or panics), the claim is released so that a retry runs fn again, and the error is
 // returned. When fn succeeded but its response could not be stored (ErrLeaseLost, an
 // invalid response, a storage error), Result.Response still holds it beside the error.

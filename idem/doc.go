@@ -1,65 +1,65 @@
-// Package idem is an asynchronous MongoDB store of idempotency keys, for APIs and workflow
-// engines that must run a request once however often it is retried: the first caller of a
-// key claims it under a lease, runs the request and stores its response; every later caller
-// with the same key gets that response replayed (package idem's Do for Go functions, its
-// Middleware for net/http following draft-ietf-httpapi-idempotency-key-header-07).
+// Package idem is an asynchronous MongoDB store of idempotency keys. It is for APIs and
+// workflow engines that must run a request once however often it is retried. The first
+// caller of a key claims it under a lease, runs the request and stores its response. Every
+// later caller with the same key gets that response replayed. Do does this for Go functions,
+// and Middleware for net/http (following draft-ietf-httpapi-idempotency-key-header-07).
 //
-// One record per key (_id): CLAIMED (fingerprint of the request, a random 128-bit claim
-// token, claimed-at, lease end) or COMPLETED (plus the response: status, headers, body, and
-// the end of its retention), with an expiry for reaping.
+// There is one record per key (_id), with an expiry for reaping. A CLAIMED record holds the
+// request's fingerprint, a random 128-bit claim token, the claim time and the lease end. A
+// COMPLETED one also holds the response (status, headers, body) and the end of its retention.
 //
 // What always holds:
 //   - Of any number of concurrent claims of one key, at most one gets a token (New or
-//     LeaseReclaimed); Complete, Renew and Release act only with the current token, so a
+//     LeaseReclaimed). Complete, Renew and Release act only with the current token. So a
 //     claim taken over (its lease lapsed) is fenced: it can no longer store a response.
 //   - That "at most one" holds on servers that run writes concurrently too (FerretDB 2.x on
-//     DocumentDB, which locks rows): no claim is an upsert whose filter is the _id alone. The
-//     $$NOW claim's upsert carries a predicate that matches every record (so that exactly one
-//     racer inserts and the others are refused as duplicates and claim the record that now
-//     exists). The FerretDB formulation inserts a record that is absent, and replaces one it
+//     DocumentDB, which locks rows). No claim is an upsert whose filter is the _id alone.
+//     The $$NOW claim's upsert carries a predicate that matches every record. So exactly one
+//     racer inserts, and the others are refused as duplicates and claim the record that now
+//     exists. The FerretDB formulation inserts a record that is absent. It replaces one it
 //     read only under a guard on what it read (_id, state, token, lease end). When another
-//     claim's write lands between the read and the replace, the guard no longer matches: a
-//     row-locking engine waits for the other write's lock and then evaluates the filter
-//     against the row as that write left it (PostgreSQL's read-committed rule, which
-//     DocumentDB updates follow), and MongoDB evaluates it against the document as it stands.
-//     So of concurrent replaces one matches, and of concurrent inserts one is stored. A
+//     claim's write lands between the read and the replace, the guard no longer matches. A
+//     row-locking engine waits for the other write's lock, then evaluates the filter against
+//     the row as that write left it (PostgreSQL's read-committed rule, which DocumentDB
+//     updates follow). MongoDB evaluates it against the document as it stands. So of
+//     concurrent replaces one matches, and of concurrent inserts one is stored. A
 //     duplicate-key refusal is MongoDB's 11000 or a row-locking engine's unique violation
 //     (code 1).
 //   - Expiry is decided by the server's clock, never the application's. The MongoDB
 //     formulation reads $$NOW inside the write. The FerretDB formulation estimates the
-//     server's clock within ε (half a round trip plus 1ms) from a reading of it, and takes
+//     server's clock within ε (half a round trip plus 1ms) from a reading of it. It takes
 //     only elapsed time from the application (on Go's monotonic clock). The reading is $$NOW
 //     in an aggregate where the server serves it (server.NowInReads), else hello's localTime.
-//     $$NOW comes first because it is the clock of the engine that stores the records: on
+//     $$NOW comes first because it is the clock of the engine that stores the records. On
 //     DocumentDB it is PostgreSQL's transaction start time, the same for every gateway in
-//     front of the database, while hello's localTime is the clock of whichever gateway
-//     answered. It is also the clock the MongoDB formulation's writes read. A lease is never
-//     taken over before its full length has passed on that clock, and at most
+//     front of the database. Hello's localTime is the clock of whichever gateway answered.
+//     $$NOW is also the clock the MongoDB formulation's writes read. A lease is never taken
+//     over before its full length has passed on that clock, and at most
 //     2ε_writer+2ε_reader after.
-//   - Expiry is enforced when a record is read; reaping (a TTL index with the MongoDB
-//     formulation, a bounded sweep with the FerretDB one, which Close stops) only bounds the
-//     collection's size.
-//   - An unreadable record (missing or mistyped fields) reads as absent; a claim takes it
+//   - Expiry is enforced when a record is read. Reaping only bounds the collection's size: a
+//     TTL index with the MongoDB formulation, a bounded sweep with the FerretDB one (which
+//     Close stops).
+//   - An unreadable record (missing or mistyped fields) reads as absent. A claim takes it
 //     over and says so (Claim.RecoveredFromCorrupt), one claimer of many.
 //   - A request whose fingerprint differs from the stored one (same fingerprint version) is
 //     refused with a *FingerprintMismatchError, never given the stored response.
 //   - A write sent but not answered is an *execstore.OutcomeUnknownError (matching
-//     execstore.ErrOutcomeUnknown), unless a read settles it exactly: a claim whose token
-//     (chosen before sending) is read back is the caller's (Claim.Settled); a complete is
+//     execstore.ErrOutcomeUnknown), unless a read settles it exactly. A claim whose token
+//     (chosen before sending) is read back is the caller's (Claim.Settled). A complete is
 //     settled when the record shows it done, or fenced.
 //   - Bad input (empty or oversized keys, non-positive leases, oversized bodies) is refused
 //     with execstore.ErrInvalid before any I/O.
 //
-// Like package aio, every operation is a request on a bounded pool (package pool, through
-// internal/async): a call whose context ends while it is queued is withdrawn unsent; Close
-// stops new calls, drains the rest within its context and leaves no goroutine behind.
+// As in package aio, every operation is a request on a bounded pool (package pool). A call
+// whose context ends while it is queued is withdrawn unsent. Close stops new calls, drains
+// the rest within its context, and leaves no goroutine behind.
 //
-// The formulation is picked at Open by what the server does, not by its name: Open probes
+// The formulation is picked at Open by what the server does, not by its name. Open probes
 // whether the server serves $$NOW in update pipelines (server.NowInWrites), with a
-// findAndModify and an update that match no document. Where it does (MongoDB 4.4 and newer;
-// DocumentDB with documentdb.enableVariablesSupportForWriteCommands on), a claim is one
-// findAndModify whose pipeline decides by $$NOW (server.MongoDB). Where it does not
-// (FerretDB 1.x; FerretDB 2.x on DocumentDB by default), a claim is a read and a guarded
-// write (server.FerretDB). Server reports the profile and the probes; Options.Profile forces
-// a formulation.
+// findAndModify and an update that match no document. Where it does, a claim is one
+// findAndModify whose pipeline decides by $$NOW (server.MongoDB). That is MongoDB 4.4 and
+// newer, and DocumentDB with documentdb.enableVariablesSupportForWriteCommands on. Where it
+// does not, a claim is a read and a guarded write (server.FerretDB). That is FerretDB 1.x,
+// and FerretDB 2.x on DocumentDB by default. Store.Server reports the profile and the
+// probes. Options.Profile forces a formulation.
 package idem

@@ -127,9 +127,6 @@ func (r *records) settleClaim(ctx context.Context, key, token string, unknown er
 	return Claim{Outcome: outcomeOf(rec), Token: token, Record: rec, RecoveredFromCorrupt: corrupt, Settled: true}, nil
 }
 
-// settleComplete settles an unanswered complete with token: true when the record is
-// completed with that token, false when it carries another token (the old one is fenced
-// for good: tokens are never reused, so the write can never match). Otherwise unknown.
 // completed turns the answer to a complete's guarded update into its result: whether it
 // matched, or, when the write went unanswered, what a read settles (settleComplete).
 func (r *records) completed(ctx context.Context, key, token string, res *mongo.UpdateResult, err error) (bool, error) {
@@ -143,6 +140,9 @@ func (r *records) completed(ctx context.Context, key, token string, res *mongo.U
 	return res.MatchedCount == 1, nil
 }
 
+// settleComplete settles an unanswered complete with token: true when the record is
+// completed with that token, false when it carries another token (the old one is fenced
+// for good: tokens are never reused, so the write can never match). Otherwise unknown.
 func (r *records) settleComplete(ctx context.Context, key, token string, unknown error) (bool, error) {
 	rec := r.readBack(ctx, key)
 	switch {

@@ -30,8 +30,8 @@ const (
 	defaultRetryAfter      = time.Second
 )
 
-// MiddlewareOptions configures Store.Middleware. The zero value is ready to use; the
-// lease, retention, fingerprint version and how long a retry waits for a running first
+// MiddlewareOptions configures Store.Middleware. The zero value is ready to use. The lease,
+// the retention, the fingerprint version and how long a retry waits for a running first
 // request are the store's (Options.Lease, Retention, FingerprintVersion, WaitTimeout).
 type MiddlewareOptions struct {
 	// Methods are the methods the middleware applies to; others pass through untouched.

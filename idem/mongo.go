@@ -14,7 +14,7 @@ import (
 )
 
 // mongoForm is the formulation for MongoDB (and the servers that serve its pipelines, such as
-// FerretDB 2.x): seed 003's. Time is $$NOW, the server's clock at the write, so the
+// FerretDB 2.x). Time is $$NOW, the server's clock at the write, so the
 // application's clock plays no part. A claim is one findAndModify upsert (never of the _id
 // alone: see claimFilter) whose pipeline takes the record if it is missing or lapsed and keeps
 // it otherwise, recording the state it took it over from (prev_state) so that new and

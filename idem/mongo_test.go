@@ -41,7 +41,7 @@ const readableJSON = `{"$and":[{"$in":[{"$type":"$_id"},["string"]]},{"$in":["$s
 	`"in":{"$and":[{"$in":[{"$type":"$$h"},["object"]]},{"$in":[{"$type":"$$h.n"},["string"]]},{"$in":[{"$type":"$$h.v"},["array"]]},` +
 	`{"$allElementsTrue":[{"$map":{"input":{"$cond":[{"$isArray":"$$h.v"},"$$h.v",[]]},"as":"x","in":{"$in":[{"$type":"$$x"},["string"]]}}}]}]}}}]}]}]}]}`
 
-// The MongoDB formulation's command documents, field by field: seed 003's claim pipeline
+// The MongoDB formulation's command documents, field by field: the claim pipeline
 // (with prev_state kept only when the record is taken, and caller strings as literals),
 // complete and renew from $$NOW, the read with the server's now, the take-over of an
 // unreadable record, the guards and the TTL index.

@@ -5,17 +5,18 @@ import (
 	"time"
 )
 
-// Claim claims key for the request with fingerprint (of the given fingerprint version) for
-// lease; see Outcome for what it can find. A fingerprint that differs from the stored one
+// Claim claims key for lease, for the request with fingerprint (of the given fingerprint
+// version). See Outcome for what it can find. A fingerprint that differs from the stored one
 // of the same version returns the Claim found with a *FingerprintMismatchError.
 //
-// Cost: with the MongoDB formulation one findAndModify (two when it takes over an unreadable
-// record); with the FerretDB one a find and a guarded write, plus a reading of the server's
+// Cost: with the MongoDB formulation, one findAndModify (two when it takes over an unreadable
+// record). With the FerretDB one, a find and a guarded write, plus a reading of the server's
 // clock when the last one is stale.
-// Unanswered, it is settled by reading the token (chosen before sending) back: a claim that
-// landed is reported as such with Settled set; otherwise the error matches
-// execstore.ErrOutcomeUnknown (claim again: a claim that landed is then AlreadyClaimed under
-// a token no one holds, and is reclaimed once its lease lapses).
+//
+// An unanswered claim is settled by reading its token (chosen before sending) back. A claim
+// that landed is reported as such, with Settled set. Otherwise the error matches
+// execstore.ErrOutcomeUnknown. Then claim again: a claim that landed is then AlreadyClaimed
+// under a token no one holds, and is reclaimed once its lease lapses.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, fingerprintVersion int, lease time.Duration) (Claim, error) {
 	if err := validateClaim(key, fingerprint, lease); err != nil {
 		return Claim{}, err
@@ -28,12 +29,13 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, fingerprintV
 	return c, err
 }
 
-// Complete stores resp as key's response and makes the record Completed for retention,
-// if it is still claimed with token; false means the token was fenced (reclaimed, released
-// or completed), while an empty or malformed token (not one a Claim handed out) is
-// execstore.ErrInvalid before any I/O. Unanswered, it is settled by a read of the primary
-// where the read proves the outcome; otherwise, and always after a write-concern error (the
-// write may be rolled back), the error matches execstore.ErrOutcomeUnknown.
+// Complete stores resp as key's response and makes the record Completed for retention, if it
+// is still claimed with token. False means the token was fenced (reclaimed, released or
+// completed). An empty or malformed token (not one a Claim handed out) is
+// execstore.ErrInvalid before any I/O. An unanswered complete is settled by a read of the
+// primary where the read proves the outcome. Otherwise the error matches
+// execstore.ErrOutcomeUnknown, and always after a write-concern error (the write may be
+// rolled back).
 func (s *Store) Complete(ctx context.Context, key, token string, resp Response, retention time.Duration) (bool, error) {
 	if err := validateToken(key, token); err != nil {
 		return false, err
@@ -50,9 +52,10 @@ func (s *Store) Complete(ctx context.Context, key, token string, resp Response, 
 }
 
 // Release deletes key's record if it is still claimed with token, so that the next claim is
-// New (a request that failed and may be retried); false means the token was fenced, while an
-// empty or malformed token is execstore.ErrInvalid before any I/O. Unanswered, the error
-// matches execstore.ErrOutcomeUnknown: the lease still bounds how long the key stays claimed.
+// New (for a request that failed and may be retried). False means the token was fenced. An
+// empty or malformed token is execstore.ErrInvalid before any I/O. When the release is
+// unanswered, the error matches execstore.ErrOutcomeUnknown, and the lease still bounds how
+// long the key stays claimed.
 func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
 	if err := validateToken(key, token); err != nil {
 		return false, err
@@ -63,9 +66,10 @@ func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
 }
 
 // Renew extends the lease of key's claim to lease from now (the server's clock), if it is
-// still claimed with token; false means it was fenced or completed, while an empty or
-// malformed token is execstore.ErrInvalid before any I/O. A claim whose lease lapsed is still
-// renewed if no one reclaimed it. Unanswered, the error matches execstore.ErrOutcomeUnknown.
+// still claimed with token. False means it was fenced or completed. An empty or malformed
+// token is execstore.ErrInvalid before any I/O. A claim whose lease lapsed is still renewed
+// if no one reclaimed it. When the renew is unanswered, the error matches
+// execstore.ErrOutcomeUnknown.
 func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duration) (bool, error) {
 	if err := validateToken(key, token); err != nil {
 		return false, err

@@ -34,13 +34,13 @@ type Store struct {
 }
 
 // Open connects to the server at uri and returns a store. It pings the server, retrying with
-// exponential backoff until ctx ends, asks what it is (Server reports it), refuses a server
-// older than MongoDB 4.4 (execstore.ErrInvalid), creates the collection if it is missing,
-// and picks the formulation by what the server does (see choose): MongoDB's where the server
-// serves $$NOW in update pipelines (server.NowInWrites), with its TTL index; FerretDB's
-// everywhere else. Options.Profile forces one: FerretDB's on any server, MongoDB's only on a
-// server that serves it (else execstore.ErrInvalid). A probe that fails for any other reason
-// fails Open.
+// exponential backoff until ctx ends. It asks the server what it is (Server reports it), and
+// refuses a server older than MongoDB 4.4 with execstore.ErrInvalid. It creates the
+// collection if it is missing. It picks the formulation by what the server does: MongoDB's,
+// with its TTL index, where the server serves $$NOW in update pipelines
+// (server.NowInWrites), and FerretDB's everywhere else. Options.Profile forces one.
+// FerretDB's can be forced on any server, MongoDB's only on a server that serves it (else
+// execstore.ErrInvalid). A probe that fails for any other reason fails Open.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	stats := newStatCounters()

@@ -7,16 +7,16 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// Pauses between Wait's reads (seed 003's schedule): 50ms, doubling, at most 1s.
+// Pauses between Wait's reads: 50ms, doubling, at most 1s.
 const (
 	waitFirstPause = 50 * time.Millisecond
 	waitMaxPause   = time.Second
 )
 
-// Wait polls key's record until it is Completed and returns it; it returns nil when the key
-// is absent (never claimed, released, or past its retention) or timeout passes first, and
-// ctx's error at once when ctx ends. The reads pause 50ms, then twice as long each time, up
-// to 1s (there is no push: change streams need a replica set).
+// Wait polls key's record until it is Completed, and returns it. It returns nil when the key
+// is absent (never claimed, released, or past its retention), or when timeout passes first.
+// It returns ctx's error at once when ctx ends. The reads pause 50ms, then twice as long each
+// time, up to 1s. There is no push, since change streams need a replica set.
 func (s *Store) Wait(ctx context.Context, key string, timeout time.Duration) (*Record, error) {
 	if err := validateKey(key); err != nil {
 		return nil, err

@@ -7,14 +7,14 @@ import (
 )
 
 // Checkpoint stores state as the invocation's checkpoint for phase, replacing the previous
-// one, if f still holds the invocation. The state is sealed by the journal's cipher, bound
-// to the invocation, its claim, the phase and the checkpoint's new random id, which it
-// returns with the next fence; Prepare names that id.
+// one, if f still holds the invocation. The state is sealed by the journal's cipher. It is
+// bound to the invocation, its claim, the phase and the checkpoint's new random id.
+// Checkpoint returns that id with the next fence, and Prepare names it.
 //
-// Cost: one guarded update (a majority read too when it matches nothing: then an
-// *OwnerConflictError says what it found, and nothing was written; that read failing is an
-// unknown outcome as below). Unanswered, the error matches execstore.ErrOutcomeUnknown and
-// the journal is uncertain about the invocation.
+// Cost: one guarded update. When the update matches nothing, a majority read follows, and an
+// *OwnerConflictError says what it found; nothing was written. That read failing is an
+// unknown outcome, as below. When the update is unanswered, the error matches
+// execstore.ErrOutcomeUnknown, and the journal is uncertain about the invocation.
 func (j *Journal) Checkpoint(ctx context.Context, f Fence, phase Phase, state []byte) (Fence, string, error) {
 	if err := validateFence(f); err != nil {
 		return Fence{}, "", err

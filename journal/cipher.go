@@ -10,10 +10,10 @@ import (
 
 // Cipher seals and opens the journal's payloads (checkpoints, prepared operations and
 // receipts) with authenticated encryption. The associated data binds a ciphertext to where
-// it was written (the invocation, its claim, the phase and the kind of payload); Open must
+// it was written: the invocation, its claim, the phase and the kind of payload. Open must
 // refuse a ciphertext sealed with other associated data, or altered in any bit, with an
 // error, never with data. Implementations must be safe for concurrent use. KeyRing is the
-// standard one; any AEAD (a KMS envelope, say) fits.
+// standard one. Any AEAD (a KMS envelope, say) fits.
 type Cipher interface {
 	// Seal encrypts and authenticates plaintext and authenticates associatedData.
 	Seal(plaintext, associatedData []byte) ([]byte, error)

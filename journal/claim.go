@@ -12,13 +12,14 @@ import (
 )
 
 // Claim claims the invocation id for owner. The first owner to claim it holds it, at
-// revision 1; of any number of concurrent claimers exactly one wins (the _id's uniqueness
-// decides). The same owner claiming again gets its fence back at the stored revision;
-// another owner gets an *OwnerConflictError naming the holder, and the same id with another
-// scope or digest a *BindingError.
+// revision 1. Of any number of concurrent claimers exactly one wins (the _id's uniqueness
+// decides). The same owner claiming again gets its fence back at the stored revision.
+// Another owner gets an *OwnerConflictError naming the holder. The same id with another
+// scope or digest gets a *BindingError.
 //
-// Cost: one insert; one majority read when the id exists. Unanswered, the error matches
-// execstore.ErrOutcomeUnknown and the journal is uncertain about id (Reverify it).
+// Cost: one insert, and one majority read when the id exists. When the insert is
+// unanswered, the error matches execstore.ErrOutcomeUnknown, and the journal is uncertain
+// about id (Reverify it).
 func (j *Journal) Claim(ctx context.Context, id Identity, owner string) (Fence, error) {
 	if err := validateIdentity(id); err != nil {
 		return Fence{}, err

@@ -17,24 +17,25 @@ type Attempt struct {
 	Fence        Fence  // the fence after the attempt was recorded
 }
 
-// Dispatch records a new attempt and hands out the prepared operation's body to execute,
-// if f still holds the invocation, an operation is prepared, and the latest attempt (if
-// any) ended Failed. It refuses (nothing written) when the latest attempt has no receipt
-// yet or Succeeded (ErrState), and, once any attempt ended Unknown, for good
+// Dispatch records a new attempt and hands out the prepared operation's body to execute. It
+// does so if f still holds the invocation, an operation is prepared, and the latest attempt
+// (if any) ended Failed. It refuses, writing nothing, when the latest attempt has no receipt
+// yet or Succeeded (ErrState). Once any attempt ended Unknown, it refuses for good
 // (ErrNoReplay): the only way forward is Reconcile with the outside system's receipt.
 //
-// It decides from a majority read before it writes: every ciphertext (the operation's
-// included) authenticated and the attempt flags checked against the authenticated receipts,
-// so a refusal (*OwnerConflictError, *StateError, *IntegrityError; a no-replay flag cleared
-// in the stored document is an *IntegrityError matching ErrNoReplay too) records no attempt.
-// A read that fails is the read's error, and nothing was written.
+// It decides from a majority read before it writes. Every ciphertext, the operation's
+// included, is authenticated, and the attempt flags are checked against the authenticated
+// receipts. So a refusal records no attempt: an *OwnerConflictError, a *StateError or an
+// *IntegrityError. A no-replay flag cleared in the stored document is an *IntegrityError
+// that matches ErrNoReplay too. A read that fails is the read's error, and nothing was
+// written.
 //
 // The attempt is recorded before the body is handed out: a body is never handed out for an
 // attempt the majority does not have. The write is guarded by the fence, the flags and the
-// operation's exact ciphertext it read. Unanswered, the error matches
+// operation's exact ciphertext it read. When the write is unanswered, the error matches
 // execstore.ErrOutcomeUnknown, the body is not handed out, and the journal is uncertain
-// about the invocation: Reverify shows whether the attempt was recorded (Latest "pending"),
-// and its owner, who knows the body was never run, reconciles it Failed.
+// about the invocation. Reverify then shows whether the attempt was recorded (Latest
+// "pending"). Its owner, who knows the body was never run, reconciles it Failed.
 //
 // Cost: one majority read and one guarded update (a second majority read when the update
 // matches nothing).

@@ -1,80 +1,82 @@
-// Package journal is an operation journal on MongoDB: the durable record of one invocation
-// of an outside-world operation (a tool call, a payment), so that a crashed or fenced
-// worker never runs it twice by guessing. An invocation is claimed by its first owner,
-// advanced by owner/revision compare-and-set, checkpointed, prepared with an opaque
-// operation that names the exact checkpoint it continues from, handed out per attempt
-// (Dispatch) and reconciled by receipts from the outside system.
+// Package journal is an operation journal on MongoDB. It is the durable record of one
+// invocation of an outside-world operation (a tool call, a payment), so that a crashed or
+// fenced worker never runs it twice by guessing. An invocation is claimed by its first
+// owner, and advanced by owner/revision compare-and-set. It is checkpointed, and prepared
+// with an opaque operation that names the exact checkpoint it continues from. The operation
+// is handed out per attempt (Dispatch), and each attempt is reconciled by a receipt from the
+// outside system.
 //
-// One document per invocation (_id its id): identity (scope, request digest), owner, a
-// random claim id, revision, the checkpoint, the prepared operation, attempt count and
-// state, a no-replay flag and the receipts. Checkpoints, the operation and receipts are
-// stored only as ciphertexts of the caller's Cipher (KeyRing: AES-256-GCM with rotation).
+// There is one document per invocation, with its id as _id. It holds the identity (scope,
+// request digest), the owner, a random claim id, the revision, the checkpoint, the prepared
+// operation, the attempt count and state, a no-replay flag and the receipts. Checkpoints,
+// the operation and receipts are stored only as ciphertexts of the caller's Cipher.
+// KeyRing is the standard Cipher: AES-256-GCM with rotation.
 //
 // What always holds:
-//   - Identity: an id is bound to its scope and digest for good; HasInvocation and Claim
-//     refuse the same id with another one (*BindingError), never report it absent.
-//   - First owner: of any number of concurrent claims exactly one wins (revision 1); the
-//     same owner claiming again gets its fence back; another owner is refused. The claim is
-//     an insert with the invocation id as _id, never an upsert, so the _id index picks the
-//     one winner on every server, those that run writes concurrently and lock rows included;
-//     a duplicate-key refusal is MongoDB's 11000 or such an engine's unique violation
+//   - Identity: an id is bound to its scope and digest for good. HasInvocation and Claim
+//     refuse the same id with another one (*BindingError), and never report it absent.
+//   - First owner: of any number of concurrent claims exactly one wins (revision 1). The
+//     same owner claiming again gets its fence back. Another owner is refused. The claim is
+//     an insert with the invocation id as _id, never an upsert. So the _id index picks the
+//     one winner on every server, those that run writes concurrently and lock rows included.
+//     A duplicate-key refusal is MongoDB's 11000 or such an engine's unique violation
 //     (code 1). Every other write updates an existing document, one at a time: the journal
 //     sends no bulk write.
 //   - Fencing: every mutation names a Fence (owner, claim, revision) and is one write
-//     guarded by it; a stale or foreign fence writes nothing and gets an
+//     guarded by it. A stale or foreign fence writes nothing and gets an
 //     *OwnerConflictError with expected and found, which differ. A guarded write that
-//     matches nothing although the fence and the stored state allow it met a document
-//     changed outside the journal: an *IntegrityError, never a conflict. VerifyOwner is a
-//     majority read only.
+//     matches nothing, although the fence and the stored state allow it, met a document
+//     changed outside the journal: that is an *IntegrityError, never a conflict.
+//     VerifyOwner is a majority read only.
 //   - Sealed and bound: every ciphertext's associated data binds it to the invocation's
-//     identity, its claim, and its place (a checkpoint's phase and id, the checkpoint an
-//     operation continues from, a receipt's attempt and outcome); a ciphertext altered, or
-//     copied to another invocation, claim or phase, is refused on read (*IntegrityError),
-//     never returned. Nothing of a checkpoint, operation or receipt is stored in plaintext.
-//     The attempt flags (attempts, latest, no-replay) are plaintext for the writes' filters
-//     but checked on every read against the authenticated receipts; flags they
-//     contradict are an *IntegrityError too.
-//   - Prepare names the checkpoint: the checkpoint id is in the write's filter; another
-//     stored checkpoint means nothing written (*CheckpointMismatchError).
-//   - No replay after UNKNOWN: Dispatch hands the body out only after recording the
-//     attempt, only when the latest attempt Failed (or there is none), and never once any
+//     identity, its claim, and its place. The place is a checkpoint's phase and id, the
+//     checkpoint an operation continues from, or a receipt's attempt and outcome. A
+//     ciphertext altered, or copied to another invocation, claim or phase, is refused on read
+//     (*IntegrityError), never returned. Nothing of a checkpoint, operation or receipt is
+//     stored in plaintext. The attempt flags (attempts, latest, no-replay) are plaintext for
+//     the writes' filters. They are checked on every read against the authenticated
+//     receipts, and flags they contradict are an *IntegrityError too.
+//   - Prepare names the checkpoint: the checkpoint id is in the write's filter. Another
+//     stored checkpoint means nothing is written (*CheckpointMismatchError).
+//   - No replay after UNKNOWN: Dispatch hands the body out only after recording the attempt,
+//     and only when the latest attempt Failed (or there is none). It never does once any
 //     attempt was reconciled Unknown (ErrNoReplay, also checked against the authenticated
-//     receipts); the only way forward is Reconcile with the outside system's receipt. It
-//     decides from a majority read, everything authenticated, before it writes: a refused
-//     Dispatch records no attempt. The write is one update guarded by the fence and by the
-//     attempt count, latest state, no-replay flag and operation ciphertext it read, so a
-//     write of another process that lands between the read and the update (on MongoDB or on
-//     an engine that locks rows) makes it match nothing: of two racing Dispatches one
+//     receipts). The only way forward is then Reconcile with the outside system's receipt.
+//     Dispatch decides from a majority read, everything authenticated, before it writes: a
+//     refused Dispatch records no attempt. The write is one update guarded by the fence and
+//     by the attempt count, latest state, no-replay flag and operation ciphertext it read.
+//     So a write of another process that lands between the read and the update (on MongoDB
+//     or on an engine that locks rows) makes it match nothing. Of two racing Dispatches, one
 //     records the attempt, and the other is refused from a fresh read.
-//   - Durability: writes {w: "majority", j: true}, bounded by Options.WriteTimeout as a
-//     context deadline (driver v2 sends no wtimeout); reads readConcern majority from the
-//     primary; the client Open makes never retries writes. Open refuses retryable writes
-//     and a cipher that cannot seal and open a probe (nil, a KeyRing without keys), and,
-//     unless Options.AcceptWeakDurability, a deployment where "majority" may be one node,
-//     decided from hello alone: a standalone server, or a replica set whose hosts (its
-//     voting, data-bearing members; arbiters hold no data, a passive member may not vote,
-//     hidden members are not listed) are fewer than two. A mongos is accepted; its shards
-//     are not visible to this rule.
-//   - Fail closed: a write sent but not answered (network cut, timeout, write-concern
-//     error) is an *execstore.OutcomeUnknownError and makes the Journal refuse every
-//     mutation (ErrUncertain) until Reverify has read the invocation with a majority read.
-//     So does a read that fails once sent when its answer decides the caller's next step:
-//     VerifyOwner's, Reverify's own, and the read that says why a guarded write matched
-//     nothing (Checkpoint, Prepare, Dispatch, Reconcile: nothing was written, but the
-//     caller does not learn why); each is then an *execstore.OutcomeUnknownError for that
-//     call. Reads whose failure leaves the caller
-//     nothing to act on return the read's error and change nothing: Read, HasInvocation,
-//     Claim's read after its insert was refused as a duplicate (no fence is handed out),
-//     and Dispatch's read before its write (nothing was sent). A call refused before it is
-//     sent (its context ended while queued, the journal closed) changes nothing either.
+//   - Durability: writes are {w: "majority", j: true}, bounded by Options.WriteTimeout as a
+//     context deadline (driver v2 sends no wtimeout). Reads are at majority read concern,
+//     from the primary. The client Open makes never retries writes. Open refuses retryable
+//     writes, and a cipher that cannot seal and open a probe (nil, a KeyRing without keys).
+//     Unless Options.AcceptWeakDurability is set, it also refuses a deployment where
+//     "majority" may be one node, decided from hello alone. That is a standalone server, or
+//     a replica set whose hosts (its voting, data-bearing members) are fewer than two.
+//     Arbiters hold no data, a passive member may not vote, and hidden members are not
+//     listed. A mongos is accepted: its shards are not visible to this rule.
+//   - Fail closed: a write sent but not answered (network cut, timeout, write-concern error)
+//     is an *execstore.OutcomeUnknownError. It makes the Journal refuse every mutation
+//     (ErrUncertain) until Reverify has read the invocation with a majority read. So does a
+//     read that fails once sent, when its answer decides the caller's next step. Those reads
+//     are VerifyOwner's, Reverify's own, and the read that says why a guarded write matched
+//     nothing (in Checkpoint, Prepare, Dispatch and Reconcile, where nothing was written but
+//     the caller does not learn why). Each is then an *execstore.OutcomeUnknownError for
+//     that call. Reads whose failure leaves the caller nothing to act on return the read's
+//     error and change nothing. Those are Read, HasInvocation, Claim's read after its insert
+//     was refused as a duplicate (no fence is handed out), and Dispatch's read before its
+//     write (nothing was sent). A call refused before it is sent (its context ended while
+//     queued, the journal closed) changes nothing either.
 //   - Bad input (empty ids, payloads past MaxPayloadBytes, unknown phases or outcomes, a
 //     fence the journal did not make) is execstore.ErrInvalid before any I/O.
 //
-// Like the module's other stores, every operation is a request on a bounded pool (package
-// pool, through internal/async): a call whose context ends while queued is withdrawn
-// unsent; Close drains the rest within its context and disconnects the client.
+// As in the module's other stores, every operation is a request on a bounded pool (package
+// pool). A call whose context ends while queued is withdrawn unsent. Close drains the rest
+// within its context and disconnects the client.
 //
 // FerretDB makes concurrent writes to one document atomic only behind the module's
-// write-serializing front (package embedded); the journal's guarantees assume MongoDB's
+// write-serializing front (package embedded). The journal's guarantees assume MongoDB's
 // single-document atomicity.
 package journal

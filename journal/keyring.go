@@ -26,15 +26,15 @@ type Key struct {
 // that no verb prints the secret.
 func (k Key) Format(f fmt.State, _ rune) { fmt.Fprintf(f, "journal.Key(%q)", k.ID) }
 
-// KeyRing is a Cipher on the standard library's AES-256-GCM with a ring of keys: new
+// KeyRing is a Cipher on the standard library's AES-256-GCM with a ring of keys. New
 // ciphertexts are sealed under the primary key, and any key of the ring opens what it
-// sealed, so keys rotate without rewriting history: make a new ring with the new key as
-// primary and the old ones after it; drop an old key once nothing sealed under it is kept.
+// sealed. So keys rotate without rewriting history. Make a new ring with the new key as
+// primary and the old ones after it. Drop an old key once nothing sealed under it is kept.
 //
 // A ciphertext is: format version (1 byte), key id length (1 byte), key id, a random
 // 96-bit nonce, then the GCM output. The version and key id are authenticated with the
 // caller's associated data, so neither can be swapped. Neither a KeyRing's errors nor its
-// String show a secret. It is safe for concurrent use.
+// Format show a secret. It is safe for concurrent use.
 type KeyRing struct {
 	primary string
 	aeads   map[string]cipher.AEAD
@@ -45,7 +45,7 @@ const ciphertextVersion = 1
 
 // NewKeyRing returns a ring that seals under primary and opens under primary and older.
 // Every key needs a distinct non-empty id of at most MaxKeyIDBytes and a KeySize-byte
-// secret; the ring copies nothing of the secrets but the ciphers made from them.
+// secret. The ring keeps nothing of the secrets but the ciphers made from them.
 func NewKeyRing(primary Key, older ...Key) (*KeyRing, error) {
 	r := &KeyRing{primary: primary.ID, aeads: map[string]cipher.AEAD{}}
 	for i, k := range append([]Key{primary}, older...) {

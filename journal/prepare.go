@@ -9,12 +9,12 @@ import (
 	"github.com/execstore/execstore/internal/contract"
 )
 
-// Prepare stores operation, opaque to the journal and sealed by its cipher, as what the
-// invocation will run, continuing from checkpoint (an id Checkpoint returned), if f still
-// holds the invocation, the stored checkpoint is exactly that one, and no attempt has been
-// handed out yet (until then Prepare may replace the operation). The checkpoint id is in
-// the write's filter: when the stored checkpoint is another, nothing is written and the
-// error is a *CheckpointMismatchError.
+// Prepare stores operation as what the invocation will run, continuing from checkpoint (an
+// id Checkpoint returned). The operation is opaque to the journal and sealed by its cipher.
+// Prepare writes only if f still holds the invocation, the stored checkpoint is exactly that
+// one, and no attempt has been handed out yet. Until then Prepare may replace the operation.
+// The checkpoint id is in the write's filter. When the stored checkpoint is another, nothing
+// is written and the error is a *CheckpointMismatchError.
 //
 // Cost and unknown outcomes as Checkpoint.
 func (j *Journal) Prepare(ctx context.Context, f Fence, checkpoint string, operation []byte) (Fence, error) {

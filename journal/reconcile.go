@@ -9,13 +9,14 @@ import (
 	"github.com/execstore/execstore/internal/contract"
 )
 
-// Reconcile records r, the outside system's receipt for attempt r.Attempt (the latest),
-// if f still holds the invocation and that attempt awaits one: it was handed out and has
-// no receipt yet, or it ended Unknown and r (Succeeded or Failed) settles it. The receipt's
-// data is sealed, bound to the invocation, its claim, the attempt and the outcome; receipts
-// are kept apart from the operation and never replace one another. An Unknown receipt
-// forbids handing the operation out ever again (ErrNoReplay for Dispatch); a later
-// Succeeded or Failed receipt settles the attempt but does not lift that.
+// Reconcile records r, the outside system's receipt for attempt r.Attempt (the latest). It
+// does so if f still holds the invocation and that attempt awaits a receipt. An attempt
+// awaits one when it was handed out and has no receipt yet, or when it ended Unknown and r
+// (Succeeded or Failed) settles it. The receipt's data is sealed, bound to the invocation,
+// its claim, the attempt and the outcome. Receipts are kept apart from the operation and
+// never replace one another. An Unknown receipt forbids handing the operation out ever again
+// (ErrNoReplay for Dispatch). A later Succeeded or Failed receipt settles the attempt but
+// does not lift that.
 //
 // Cost and unknown outcomes as Checkpoint.
 func (j *Journal) Reconcile(ctx context.Context, f Fence, r Receipt) (Fence, error) {

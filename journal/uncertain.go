@@ -50,8 +50,8 @@ func (u *uncertainty) refusal() error {
 	return &UncertainError{InvocationIDs: ids}
 }
 
-// Uncertain returns the invocations this Journal must Reverify before it writes again;
-// empty when it is not uncertain.
+// Uncertain returns the invocations this Journal must Reverify before it writes again. It
+// is empty when the journal is not uncertain.
 func (j *Journal) Uncertain() []string {
 	if err, ok := j.uncertain.refusal().(*UncertainError); ok {
 		return err.InvocationIDs
@@ -59,17 +59,17 @@ func (j *Journal) Uncertain() []string {
 	return nil
 }
 
-// Reverify re-establishes the truth about invocation id after an unknown outcome: a
-// majority read from the primary, every ciphertext authenticated and the attempt flags
-// checked. Once it succeeds the journal is no longer uncertain about id (and accepts
-// mutations again when it is uncertain about nothing else); the caller goes on from the
-// invocation it returns (its Fence), never from what it had before. It returns
-// execstore.ErrNotFound (and clears id) when the invocation does not exist: a claim that
+// Reverify re-establishes the truth about invocation id after an unknown outcome. It is a
+// majority read from the primary, with every ciphertext authenticated and the attempt flags
+// checked. Once it succeeds, the journal is no longer uncertain about id. It accepts
+// mutations again when it is uncertain about nothing else. The caller goes on from the
+// invocation Reverify returns (its Fence), never from what it had before. Reverify returns
+// execstore.ErrNotFound, and clears id, when the invocation does not exist: a claim that
 // never landed.
 //
-// It fails closed: its read failing once sent is an *execstore.OutcomeUnknownError (Op
-// "reverify") and leaves the journal uncertain about id, or makes it so; an *IntegrityError
-// clears nothing.
+// It fails closed. Its read failing once sent is an *execstore.OutcomeUnknownError (Op
+// "reverify"), and leaves the journal uncertain about id, or makes it so. An
+// *IntegrityError clears nothing.
 func (j *Journal) Reverify(ctx context.Context, id string) (*Invocation, error) {
 	if err := contract.ValidateID("id", id); err != nil {
 		return nil, err

@@ -51,10 +51,10 @@ type PreparedCommit struct {
 	bytes    int      // the commit's part of CommitPlan.Bytes
 }
 
-// PrepareCommit prepares the commit of c on exe, which must have passed
-// contract.ValidateCommit. It refuses with ErrInvalid a commit whose write would be past
-// MongoDB's document limit with any seqs it could be given (they are measured at their
-// longest).
+// PrepareCommit prepares the commit of c on exe. They must be valid input to a Store's
+// Commit: a store refuses anything else with ErrInvalid before it prepares a commit.
+// PrepareCommit refuses with ErrInvalid a commit whose write would be past MongoDB's document
+// limit with any seqs it could be given (they are measured at their longest).
 func PrepareCommit(l Layout, exe *execstore.Execution, c *execstore.Commit) (*PreparedCommit, error) {
 	pc := &PreparedCommit{c: c, contexts: make([][]byte, len(c.Spawns))}
 	for i, s := range c.Spawns {
@@ -112,10 +112,10 @@ func payloadBytes(c *execstore.Commit, contexts [][]byte, step []byte) int {
 }
 
 // CheckCommitSize refuses with ErrInvalid, as PrepareCommit does, a commit of c on exe that
-// would be past MongoDB's document limit as this package writes it, for a store that keeps
-// the commit another way (package memstore) and must refuse the same input. contexts and step
-// are c's spawn contexts and trace step as contract.EncodeMap encodes them. It costs some
-// arithmetic unless the commit is near the limit.
+// would be past MongoDB's document limit as this package writes it. It is for a store that
+// keeps the commit another way (package memstore) and must refuse the same input. contexts
+// and step are c's spawn contexts and trace step, each encoded as a BSON document (nil as the
+// empty one). It costs some arithmetic unless the commit is near the limit.
 func CheckCommitSize(exe *execstore.Execution, c *execstore.Commit, contexts [][]byte, step []byte) error {
 	n := execBytes(exe) + payloadBytes(c, contexts, step)
 	for _, t := range c.Timers {
@@ -133,8 +133,8 @@ func execBytes(exe *execstore.Execution) int {
 	return sizeBase + len(exe.ID) + len(exe.DefinitionID) + len(exe.ParentID) + len(exe.Data)
 }
 
-// BuildCommit builds the commit of exe and c: PrepareCommit, then Build. exe and c must
-// have passed contract.ValidateCommit; seqs must hold one seq per emit and per spawn.
+// BuildCommit builds the commit of exe and c: PrepareCommit, then Build. exe and c must be
+// valid input to a Store's Commit. seqs must hold one seq per emit and per spawn.
 func BuildCommit(l Layout, exe *execstore.Execution, c *execstore.Commit, seqs Seqs) (CommitPlan, error) {
 	pc, err := PrepareCommit(l, exe, c)
 	if err != nil {

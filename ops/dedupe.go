@@ -15,9 +15,9 @@ import (
 // with $set and $addToSet alone (FerretDB ignores $slice). Every store on a database must use
 // the same window.
 
-// DedupeFields returns the fields that hold the dedupe set under l: fProcessed when
-// there is no window, else fProcessed0 and fProcessed1. An event id is in the set
-// when it is in any of them; an absent field holds none.
+// DedupeFields returns the fields that hold the dedupe set under l: "processed" when there
+// is no window, else "processed_0" and "processed_1". An event id is in the set when it is in
+// any of them. An absent field holds none.
 func (l Layout) DedupeFields() []string {
 	if l.DedupeWindow <= 0 {
 		return []string{fProcessed}

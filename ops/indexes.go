@@ -7,11 +7,11 @@ import (
 )
 
 // Indexes returns the indexes of ExecutionsCollection, so that every scan costs in proportion
-// to what it returns: the relays read only documents with pending entries (PendingOutboxFilter,
-// PendingSpawnsFilter), the sweep only documents whose timer hint is due (DueFilter), and a
-// listing page walks an index in _id order. Creating an index that exists is a no-op; create
-// them one createIndexes each: FerretDB 1.24.2 drops the connection on a createIndexes that
-// names several indexes some of which exist.
+// to what it returns. The relays read only documents with pending entries
+// (PendingOutboxFilter, PendingSpawnsFilter). The sweep reads only documents whose timer hint
+// is due (DueFilter). A listing page walks an index in _id order. Creating an index that
+// exists is a no-op. Create them with one createIndexes each: FerretDB 1.24.2 drops the
+// connection on a createIndexes that names several indexes some of which exist.
 func Indexes() []mongo.IndexModel {
 	return []mongo.IndexModel{
 		{Keys: bson.D{{Key: fOutboxN, Value: 1}}, Options: options.Index().SetName("outbox_pending")},

@@ -9,10 +9,10 @@ const (
 	CountersCollection   = "counters"
 )
 
-// Field names of an executions document, besides its _id (the execution id). The README's
-// document model describes them all; Indexes lists the indexes over them. The counts beside
-// the outbox and the spawns are selected by PendingOutboxFilter and PendingSpawnsFilter; the
-// fields of the dedupe set are Layout.DedupeFields.
+// Field names of an executions document, besides its _id (the execution id). The document
+// model in docs/document-model.md describes them all, and Indexes lists the indexes over
+// them. The counts beside the outbox and the spawns are selected by PendingOutboxFilter and
+// PendingSpawnsFilter. The fields of the dedupe set are Layout.DedupeFields.
 const (
 	FieldDefinitionID = "definition_id"
 	FieldStatus       = "status"
@@ -72,7 +72,7 @@ type SpawnDoc struct {
 	Context  []byte `bson:"context"`
 }
 
-// TraceDoc is one trace step as stored under FieldTrace; the step's fields are kept as
+// TraceDoc is one trace step as stored under FieldTrace. The step's fields are kept as
 // encoded BSON.
 type TraceDoc struct {
 	Index int64  `bson:"index"`

@@ -29,7 +29,7 @@ func PendingOutboxFilter() bson.D { return outboxField.pendingFilter() }
 func PendingSpawnsFilter() bson.D { return spawnsField.pendingFilter() }
 
 // AckOutboxCommand is the updateOne that removes outbox entry seq of execution sourceID and
-// decrements the count, only if the entry is still there: acking twice, or acking an unknown
+// decrements the count, only if the entry is still there. Acking twice, or acking an unknown
 // seq, matches nothing, so the command may be repeated.
 func AckOutboxCommand(sourceID string, seq int64) (filter, update bson.D) {
 	return outboxField.ackCommand(sourceID, seq)

@@ -4,11 +4,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// DueFilter selects the documents whose timer hint is due at now.
-// timer_min is kept with $min when a timer is scheduled and is never raised by a cancel or a
-// delete, so it may be early, never late: every document with a due timer matches, and the
-// index timers_due makes the scan examine only documents whose hint is due. A matching
-// document may hold no due timer: check each fire time under FieldTimers.
+// DueFilter selects the documents whose timer hint is due at now. The hint, FieldTimerMin,
+// is kept with $min when a timer is scheduled, and is never raised by a cancel or a delete.
+// So it may be early, never late: every document with a due timer matches. The index
+// timers_due makes the scan examine only documents whose hint is due. A matching document
+// may hold no due timer: check each fire time under FieldTimers.
 func DueFilter(now float64) bson.D {
 	return bson.D{{Key: FieldTimerMin, Value: bson.D{{Key: "$lte", Value: now}}}}
 }

@@ -24,10 +24,11 @@ func traceShapeGuard(l Layout) bson.E {
 	return bson.E{Key: FieldTrace, Value: bson.D{{Key: "$type", Value: "array"}}}
 }
 
-// AppendTraceCommand is the updateOne that records step outside a commit: it appends step at
-// its index under a guard on the stored trace_next (step.Index) and on the trace's shape, and
-// moves trace_next on; the version is left alone. When it matches nothing, the index moved
-// (read trace_next again and rebuild) or the trace has the other profile's shape.
+// AppendTraceCommand is the updateOne that records step outside a commit. It appends step at
+// its index, guarded by the stored FieldTraceNext (equal to step.Index) and by the trace's
+// shape, and moves FieldTraceNext on. The version is left alone. When it matches nothing,
+// either the index moved (read FieldTraceNext again and rebuild) or the trace has the other
+// profile's shape.
 func AppendTraceCommand(l Layout, id string, step TraceDoc) (filter, update bson.D) {
 	filter = bson.D{{Key: fID, Value: id}, {Key: FieldTraceNext, Value: step.Index}, traceShapeGuard(l)}
 	set, unset, push := traceRing(l, step)

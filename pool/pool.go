@@ -1,12 +1,13 @@
 // Package pool is the bounded pool of workers that the module's stores run their operations
-// on. Every store (aio, idem, journal) has one of its own by default; a process that opens
-// several stores can make one Pool and pass it to each (Options.Pool) so that one bound on
-// running and waiting operations holds for all of them.
+// on. Every store (aio, idem, journal) has one of its own by default. A process that opens
+// several stores can make one Pool and pass it to each (server.Connection.Pool), so that one
+// bound on running and waiting operations holds for all of them.
 //
 // What always holds:
 //   - At most Config.Workers operations run at once, and at most Config.QueueDepth wait for a
-//     worker; a store's blocking call waits for room for as long as its context allows, and
-//     with ShedLoad fails at once with execstore.ErrOverloaded instead.
+//     worker.
+//   - A store's blocking call waits for room for as long as its context allows. With
+//     server.Connection.ShedLoad it fails at once with execstore.ErrOverloaded instead.
 //   - An operation whose context ended while it waited is never run.
 //   - Close refuses new operations (execstore.ErrClosed), runs everything already accepted
 //     within its context, and leaves no goroutine behind. Close a shared Pool after the stores
@@ -49,8 +50,8 @@ func New(cfg Config) *Pool {
 }
 
 // Close refuses new operations and waits, within ctx, for every accepted one to run. If ctx
-// ends first, running operations see their context cancelled and waiting ones end with
-// execstore.ErrClosed; either way no worker outlives Close.
+// ends first, running operations see their context cancelled, and waiting ones end with
+// execstore.ErrClosed. Either way no worker outlives Close.
 func (p *Pool) Close(ctx context.Context) error { return p.p.Close(ctx) }
 
 // Len returns the number of operations waiting for a worker.
