@@ -21,7 +21,6 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
-	"github.com/execstore/execstore/embedded"
 	"github.com/execstore/execstore/internal/testserver"
 	"github.com/execstore/execstore/server"
 )
@@ -133,14 +132,14 @@ func TestChaos(t *testing.T) {
 func runChaos(t *testing.T, seed uint64) {
 	ctx := context.Background()
 	serverURI, database := srv.URI, testserver.Database(t, "chaos")
-	var emb *embedded.Server // the test's own server, on the embedded server only
+	var emb *testserver.Server // the test's own server, on the embedded server only
 	dir := t.TempDir()
 	if !srv.External {
 		var err error
-		emb, err = embedded.Start(ctx, embedded.Options{Dir: dir})
+		emb, err = srv.Another(ctx, dir, "127.0.0.1:0")
 		require.NoError(t, err)
 		defer func() { emb.Close() }()
-		serverURI, database = emb.URI(), "chaos"
+		serverURI, database = emb.URI, "chaos"
 	}
 	cs, err := connstring.Parse(serverURI)
 	require.NoError(t, err)
@@ -151,7 +150,7 @@ func runChaos(t *testing.T, seed uint64) {
 		}
 		require.NoError(t, emb.Close())
 		time.Sleep(300 * time.Millisecond)
-		emb, err = embedded.Start(ctx, embedded.Options{Dir: dir, Addr: addr})
+		emb, err = srv.Another(ctx, dir, addr)
 		require.NoError(t, err)
 	}
 

@@ -5,9 +5,10 @@
 // The child is built without -race, so `go test -race` does not instrument FerretDB (which
 // would make it several times slower) and its goroutines are not the test's. It is started
 // with a pipe as its standard input and exits when the pipe closes, so it never outlives
-// the test binary, even one that is killed. Nor do its files: the built binary is removed
-// as soon as the child runs, and the child keeps its data in a temporary directory of its
-// own, which it removes when it exits.
+// the test binary, even one that is killed. The child keeps its data in a temporary
+// directory of its own, which it removes when it exits. The built binary stays until the
+// Server closes, for Another; a killed test binary leaves it in the system's temporary
+// directory.
 //
 // Use it from TestMain:
 //
@@ -82,6 +83,7 @@ type Server struct {
 	stdin  io.WriteCloser
 	stderr *tailBuffer // nil when the log goes to os.Stderr
 	tmpDir string      // holds the built binary; "" when EXECSTORE_SERVER_BIN gave one
+	bin    string      // the embedded server's binary
 
 	exited  chan struct{} // closed once the child has exited and been waited for
 	waitErr error         // the child's exit status; read after exited is closed
@@ -159,11 +161,23 @@ func goCommand() (string, error) {
 	return "", fmt.Errorf("go command not found: %w", err)
 }
 
-// launch starts the server binary bin and reads its URIs. tmpDir, when not "", is the
-// directory bin was built in.
-func launch(ctx context.Context, bin, tmpDir string) (*Server, error) {
-	s := &Server{tmpDir: tmpDir, exited: make(chan struct{})}
-	s.cmd = exec.Command(bin)
+// Another starts another embedded server from s's binary, a child process of its own like
+// s, keeping its data in dir (which it leaves in place when it exits) and listening at addr
+// ("127.0.0.1:0": a free port). A test that stops a server and starts it again on the same
+// data and address uses it: the child is not built with -race, so it serves as fast as the
+// test binary's own server. It fails for an external server.
+func (s *Server) Another(ctx context.Context, dir, addr string) (*Server, error) {
+	if s.External {
+		return nil, errors.New("testserver: MONGODB_URI is set: no embedded server to start another of")
+	}
+	return launch(ctx, s.bin, "", "-dir", dir, "-addr", addr)
+}
+
+// launch starts the server binary bin with args and reads its URIs. tmpDir, when not "",
+// is the directory bin was built in, removed by Close.
+func launch(ctx context.Context, bin, tmpDir string, args ...string) (*Server, error) {
+	s := &Server{tmpDir: tmpDir, bin: bin, exited: make(chan struct{})}
+	s.cmd = exec.Command(bin, args...)
 	if os.Getenv("EXECSTORE_SERVER_LOG") == "1" {
 		s.cmd.Args = append(s.cmd.Args, "-log")
 		s.cmd.Stderr = os.Stderr
@@ -182,12 +196,6 @@ func launch(ctx context.Context, bin, tmpDir string) (*Server, error) {
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("testserver: start %s: %w", bin, err)
 	}
-	if tmpDir != "" {
-		// A running binary can be removed on Unix: then a test binary that is killed
-		// leaves no file behind. Where it cannot be, Close removes it.
-		_ = os.RemoveAll(tmpDir)
-	}
-
 	uris := make(chan map[string]string, 1)
 	go func() {
 		defer close(s.exited)
@@ -238,8 +246,8 @@ func (s *Server) RequireEmbedded(t testing.TB, why string) {
 }
 
 // Close stops the embedded server: it closes the child's standard input and waits for it
-// to exit (killing it if it has not within a few seconds), which removes the child's data.
-// It does nothing for an external server. Calls after the first return the first's result.
+// to exit (killing it if it has not within a few seconds), which removes the child's data
+// unless Another gave it a directory. It does nothing for an external server. Calls after the first return the first's result.
 func (s *Server) Close() error {
 	if s.External {
 		return nil
