@@ -142,7 +142,7 @@ func TestOpenStrictStableAPI(t *testing.T) {
 		info   ServerInfo
 	}
 	o, err := Open(ctx, srv.URI, Config{ClientOptions: copts, PingInterval: 50 * time.Millisecond},
-		func(client *mongo.Client, _ bool) (opened, error) {
+		func(ctx context.Context, client *mongo.Client, _ bool) (opened, error) {
 			info, err := Identify(ctx, client, Detect)
 			if err != nil {
 				return opened{}, err
