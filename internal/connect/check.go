@@ -34,8 +34,9 @@ func CheckURI(uri string) error {
 
 // CheckConnection refuses, before any I/O and with an *execstore.InvalidError naming the
 // field, a Connection a store cannot honour: a negative count or duration (zero means the
-// default), Workers or QueueDepth set beside a shared Pool (whose own settings apply), a
-// read concern level MongoDB does not know, a profile that is none of package server's, and
+// default), Workers or QueueDepth set beside a shared Pool (whose own settings apply),
+// ClientOptions the driver refuses, an unacknowledged write concern, a read concern level
+// MongoDB does not know, a profile that is none of package server's, and
 // database or collection names the server would refuse. collection is the store's default
 // collection, which the names are checked with when Collection is empty.
 func CheckConnection(c server.Connection, collection string) error {
@@ -73,6 +74,9 @@ func CheckConnection(c server.Connection, collection string) error {
 		}
 	}
 	if err := checkProfile(c.Profile); err != nil {
+		return err
+	}
+	if err := CheckWriteConcern(c.WriteConcern); err != nil {
 		return err
 	}
 	if err := checkReadConcern(c.ReadConcern); err != nil {

@@ -69,7 +69,7 @@ func Dial(ctx context.Context, uri string, cfg Config) (*mongo.Client, error) {
 		return nil, err
 	}
 	if cfg.WriteConcern == nil && copts.WriteConcern != nil && !copts.WriteConcern.Acknowledged() {
-		return nil, errUnacknowledged("the URI's or Options.ClientOptions' write concern")
+		return nil, errUnacknowledged("write concern", "the URI's or Connection.ClientOptions' write concern")
 	}
 	client, err := mongo.Connect(copts)
 	if err != nil {
@@ -110,7 +110,7 @@ func Database(ctx context.Context, client *mongo.Client, name string, wc *writec
 // CheckWriteConcern refuses an unacknowledged write concern given as a store option.
 func CheckWriteConcern(wc *writeconcern.WriteConcern) error {
 	if wc != nil && !wc.Acknowledged() {
-		return errUnacknowledged("Connection.WriteConcern")
+		return errUnacknowledged("Connection.WriteConcern", "Connection.WriteConcern")
 	}
 	return nil
 }
@@ -125,7 +125,7 @@ func checkAcknowledged(ctx context.Context, coll *mongo.Collection) error {
 		return fmt.Errorf("execstore: checking the write concern: %w", err)
 	}
 	if !res.Acknowledged {
-		return errUnacknowledged("the client's write concern")
+		return errUnacknowledged("write concern", "the client's write concern")
 	}
 	return nil
 }
@@ -136,8 +136,8 @@ const probeID = "execstore write concern probe"
 // errUnacknowledged refuses a store whose writes would not be acknowledged: every write's
 // outcome would be unknown, and no guard could tell a conflict from a write that has not
 // landed yet.
-func errUnacknowledged(source string) error {
-	return contract.Invalid("write concern", "%s is unacknowledged (w: 0); a store needs acknowledged writes: "+
+func errUnacknowledged(field, source string) error {
+	return contract.Invalid(field, "%s is unacknowledged (w: 0); a store needs acknowledged writes: "+
 		"set w to 1 or more, or \"majority\" (for example Options.WriteConcern = writeconcern.Majority())", source)
 }
 
