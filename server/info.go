@@ -1,5 +1,10 @@
 package server
 
+import (
+	"strconv"
+	"strings"
+)
+
 // Profile names the formulations a store sends its commands in. Connection.Profile forces
 // one; by default (Detect) each store picks its own at Open by what the server does: it
 // probes, with commands that change nothing, the features its MongoDB formulation relies on
@@ -121,4 +126,57 @@ func (i Info) Served(f Feature) bool {
 		}
 	}
 	return false
+}
+
+// String returns a short human line naming the server, the MongoDB version and wire version
+// it reports, and the profile in use: "FerretDB 1.24.2 (MongoDB 7.0.42 wire 21, profile
+// ferretdb)". What the server did not report is left out.
+func (i Info) String() string {
+	var b strings.Builder
+	b.WriteString(i.Family.name())
+	switch v := strings.TrimPrefix(i.FerretDBVersion, "v"); {
+	case i.Family != FamilyFerretDB1 && i.Family != FamilyFerretDB2:
+	case v != "" && v != "unknown":
+		b.WriteString(" " + v)
+	case i.Family == FamilyFerretDB1:
+		b.WriteString(" 1.x, release not reported")
+	default:
+		b.WriteString(" 2.x, release not reported")
+	}
+	var about []string
+	if i.Version != "" && i.Family != FamilyMongoDB {
+		about = append(about, "MongoDB "+i.Version)
+	} else if i.Version != "" {
+		b.WriteString(" " + i.Version)
+	}
+	if i.MaxWireVersion > 0 {
+		about = append(about, "wire "+strconv.Itoa(i.MaxWireVersion))
+	}
+	profile := string(i.Profile)
+	if i.Profile == Detect {
+		profile = "detect"
+	}
+	b.WriteString(" (")
+	if len(about) > 0 {
+		b.WriteString(strings.Join(about, " ") + ", ")
+	}
+	b.WriteString("profile " + profile + ")")
+	return b.String()
+}
+
+// name is how String names the family.
+func (f Family) name() string {
+	switch f {
+	case FamilyMongoDB:
+		return "MongoDB"
+	case FamilyFerretDB1, FamilyFerretDB2:
+		return "FerretDB"
+	case FamilyDocumentDB:
+		return "DocumentDB"
+	case FamilyCosmosDB:
+		return "Azure Cosmos DB for MongoDB"
+	case FamilyUnknown, "":
+		return "unknown server"
+	}
+	return string(f)
 }
