@@ -71,9 +71,10 @@ const (
 	// DocumentDB has no marker of its own in these answers and is taken for MongoDB at the
 	// version it reports: its 4.0 is refused; the stores have not been tried on a newer one.
 	FamilyMongoDB Family = "mongodb"
-	// FamilyFerretDB1 is FerretDB 1.x: buildInfo has ferretdbVersion (an embedded build says
-	// "unknown"). It refuses every probed feature, so the stores use their FerretDB profile
-	// there. It answers buildInfo whatever the client's Stable API options.
+	// FamilyFerretDB1 is FerretDB 1.x: buildInfo has ferretdbVersion (a build embedded in
+	// another program says "unknown"; the module's embedded server reports its release). It
+	// refuses every probed feature, so the stores use their FerretDB profile there. It
+	// answers buildInfo whatever the client's Stable API options.
 	FamilyFerretDB1 Family = "ferretdb1"
 	// FamilyFerretDB2 is FerretDB 2.x, on PostgreSQL's DocumentDB extension: buildInfo has
 	// ferretdb: {version} and no ferretdbVersion. It runs writes concurrently and locks rows,
@@ -108,9 +109,9 @@ type Info struct {
 	// MaxWireVersion is the newest wire protocol version hello reports: 9 for MongoDB 4.4, 13
 	// for 5.0, 17 for 6.0, 21 for 7.0 (and for FerretDB), 25 for 8.0. 0 when hello has none.
 	MaxWireVersion int
-	// FerretDBVersion is the FerretDB release buildInfo reports ("v2.5.0"; an embedded 1.x
-	// build says "unknown"). Set for FamilyFerretDB1 and FamilyFerretDB2; empty for every
-	// other server.
+	// FerretDBVersion is the FerretDB release buildInfo reports ("v2.5.0", "v1.24.2"; a 1.x
+	// build embedded in another program says "unknown"). Set for FamilyFerretDB1 and
+	// FamilyFerretDB2; empty for every other server.
 	FerretDBVersion string
 	// Probes are the features the store probed at Open, in the order it probed them, and
 	// what the server answered. The journal, with one formulation, probes nothing; a store
