@@ -33,19 +33,18 @@ type Store struct {
 	reaping    sync.WaitGroup
 }
 
-// Open connects to the server at uri and returns a store. It first refuses, before any I/O and
-// with an *execstore.InvalidError naming the field, a URI the driver cannot connect with
-// ("uri") and a setting it cannot honour (see Options). It pings the server, retrying with
-// exponential backoff until ctx ends or, when ctx has no deadline, for
-// Connection.ConnectTimeout (30s by default), which bounds the whole of Open; the error then
-// names the address and what answered (server.ErrConnectionRefused and the errors beside
-// it). It asks what it is (Server reports it), refuses a server
-// older than MongoDB 4.4 (execstore.ErrInvalid), creates the collection if it is missing,
-// and picks the formulation by what the server does (see choose): MongoDB's where the server
-// serves $$NOW in update pipelines (server.NowInWrites), with its TTL index; FerretDB's
-// everywhere else. Options.Profile forces one: FerretDB's on any server, MongoDB's only on a
-// server that serves it (else execstore.ErrInvalid). A probe that fails for any other reason
-// fails Open.
+// Open connects to the server at uri and returns a store. It first refuses, before any I/O,
+// a URI the driver cannot connect with ("uri") and a setting it cannot honour (see Options),
+// with an *execstore.InvalidError naming the field. It pings the server, retrying with
+// exponential backoff until ctx ends. When ctx has no deadline, Connection.ConnectTimeout
+// (30s by default) bounds the whole of Open. The error then names the address and what
+// answered (server.ErrConnectionRefused and the errors beside it). It asks the server what
+// it is (Server reports it), and refuses a server older than MongoDB 4.4 with
+// execstore.ErrInvalid. It creates the collection if it is missing. It picks the formulation
+// by what the server does: MongoDB's, with its TTL index, where the server serves $$NOW in
+// update pipelines (server.NowInWrites), and FerretDB's everywhere else. Options.Profile
+// forces one. FerretDB's can be forced on any server, MongoDB's only on a server that serves
+// it (else execstore.ErrInvalid). A probe that fails for any other reason fails Open.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
