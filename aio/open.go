@@ -97,33 +97,50 @@ func (s *Store) reserver(counter string) batch.Reserver {
 	}
 }
 
-// Open connects to the server at uri and returns a store. It pings the server, retrying with
-// exponential backoff until ctx ends, so a worker started beside its database waits for it
-// instead of failing; the error then names the address, never the credentials. It then asks
-// the server what it is (hello and buildInfo; see server.Info and server.Family) and refuses, with an
-// error matching execstore.ErrInvalid, a server older than MongoDB 4.4, whatever
-// Options.Profile says. It picks the formulations by what the server does: it probes, with
+// Open connects to the server at uri and returns a store. It first refuses, before any I/O and
+// with an *execstore.InvalidError naming the field, a URI the driver cannot connect with
+// ("uri") and a setting it cannot honour (see Options). It pings the server, retrying with
+// exponential backoff, so a worker started beside its database waits for it instead of
+// failing, until ctx ends or, when ctx has no deadline, for Connection.ConnectTimeout (30s by
+// default), which bounds the whole of Open. The error then names the address, never the
+// credentials, and what answered (server.ErrConnectionRefused and the errors beside it).
+// It then asks the server what it is (hello and buildInfo; see server.Info and
+// server.Family) and refuses, with an error matching execstore.ErrInvalid, a server older
+// than MongoDB 4.4, whatever Options.Profile says. It picks the formulations by what the server does: it probes, with
 // a find that matches no document, whether the server serves aggregation expressions in
 // find projections (server.ExpressionProjections), and uses the MongoDB profile where it
 // does, the FerretDB one where it does not; a forced Options.Profile is used without a probe.
 // A probe that fails for any other reason fails Open.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults(opts.Profile)
 	stats := newStatCounters()
 	cfg := connect.Config{ClientOptions: opts.ClientOptions, Commands: &stats.Commands,
-		PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern, Profile: opts.Profile}
-	return connect.Open(ctx, uri, cfg, func(client *mongo.Client, owns bool) (*Store, error) {
+		PingInterval: opts.PingInterval, ConnectTimeout: opts.ConnectTimeout, WriteConcern: opts.WriteConcern,
+		Profile: opts.Profile}
+	return connect.Open(ctx, uri, cfg, func(ctx context.Context, client *mongo.Client, owns bool) (*Store, error) {
 		return open(ctx, client, owns, opts, stats)
 	})
 }
 
 // OpenClient returns a store over an existing client, which stays the caller's: Close does not
 // disconnect it. Server commands are not counted in Stats for such a client. Several stores
-// may share one client, and one pool (Options.Pool).
+// may share one client, and one pool (Options.Pool). It refuses what Open refuses, and
+// Options.ClientOptions (the client is made already). Its pings and probes are bounded as
+// Open's are (Connection.ConnectTimeout).
 func OpenClient(ctx context.Context, client *mongo.Client, opts Options) (*Store, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	if err := connect.CheckClientConnection(opts.Connection); err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults(opts.Profile)
-	cfg := connect.Config{PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern, Profile: opts.Profile}
-	return connect.OpenClient(ctx, client, cfg, func(client *mongo.Client, owns bool) (*Store, error) {
+	cfg := connect.Config{PingInterval: opts.PingInterval, ConnectTimeout: opts.ConnectTimeout,
+		WriteConcern: opts.WriteConcern, Profile: opts.Profile}
+	return connect.OpenClient(ctx, client, cfg, func(ctx context.Context, client *mongo.Client, owns bool) (*Store, error) {
 		return open(ctx, client, owns, opts, newStatCounters())
 	})
 }

@@ -24,7 +24,9 @@ const (
 )
 
 // Options configures a Store. The zero value is ready to use; every field documents its
-// default, and withDefaults is the one place they are worked out.
+// default, and withDefaults is the one place they are worked out. Open and OpenClient refuse,
+// before any I/O, a negative count (zero is the default), and every setting of Connection
+// that server.Connection says is refused.
 type Options struct {
 	// Connection is how the store reaches and loads its server: database, collection (of
 	// the executions), client options, workers, queue depth, shared pool, load shedding,
@@ -55,7 +57,7 @@ type Options struct {
 	// window). Turn it on where each execution's events are handled by one process (routed by
 	// execution id), the usual way to run an engine; leave it off where executions are handled
 	// by many processes at random, since every miss costs one extra round trip (a stale entry
-	// makes the commit fail and the reload follow). Default 0 (or less): off.
+	// makes the commit fail and the reload follow). Default 0: off.
 	CacheSize int
 	// SeqBlockSize is how many outbox or spawn seqs one counter reservation takes.
 	// Default 256.
@@ -79,6 +81,33 @@ type Options struct {
 	// 4; on FerretDB 1 for the write batches (group commits and
 	// acks), since its front admits one write at a time.
 	MaxBatchesInFlight int
+}
+
+// check refuses, before any I/O and with an *execstore.InvalidError naming the field, a
+// setting the store cannot honour: the Connection's (see server.Connection), a negative count
+// (zero is the default), and the seq counters' collection as the executions'.
+func (o Options) check() error {
+	if err := connect.CheckConnection(o.Connection, ops.ExecutionsCollection); err != nil {
+		return err
+	}
+	if o.Collection == ops.CountersCollection {
+		return contract.Invalid("Connection.Collection", "%q holds the seq counters of every aio store of the database; name another", o.Collection)
+	}
+	for _, n := range []struct {
+		field string
+		value int
+	}{
+		{"Options.TraceMax", o.TraceMax},
+		{"Options.DedupeWindow", o.DedupeWindow},
+		{"Options.CacheSize", o.CacheSize},
+		{"Options.MaxBatch", o.MaxBatch},
+		{"Options.MaxBatchesInFlight", o.MaxBatchesInFlight},
+	} {
+		if err := connect.NotNegative(n.field, n.value); err != nil {
+			return err
+		}
+	}
+	return connect.NotNegative("Options.SeqBlockSize", o.SeqBlockSize)
 }
 
 // withDefaults returns o with every default filled in for a server of profile p; the

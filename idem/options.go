@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/internal/connect"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/server"
 )
 
@@ -21,7 +22,9 @@ const (
 )
 
 // Options configures a Store. The zero value is ready to use; every field documents its
-// default, and withDefaults is the one place they are worked out.
+// default, and withDefaults is the one place they are worked out. Open and OpenClient refuse,
+// before any I/O, a negative count or duration (zero is the default; ReapInterval alone may
+// be negative), and every setting of Connection that server.Connection says is refused.
 type Options struct {
 	// Connection is how the store reaches and loads its server: database, collection
 	// (default "idempotency"), client options, workers, queue depth, shared pool, load
@@ -47,7 +50,7 @@ type Options struct {
 	// returning ErrInProgress. Default 10s.
 	WaitTimeout time.Duration
 	// MaxBodyBytes bounds a stored response body (ErrInvalid past it). Default
-	// 1 MiB; at most MaxBodyLimit.
+	// 1 MiB; at most MaxBodyLimit (Open refuses more).
 	MaxBodyBytes int
 	// ReapInterval is the pause between two sweeps of expired records with the FerretDB
 	// formulation (the MongoDB one reaps with a TTL index). Each sweep deletes at most
@@ -65,6 +68,54 @@ type Options struct {
 	// is watched: when it disagrees with the monotonic clock about the time elapsed since the
 	// reading (it stepped), the next claim reads the server's clock again. Default time.Now.
 	Clock func() time.Time
+}
+
+// check refuses, before any I/O and with an *execstore.InvalidError naming the field, a
+// setting the store cannot honour: the Connection's (see server.Connection), a negative count
+// or duration (zero is the default; ReapInterval alone may be negative), a lease or retention
+// shorter than the 1ms a claim takes, a body bound past MaxBodyLimit.
+func (o Options) check() error {
+	if err := connect.CheckConnection(o.Connection, defaultCollection); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		field string
+		value time.Duration
+	}{
+		{"Options.Lease", o.Lease},
+		{"Options.Retention", o.Retention},
+		{"Options.Grace", o.Grace},
+		{"Options.WaitTimeout", o.WaitTimeout},
+		{"Options.ClockRefresh", o.ClockRefresh},
+	} {
+		if err := connect.NotNegativeDuration(d.field, d.value); err != nil {
+			return err
+		}
+	}
+	for _, d := range []struct {
+		field string
+		value time.Duration
+	}{{"Options.Lease", o.Lease}, {"Options.Retention", o.Retention}} {
+		if d.value != 0 && d.value < time.Millisecond {
+			return contract.Invalid(d.field, "must be at least 1ms (0 means the default), got %v", d.value)
+		}
+	}
+	for _, n := range []struct {
+		field string
+		value int
+	}{
+		{"Options.FingerprintVersion", o.FingerprintVersion},
+		{"Options.MaxBodyBytes", o.MaxBodyBytes},
+		{"Options.ReapBatch", o.ReapBatch},
+	} {
+		if err := connect.NotNegative(n.field, n.value); err != nil {
+			return err
+		}
+	}
+	if o.MaxBodyBytes > MaxBodyLimit {
+		return contract.Invalid("Options.MaxBodyBytes", "is %d; a stored response must fit in one document: at most MaxBodyLimit (%d)", o.MaxBodyBytes, MaxBodyLimit)
+	}
+	return nil
 }
 
 func (o Options) withDefaults() Options {
@@ -87,7 +138,6 @@ func (o Options) withDefaults() Options {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = defaultMaxBodyBytes
 	}
-	o.MaxBodyBytes = min(o.MaxBodyBytes, MaxBodyLimit)
 	if o.ReapInterval == 0 {
 		o.ReapInterval = defaultReapInterval
 	}

@@ -33,30 +33,47 @@ type Store struct {
 	reaping    sync.WaitGroup
 }
 
-// Open connects to the server at uri and returns a store. It pings the server, retrying with
-// exponential backoff until ctx ends. It asks the server what it is (Server reports it), and
-// refuses a server older than MongoDB 4.4 with execstore.ErrInvalid. It creates the
-// collection if it is missing. It picks the formulation by what the server does: MongoDB's,
-// with its TTL index, where the server serves $$NOW in update pipelines
-// (server.NowInWrites), and FerretDB's everywhere else. Options.Profile forces one.
-// FerretDB's can be forced on any server, MongoDB's only on a server that serves it (else
-// execstore.ErrInvalid). A probe that fails for any other reason fails Open.
+// Open connects to the server at uri and returns a store. It first refuses, before any I/O,
+// a URI the driver cannot connect with ("uri") and a setting it cannot honour (see Options),
+// with an *execstore.InvalidError naming the field. It pings the server, retrying with
+// exponential backoff until ctx ends. When ctx has no deadline, Connection.ConnectTimeout
+// (30s by default) bounds the whole of Open. The error then names the address and what
+// answered (server.ErrConnectionRefused and the errors beside it). It asks the server what
+// it is (Server reports it), and refuses a server older than MongoDB 4.4 with
+// execstore.ErrInvalid. It creates the collection if it is missing. It picks the formulation
+// by what the server does: MongoDB's, with its TTL index, where the server serves $$NOW in
+// update pipelines (server.NowInWrites), and FerretDB's everywhere else. Options.Profile
+// forces one. FerretDB's can be forced on any server, MongoDB's only on a server that serves
+// it (else execstore.ErrInvalid). A probe that fails for any other reason fails Open.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults()
 	stats := newStatCounters()
 	cfg := connect.Config{ClientOptions: opts.ClientOptions, Commands: &stats.Commands,
-		PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern, Profile: opts.Profile}
-	return connect.Open(ctx, uri, cfg, func(client *mongo.Client, owns bool) (*Store, error) {
+		PingInterval: opts.PingInterval, ConnectTimeout: opts.ConnectTimeout, WriteConcern: opts.WriteConcern,
+		Profile: opts.Profile}
+	return connect.Open(ctx, uri, cfg, func(ctx context.Context, client *mongo.Client, owns bool) (*Store, error) {
 		return open(ctx, client, owns, opts, stats)
 	})
 }
 
 // OpenClient returns a store over an existing client, which stays the caller's: Close does
-// not disconnect it. Server commands are not counted in Stats for such a client.
+// not disconnect it. Server commands are not counted in Stats for such a client. It refuses
+// what Open refuses, and Options.ClientOptions (the client is made already). Its pings and
+// probes are bounded as Open's are (Connection.ConnectTimeout).
 func OpenClient(ctx context.Context, client *mongo.Client, opts Options) (*Store, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	if err := connect.CheckClientConnection(opts.Connection); err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults()
-	cfg := connect.Config{PingInterval: opts.PingInterval, WriteConcern: opts.WriteConcern, Profile: opts.Profile}
-	return connect.OpenClient(ctx, client, cfg, func(client *mongo.Client, owns bool) (*Store, error) {
+	cfg := connect.Config{PingInterval: opts.PingInterval, ConnectTimeout: opts.ConnectTimeout,
+		WriteConcern: opts.WriteConcern, Profile: opts.Profile}
+	return connect.OpenClient(ctx, client, cfg, func(ctx context.Context, client *mongo.Client, owns bool) (*Store, error) {
 		return open(ctx, client, owns, opts, newStatCounters())
 	})
 }
@@ -174,7 +191,7 @@ func choose(ctx context.Context, coll *mongo.Collection, forced server.Profile) 
 			return "", nil, err
 		}
 		if forced == server.MongoDB && !p.Served {
-			return "", nil, contract.Invalid("Options.Profile", "is %q, whose claims need %s, which this server refuses: %s; "+
+			return "", nil, contract.Invalid("Connection.Profile", "is %q, whose claims need %s, which this server refuses: %s; "+
 				"leave it unset, and idem uses its FerretDB formulation here", string(forced), p.Feature, p.Refusal)
 		}
 		probes = append(probes, p)

@@ -57,7 +57,7 @@ func TestOpenProbesServer(t *testing.T) {
 		require.NoError(t, asMongo.Close(bg))
 	} else {
 		assert.ErrorIs(t, err, execstore.ErrInvalid)
-		assert.ErrorContains(t, err, "Options.Profile")
+		assert.ErrorContains(t, err, "Connection.Profile")
 	}
 	forced := openStore(t, Options{Connection: server.Connection{Profile: server.FerretDB}})
 	assert.Equal(t, server.FerretDB, forced.Server().Profile)

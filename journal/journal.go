@@ -51,9 +51,13 @@ func writeConcern() *writeconcern.WriteConcern {
 // unless Options.AcceptWeakDurability, a deployment where w: "majority" may mean one node:
 // a standalone server, or a replica set whose hello lists fewer than two voting
 // data-bearing members (its hosts; arbiters hold no data, and hello cannot show whether a
-// passive or hidden member votes). A mongos is accepted. It pings the server, retrying
-// with backoff until ctx ends, and refuses (ErrInvalid) a server older than MongoDB 4.4, as
-// every store of the module does.
+// passive or hidden member votes). A mongos is accepted. It refuses, before any I/O and
+// with an *execstore.InvalidError naming the field, a URI the driver cannot connect with
+// ("uri") and a setting it cannot honour (see Options). It pings the server, retrying with
+// backoff until ctx ends or, when ctx has no deadline, for Connection.ConnectTimeout (30s by
+// default), which bounds the whole of Open; the error then says what answered
+// (server.ErrConnectionRefused and the errors beside it). It refuses (ErrInvalid) a server
+// older than MongoDB 4.4, as every store of the module does.
 func Open(ctx context.Context, uri string, cipher Cipher, opts Options) (*Journal, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
@@ -68,14 +72,14 @@ func Open(ctx context.Context, uri string, cipher Cipher, opts Options) (*Journa
 	client := options.Client().SetRetryWrites(false)
 	if opts.ClientOptions != nil {
 		if r := opts.ClientOptions.RetryWrites; r != nil && *r {
-			return nil, contract.Invalid("Options.ClientOptions", "asks for retryable writes; the journal never retries a write blindly")
+			return nil, contract.Invalid("Connection.ClientOptions", "asks for retryable writes; the journal never retries a write blindly")
 		}
 		client = options.MergeClientOptions(opts.ClientOptions, client)
 	}
 	stats := counters.New(opNames...)
 	cfg := connect.Config{ClientOptions: client, Commands: &stats.Commands, PingInterval: opts.PingInterval,
-		WriteConcern: writeConcern()}
-	return connect.Open(ctx, uri, cfg, func(client *mongo.Client, _ bool) (*Journal, error) {
+		ConnectTimeout: opts.ConnectTimeout, WriteConcern: writeConcern()}
+	return connect.Open(ctx, uri, cfg, func(ctx context.Context, client *mongo.Client, _ bool) (*Journal, error) {
 		return open(ctx, client, cipher, opts, stats)
 	})
 }

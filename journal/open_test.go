@@ -98,10 +98,10 @@ func sep(uri string) string {
 func TestOpenRefusesConnectionSettingsItCannotHonour(t *testing.T) {
 	const nowhere = "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=100"
 	for field, c := range map[string]server.Connection{
-		"Options.WriteConcern":  {WriteConcern: writeconcern.Majority()},
-		"Options.ReadConcern":   {ReadConcern: readconcern.Majority()},
-		"Options.SettleTimeout": {SettleTimeout: time.Second},
-		"Options.Profile":       {Profile: server.MongoDB},
+		"Connection.WriteConcern":  {WriteConcern: writeconcern.Majority()},
+		"Connection.ReadConcern":   {ReadConcern: readconcern.Majority()},
+		"Connection.SettleTimeout": {SettleTimeout: time.Second},
+		"Connection.Profile":       {Profile: server.MongoDB},
 	} {
 		_, err := Open(bg, nowhere, testRing, Options{Connection: c})
 		require.ErrorIs(t, err, execstore.ErrInvalid, field)

@@ -43,20 +43,26 @@ type Options struct {
 	AcceptWeakDurability bool
 }
 
-// check refuses, before any I/O, the settings of Connection the journal cannot honour.
+// check refuses, before any I/O and with an *execstore.InvalidError naming the field, the
+// settings the journal cannot honour: those every store refuses (see server.Connection), a
+// negative WriteTimeout (zero is the default), and the settings of Connection it has no use
+// for.
 func (o Options) check() error {
 	const why = "the journal's own: it writes with w: \"majority\", j: true and reads at majority from the primary; leave it unset"
 	switch {
 	case o.WriteConcern != nil:
-		return contract.Invalid("Options.WriteConcern", "is "+why)
+		return contract.Invalid("Connection.WriteConcern", "is "+why)
 	case o.ReadConcern != nil:
-		return contract.Invalid("Options.ReadConcern", "is "+why)
+		return contract.Invalid("Connection.ReadConcern", "is "+why)
 	case o.SettleTimeout != 0:
-		return contract.Invalid("Options.SettleTimeout", "is not used: the journal never settles an unanswered write, it fails closed (see Journal.Uncertain); leave it unset")
+		return contract.Invalid("Connection.SettleTimeout", "is not used: the journal never settles an unanswered write, it fails closed (see Journal.Uncertain); leave it unset")
 	case o.Profile != server.Detect:
-		return contract.Invalid("Options.Profile", "is not used: the journal has one formulation for every server; leave it unset")
+		return contract.Invalid("Connection.Profile", "is not used: the journal has one formulation for every server; leave it unset")
 	}
-	return nil
+	if err := connect.CheckConnection(o.Connection, defaultCollection); err != nil {
+		return err
+	}
+	return connect.NotNegativeDuration("Options.WriteTimeout", o.WriteTimeout)
 }
 
 func (o Options) withDefaults() Options {

@@ -16,10 +16,12 @@ import (
 // Connection is how a store reaches and loads its server: the settings every store of the
 // module shares, embedded by aio.Options, idem.Options and journal.Options. The zero value is
 // ready to use; each field says its default, which the module works out in one place for
-// every store. A setting a store cannot honour is refused by its Open with
-// execstore.ErrInvalid, never ignored: the journal writes and reads with its own concerns and
-// never settles an outcome, so it refuses WriteConcern, ReadConcern and SettleTimeout, and
-// it refuses retryable writes in the URI or ClientOptions.
+// every store. A setting a store cannot honour is refused by its Open, before any I/O, with
+// an *execstore.InvalidError naming the field ("Connection.Workers"), never ignored: a
+// negative count or duration (zero is the default), a database or collection name MongoDB
+// refuses, Workers or QueueDepth beside a Pool. The journal writes and reads with its own
+// concerns and never settles an outcome, so it refuses WriteConcern, ReadConcern and
+// SettleTimeout, and it refuses retryable writes in the URI or ClientOptions.
 type Connection struct {
 	// Database holds the store's collections. Default "execstore".
 	Database string
@@ -30,15 +32,16 @@ type Connection struct {
 	Collection string
 	// ClientOptions are applied to the client Open creates, after the URI. The store adds a
 	// command monitor of its own (chaining any monitor set here) to count server commands.
-	// Ignored by OpenClient, whose client is the caller's. Default nil.
+	// OpenClient refuses them: its client is the caller's. Default nil.
 	ClientOptions *options.ClientOptions
 	// Workers bounds the server operations in flight. Default 32.
 	Workers int
 	// QueueDepth bounds the requests waiting for a worker. Default 1024.
 	QueueDepth int
 	// Pool, when set, runs the store's operations on this pool, shared with the other stores
-	// given it (one bound on the server operations in flight for the whole process); Workers
-	// and QueueDepth are then the pool's, and Stats' Queued and InFlight count the whole pool.
+	// given it (one bound on the server operations in flight for the whole process). Workers
+	// and QueueDepth are then the pool's (pool.Config), and Open refuses them set here.
+	// Stats' Queued and InFlight count the whole pool.
 	// Close waits for this store's operations and leaves the pool running: its owner closes
 	// it after the stores. Default nil: a pool of the store's own.
 	Pool *pool.Pool
@@ -48,8 +51,14 @@ type Connection struct {
 	// engine); wait where the caller is a worker that should slow down.
 	ShedLoad bool
 	// PingInterval is the first pause between connection attempts at Open; pauses grow
-	// exponentially up to 5s until Open's context ends. Default 100ms.
+	// exponentially up to 5s until Open gives up. Default 100ms.
 	PingInterval time.Duration
+	// ConnectTimeout bounds Open when its context has no deadline: its connection attempts,
+	// what it asks the server and the probes it sends. A deadline of the caller's context
+	// wins, shorter or longer. Open then fails with an error naming the address and what
+	// answered (see ErrConnectionRefused and the errors beside it). Default 30s, the
+	// driver's server selection timeout.
+	ConnectTimeout time.Duration
 	// Profile forces the formulations instead of probing the server for them at Open (see
 	// Profile). Default Detect.
 	Profile Profile

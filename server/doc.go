@@ -7,6 +7,12 @@
 // What always holds:
 //   - A zero Connection is ready to use; every field documents its default, and one function
 //     of the module works them all out, for every store alike.
+//   - A store's Open refuses, before any I/O, a URI or a setting it cannot honour, with an
+//     *execstore.InvalidError naming the field.
+//   - Open is bounded: by its context's deadline, or else by Connection.ConnectTimeout. When
+//     it cannot reach the server, its error names the address, never the credentials, and
+//     matches ErrConnectionRefused, ErrNoAnswer, ErrNotMongoDB or ErrAuthFailed when the
+//     server's answer (or its silence) tells which.
 //   - Every store identifies its server at Open with the same two commands (hello and
 //     buildInfo) and refuses, with execstore.ErrInvalid, a server older than MongoDB 4.4,
 //     whatever the Profile.

@@ -1,5 +1,10 @@
 package server
 
+import (
+	"strconv"
+	"strings"
+)
+
 // Profile names the formulations a store sends its commands in. Connection.Profile forces
 // one; by default (Detect) each store picks its own at Open by what the server does: it
 // probes, with commands that change nothing, the features its MongoDB formulation relies on
@@ -66,9 +71,10 @@ const (
 	// DocumentDB has no marker of its own in these answers and is taken for MongoDB at the
 	// version it reports: its 4.0 is refused; the stores have not been tried on a newer one.
 	FamilyMongoDB Family = "mongodb"
-	// FamilyFerretDB1 is FerretDB 1.x: buildInfo has ferretdbVersion (an embedded build says
-	// "unknown"). It refuses every probed feature, so the stores use their FerretDB profile
-	// there. It answers buildInfo whatever the client's Stable API options.
+	// FamilyFerretDB1 is FerretDB 1.x: buildInfo has ferretdbVersion (a build embedded in
+	// another program says "unknown"; the module's embedded server reports its release). It
+	// refuses every probed feature, so the stores use their FerretDB profile there. It
+	// answers buildInfo whatever the client's Stable API options.
 	FamilyFerretDB1 Family = "ferretdb1"
 	// FamilyFerretDB2 is FerretDB 2.x, on PostgreSQL's DocumentDB extension: buildInfo has
 	// ferretdb: {version} and no ferretdbVersion. It runs writes concurrently and locks rows,
@@ -103,9 +109,9 @@ type Info struct {
 	// MaxWireVersion is the newest wire protocol version hello reports: 9 for MongoDB 4.4, 13
 	// for 5.0, 17 for 6.0, 21 for 7.0 (and for FerretDB), 25 for 8.0. 0 when hello has none.
 	MaxWireVersion int
-	// FerretDBVersion is the FerretDB release buildInfo reports ("v2.5.0"; an embedded 1.x
-	// build says "unknown"). Set for FamilyFerretDB1 and FamilyFerretDB2; empty for every
-	// other server.
+	// FerretDBVersion is the FerretDB release buildInfo reports ("v2.5.0", "v1.24.2"; a 1.x
+	// build embedded in another program says "unknown"). Set for FamilyFerretDB1 and
+	// FamilyFerretDB2; empty for every other server.
 	FerretDBVersion string
 	// Probes are the features the store probed at Open, in the order it probed them, and
 	// what the server answered. The journal, with one formulation, probes nothing; a store
@@ -121,4 +127,57 @@ func (i Info) Served(f Feature) bool {
 		}
 	}
 	return false
+}
+
+// String returns a short human line naming the server, the MongoDB version and wire version
+// it reports, and the profile in use: "FerretDB 1.24.2 (MongoDB 7.0.42 wire 21, profile
+// ferretdb)". What the server did not report is left out.
+func (i Info) String() string {
+	var b strings.Builder
+	b.WriteString(i.Family.name())
+	switch v := strings.TrimPrefix(i.FerretDBVersion, "v"); {
+	case i.Family != FamilyFerretDB1 && i.Family != FamilyFerretDB2:
+	case v != "" && v != "unknown":
+		b.WriteString(" " + v)
+	case i.Family == FamilyFerretDB1:
+		b.WriteString(" 1.x, release not reported")
+	default:
+		b.WriteString(" 2.x, release not reported")
+	}
+	var about []string
+	if i.Version != "" && i.Family != FamilyMongoDB {
+		about = append(about, "MongoDB "+i.Version)
+	} else if i.Version != "" {
+		b.WriteString(" " + i.Version)
+	}
+	if i.MaxWireVersion > 0 {
+		about = append(about, "wire "+strconv.Itoa(i.MaxWireVersion))
+	}
+	profile := string(i.Profile)
+	if i.Profile == Detect {
+		profile = "detect"
+	}
+	b.WriteString(" (")
+	if len(about) > 0 {
+		b.WriteString(strings.Join(about, " ") + ", ")
+	}
+	b.WriteString("profile " + profile + ")")
+	return b.String()
+}
+
+// name is how String names the family.
+func (f Family) name() string {
+	switch f {
+	case FamilyMongoDB:
+		return "MongoDB"
+	case FamilyFerretDB1, FamilyFerretDB2:
+		return "FerretDB"
+	case FamilyDocumentDB:
+		return "DocumentDB"
+	case FamilyCosmosDB:
+		return "Azure Cosmos DB for MongoDB"
+	case FamilyUnknown, "":
+		return "unknown server"
+	}
+	return string(f)
 }

@@ -1,6 +1,8 @@
 // Package connect is the one way every store of the module opens its MongoDB connection:
-// a client from a URI and the caller's client options, with a command monitor that counts
-// commands; a ping retried with exponential backoff until the caller's context ends; what the
+// the settings refused before any I/O (CheckURI, CheckConnection); a client from a URI and the
+// caller's client options, with a command monitor that counts commands; a ping retried with
+// exponential backoff until Open's context ends (bounded by ConnectTimeout when the caller's
+// has no deadline), whose error says what answered; what the
 // server is (MongoDB, FerretDB 1.x, FerretDB 2.x or another server on the DocumentDB engine),
 // the probes of what it serves and the profile they call for (Choose), and the refusal of a
 // server older than MongoDB 4.4;
@@ -18,14 +20,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
-	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
 	"github.com/execstore/execstore/internal/contract"
 )
@@ -40,6 +41,9 @@ type Config struct {
 	// PingInterval is the first pause between connection attempts; pauses grow
 	// exponentially up to 5s until the context ends.
 	PingInterval time.Duration
+	// ConnectTimeout bounds Open and OpenClient when their context has no deadline; 0 is
+	// Connection.ConnectTimeout's default.
+	ConnectTimeout time.Duration
 	// WriteConcern is the store's own write concern; when nil, the client's (the URI's or
 	// ClientOptions') must be acknowledged.
 	WriteConcern *writeconcern.WriteConcern
@@ -47,17 +51,9 @@ type Config struct {
 	Profile Profile
 }
 
-// checkProfile refuses, before any I/O, a profile that is none of package server's.
-func checkProfile(p Profile) error {
-	switch p {
-	case Detect, MongoDB, FerretDB:
-		return nil
-	}
-	return contract.Invalid("Options.Profile", "%q is not a profile: leave it empty (detect), or use server.MongoDB or server.FerretDB", string(p))
-}
-
 // Dial connects to the server at uri and pings it, retrying until ctx ends, so a process
-// started beside its database waits for it instead of failing.
+// started beside its database waits for it instead of failing. Its error names the address
+// and why it gave up (see Ping), never the URI's credentials.
 func Dial(ctx context.Context, uri string, cfg Config) (*mongo.Client, error) {
 	addr := redactedHosts(uri)
 	copts := options.Client().ApplyURI(uri)
@@ -73,7 +69,7 @@ func Dial(ctx context.Context, uri string, cfg Config) (*mongo.Client, error) {
 		return nil, err
 	}
 	if cfg.WriteConcern == nil && copts.WriteConcern != nil && !copts.WriteConcern.Acknowledged() {
-		return nil, errUnacknowledged("the URI's or Options.ClientOptions' write concern")
+		return nil, errUnacknowledged("write concern", "the URI's or Connection.ClientOptions' write concern")
 	}
 	client, err := mongo.Connect(copts)
 	if err != nil {
@@ -84,26 +80,6 @@ func Dial(ctx context.Context, uri string, cfg Config) (*mongo.Client, error) {
 		return nil, fmt.Errorf("execstore: server at %s not reachable: %w", addr, redactErr(err, uri))
 	}
 	return client, nil
-}
-
-// Ping pings the server of client, retrying with exponential backoff from first until ctx
-// ends; the error then carries the last attempt's.
-func Ping(ctx context.Context, client *mongo.Client, first time.Duration) error {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = first
-	b.MaxInterval = 5 * time.Second
-	b.MaxElapsedTime = 0
-	var last error
-	err := backoff.Retry(func() error {
-		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		last = client.Ping(attempt, nil)
-		return last
-	}, backoff.WithContext(b, ctx))
-	if err != nil && last != nil && !errors.Is(err, last) {
-		return fmt.Errorf("%w (last attempt: %v)", err, last)
-	}
-	return err
 }
 
 // Database returns the database name of client with the store's write and read concerns
@@ -134,7 +110,7 @@ func Database(ctx context.Context, client *mongo.Client, name string, wc *writec
 // CheckWriteConcern refuses an unacknowledged write concern given as a store option.
 func CheckWriteConcern(wc *writeconcern.WriteConcern) error {
 	if wc != nil && !wc.Acknowledged() {
-		return errUnacknowledged("Options.WriteConcern")
+		return errUnacknowledged("Connection.WriteConcern", "Connection.WriteConcern")
 	}
 	return nil
 }
@@ -149,7 +125,7 @@ func checkAcknowledged(ctx context.Context, coll *mongo.Collection) error {
 		return fmt.Errorf("execstore: checking the write concern: %w", err)
 	}
 	if !res.Acknowledged {
-		return errUnacknowledged("the client's write concern")
+		return errUnacknowledged("write concern", "the client's write concern")
 	}
 	return nil
 }
@@ -160,8 +136,8 @@ const probeID = "execstore write concern probe"
 // errUnacknowledged refuses a store whose writes would not be acknowledged: every write's
 // outcome would be unknown, and no guard could tell a conflict from a write that has not
 // landed yet.
-func errUnacknowledged(source string) error {
-	return contract.Invalid("write concern", "%s is unacknowledged (w: 0); a store needs acknowledged writes: "+
+func errUnacknowledged(field, source string) error {
+	return contract.Invalid(field, "%s is unacknowledged (w: 0); a store needs acknowledged writes: "+
 		"set w to 1 or more, or \"majority\" (for example Options.WriteConcern = writeconcern.Majority())", source)
 }
 
@@ -180,59 +156,40 @@ func countingMonitor(n *atomic.Int64, user *event.CommandMonitor) *event.Command
 	return m
 }
 
-// redactedHosts returns the hosts of uri without credentials, for error messages.
-func redactedHosts(uri string) string {
-	cs, err := connstring.Parse(uri)
-	if err != nil || len(cs.Hosts) == 0 {
-		return "(unparsable URI)"
-	}
-	return strings.Join(cs.Hosts, ",")
-}
+// Builder builds a store on client, within ctx (Open's, bounded by ConnectTimeout when the
+// caller's has no deadline). owns is whether the store made the client and disconnects it at
+// Close.
+type Builder[S any] func(ctx context.Context, client *mongo.Client, owns bool) (S, error)
 
-// redactedError is an error whose text had the URI's password removed.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-// redactErr removes the URI's password from an error's text, should the driver quote it.
-func redactErr(err error, uri string) error {
-	cs, perr := connstring.Parse(uri)
-	if perr != nil || cs.Password == "" {
-		if perr != nil {
-			return &redactedError{msg: strings.ReplaceAll(err.Error(), uri, "(uri)"), err: err}
-		}
-		return err
-	}
-	return &redactedError{msg: strings.ReplaceAll(err.Error(), cs.Password, "xxxxx"), err: err}
-}
-
-// Open is a store's Open: it dials uri with cfg, then builds the store on the client with
-// build (owns: the store made the client and disconnects it at Close). If build fails, the
-// client is disconnected.
-func Open[S any](ctx context.Context, uri string, cfg Config, build func(client *mongo.Client, owns bool) (S, error)) (S, error) {
+// Open is a store's Open: it refuses a URI the driver cannot connect with, dials uri with
+// cfg, then builds the store on the client with build. All of it runs within
+// cfg.ConnectTimeout when ctx has no deadline. If build fails, the client is disconnected.
+func Open[S any](ctx context.Context, uri string, cfg Config, build Builder[S]) (S, error) {
 	var zero S
 	if err := checkProfile(cfg.Profile); err != nil {
 		return zero, err
 	}
-	client, err := Dial(ctx, uri, cfg)
-	if err != nil {
+	if err := CheckURI(uri); err != nil {
 		return zero, err
 	}
-	s, err := build(client, true)
+	ctx, cancel, bound := bounded(ctx, cfg.connectTimeout())
+	defer cancel()
+	client, err := Dial(ctx, uri, cfg)
+	if err != nil {
+		return zero, cfg.gaveUp(ctx, bound, err)
+	}
+	s, err := build(ctx, client, true)
 	if err != nil {
 		_ = client.Disconnect(context.Background())
-		return zero, err
+		return zero, cfg.gaveUp(ctx, bound, err)
 	}
 	return s, nil
 }
 
 // OpenClient is a store's OpenClient: it checks the store's own write concern, pings client
 // with backoff, then builds the store on it (owns is false: the client stays the caller's).
-func OpenClient[S any](ctx context.Context, client *mongo.Client, cfg Config, build func(client *mongo.Client, owns bool) (S, error)) (S, error) {
+// The ping and build run within cfg.ConnectTimeout when ctx has no deadline.
+func OpenClient[S any](ctx context.Context, client *mongo.Client, cfg Config, build Builder[S]) (S, error) {
 	var zero S
 	if err := checkProfile(cfg.Profile); err != nil {
 		return zero, err
@@ -240,8 +197,44 @@ func OpenClient[S any](ctx context.Context, client *mongo.Client, cfg Config, bu
 	if err := CheckWriteConcern(cfg.WriteConcern); err != nil {
 		return zero, err
 	}
+	ctx, cancel, bound := bounded(ctx, cfg.connectTimeout())
+	defer cancel()
 	if err := Ping(ctx, client, cfg.PingInterval); err != nil {
-		return zero, fmt.Errorf("execstore: server not reachable: %w", err)
+		return zero, cfg.gaveUp(ctx, bound, fmt.Errorf("execstore: server%s not reachable: %w", at(err), err))
 	}
-	return build(client, false)
+	s, err := build(ctx, client, false)
+	if err != nil {
+		return zero, cfg.gaveUp(ctx, bound, err)
+	}
+	return s, nil
+}
+
+// connectTimeout is cfg.ConnectTimeout, or its default when unset.
+func (cfg Config) connectTimeout() time.Duration {
+	if cfg.ConnectTimeout > 0 {
+		return cfg.ConnectTimeout
+	}
+	return defaultConnectTimeout
+}
+
+// gaveUp adds to err, when Open's own bound ended ctx, that ConnectTimeout did.
+func (cfg Config) gaveUp(ctx context.Context, bound bool, err error) error {
+	if bound && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w (Open gave up after Connection.ConnectTimeout, %v, its context having no deadline)", err, cfg.connectTimeout())
+	}
+	return err
+}
+
+// at names the addresses a failed ping tried, as " at host:port,…", or "" when its error
+// does not say.
+func at(err error) string {
+	var sel topology.ServerSelectionError
+	if !errors.As(err, &sel) || len(sel.Desc.Servers) == 0 {
+		return ""
+	}
+	addrs := make([]string, len(sel.Desc.Servers))
+	for i, s := range sel.Desc.Servers {
+		addrs[i] = s.Addr.String()
+	}
+	return " at " + strings.Join(addrs, ",")
 }

@@ -9,9 +9,10 @@ import (
 
 // The defaults of server.Connection, as its fields document them.
 const (
-	defaultDatabase      = "execstore"
-	defaultPingInterval  = 100 * time.Millisecond
-	defaultSettleTimeout = 5 * time.Second
+	defaultDatabase       = "execstore"
+	defaultPingInterval   = 100 * time.Millisecond
+	defaultConnectTimeout = 30 * time.Second
+	defaultSettleTimeout  = 5 * time.Second
 )
 
 // Defaults returns c with every default of server.Connection worked out, for a store whose
@@ -32,6 +33,9 @@ func Defaults(c server.Connection, collection string) server.Connection {
 	}
 	if c.PingInterval <= 0 {
 		c.PingInterval = defaultPingInterval
+	}
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = defaultConnectTimeout
 	}
 	if c.SettleTimeout <= 0 {
 		c.SettleTimeout = defaultSettleTimeout

@@ -98,7 +98,7 @@ func TestIdentifyFromReplies(t *testing.T) {
 			want: ServerInfo{Profile: FerretDB, Family: FamilyMongoDB, Version: "4.2.24", MaxWireVersion: 8}},
 		{server: "ferretdb-1.24-embedded",
 			want: ServerInfo{Profile: FerretDB, Family: FamilyFerretDB1, Version: "7.0.42", MaxWireVersion: 21,
-				FerretDBVersion: "unknown"}},
+				FerretDBVersion: "v1.24.2"}},
 		{server: "ferretdb-2.5",
 			want: ServerInfo{Profile: MongoDB, Family: FamilyFerretDB2, Version: "7.0.77", MaxWireVersion: 21,
 				FerretDBVersion: "v2.5.0"}},

@@ -68,8 +68,9 @@ func TestIdentifyTestServer(t *testing.T) {
 	assert.EqualValues(t, wire, info.MaxWireVersion)
 	switch wantFamily(t, hello, build) {
 	case FamilyFerretDB1:
+		release, _ := build.Lookup("ferretdbVersion").StringValueOK()
 		assert.Equal(t, ServerInfo{Profile: FerretDB, Family: FamilyFerretDB1, Version: version,
-			MaxWireVersion: int(wire), FerretDBVersion: "unknown"}, info)
+			MaxWireVersion: int(wire), FerretDBVersion: release}, info)
 	case FamilyMongoDB:
 		assert.Equal(t, ServerInfo{Profile: MongoDB, Family: FamilyMongoDB, Version: version,
 			MaxWireVersion: int(wire)}, info)
@@ -142,7 +143,7 @@ func TestOpenStrictStableAPI(t *testing.T) {
 		info   ServerInfo
 	}
 	o, err := Open(ctx, srv.URI, Config{ClientOptions: copts, PingInterval: 50 * time.Millisecond},
-		func(client *mongo.Client, _ bool) (opened, error) {
+		func(ctx context.Context, client *mongo.Client, _ bool) (opened, error) {
 			info, err := Identify(ctx, client, Detect)
 			if err != nil {
 				return opened{}, err
@@ -198,5 +199,38 @@ func TestIdentifyBuildInfoRefused(t *testing.T) {
 	assert.Equal(t, []string{"hello", "buildInfo"}, sent)
 	if wantFamily(t, hello, build) != FamilyUnknown {
 		assert.Equal(t, ServerInfo{Profile: MongoDB, Family: FamilyMongoDB, MaxWireVersion: int(wire)}, info)
+	}
+}
+
+// The FerretDB release reaches server.Info. FerretDB 1.x reports it as buildInfo's
+// ferretdbVersion (and serverStatus' too), which an embedded build would leave "unknown"; the
+// embedded server stamps the release of the FerretDB module it is built from (go.mod's
+// v1.24.2). FerretDB 2.x reports it as buildInfo's ferretdb.version.
+func TestFerretDBVersion(t *testing.T) {
+	client := connectPlain(t)
+	hello, build := liveReplies(t, client)
+	var status bson.Raw
+	status, err := client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "serverStatus", Value: 1}}).Raw()
+	if err != nil {
+		t.Logf("serverStatus refused: %v", err)
+	}
+	t.Logf("buildInfo ferretdbVersion=%v ferretdb=%v; serverStatus ferretdbVersion=%v; hello has ferretdb markers: %v",
+		build.Lookup("ferretdbVersion"), build.Lookup("ferretdb"), status.Lookup("ferretdbVersion"), hasKey(hello, "ferretdbVersion"))
+
+	s, err := DetectServer(context.Background(), client)
+	require.NoError(t, err)
+	t.Logf("detected: %v", s.ServerInfo)
+	switch {
+	case !srv.External:
+		assert.Equal(t, FamilyFerretDB1, s.Family)
+		assert.Equal(t, "v1.24.2", s.FerretDBVersion)
+		assert.Regexp(t, `^FerretDB 1\.24\.2 \(MongoDB 7\.0\.\d+ wire 21, profile ferretdb\)$`, s.ServerInfo.String())
+	case s.Family == FamilyFerretDB1:
+		assert.Regexp(t, `^v1\.`, s.FerretDBVersion)
+	case s.Family == FamilyFerretDB2:
+		assert.Regexp(t, `^v2\.`, s.FerretDBVersion)
+		assert.Regexp(t, `^FerretDB 2\.\d+\.\d+ \(MongoDB \S+ wire \d+, profile mongodb\)$`, s.ServerInfo.String())
+	default:
+		assert.Empty(t, s.FerretDBVersion)
 	}
 }
