@@ -26,7 +26,7 @@ func TestVerdictLine(t *testing.T) {
 			"FAIL: 1 end-of-run check failed (listed above)"},
 		"stopped early": {passed, errors.New("aio at concurrency 8: boom"), nil,
 			"FAIL: the benchmark stopped before its last run: aio at concurrency 8: boom"},
-		"nothing checked": {nil, nil, nil, "FAIL: no run completed, so nothing was checked"},
+		"nothing checked":          {nil, nil, nil, "FAIL: no run completed, so nothing was checked"},
 		"output files not written": {passed, nil, errors.New("disk full"), "FAIL: writing the output files: disk full"},
 		"every reason at once": {twoFailed, errors.New("boom"), errors.New("disk full"),
 			"FAIL: 2 end-of-run checks failed (listed above); the benchmark stopped before its last run: boom; " +
