@@ -70,7 +70,7 @@ type FingerprintMismatchError struct {
 }
 
 func (e *FingerprintMismatchError) Error() string {
-	return fmt.Sprintf("idem: key %q was used for another request (fingerprint %q, this one %q)", e.Key, e.Stored, e.Given)
+	return fmt.Sprintf("idem: idempotency key %q was used for another request (fingerprint %q, this one %q)", e.Key, e.Stored, e.Given)
 }
 
 // Is makes errors.Is(err, ErrFingerprintMismatch) true.
