@@ -50,7 +50,7 @@ func (c Claim) Held() bool { return c.Outcome == New || c.Outcome == LeaseReclai
 
 // ErrFingerprintMismatch: the key is claimed or completed for a different request (another
 // fingerprint of the same fingerprint version). See FingerprintMismatchError.
-var ErrFingerprintMismatch = errors.New("idem: key reused with a different request")
+var ErrFingerprintMismatch = errors.New("idem: idempotency key reused with a different request")
 
 // ErrInProgress: Do found the key claimed by a live caller, and it did not complete within
 // Options.WaitTimeout.
