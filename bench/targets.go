@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 )
@@ -117,7 +118,7 @@ func issueTargets(results []runResult) []targetResult {
 			perEvent := float64(steady) / float64(max(r.Events, 1))
 			f := goalFigure{text: fmt.Sprintf("%d/%d = %.3f", steady, r.Events, perEvent), measured: r.Events > 0}
 			if float64(steady) != targetPathCommands*float64(r.Events) {
-				f.gap = abs(perEvent - targetPathCommands)
+				f.gap = math.Abs(perEvent - targetPathCommands)
 			}
 			return f
 		}),
@@ -161,8 +162,6 @@ func (t *targetResult) judge(gap float64, gapFormat string) {
 		t.gapText = fmt.Sprintf(gapFormat, gap)
 	}
 }
-
-func abs(x float64) float64 { return max(x, -x) }
 
 // goalsHeading opens the goals section of the report.
 const goalsHeading = "goals of the snapshot cache (reported only: they do not affect PASS/FAIL)"
