@@ -79,13 +79,19 @@ func (e *AlreadyProcessedError) Is(target error) bool { return target == ErrAlre
 // and unwraps to the cause (a context error, a network error, …).
 type OutcomeUnknownError struct {
 	Op          string // the operation, e.g. "commit"
-	ExecutionID string // what it wrote: an execution's id (or, for package idem, a key)
-	Err         error
+	ExecutionID string // what it wrote: an execution's id, or the id Noun names
+	// Noun names what ExecutionID is when it is not an execution's id: "idempotency key"
+	// (package idem), "journal invocation" (package journal). It is empty for an execution.
+	Noun string
+	Err  error
 }
 
 func (e *OutcomeUnknownError) Error() string {
-	return fmt.Sprintf("execstore: %s of %q: outcome unknown (read it back before retrying): %v",
-		e.Op, e.ExecutionID, e.Err)
+	of := fmt.Sprintf("%q", e.ExecutionID)
+	if e.Noun != "" {
+		of = e.Noun + " " + of
+	}
+	return fmt.Sprintf("execstore: %s of %s: outcome unknown (read it back before retrying): %v", e.Op, of, e.Err)
 }
 
 // Unwrap returns ErrOutcomeUnknown and the cause, so that errors.Is matches both.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -107,8 +108,9 @@ func TestIdemChecksFail(t *testing.T) {
 	}
 }
 
-// A failed idempotency check fails the run: it is named under the table, the row says FAIL,
-// and PASS is not printed; a design not run is said so, without figures.
+// A failed idempotency check fails the run: it is named in the checks section, the row says
+// FAIL, and the verdict is FAIL; a design not run is said so, without figures, and is not
+// counted as checked.
 func TestIdemRowsInTheTable(t *testing.T) {
 	cfg := config{executions: 2, events: 3, rounds: 1, seed: 1, idemKeys: 2}
 	engine := []runResult{newRunResult(cfg, "s", []measured{{spec: runSpec{variant: variantAIO, concurrency: 1},
@@ -132,7 +134,8 @@ func TestIdemRowsInTheTable(t *testing.T) {
 	writeTable(&out, cfg, "s", engine, []idemResult{ok, notRun}, nil)
 	require.Regexp(t, `\n +idem +64 +4\.0 +2\.0 +8\.0 +2\.00 +1\.00 +1\.00 +ok\n`, out.String())
 	require.Contains(t, out.String(), "\nseed-port (idemkit): not run here: needs $$NOW in update pipelines, which this server refuses: (FailedToParse) $$NOW is not supported in this context.\n")
-	require.Contains(t, out.String(), "PASS: every end-of-run check passed\n")
+	require.Contains(t, out.String(), "  check   idempotency keys: 1 of 1 rows passed every check\n")
+	require.Zero(t, writeVerdict(&out, checkedWorkloads(engine, []idemResult{ok, notRun}, nil), nil, nil))
 
 	tally.replays[0].body = nil
 	m.checks = idemChecks(tally, stored)
@@ -140,8 +143,10 @@ func TestIdemRowsInTheTable(t *testing.T) {
 	out.Reset()
 	writeTable(&out, cfg, "s", engine, []idemResult{bad, notRun}, nil)
 	require.Regexp(t, `\n +idem +64 .* FAIL\n`, out.String())
-	require.Contains(t, out.String(), "FAIL: failed checks\n  idem ×64: every replay returned the stored response byte-exact: 1 of 2 wrong: "+idemKey(0))
-	require.NotContains(t, out.String(), "PASS")
+	require.Contains(t, out.String(), "  check   idempotency keys: 0 of 1 rows passed every check\n")
+	require.Contains(t, out.String(), "\n  FAILED  idem ×64: every replay returned the stored response byte-exact: 1 of 2 wrong: "+idemKey(0))
+	require.Equal(t, 1, writeVerdict(&out, checkedWorkloads(engine, []idemResult{bad, notRun}, nil), nil, nil))
+	require.True(t, strings.HasSuffix(out.String(), "\nFAIL: 1 end-of-run check failed (listed above)\n"))
 	require.True(t, bad.failed())
 	require.False(t, ok.failed())
 	require.False(t, notRun.failed(), "a design not run has failed nothing")

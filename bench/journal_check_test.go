@@ -123,7 +123,7 @@ func TestJournalChecksFail(t *testing.T) {
 }
 
 // The journal rows follow the idempotency rows; a failed journal check fails the run: it is
-// named under the table, the row says FAIL, and PASS is not printed.
+// named in the checks section, the row says FAIL, and the verdict is FAIL.
 func TestJournalRowsInTheTable(t *testing.T) {
 	cfg := config{executions: 2, events: 3, rounds: 1, seed: 1, idemKeys: 2, journalInvocations: 2}
 	engine := []runResult{newRunResult(cfg, "s", []measured{{spec: runSpec{variant: variantAIO, concurrency: 1},
@@ -147,7 +147,8 @@ func TestJournalRowsInTheTable(t *testing.T) {
 	require.Regexp(t, `\n +journal +64 +4\.0 +2\.0 +4\.0 +5\.00 +ok\n`, s)
 	require.Contains(t, s, "\n"+journalWeakNote+"\n")
 	require.Less(t, strings.Index(s, "seed-port (idemkit)"), strings.Index(s, "operation journal:"), "after the idempotency rows")
-	require.Contains(t, s, "PASS: every end-of-run check passed\n")
+	require.Contains(t, s, "  check   operation journal: 1 of 1 rows passed every check\n")
+	require.NotContains(t, s, "check   idempotency keys", "a design not run is not counted as checked")
 
 	tally.errs[0] = errors.New("claim: boom")
 	m.checks = journalChecks(tally, stored, 2)
@@ -157,8 +158,9 @@ func TestJournalRowsInTheTable(t *testing.T) {
 	writeTable(&out, cfg, "s", engine, nil, []journalResult{bad})
 	require.Regexp(t, `\n +journal +64 .* FAIL\n`, out.String())
 	require.Contains(t, out.String(), "\n"+journalStrongNote+"\n")
-	require.Contains(t, out.String(), "FAIL: failed checks\n  journal ×64: no error: 1 errors: "+journalID(0)+": claim: boom")
-	require.NotContains(t, out.String(), "PASS")
+	require.Contains(t, out.String(), "\n  FAILED  journal ×64: no error: 1 errors: "+journalID(0)+": claim: boom")
+	require.Equal(t, 1, writeVerdict(&out, checkedWorkloads(engine, nil, []journalResult{bad}), nil, nil))
+	require.NotContains(t, out.String(), "PASS:")
 	require.True(t, bad.failed())
 	require.False(t, ok.failed())
 }

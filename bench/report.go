@@ -241,8 +241,9 @@ func rttsLabel(cfg config) string {
 }
 
 // writeTable prints the results table, the commands per event by name, the idempotency rows
-// (idem, none when that workload did not run), the journal rows (jrnl, likewise), and the
-// failed checks.
+// (idem, none when that workload did not run), the journal rows (jrnl, likewise), the goals
+// of the snapshot cache, and the end-of-run checks with each failed one. The verdict that
+// ends the report is writeVerdict's.
 func writeTable(out io.Writer, cfg config, server string, results []runResult, idem []idemResult, jrnl []journalResult) {
 	fmt.Fprintf(out, "execstore bench: %s\n", server)
 	budget := fmt.Sprintf("%d events per run", cfg.events)
@@ -301,28 +302,11 @@ func writeTable(out io.Writer, cfg config, server string, results []runResult, i
 	}
 	writeCommandTable(out, "server commands per event, by command", []string{"variant", "rtt", "concurrency"}, rows)
 
-	writeTargets(out, issueTargets(results))
-
 	writeIdemTable(out, cfg.idemKeys, idem)
 	writeJournalTable(out, cfg.journalInvocations, jrnl)
 
-	var failed []string
-	for _, r := range results {
-		for _, f := range r.FailedChecks {
-			failed = append(failed, fmt.Sprintf("  %s: %s", runLabel(r), f))
-		}
-	}
-	failed = append(failed, idemFailures(idem)...)
-	failed = append(failed, journalFailures(jrnl)...)
-	fmt.Fprintln(out)
-	if len(failed) > 0 {
-		fmt.Fprintln(out, "FAIL: failed checks")
-		for _, f := range failed {
-			fmt.Fprintln(out, f)
-		}
-	} else {
-		fmt.Fprintln(out, "PASS: every end-of-run check passed")
-	}
+	writeTargets(out, issueTargets(results))
+	writeChecks(out, checkedWorkloads(results, idem, jrnl))
 }
 
 // runLabel names a row in lines under the tables: "aio ×8", "aio+cache ×1 +2ms".

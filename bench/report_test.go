@@ -95,8 +95,8 @@ func TestNewRunResultSummarizesRounds(t *testing.T) {
 	require.True(t, r.ChecksPassed)
 }
 
-// A failed check fails the row, and the table names the variant, the concurrency, the check
-// and its offenders.
+// A failed check fails the row, the checks section names the variant, the concurrency, the
+// check and its offenders, and the verdict is FAIL.
 func TestFailedCheckIsNamedUnderTheTable(t *testing.T) {
 	cfg := config{executions: 2, events: 3, rounds: 1, seed: 1, rtts: []time.Duration{0}}
 	st := passingFinalState()
@@ -113,14 +113,19 @@ func TestFailedCheckIsNamedUnderTheTable(t *testing.T) {
 
 	var out bytes.Buffer
 	writeTable(&out, cfg, "test server", results, nil, nil)
-	require.Contains(t, out.String(), "FAIL: failed checks\n  aio+batch ×8: outbox empty at the end: 1 pending: seq 7 of exe-a → exe-b\n")
-	require.NotContains(t, out.String(), "PASS")
+	require.Equal(t, 1, writeVerdict(&out, checkedWorkloads(results, nil, nil), nil, nil))
+	require.Contains(t, out.String(), "\n"+checksHeading+"\n  check   engine: 1 of 2 rows passed every check\n"+
+		"  FAILED  aio+batch ×8: outbox empty at the end: 1 pending: seq 7 of exe-a → exe-b\n"+
+		"FAIL: 1 end-of-run check failed (listed above)\n")
+	require.NotContains(t, out.String(), "PASS:")
 	require.Regexp(t, `aio\+batch +0ms +8 .* FAIL\n`, out.String())
 
 	out.Reset()
 	writeTable(&out, cfg, "test server", results[:1], nil, nil)
-	require.Contains(t, out.String(), "PASS: every end-of-run check passed\n")
-	require.NotContains(t, out.String(), "FAIL")
+	require.Zero(t, writeVerdict(&out, checkedWorkloads(results[:1], nil, nil), nil, nil))
+	require.Contains(t, out.String(), "  check   engine: 1 of 1 rows passed every check\n"+passLine+"\n")
+	require.NotContains(t, out.String(), "FAIL:")
+	require.NotContains(t, out.String(), "FAILED")
 }
 
 // The memory variant sends no server commands: its cmds/event is "-", and its latencies,
@@ -195,7 +200,7 @@ func TestTableOfSeveralRoundTrips(t *testing.T) {
 	require.Regexp(t, `\n +raw +0ms +64 .*\n\n +aio\+cache +10ms +1 .* FAIL\n +raw +10ms +1 `, text)
 	require.Regexp(t, `\nserver commands per event, by command\n +variant +rtt +concurrency +update\n +aio\+cache +0ms +1 +1\.50\n`, text)
 	require.NotRegexp(t, `(?m) $`, text, "no line ends in a space")
-	require.Contains(t, text, "FAIL: failed checks\n  aio+cache ×1 +10ms: c: broken\n")
+	require.Contains(t, text, "\n  FAILED  aio+cache ×1 +10ms: c: broken\n")
 }
 
 // The chart has a panel of events/s by concurrency per round trip and, with more than one

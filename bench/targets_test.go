@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func targetVerdicts(ts []targetResult) map[string]string {
 		case *t.Met:
 			out[t.Target] = "met"
 		default:
-			out[t.Target] = "NOT met"
+			out[t.Target] = "short"
 		}
 	}
 	return out
@@ -48,11 +49,11 @@ func targetVerdicts(ts []targetResult) map[string]string {
 
 const (
 	tPath     = "aio+cache ×1: exactly 1 server command per event on the critical path (seq-block reservations aside)"
-	tOverAIO  = "aio+cache ×1 +2ms: at least 1.3× aio"
-	tOverRaw1 = "aio+cache ×1 +2ms: at least 0.95× raw"
-	tCmds64   = "aio+cache ×64: at most 0.3 server commands per event, every client"
-	tOverRaw  = "aio+cache ×64: at least 0.95× raw"
-	tOverSeed = "aio+cache ×1 +10ms: at least 3× seed-port"
+	tOverAIO  = "aio+cache ×1 +2ms: ≥ 1.30× aio"
+	tOverRaw1 = "aio+cache ×1 +2ms: ≥ 0.95× raw"
+	tCmds64   = "aio+cache ×64: ≤ 0.30 server commands per event, every client"
+	tOverRaw  = "aio+cache ×64: ≥ 0.95× raw"
+	tOverSeed = "aio+cache ×1 +10ms: ≥ 3.00× seed-port"
 )
 
 func TestTargetsMet(t *testing.T) {
@@ -62,9 +63,14 @@ func TestTargetsMet(t *testing.T) {
 	require.Equal(t, "100/100 = 1.000 at 0ms, 100/100 = 1.000 at 2ms, 100/100 = 1.000 at 10ms", ts[0].Measured)
 	require.Equal(t, "1.50× = 100.0/66.7 events/s", ts[1].Measured)
 	require.Equal(t, "0.30 at 0ms, 0.30 at 2ms, 0.30 at 10ms", ts[3].Measured)
+	for _, g := range ts {
+		require.NotNil(t, g.Gap, g.Target)
+		require.Zero(t, *g.Gap, "a goal reached has no gap: %s", g.Target)
+	}
 }
 
-// Each case misses one target by a little; only that target is NOT met.
+// Each case misses one goal by a little; only that goal is short of it, by the gap the case
+// says, worded as the report prints it.
 func TestTargetsNotMet(t *testing.T) {
 	find := func(rs []runResult, variant string, conc int, rtt float64) *runResult {
 		for i := range rs {
@@ -78,26 +84,42 @@ func TestTargetsNotMet(t *testing.T) {
 	for name, tc := range map[string]struct {
 		target  string
 		breakIt func(rs []runResult)
+		gap     float64
+		gapText string
 	}{
-		"a load on the path at 10ms": {tPath, func(rs []runResult) { find(rs, variantCache, 1, 10).PathCommands++ }},
+		"a load on the path at 10ms": {tPath, func(rs []runResult) { find(rs, variantCache, 1, 10).PathCommands++ },
+			0.01, "0.010 off at 10ms"},
 		"a duplicate refused by the commit": {tPath, func(rs []runResult) {
 			find(rs, variantCache, 1, 0).PathCommands = 99 // a commit missing: not exactly one per event either
-		}},
-		"aio+cache at 1.29× aio":            {tOverAIO, func(rs []runResult) { find(rs, variantAIO, 1, 2).EventsPerS = 100 / 1.29 }},
-		"aio+cache at 0.94× raw":            {tOverRaw1, func(rs []runResult) { find(rs, variantRaw, 1, 2).EventsPerS = 100 / 0.94 * 3 }},
-		"31 commands for 100 events at 2ms": {tCmds64, func(rs []runResult) { find(rs, variantCache, 64, 2).Commands = 31 }},
-		"aio+cache ×64 at 0.9× raw at 0ms":  {tOverRaw, func(rs []runResult) { find(rs, variantCache, 64, 0).EventsPerS = 450 }},
-		"aio+cache at 2.9× seed-port":       {tOverSeed, func(rs []runResult) { find(rs, variantCache, 1, 10).EventsPerS = 2.9 * 100 / 11 }},
+		}, 0.01, "0.010 off at 0ms"},
+		"aio+cache at 1.29× aio": {tOverAIO, func(rs []runResult) { find(rs, variantAIO, 1, 2).EventsPerS = 100 / 1.29 },
+			0.01, "0.01× short"},
+		"aio+cache at 0.94× raw": {tOverRaw1, func(rs []runResult) { find(rs, variantRaw, 1, 2).EventsPerS = 100 / 0.94 },
+			0.01, "0.01× short"},
+		"31 commands for 100 events at 2ms": {tCmds64, func(rs []runResult) { find(rs, variantCache, 64, 2).Commands = 31 },
+			0.01, "0.01 over at 2ms"},
+		"aio+cache ×64 at 0.9× raw at 0ms": {tOverRaw, func(rs []runResult) { find(rs, variantCache, 64, 0).EventsPerS = 450 },
+			0.05, "0.05× short at 0ms"},
+		"aio+cache at 2.9× seed-port": {tOverSeed, func(rs []runResult) { find(rs, variantCache, 1, 10).EventsPerS = 2.9 * 100 / 11 },
+			0.1, "0.10× short"},
+		"a miss smaller than the figures show": {tOverAIO, func(rs []runResult) { find(rs, variantAIO, 1, 2).EventsPerS = 100 / 1.2999 },
+			0.001, "0.00× short"},
 	} {
 		rs := targetRuns()
 		tc.breakIt(rs)
-		got := targetVerdicts(issueTargets(rs))
-		for target, v := range got {
+		ts := issueTargets(rs)
+		for target, v := range targetVerdicts(ts) {
 			want := "met"
 			if target == tc.target {
-				want = "NOT met"
+				want = "short"
 			}
 			require.Equal(t, want, v, "%s: %s", name, target)
+		}
+		for _, g := range ts {
+			if g.Target == tc.target {
+				require.InDelta(t, tc.gap, *g.Gap, 1e-9, name)
+				require.Equal(t, tc.gapText, g.gapText, name)
+			}
 		}
 	}
 }
@@ -130,31 +152,66 @@ func TestTargetsNotMeasured(t *testing.T) {
 
 	var out bytes.Buffer
 	writeTargets(&out, ts)
-	require.Equal(t, "\ntargets of the snapshot cache (reported; they do not decide the exit status)\n"+
-		"  target "+tPath+": met (measured 100/100 = 1.000 at 0ms)\n"+
-		"  target "+tOverAIO+": not measured (needs aio+cache and aio at concurrency 1, -rtt 2ms)\n"+
-		"  target "+tOverRaw1+": not measured (needs aio+cache and raw at concurrency 1, -rtt 2ms)\n"+
-		"  target "+tCmds64+": met (measured 0.30 at 0ms)\n"+
-		"  target "+tOverRaw+": met (measured 1.00× at 0ms)\n"+
-		"  target "+tOverSeed+": not measured (needs aio+cache and seed-port at concurrency 1, -rtt 10ms)\n", out.String())
+	require.Equal(t, "\ngoals of the snapshot cache (reported only: they do not affect PASS/FAIL)\n"+
+		"  goal  "+tPath+": 100/100 = 1.000 at 0ms (reached)\n"+
+		"  goal  "+tOverAIO+": not measured (needs aio+cache and aio at concurrency 1, -rtt 2ms)\n"+
+		"  goal  "+tOverRaw1+": not measured (needs aio+cache and raw at concurrency 1, -rtt 2ms)\n"+
+		"  goal  "+tCmds64+": 0.30 at 0ms (reached)\n"+
+		"  goal  "+tOverRaw+": 1.00× at 0ms (reached)\n"+
+		"  goal  "+tOverSeed+": not measured (needs aio+cache and seed-port at concurrency 1, -rtt 10ms)\n", out.String())
+	for _, g := range ts {
+		if g.Met == nil {
+			require.Nil(t, g.Gap, "no gap to a goal not measured: %s", g.Target)
+		}
+	}
 
 	out.Reset()
 	writeTargets(&out, issueTargets(rs[:1]))
-	require.Empty(t, out.String(), "no aio+cache run: no targets")
+	require.Empty(t, out.String(), "no aio+cache run: no goals")
 }
 
-// A missed target is printed under the tables, and the run still passes: only the end-of-run
-// checks decide.
+// A row at 64 handlers without a raw run beside it leaves that goal not measured, whatever
+// the other round trips show.
+func TestTargetWithoutItsRawRunIsNotMeasured(t *testing.T) {
+	var rs []runResult
+	for _, r := range targetRuns() {
+		if !(r.Variant == variantRaw && r.Concurrency == 64 && r.RTTms == 2) {
+			rs = append(rs, r)
+		}
+	}
+	g := issueTargets(rs)[4]
+	require.Equal(t, tOverRaw, g.Target)
+	require.Nil(t, g.Met)
+	require.Nil(t, g.Gap)
+	require.Equal(t, "1.00× at 0ms, no raw run at 2ms, 1.00× at 10ms", g.Measured)
+}
+
+// A goal not reached is printed in the goals section, before the checks, with its gap, and
+// the run still passes: only the end-of-run checks decide, and PASS is the last line.
 func TestMissedTargetDoesNotFailTheRun(t *testing.T) {
 	rs := targetRuns()
 	for i := range rs {
 		rs[i].ChecksPassed = true
 		if rs[i].Variant == variantCache && rs[i].Concurrency == 64 {
 			rs[i].Commands, rs[i].CommandsPerEvent = 80, 0.8
+			if rs[i].RTTms == 10 {
+				rs[i].Commands, rs[i].CommandsPerEvent = 90, 0.9 // the furthest from the goal
+			}
 		}
 	}
 	var out bytes.Buffer
 	writeTable(&out, config{rtts: targetRTTs}, "s", rs, nil, nil)
-	require.Contains(t, out.String(), "  target "+tCmds64+": NOT met (measured 0.80 at 0ms, 0.80 at 2ms, 0.80 at 10ms)\n")
-	require.Contains(t, out.String(), "PASS: every end-of-run check passed\n")
+	status := writeVerdict(&out, checkedWorkloads(rs, nil, nil), nil, nil)
+	require.Zero(t, status)
+	text := out.String()
+	require.Contains(t, text, "  goal  "+tCmds64+": 0.80 at 0ms, 0.80 at 2ms, 0.90 at 10ms (0.60 over at 10ms)\n")
+	require.Contains(t, text, "  goal  "+tOverAIO+": 1.50× = 100.0/66.7 events/s (reached)\n")
+	goals, checks := strings.Index(text, goalsHeading), strings.Index(text, checksHeading)
+	require.Positive(t, goals)
+	require.Greater(t, checks, goals, "the goals come before the checks")
+	require.Contains(t, text[checks:], "  check   engine: 18 of 18 rows passed every check\n")
+	require.True(t, strings.HasSuffix(text, "\nPASS: every end-of-run check passed\n"), "PASS is the last line")
+	require.NotContains(t, text, "FAIL:")
+	require.NotRegexp(t, `(?m)^ *FAIL`, text)
+	require.NotContains(t, strings.ToLower(text), "not met", "a goal not reached never reads as a failure")
 }

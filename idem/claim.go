@@ -50,7 +50,7 @@ func (c Claim) Held() bool { return c.Outcome == New || c.Outcome == LeaseReclai
 
 // ErrFingerprintMismatch: the key is claimed or completed for a different request (another
 // fingerprint of the same fingerprint version). See FingerprintMismatchError.
-var ErrFingerprintMismatch = errors.New("idem: key reused with a different request")
+var ErrFingerprintMismatch = errors.New("idem: idempotency key reused with a different request")
 
 // ErrInProgress: Do found the key claimed by a live caller, and it did not complete within
 // Options.WaitTimeout.
@@ -70,7 +70,7 @@ type FingerprintMismatchError struct {
 }
 
 func (e *FingerprintMismatchError) Error() string {
-	return fmt.Sprintf("idem: key %q was used for another request (fingerprint %q, this one %q)", e.Key, e.Stored, e.Given)
+	return fmt.Sprintf("idem: idempotency key %q was used for another request (fingerprint %q, this one %q)", e.Key, e.Stored, e.Given)
 }
 
 // Is makes errors.Is(err, ErrFingerprintMismatch) true.

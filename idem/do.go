@@ -43,7 +43,7 @@ func (s *Store) Do(ctx context.Context, key, fingerprint string, fn func(ctx con
 		case AlreadyClaimed:
 			left := time.Until(waitUntil)
 			if left <= 0 {
-				return Result{}, fmt.Errorf("%w: %q", ErrInProgress, key)
+				return Result{}, fmt.Errorf("%w: idempotency key %q", ErrInProgress, key)
 			}
 			rec, err := s.Wait(ctx, key, left)
 			if err != nil {

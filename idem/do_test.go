@@ -133,4 +133,5 @@ func TestDoInProgress(t *testing.T) {
 		return Response{}, nil
 	})
 	assert.ErrorIs(t, err, ErrInProgress)
+	assert.EqualError(t, err, `idem: request in progress under this key: idempotency key "k"`)
 }

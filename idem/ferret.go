@@ -137,7 +137,7 @@ func (f *ferretForm) claim(ctx context.Context, key, fingerprint string, version
 			return Claim{Outcome: out, Token: token, Record: rec, RecoveredFromCorrupt: corrupt}, nil
 		}
 	}
-	return Claim{}, fmt.Errorf("idem: claim of %q: the record changed under %d claims in a row", key, maxClaimRounds)
+	return Claim{}, fmt.Errorf("idem: claim of idempotency key %q: the record changed under %d claims in a row", key, maxClaimRounds)
 }
 
 // unanswered turns a claim write's failure into the caller's answer, settled by reading

@@ -57,7 +57,7 @@ func heldFilter(key, token string) bson.D {
 func (r *records) release(ctx context.Context, key, token string) (bool, error) {
 	res, err := r.coll.DeleteOne(ctx, heldFilter(key, token))
 	if err != nil {
-		return false, outcome.WriteFailure("release", key, err)
+		return false, outcome.WriteFailureOf(outcome.NounIdempotencyKey, "release", key, err)
 	}
 	return res.DeletedCount == 1, nil
 }
@@ -83,7 +83,7 @@ func findRawIn(ctx context.Context, coll *mongo.Collection, key string) (bson.Ra
 		return nil, nil
 	}
 	if err != nil {
-		return nil, outcome.ReadFailure("read", key, err)
+		return nil, outcome.ReadFailureOf(outcome.NounIdempotencyKey, "read", key, err)
 	}
 	return raw, nil
 }
@@ -94,7 +94,7 @@ func findRawIn(ctx context.Context, coll *mongo.Collection, key string) (bson.Ra
 // write ran on the primary and may still be rolled back by a failover, so a read that finds
 // it proves nothing durable: it stays execstore.ErrOutcomeUnknown, as a group commit's does.
 func writeFailure(ctx context.Context, op, key string, err error) (error, bool) {
-	werr := outcome.WriteFailure(op, key, err)
+	werr := outcome.WriteFailureOf(outcome.NounIdempotencyKey, op, key, err)
 	return werr, errors.Is(werr, execstore.ErrOutcomeUnknown) && ctx.Err() == nil &&
 		outcome.Classify(err) != outcome.NotDurable
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -45,6 +46,14 @@ func TestWriteConcernErrorIsNeverSettled(t *testing.T) {
 			err, settle := writeFailure(context.Background(), "claim", "k", c.err)
 			assert.Equal(t, c.unknown, errors.Is(err, execstore.ErrOutcomeUnknown), "%v", err)
 			assert.Equal(t, c.settle, settle)
+			assert.Contains(t, err.Error(), `claim of idempotency key "k"`, "the error names the key")
+			assert.NotContains(t, err.Error(), "execution")
+			if c.unknown {
+				var unknown *execstore.OutcomeUnknownError
+				require.ErrorAs(t, err, &unknown)
+				assert.Equal(t, "k", unknown.ExecutionID)
+				assert.Equal(t, "idempotency key", unknown.Noun)
+			}
 		})
 	}
 	// A caller's context that has ended settles nothing either.

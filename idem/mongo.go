@@ -238,7 +238,7 @@ func (m *mongoForm) claim(ctx context.Context, key, fingerprint string, version 
 		rec, _ := decodeRecord(raw)
 		return Claim{Outcome: New, Token: token, Record: rec, RecoveredFromCorrupt: true}, nil
 	}
-	return Claim{}, fmt.Errorf("idem: claim of %q: the record changed under %d claims in a row", key, maxClaimRounds)
+	return Claim{}, fmt.Errorf("idem: claim of idempotency key %q: the record changed under %d claims in a row", key, maxClaimRounds)
 }
 
 // outcomeFrom tells a claim that took a record how it took it, from prev_state.
@@ -290,7 +290,7 @@ func (m *mongoForm) get(ctx context.Context, key string) (*Record, error) {
 	}
 	now, ok := cur.Current.Lookup(fNow).DateTimeOK()
 	if !ok {
-		return nil, fmt.Errorf("idem: read of %q: the server gave no $$NOW", key)
+		return nil, fmt.Errorf("idem: read of idempotency key %q: the server gave no $$NOW", key)
 	}
 	return liveRecord(cur.Current, func(u time.Time) bool { return time.UnixMilli(now).After(u) }), nil
 }

@@ -357,6 +357,7 @@ func TestFingerprintMismatch(t *testing.T) {
 	require.ErrorAs(t, err, &mismatch)
 	assert.ErrorIs(t, err, ErrFingerprintMismatch)
 	assert.Equal(t, fp, mismatch.Stored)
+	assert.Equal(t, `idem: idempotency key "k" was used for another request (fingerprint "`+fp+`", this one "fp-2")`, err.Error())
 	assert.Empty(t, other.Token)
 	ok, err := s.Complete(bg, "k", c.Token, Response{Status: 200}, longLease)
 	require.NoError(t, err)

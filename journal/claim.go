@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 
-	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/unique"
 )
@@ -49,7 +47,7 @@ func (j *Journal) Claim(ctx context.Context, id Identity, owner string) (Fence, 
 			return Fence{}, err
 		}
 		if d == nil { // the holder's document vanished in between: nothing deletes them
-			return Fence{}, fmt.Errorf("journal: claim of invocation %q: %w", id.ID, execstore.ErrNotFound)
+			return Fence{}, &notFoundError{op: "claim", id: id.ID}
 		}
 		if d.Owner != owner {
 			return Fence{}, &OwnerConflictError{InvocationID: id.ID, ExpectedOwner: owner, FoundOwner: d.Owner, FoundRevision: d.Rev}
@@ -105,7 +103,7 @@ func (j *Journal) VerifyOwner(ctx context.Context, f Fence) error {
 		case err != nil:
 			return struct{}{}, err
 		case d == nil:
-			return struct{}{}, fmt.Errorf("journal: verify owner of invocation %q: %w", f.InvocationID, execstore.ErrNotFound)
+			return struct{}{}, &notFoundError{op: "verify owner", id: f.InvocationID}
 		}
 		return struct{}{}, holds(f, d)
 	})
@@ -127,7 +125,7 @@ func (j *Journal) Read(ctx context.Context, id string) (*Invocation, error) {
 			return nil, err
 		}
 		if d == nil {
-			return nil, fmt.Errorf("journal: read of invocation %q: %w", id, execstore.ErrNotFound)
+			return nil, &notFoundError{op: "read", id: id}
 		}
 		return d.open(j.cipher)
 	})

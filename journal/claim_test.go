@@ -158,3 +158,32 @@ func TestInvalidInputBeforeIO(t *testing.T) {
 	_, err = j.Read(bg, "valid")
 	assert.ErrorIs(t, err, execstore.ErrClosed)
 }
+
+// A call about an invocation that does not exist is execstore.ErrNotFound, and its text
+// names the invocation, never an execution.
+func TestNotFoundNamesTheInvocation(t *testing.T) {
+	j := openJournal(t, nil, testOptions(t))
+	_, err := j.Read(bg, "absent")
+	require.ErrorIs(t, err, execstore.ErrNotFound)
+	assert.EqualError(t, err, `journal: read of invocation "absent": no such invocation`)
+
+	_, err = j.Reverify(bg, "absent")
+	require.ErrorIs(t, err, execstore.ErrNotFound)
+	assert.EqualError(t, err, `journal: reverify of invocation "absent": no such invocation`)
+
+	// A fence of an invocation deleted behind the journal's back.
+	id := ident("deleted")
+	f, err := j.Claim(bg, id, "worker-1")
+	require.NoError(t, err)
+	_, err = rawCollection(t, j).DeleteOne(bg, bsonD("_id", id.ID))
+	require.NoError(t, err)
+	err = j.VerifyOwner(bg, f)
+	require.ErrorIs(t, err, execstore.ErrNotFound)
+	assert.EqualError(t, err, `journal: verify owner of invocation "deleted": no such invocation`)
+	_, err = j.Dispatch(bg, f)
+	require.ErrorIs(t, err, execstore.ErrNotFound)
+	assert.EqualError(t, err, `journal: dispatch of invocation "deleted": no such invocation`)
+	_, _, err = j.Checkpoint(bg, f, PhaseBefore, []byte("state"))
+	require.ErrorIs(t, err, execstore.ErrNotFound)
+	assert.EqualError(t, err, `journal: checkpoint of invocation "deleted": no such invocation`)
+}

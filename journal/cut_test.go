@@ -75,6 +75,8 @@ func TestUnansweredWriteMakesTheJournalUncertain(t *testing.T) {
 			var unknown *execstore.OutcomeUnknownError
 			require.ErrorAs(t, err, &unknown)
 			assert.Equal(t, "checkpoint", unknown.Op)
+			assert.Contains(t, err.Error(), `checkpoint of journal invocation "`+id.ID+`"`)
+			assert.NotContains(t, err.Error(), "execution")
 			assert.Equal(t, []string{id.ID}, j.Uncertain())
 
 			// Every mutation is refused, of this invocation and any other; reads are not.
@@ -151,6 +153,9 @@ func TestFailedDecidingReadMakesTheJournalUncertain(t *testing.T) {
 	require.ErrorAs(t, err, &unknown)
 	assert.Equal(t, "verify owner", unknown.Op)
 	assert.Equal(t, id.ID, unknown.ExecutionID)
+	assert.Equal(t, "journal invocation", unknown.Noun)
+	assert.Contains(t, err.Error(), `execstore: verify owner of journal invocation "`+id.ID+`": outcome unknown`)
+	assert.NotContains(t, err.Error(), "execution")
 	assert.Equal(t, []string{id.ID}, j.Uncertain())
 	_, _, err = j.Checkpoint(bg, f, PhaseBefore, []byte("after a failed verify"))
 	require.ErrorIs(t, err, ErrUncertain)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-
-	"github.com/execstore/execstore"
 )
 
 // Attempt is one execution of the prepared operation, as Dispatch hands it out.
@@ -53,7 +51,7 @@ func (j *Journal) Dispatch(ctx context.Context, f Fence) (Attempt, error) {
 			return Attempt{}, err
 		}
 		if d == nil {
-			return Attempt{}, fmt.Errorf("journal: dispatch of invocation %q: %w", f.InvocationID, execstore.ErrNotFound)
+			return Attempt{}, &notFoundError{op: "dispatch", id: f.InvocationID}
 		}
 		if err := holds(f, d); err != nil {
 			return Attempt{}, err

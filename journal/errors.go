@@ -147,3 +147,16 @@ func quoted(ss []string) []string {
 	}
 	return out
 }
+
+// notFoundError reports an invocation that does not exist. It matches execstore.ErrNotFound,
+// and its text names the invocation, never an execution.
+type notFoundError struct {
+	op, id string
+}
+
+func (e *notFoundError) Error() string {
+	return fmt.Sprintf("journal: %s of invocation %q: no such invocation", e.op, e.id)
+}
+
+// Is makes errors.Is(err, execstore.ErrNotFound) true.
+func (e *notFoundError) Is(target error) bool { return target == execstore.ErrNotFound }

@@ -144,7 +144,7 @@ func submit[T any](ctx context.Context, j *Journal, op, id string, fn func(ctx c
 func (j *Journal) load(ctx context.Context, op, id string) (*document, error) {
 	raw, err := j.find(ctx, id)
 	if err != nil {
-		return nil, outcome.ReadFailure(op, id, err)
+		return nil, outcome.ReadFailureOf(outcome.NounInvocation, op, id, err)
 	}
 	return decode(id, raw)
 }
@@ -162,7 +162,7 @@ func (j *Journal) loadDeciding(ctx context.Context, op, id, note string) (*docum
 		if note != "" {
 			err = fmt.Errorf("%s: %w", note, err)
 		}
-		return nil, &execstore.OutcomeUnknownError{Op: op, ExecutionID: id, Err: err}
+		return nil, &execstore.OutcomeUnknownError{Op: op, ExecutionID: id, Noun: outcome.NounInvocation, Err: err}
 	}
 	return decode(id, raw)
 }
@@ -199,7 +199,7 @@ func (j *Journal) write(ctx context.Context, op, id string, w func(ctx context.C
 	if err == nil || errors.Is(err, mongo.ErrNoDocuments) || unique.IsDuplicateKey(err) {
 		return err
 	}
-	err = outcome.WriteFailure(op, id, err)
+	err = outcome.WriteFailureOf(outcome.NounInvocation, op, id, err)
 	if errors.Is(err, execstore.ErrOutcomeUnknown) {
 		j.uncertain.add(id)
 	}
@@ -219,7 +219,7 @@ func (j *Journal) explain(ctx context.Context, op string, f Fence, state func(d 
 		return err
 	}
 	if d == nil {
-		return fmt.Errorf("journal: %s of invocation %q: %w", op, f.InvocationID, execstore.ErrNotFound)
+		return &notFoundError{op: op, id: f.InvocationID}
 	}
 	if err := holds(f, d); err != nil {
 		return err

@@ -2,11 +2,9 @@ package journal
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 
-	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
 )
 
@@ -81,7 +79,7 @@ func (j *Journal) Reverify(ctx context.Context, id string) (*Invocation, error) 
 		}
 		if d == nil {
 			j.uncertain.clear(id)
-			return nil, fmt.Errorf("journal: reverify of invocation %q: %w", id, execstore.ErrNotFound)
+			return nil, &notFoundError{op: "reverify", id: id}
 		}
 		inv, err := d.open(j.cipher)
 		if err != nil {

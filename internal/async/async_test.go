@@ -222,4 +222,13 @@ func TestCallerCause(t *testing.T) {
 	other := errors.New("refused")
 	assert.Equal(t, other, CallerCause(ctx, other))
 	assert.Equal(t, unknown, CallerCause(context.Background(), unknown))
+
+	// What the error names is kept: an idempotency key stays one.
+	key := &execstore.OutcomeUnknownError{Op: "claim", ExecutionID: "k", Noun: "idempotency key", Err: context.Canceled}
+	var got *execstore.OutcomeUnknownError
+	require.ErrorAs(t, CallerCause(ctx, key), &got)
+	assert.Equal(t, "idempotency key", got.Noun)
+	assert.Equal(t, "k", got.ExecutionID)
+	assert.ErrorIs(t, got, context.DeadlineExceeded)
+	assert.Contains(t, got.Error(), `claim of idempotency key "k"`)
 }

@@ -75,7 +75,9 @@ func CallerCause(ctx context.Context, err error) error {
 	}
 	var unknown *execstore.OutcomeUnknownError
 	if errors.As(err, &unknown) {
-		return &execstore.OutcomeUnknownError{Op: unknown.Op, ExecutionID: unknown.ExecutionID, Err: cerr}
+		u := *unknown
+		u.Err = cerr
+		return &u
 	}
 	return cerr
 }

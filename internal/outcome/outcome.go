@@ -142,14 +142,33 @@ func answerOf(wce *mongo.WriteConcernError, nWriteErrors int, labels []string) A
 	return Unanswered // a write exception with neither: proves nothing
 }
 
-// WriteFailure turns the error of a single write that was handed to the driver into the
-// store's error. A definite refusal (a write error, or a command error that proves nothing
+// Nouns of what a write or read is about when it is not an execution, as the errors of the
+// idempotency-key store and the operation journal name it (WriteFailureOf, ReadFailureOf).
+const (
+	NounIdempotencyKey = "idempotency key"
+	NounInvocation     = "journal invocation"
+)
+
+// subject is id as an error text names it, after its noun: `execution "id"` when noun is
+// empty.
+func subject(noun, id string) string {
+	if noun == "" {
+		noun = "execution"
+	}
+	return fmt.Sprintf("%s %q", noun, id)
+}
+
+// WriteFailure is WriteFailureOf for a write of the execution id.
+func WriteFailure(op, id string, err error) error { return WriteFailureOf("", op, id, err) }
+
+// WriteFailureOf turns the error of a single write of id, which noun names (empty for an
+// execution), that was handed to the driver into the store's error. A definite refusal (a write error, or a command error that proves nothing
 // was applied) is reported as such: as ErrInvalid when the document is too large (IsTooLarge),
 // as an error matching ErrRolledBack, and unwrapping to err, when the server rolled the write
 // back for a lock conflict (IsRolledBack). Anything else may or may not have been applied and
 // becomes an *execstore.OutcomeUnknownError (a write-concern error too: the write was applied
 // on the primary, but may be rolled back).
-func WriteFailure(op, id string, err error) error {
+func WriteFailureOf(noun, op, id string, err error) error {
 	switch Classify(err) {
 	case Refused, WriteErrors:
 		if IsTooLarge(err) {
@@ -157,11 +176,11 @@ func WriteFailure(op, id string, err error) error {
 				Reason: fmt.Sprintf("would exceed the server's %d-byte document limit: %v", execstore.MaxDocumentBytes, err)}
 		}
 		if IsRolledBack(err) {
-			return &rolledBackError{op: op, id: id, err: err}
+			return &rolledBackError{op: op, noun: noun, id: id, err: err}
 		}
-		return fmt.Errorf("execstore: %s of execution %q refused by the server: %w", op, id, callersDeadline(err))
+		return fmt.Errorf("execstore: %s of %s refused by the server: %w", op, subject(noun, id), callersDeadline(err))
 	}
-	return &execstore.OutcomeUnknownError{Op: op, ExecutionID: id, Err: callersDeadline(err)}
+	return &execstore.OutcomeUnknownError{Op: op, ExecutionID: id, Noun: noun, Err: callersDeadline(err)}
 }
 
 // callersDeadline is err, matching context.DeadlineExceeded too when the server ended the
@@ -231,13 +250,20 @@ func tooLarge(code int, message string) bool {
 	return false
 }
 
-// ReadFailure wraps the error of a read; a context error is returned as is so that callers can
-// compare it with ctx.Err().
-func ReadFailure(op, id string, err error) error {
+// ReadFailure is ReadFailureOf for a read of the execution id.
+func ReadFailure(op, id string, err error) error { return ReadFailureOf("", op, id, err) }
+
+// ReadFailureOf wraps the error of a read of id, which noun names (empty for an execution); a
+// context error is returned as is so that callers can compare it with ctx.Err().
+func ReadFailureOf(noun, op, id string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return fmt.Errorf("execstore: %s of %q: %w", op, id, err)
+	of := fmt.Sprintf("%q", id)
+	if noun != "" {
+		of = subject(noun, id)
+	}
+	return fmt.Errorf("execstore: %s of %s: %w", op, of, err)
 }
 
 // serverError is one error the server reported: a command error, or one write error.

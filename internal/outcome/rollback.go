@@ -108,13 +108,13 @@ func IsRolledBack(err error) bool {
 // rolledBackError is a single write the server rolled back for a lock conflict. It matches
 // execstore.ErrRolledBack and unwraps to the driver's error.
 type rolledBackError struct {
-	op, id string
-	err    error
+	op, noun, id string // noun names what id is; empty for an execution
+	err          error
 }
 
 func (e *rolledBackError) Error() string {
-	return fmt.Sprintf("execstore: %s of execution %q rolled back by the server for a lock conflict; nothing was written, and it is safe to send again: %v",
-		e.op, e.id, e.err)
+	return fmt.Sprintf("execstore: %s of %s rolled back by the server for a lock conflict; nothing was written, and it is safe to send again: %v",
+		e.op, subject(e.noun, e.id), e.err)
 }
 
 // Is makes errors.Is(err, execstore.ErrRolledBack) true.
