@@ -240,6 +240,7 @@ func launch(ctx context.Context, bin, tmpDir string, args ...string) (*Server, e
 // cannot be). why says which, and is the skip's reason.
 func (s *Server) RequireEmbedded(t testing.TB, why string) {
 	t.Helper()
+	noteServerEnv()
 	if s.External {
 		t.Skip("MONGODB_URI is set: " + why)
 	}
@@ -352,11 +353,21 @@ var (
 // cut to 40 bytes (so that, with a short prefix, the name stays within the 63 bytes FerretDB
 // and MongoDB allow).
 func Database(t testing.TB, prefix string) string {
+	noteServerEnv()
 	name := unsafeDBChars.ReplaceAllString(t.Name(), "_")
 	if len(name) > 40 {
 		name = name[:40]
 	}
 	return fmt.Sprintf("%s%d_%s_%s", prefix, dbCounter.Add(1), runID, name)
+}
+
+// noteServerEnv reads the variables that choose the server during the tests, where the go
+// command's test cache records them: Start reads them in TestMain, before the tests, where
+// it does not. Without this, a package's results on one server would be replayed from the
+// cache as its results on another.
+func noteServerEnv() {
+	_ = os.Getenv("MONGODB_URI")
+	_ = os.Getenv("EXECSTORE_SERVER_BIN")
 }
 
 // Collection returns database's collection at uri through a client of the test's own, closed
