@@ -63,6 +63,7 @@ const testCacheSize = 1024
 func TestContract(t *testing.T) {
 	for _, cfg := range contractConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
+			t.Parallel() // each configuration on databases of its own
 			storetest.Run(t, func(t *testing.T) execstore.Store {
 				return newHarness(t, cfg.opts).store
 			})
@@ -75,6 +76,7 @@ func TestContract(t *testing.T) {
 func TestContractShared(t *testing.T) {
 	for _, cfg := range contractConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
+			t.Parallel()
 			storetest.RunShared(t, func(t *testing.T) (execstore.Store, execstore.Store) {
 				h := newHarness(t, cfg.opts)
 				return h.store, h.reopen(t, cfg.opts)
@@ -95,6 +97,7 @@ func TestContractWindows(t *testing.T) {
 		{"cached", aio.Options{CacheSize: testCacheSize}},
 	} {
 		t.Run(cfg.name, func(t *testing.T) {
+			t.Parallel()
 			storetest.RunWindows(t, func(t *testing.T, w storetest.Windows) execstore.Store {
 				opts := cfg.opts
 				opts.TraceMax, opts.DedupeWindow = w.TraceMax, w.DedupeWindow
