@@ -17,7 +17,7 @@ import (
 	"github.com/execstore/execstore/server"
 )
 
-// Store is the asynchronous execution store. It implements execstore.Store; every method is
+// Store is the asynchronous execution store. It implements execstore.Store. Every method is
 // safe for concurrent use.
 type Store struct {
 	client     *mongo.Client
@@ -97,20 +97,27 @@ func (s *Store) reserver(counter string) batch.Reserver {
 	}
 }
 
-// Open connects to the server at uri and returns a store. It first refuses, before any I/O and
-// with an *execstore.InvalidError naming the field, a URI the driver cannot connect with
-// ("uri") and a setting it cannot honour (see Options). It pings the server, retrying with
-// exponential backoff, so a worker started beside its database waits for it instead of
-// failing, until ctx ends or, when ctx has no deadline, for Connection.ConnectTimeout (30s by
-// default), which bounds the whole of Open. The error then names the address, never the
-// credentials, and what answered (server.ErrConnectionRefused and the errors beside it).
-// It then asks the server what it is (hello and buildInfo; see server.Info and
-// server.Family) and refuses, with an error matching execstore.ErrInvalid, a server older
-// than MongoDB 4.4, whatever Options.Profile says. It picks the formulations by what the server does: it probes, with
-// a find that matches no document, whether the server serves aggregation expressions in
-// find projections (server.ExpressionProjections), and uses the MongoDB profile where it
-// does, the FerretDB one where it does not; a forced Options.Profile is used without a probe.
-// A probe that fails for any other reason fails Open.
+// Open connects to the server at uri and returns a store.
+//
+// It first refuses, before any I/O, a URI the driver cannot connect with and a setting it
+// cannot honour (see Options). The error is an *execstore.InvalidError naming the field
+// ("uri" for the URI).
+//
+// It then pings the server, retrying with exponential backoff, so a worker started beside
+// its database waits for it instead of failing. It tries until ctx ends. When ctx has no
+// deadline, it tries for Connection.ConnectTimeout (30s by default), which bounds the whole
+// of Open. When it gives up, the error names the address, never the credentials, and what
+// answered (server.ErrConnectionRefused and the errors beside it).
+//
+// It then asks the server what it is, with hello and buildInfo (see server.Info and
+// server.Family). It refuses a server older than MongoDB 4.4, whatever Options.Profile says,
+// with an error matching execstore.ErrInvalid.
+//
+// It picks the formulations by what the server does. It probes, with a find that matches no
+// document, whether the server serves aggregation expressions in find projections
+// (server.ExpressionProjections). It uses the MongoDB profile where it does, and the
+// FerretDB one where it does not. A forced Options.Profile is used without a probe. A probe
+// that fails for any other reason fails Open.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
@@ -127,9 +134,9 @@ func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 
 // OpenClient returns a store over an existing client, which stays the caller's: Close does not
 // disconnect it. Server commands are not counted in Stats for such a client. Several stores
-// may share one client, and one pool (Options.Pool). It refuses what Open refuses, and
-// Options.ClientOptions (the client is made already). Its pings and probes are bounded as
-// Open's are (Connection.ConnectTimeout).
+// may share one client, and one pool (Options.Pool). It refuses what Open refuses. It also
+// refuses Options.ClientOptions, since the client is made already. Its pings and probes are
+// bounded as Open's are (Connection.ConnectTimeout).
 func OpenClient(ctx context.Context, client *mongo.Client, opts Options) (*Store, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
@@ -182,9 +189,9 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 // Server returns what the store learned of the server at Open.
 func (s *Store) Server() server.Info { return s.info }
 
-// Close stops accepting calls, drains queued and in-flight work within ctx, releases the seq
-// prefetchers and, for a store made by Open, disconnects the client. No goroutine of the store
-// outlives it.
+// Close stops accepting calls and drains queued and in-flight work within ctx. It releases
+// the seq prefetchers and, for a store made by Open, disconnects the client. No goroutine of
+// the store outlives it.
 func (s *Store) Close(ctx context.Context) error {
 	s.closing.Store(true)
 	err := s.pool.Close(ctx)

@@ -23,63 +23,65 @@ const (
 	ferretDBWritesInFlight = 1
 )
 
-// Options configures a Store. The zero value is ready to use; every field documents its
-// default, and withDefaults is the one place they are worked out. Open and OpenClient refuse,
-// before any I/O, a negative count (zero is the default), and every setting of Connection
-// that server.Connection says is refused.
+// Options configures a Store. The zero value is ready to use. Every field documents its
+// default. Open and OpenClient refuse, before any I/O, a negative count (zero is the
+// default). They also refuse every setting of Connection that server.Connection says is
+// refused.
 type Options struct {
-	// Connection is how the store reaches and loads its server: database, collection (of
-	// the executions), client options, workers, queue depth, shared pool, load shedding,
-	// profile, write and read concerns, settle timeout. See server.Connection for each
-	// default.
+	// Connection is how the store reaches and loads its server. It holds the database, the
+	// collection (of the executions), client options, workers, queue depth, shared pool, load
+	// shedding, profile, write and read concerns, and settle timeout. See server.Connection
+	// for each default.
 	server.Connection
 
-	// TraceMax is how many trace steps an execution keeps (the oldest are dropped in the same
-	// write that appends). Default 200.
+	// TraceMax is how many trace steps an execution keeps. The oldest are dropped in the same
+	// write that appends. Default 200.
 	TraceMax int
-	// DedupeWindow bounds each execution's dedupe set: when positive, the set keeps the event
-	// ids of at least the last DedupeWindow commits and of at most the last 2×DedupeWindow,
-	// trimmed in the same atomic update that adds (on every server). An event redelivered
-	// after falling out of the window is processed again. Default 0: every id is kept and the
-	// set grows with every processed event. Every store on a database must use the same
-	// window.
+	// DedupeWindow bounds each execution's dedupe set. When positive, the set keeps the event
+	// ids of at least the last DedupeWindow commits and of at most the last 2×DedupeWindow.
+	// It is trimmed in the same atomic update that adds, on every server. An event
+	// redelivered after falling out of the window is processed again. Default 0: every id is
+	// kept, and the set grows with every processed event. Every store on a database must use
+	// the same window.
 	DedupeWindow int
-	// CacheSize turns on the snapshot cache and bounds it: the store keeps, for up to
-	// CacheSize executions (least recently used dropped first), the snapshot as this process
-	// last committed or read it (data, version, trace index) and the ids of the events it saw
-	// processed on it. LoadForEvent of a cached execution then answers from memory, with no
-	// server command, and the commit that follows is the event's one round trip: its dedupe
-	// guard (in the same atomic update as the version guard) refuses an event processed
-	// elsewhere with execstore.ErrAlreadyProcessed, and its version guard refuses a stale
-	// snapshot with a *execstore.ConflictError, after which the entry is dropped and the
-	// caller's reload reads the server. Memory: about CacheSize × (snapshot bytes + 200 +
-	// the remembered event ids, at most 2×DedupeWindow of them, or cacheMaxEvents without a
-	// window). Turn it on where each execution's events are handled by one process (routed by
-	// execution id), the usual way to run an engine; leave it off where executions are handled
-	// by many processes at random, since every miss costs one extra round trip (a stale entry
-	// makes the commit fail and the reload follow). Default 0: off.
+	// CacheSize turns on the snapshot cache and bounds it to CacheSize executions, least
+	// recently used dropped first. For each, the store keeps the snapshot as this process
+	// last committed or read it (data, version, trace index), and the ids of the events it
+	// saw processed on it. LoadForEvent of a cached execution then answers from memory, with
+	// no server command, and the commit that follows is the event's one round trip. That
+	// commit's dedupe guard, in the same atomic update as its version guard, refuses an event
+	// processed elsewhere with execstore.ErrAlreadyProcessed. Its version guard refuses a
+	// stale snapshot with a *execstore.ConflictError, after which the entry is dropped and the
+	// caller's reload reads the server. Memory: about CacheSize × (snapshot bytes + 200 + the
+	// remembered event ids). An entry remembers at most 2×DedupeWindow ids, or 128 without a
+	// window. Turn it on where each execution's events are handled by one process (routed by
+	// execution id), the usual way to run an engine. Leave it off where executions are
+	// handled by many processes at random: every miss costs one extra round trip, since a
+	// stale entry makes the commit fail and the reload follow. Default 0: off.
 	CacheSize int
 	// SeqBlockSize is how many outbox or spawn seqs one counter reservation takes.
 	// Default 256.
 	SeqBlockSize int64
 	// DisableGroupCommit makes every commit its own server command. By default, commits of
 	// existing executions that arrive while earlier ones are being written are coalesced into
-	// one bulk write (a lone commit still goes out at once, alone); creates always go alone.
+	// one bulk write. A lone commit still goes out at once, alone. Creates always go alone.
 	DisableGroupCommit bool
 	// DisableCoalescing makes every ack and load its own server command. By default, acks
-	// that arrive while earlier ones are being written go out as one bulk write and, on
-	// MongoDB, plain loads as one find by _id $in and LoadForEvent calls as one aggregation; a
-	// lone call still goes out at once. (FerretDB's SQLite backend reads every document of the
-	// collection for any filter but {_id} alone, so there each load is its own find by _id.)
+	// that arrive while earlier ones are being written go out as one bulk write. On MongoDB,
+	// loads are gathered the same way: plain loads into one find by _id $in, LoadForEvent
+	// calls into one aggregation. A lone call still goes out at once. FerretDB's SQLite
+	// backend reads every document of the collection for any filter but {_id} alone, so
+	// there each load is its own find by _id.
 	DisableCoalescing bool
 	// MaxBatch caps the operations of one batch: the commits of a group commit's bulk write,
 	// the acks of a coalesced bulk write, the loads of a coalesced find, and the timers of
-	// one DeleteTimers bulk write. Default 256; on FerretDB 64, and never
-	// more than 99 there (it never answers a bulk write of 100 updates or more).
+	// one DeleteTimers bulk write. Default 256. On FerretDB the default is 64, and a batch
+	// never holds more than 99 there: FerretDB never answers a bulk write of 100 updates or
+	// more.
 	MaxBatch int
-	// MaxBatchesInFlight bounds the batches of each kind in flight at once. Default
-	// 4; on FerretDB 1 for the write batches (group commits and
-	// acks), since its front admits one write at a time.
+	// MaxBatchesInFlight bounds the batches of each kind in flight at once. Default 4. On
+	// FerretDB the default is 1 for the write batches (group commits and acks), since its
+	// front admits one write at a time.
 	MaxBatchesInFlight int
 }
 

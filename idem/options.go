@@ -21,51 +21,51 @@ const (
 	defaultClockRefresh = time.Minute
 )
 
-// Options configures a Store. The zero value is ready to use; every field documents its
-// default, and withDefaults is the one place they are worked out. Open and OpenClient refuse,
-// before any I/O, a negative count or duration (zero is the default; ReapInterval alone may
-// be negative), and every setting of Connection that server.Connection says is refused.
+// Options configures a Store. The zero value is ready to use. Every field documents its
+// default. Open and OpenClient refuse, before any I/O, a negative count or duration (zero is
+// the default). ReapInterval alone may be negative. They also refuse every setting of
+// Connection that server.Connection says is refused.
 type Options struct {
-	// Connection is how the store reaches and loads its server: database, collection
-	// (default "idempotency"), client options, workers, queue depth, shared pool, load
-	// shedding, profile, write and read concerns, and the settle timeout, which bounds the
-	// read that settles an unanswered claim or completion. See server.Connection for each
-	// default.
+	// Connection is how the store reaches and loads its server. It holds the database, the
+	// collection (default "idempotency"), client options, workers, queue depth, shared pool,
+	// load shedding, profile, write and read concerns, and the settle timeout. The settle
+	// timeout bounds the read that settles an unanswered claim or completion. See
+	// server.Connection for each default.
 	server.Connection
 
-	// Lease is the lease Do and the middleware claim with; Do renews it every Lease/3.
+	// Lease is the lease Do and the middleware claim with. Do renews it every Lease/3.
 	// Default 30s.
 	Lease time.Duration
 	// Retention is how long Do and the middleware keep a completed response for replay.
 	// Default 24h.
 	Retention time.Duration
 	// Grace keeps a record past its lease or retention before it may be reaped, so that a
-	// lapsed claim is reclaimed as LeaseReclaimed rather than vanishing. Default
-	// 1m.
+	// lapsed claim is reclaimed as LeaseReclaimed rather than vanishing. Default 1m.
 	Grace time.Duration
 	// FingerprintVersion is the version Do and the middleware store with their
-	// fingerprints; raise it when the fingerprint's algorithm changes. Default 1.
+	// fingerprints. Raise it when the fingerprint's algorithm changes. Default 1.
 	FingerprintVersion int
 	// WaitTimeout is how long Do waits for another caller's live claim to complete before
 	// returning ErrInProgress. Default 10s.
 	WaitTimeout time.Duration
-	// MaxBodyBytes bounds a stored response body (ErrInvalid past it). Default
-	// 1 MiB; at most MaxBodyLimit (Open refuses more).
+	// MaxBodyBytes bounds a stored response body. A larger body is refused with ErrInvalid.
+	// Default 1 MiB. It is at most MaxBodyLimit: Open refuses more.
 	MaxBodyBytes int
 	// ReapInterval is the pause between two sweeps of expired records with the FerretDB
 	// formulation (the MongoDB one reaps with a TTL index). Each sweep deletes at most
 	// ReapBatch records. Correctness never depends on it: expiry is enforced when a record is
-	// read. Default 1m; negative disables the sweep.
+	// read. Default 1m. A negative value disables the sweep.
 	ReapInterval time.Duration
 	// ReapBatch bounds the records one sweep deletes. Default 64.
 	ReapBatch int
 	// ClockRefresh is how old the reading of the server's clock may grow before the next
-	// claim takes a new one (FerretDB formulation only; see the package doc). Default 1m.
+	// claim takes a new one. It applies to the FerretDB formulation only (see the package
+	// doc). Default 1m.
 	ClockRefresh time.Duration
 	// Clock is the application's clock (FerretDB formulation only). Expiry follows the
-	// server's clock: time elapsed since the last reading of it is measured on Go's monotonic
+	// server's clock. Time elapsed since the last reading of it is measured on Go's monotonic
 	// clock, never on Clock, so an offset or a step of Clock of any size moves no lease. Clock
-	// is watched: when it disagrees with the monotonic clock about the time elapsed since the
+	// is watched. When it disagrees with the monotonic clock about the time elapsed since the
 	// reading (it stepped), the next claim reads the server's clock again. Default time.Now.
 	Clock func() time.Time
 }

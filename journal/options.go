@@ -15,31 +15,31 @@ const (
 )
 
 // Options configures a Journal. The zero value is ready to use against a replica set or a
-// sharded cluster; every field documents its default, and withDefaults is the one place
-// they are worked out.
+// sharded cluster. Every field documents its default.
 type Options struct {
-	// Connection is how the journal reaches and loads its server: database, collection
-	// (default "journal"), client options, workers, queue depth, shared pool, load
-	// shedding. See server.Connection for each default. The journal writes with w:
-	// "majority" and j: true and reads at majority read concern from the primary whatever
-	// the client says, never settles an unanswered write (it fails closed: see
-	// Journal.Uncertain) and has one formulation for every server, so Open refuses, with
-	// execstore.ErrInvalid, a Connection that sets WriteConcern, ReadConcern, SettleTimeout
-	// or Profile, and a URI or ClientOptions that asks for retryable writes (retryable
-	// writes are always off on the journal's client).
+	// Connection is how the journal reaches and loads its server. It holds the database, the
+	// collection (default "journal"), client options, workers, queue depth, shared pool, and
+	// load shedding. See server.Connection for each default.
+	//
+	// The journal writes with w: "majority" and j: true, and reads at majority read concern
+	// from the primary, whatever the client says. It never settles an unanswered write: it
+	// fails closed (see Journal.Uncertain). It has one formulation for every server. So Open
+	// refuses, with execstore.ErrInvalid, a Connection that sets WriteConcern, ReadConcern,
+	// SettleTimeout or Profile. It also refuses a URI or ClientOptions that asks for
+	// retryable writes: retryable writes are always off on the journal's client.
 	server.Connection
 
 	// WriteTimeout bounds every write, from the moment its request is sent until the
-	// majority has it: the MongoDB Go driver v2 cannot send a write concern's wtimeout, so
-	// the bound is the operation's context deadline. A write past it has an unknown
-	// outcome (and makes the Journal uncertain). Default 10s.
+	// majority has it. The MongoDB Go driver v2 cannot send a write concern's wtimeout, so
+	// the bound is the operation's context deadline. A write past it has an unknown outcome
+	// and makes the Journal uncertain. Default 10s.
 	WriteTimeout time.Duration
 	// AcceptWeakDurability lets Open accept a deployment where a write acknowledged with
-	// w: "majority" and j: true may be on one node only: a standalone server (FerretDB
-	// among them), or a replica set whose hello lists fewer than two voting data-bearing
-	// members (a set of one member; one data-bearing member with arbiters; one with passive
-	// or hidden members, whose votes hello cannot show). Default false: Open refuses such a
-	// deployment with execstore.ErrInvalid.
+	// w: "majority" and j: true may be on one node only. Such a deployment is a standalone
+	// server (FerretDB among them), or a replica set whose hello lists fewer than two voting
+	// data-bearing members. That is a set of one member, one data-bearing member with
+	// arbiters, or one with passive or hidden members, whose votes hello cannot show.
+	// Default false: Open refuses such a deployment with execstore.ErrInvalid.
 	AcceptWeakDurability bool
 }
 

@@ -1,6 +1,6 @@
 package server
 
-// Stats are the counters every store of the module keeps; each store's Stats embeds them
+// Stats are the counters every store of the module keeps. Each store's Stats embeds them
 // beside its own.
 type Stats struct {
 	Queued   int                // requests waiting for a worker
