@@ -103,7 +103,7 @@ func (e *emitter) emit(source, target, event string) int64 {
 }
 
 // schedule arms source's timer at path.
-func (e *emitter) schedule(source, path string, fireAt float64) {
+func (e *emitter) schedule(source, path string, fireAt time.Time) {
 	e.commit(source, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer(path, fireAt)}})
 }
 
@@ -239,7 +239,7 @@ func (p *probe) AckOutbox(ctx context.Context, sourceID string, seq int64) error
 	return err
 }
 
-func (p *probe) DueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error) {
+func (p *probe) DueTimers(ctx context.Context, now time.Time, limit int) ([]execstore.DueTimer, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.killed {

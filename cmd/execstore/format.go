@@ -58,12 +58,6 @@ func formatTime(t time.Time) string {
 	return t.Format(time.RFC3339)
 }
 
-// epochTime converts seconds since the Unix epoch (a timer's fire_at) to a time, to the
-// millisecond.
-func epochTime(sec float64) time.Time {
-	return time.UnixMilli(int64(math.Round(sec * 1000))).UTC()
-}
-
 // relative says how far t is from now: "in 16m40s", "3d4h ago", "now".
 func relative(t, now time.Time) string { return fromNow(t.Sub(now)) }
 

@@ -28,8 +28,8 @@ func TestDurations(t *testing.T) {
 	} {
 		require.Equal(t, want, fromNow(d), d)
 	}
-	require.Equal(t, "2030-03-17T17:46:40Z", formatTime(epochTime(1_900_000_000)))
-	require.Equal(t, "2030-03-17T17:46:40.250Z", formatTime(epochTime(1_900_000_000.25)))
+	require.Equal(t, "2030-03-17T17:46:40Z", formatTime(time.Unix(1_900_000_000, 0)))
+	require.Equal(t, "2030-03-17T17:46:40.250Z", formatTime(time.Unix(1_900_000_000, 250_000_000)))
 }
 
 // TestPayloads checks how opaque bytes are shown: JSON as JSON, text as a quoted string,

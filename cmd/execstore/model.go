@@ -9,6 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/ops"
 )
 
@@ -98,18 +99,23 @@ func entries[T any](doc bson.Raw, field string, each func(T)) error {
 
 // timer is one durable timer.
 type timer struct {
-	Execution  string  `json:"execution,omitempty"` // listings across executions only
-	Path       string  `json:"path"`
-	FireAt     string  `json:"fire_at"`      // RFC 3339, UTC
+	Execution string `json:"execution,omitempty"` // listings across executions only
+	Path      string `json:"path"`
+	// FireAt is RFC 3339 in UTC, to the nanosecond the store reads back (see
+	// execstore.TimerOp); absent when the stored value is no fire time (BadFireAt).
+	FireAt     string  `json:"fire_at,omitempty"`
 	FireAtUnix float64 `json:"fire_at_unix"` // as stored: seconds since the epoch
 	InSeconds  float64 `json:"in_seconds"`   // from now; negative when past
 	Due        bool    `json:"due"`          // fire_at <= now
 	// BadKey is set when the stored key is not one ops.EncodeKey makes; Path is then the
 	// key as stored.
 	BadKey bool `json:"bad_key,omitempty"`
+	// BadFireAt is set when the stored seconds are no time between years 1 and 9999.
+	BadFireAt bool `json:"bad_fire_at,omitempty"`
 }
 
-// timersOf reads the timers of an executions document, by fire time then path.
+// timersOf reads the timers of an executions document, by fire time then path. A timer is
+// due as the stores find it: when its fire time read back is at or before now.
 func timersOf(doc bson.Raw, now time.Time) ([]timer, error) {
 	sub, ok := doc.Lookup(ops.FieldTimers).DocumentOK()
 	if !ok {
@@ -129,9 +135,13 @@ func timersOf(doc bson.Raw, now time.Time) ([]timer, error) {
 		if !ok {
 			path = e.Key()
 		}
-		fire := epochTime(at)
-		out = append(out, timer{Path: path, FireAt: formatTime(fire), FireAtUnix: at,
-			InSeconds: seconds(fire.Sub(now)), Due: !fire.After(now), BadKey: !ok})
+		t := timer{Path: path, FireAtUnix: at, BadKey: !ok}
+		if fire, ok := contract.TimeFromStored(at); ok {
+			t.FireAt, t.InSeconds, t.Due = fire.Format(time.RFC3339Nano), seconds(fire.Sub(now)), !fire.After(now)
+		} else {
+			t.BadFireAt = true
+		}
+		out = append(out, t)
 	}
 	sortTimers(out)
 	return out, nil

@@ -236,7 +236,11 @@ func timerTable(w io.Writer, ts []timer, withExecution bool) error {
 		if t.Due {
 			due = "due"
 		}
-		row := []string{path, t.FireAt, relativeSeconds(t.InSeconds), due}
+		fireAt, fromNow := t.FireAt, relativeSeconds(t.InSeconds)
+		if t.BadFireAt {
+			fireAt, fromNow = "(stored "+strconv.FormatFloat(t.FireAtUnix, 'g', -1, 64)+", not a time)", "-"
+		}
+		row := []string{path, fireAt, fromNow, due}
 		if withExecution {
 			row = append([]string{plain(t.Execution)}, row...)
 		}
