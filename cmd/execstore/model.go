@@ -39,8 +39,9 @@ type outboxEntry struct {
 	Seq     int64   `json:"seq"`
 	Source  string  `json:"source,omitempty"` // the emitting execution; listings across executions only
 	Version int64   `json:"version"`          // the version of the commit that emitted it
-	Target  string  `json:"target"`           // "" for none
-	Event   preview `json:"event"`
+	Target  string  `json:"target,omitempty"` // absent for none
+	Event   payload `json:"event"`
+	preview preview // the event's start, for text output
 }
 
 // outboxOf reads the outbox entries of an executions document, by seq.
@@ -51,7 +52,8 @@ func outboxOf(doc bson.Raw) ([]outboxEntry, error) {
 		if d.TargetID != nil {
 			target = *d.TargetID
 		}
-		out = append(out, outboxEntry{Seq: d.Seq, Version: d.Version, Target: target, Event: previewPayload(d.Event)})
+		out = append(out, outboxEntry{Seq: d.Seq, Version: d.Version, Target: target,
+			Event: describePayload(d.Event), preview: previewPayload(d.Event)})
 	})
 	slices.SortFunc(out, func(a, b outboxEntry) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, err
@@ -62,7 +64,7 @@ type spawnEntry struct {
 	Seq      int64           `json:"seq"`
 	Version  int64           `json:"version"`
 	Child    string          `json:"child"`
-	RootPath string          `json:"root_path"`
+	RootPath string          `json:"root_path,omitempty"`
 	Context  json.RawMessage `json:"context"`
 }
 
