@@ -1,6 +1,8 @@
-// Package contract holds what every store of the module checks and orders in the same way:
-// the validation of a caller's input, refused with an *execstore.InvalidError (matching
-// execstore.ErrInvalid) before any I/O, and the order in which due timers are returned.
+// Package contract holds what every store of the module checks, orders and converts in the
+// same way: the validation of a caller's input, refused with an *execstore.InvalidError
+// (matching execstore.ErrInvalid) before any I/O, the order in which due timers are returned,
+// and the one conversion of fire times between time.Time and the stored float64 seconds
+// (StoredTime, TimeFromStored).
 package contract
 
 import (
