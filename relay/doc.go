@@ -5,16 +5,16 @@
 // needs them: run one of each per database, in every process, with a lease so that one
 // process's pair delivers and the others stand by.
 //
-// A relay over a MongoDB store at uri, with its lease in an idem store on the same server
-// (Example_lease runs it). deliver is the engine's own handling of one event: load the
-// target execution, advance it, commit.
+// A relay over a MongoDB store (database db of the server at uri), with its lease in an idem
+// store beside it (Example_lease runs it). deliver is the engine's own handling of one event:
+// load the target execution, advance it, commit.
 //
-//	store, err := aio.Open(ctx, uri, aio.Options{}) // the executions, in database "execstore"
+//	store, err := aio.Open(ctx, uri, aio.Options{Connection: server.Connection{Database: db}}) // the executions
 //	if err != nil {
 //		log.Fatal(err)
 //	}
 //	defer store.Close(ctx)
-//	leases, err := idem.Open(ctx, uri, idem.Options{}) // the relays' lease, beside them
+//	leases, err := idem.Open(ctx, uri, idem.Options{Connection: server.Connection{Database: db}}) // the relays' lease
 //	if err != nil {
 //		log.Fatal(err)
 //	}

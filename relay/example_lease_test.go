@@ -10,6 +10,7 @@ import (
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/idem"
 	"github.com/execstore/execstore/relay"
+	"github.com/execstore/execstore/server"
 )
 
 // deliver stands for the engine's own delivery: it hands event to execution target (load it,
@@ -18,6 +19,9 @@ func deliver(_ context.Context, target string, event []byte) error {
 	fmt.Printf("deliver %s to %s\n", event, target)
 	return nil
 }
+
+// exampleDatabase is a database no earlier run of the examples wrote to.
+func exampleDatabase() string { return fmt.Sprintf("relay_example_%d", time.Now().UnixNano()) }
 
 // waitFor polls done until it holds; the examples wait on what the relay reports, not on a
 // clock.
@@ -29,17 +33,17 @@ func waitFor(done func() bool) {
 
 // A relay over a MongoDB store, holding a lease so that of the relays every process runs on
 // this database, one delivers and the others stand by. The lease lives in an idem store on
-// the same server. uri is the server the package's tests run on.
+// the same server and database.
 func Example_lease() {
 	ctx := context.Background()
-	uri := server.URI
+	uri, db := srv.URI, exampleDatabase() // the server the package's tests run on
 
-	store, err := aio.Open(ctx, uri, aio.Options{}) // the executions, in database "execstore"
+	store, err := aio.Open(ctx, uri, aio.Options{Connection: server.Connection{Database: db}}) // the executions
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer store.Close(ctx)
-	leases, err := idem.Open(ctx, uri, idem.Options{}) // the relays' lease, beside them
+	leases, err := idem.Open(ctx, uri, idem.Options{Connection: server.Connection{Database: db}}) // the relays' lease
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -81,7 +85,7 @@ func Example_lease() {
 // one; give it Options.Lease as a relay's to have one process fire.
 func ExampleSweeper() {
 	ctx := context.Background()
-	store, err := aio.Open(ctx, server.URI, aio.Options{})
+	store, err := aio.Open(ctx, srv.URI, aio.Options{Connection: server.Connection{Database: exampleDatabase()}})
 	if err != nil {
 		log.Fatal(err)
 	}
