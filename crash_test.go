@@ -66,8 +66,8 @@ type engine struct {
 	life *life // the life running now, or the last one
 	// failures counts the failures reported while a life lived, by operation.
 	failures map[relay.Op]int
-	acked    map[string]int64   // the last acknowledged version of each execution
-	fired    map[string]float64 // the latest fire time of each execution's timer the sweep fired
+	acked    map[string]int64 // the last acknowledged version of each execution
+	fired    map[string]int64 // the latest fire time (in Unix seconds) of each execution's timer the sweep fired
 	// wins counts the commits acknowledged at each version of each execution ("id/v").
 	wins map[string]int
 	// ackedAt holds the entries whose ack the store acknowledged, each with the number of
@@ -110,12 +110,12 @@ type entryKey struct {
 // timerKey names a due timer as the sweeper is handed it.
 type timerKey struct {
 	execution, path string
-	fireAt          float64
+	fireAt          int64 // Unix nanoseconds
 }
 
 func newEngine(store *aio.Store, executions int, maxVersion int64) *engine {
 	return &engine{store: store, executions: executions, maxVersion: maxVersion,
-		failures: map[relay.Op]int{}, acked: map[string]int64{}, fired: map[string]float64{},
+		failures: map[relay.Op]int{}, acked: map[string]int64{}, fired: map[string]int64{},
 		wins: map[string]int{}, ackedAt: map[entryKey]int{}}
 }
 
@@ -144,11 +144,8 @@ const (
 )
 
 // sweepNow is the sweeper's clock, far past every fire time the engine arms (its timers fire
-// at version numbers): every timer is due at once. sweepHorizon is the same as a fire time.
-var (
-	sweepNow     = time.Unix(1e9, 0)
-	sweepHorizon = float64(sweepNow.Unix())
-)
+// at version numbers, in seconds since the Unix epoch): every timer is due at once.
+var sweepNow = time.Unix(1e9, 0)
 
 // errKilled is the cause the tests kill a life with.
 var errKilled = errors.New("the process was killed")
@@ -177,7 +174,7 @@ func (g *engine) handle(ctx context.Context, store *aio.Store, target, event str
 		// Every commit re-arms the execution's timer, to fire at its new version number: due at
 		// once for the sweeper (whose clock is far ahead), so the last one must be fired.
 		c := execstore.Commit{ProcessedEventID: event,
-			Timers: []execstore.TimerOp{execstore.ScheduleTimer("wake", float64(exe.Version+1))}}
+			Timers: []execstore.TimerOp{execstore.ScheduleTimer("wake", time.Unix(exe.Version+1, 0))}}
 		if next := exe.Version + 1; next < g.maxVersion {
 			c.Emits = []execstore.Emit{{TargetID: g.target(exe.ID, next), Event: []byte(fmt.Sprintf("%s/%d", exe.ID, next))}}
 		}
@@ -235,8 +232,8 @@ func (g *engine) fire(l *life, d execstore.DueTimer) error {
 		return relay.ErrLeavePending
 	}
 	g.mu.Lock()
-	g.fired[d.ExecutionID] = max(g.fired[d.ExecutionID], d.FireAt)
-	l.fired[timerKey{d.ExecutionID, d.Path, d.FireAt}] = true
+	g.fired[d.ExecutionID] = max(g.fired[d.ExecutionID], d.FireAt.Unix())
+	l.fired[timerKey{d.ExecutionID, d.Path, d.FireAt.UnixNano()}] = true
 	g.mu.Unlock()
 	return nil
 }
@@ -351,7 +348,7 @@ func awaitDrained(ctx context.Context, store execstore.Store, l *life) error {
 		if pending, err := store.PendingOutbox(ctx, 1); err != nil || len(pending) > 0 {
 			continue // a look that failed (under faults) is made again
 		}
-		if due, err := store.DueTimers(ctx, sweepHorizon, 1); err == nil && len(due) == 0 {
+		if due, err := store.DueTimers(ctx, sweepNow, 1); err == nil && len(due) == 0 {
 			return nil
 		}
 	}
@@ -449,7 +446,7 @@ func (w *watchedStore) AckOutbox(ctx context.Context, sourceID string, seq int64
 func (w *watchedStore) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) error {
 	w.g.mu.Lock()
 	for _, d := range timers {
-		if !w.l.fired[timerKey{d.ExecutionID, d.Path, d.FireAt}] {
+		if !w.l.fired[timerKey{d.ExecutionID, d.Path, d.FireAt.UnixNano()}] {
 			w.g.deletedEarly++
 		}
 	}
@@ -457,9 +454,9 @@ func (w *watchedStore) DeleteTimers(ctx context.Context, timers []execstore.DueT
 	return w.Store.DeleteTimers(ctx, timers)
 }
 
-func (w *watchedStore) DeleteTimer(ctx context.Context, id, path string, fireAt float64) (bool, error) {
+func (w *watchedStore) DeleteTimer(ctx context.Context, id, path string, fireAt time.Time) (bool, error) {
 	w.g.mu.Lock()
-	if !w.l.fired[timerKey{id, path, fireAt}] {
+	if !w.l.fired[timerKey{id, path, fireAt.UnixNano()}] {
 		w.g.deletedEarly++
 	}
 	w.g.mu.Unlock()
@@ -663,7 +660,7 @@ func (g *engine) verify(t *testing.T, db *mongo.Database, store *aio.Store) int 
 			assert.EqualValues(t, v, g.fired[id], "%s: its last timer (due at %d) was never fired", id, v)
 		}
 	}
-	due, err := store.DueTimers(bg, 1e9, 0)
+	due, err := store.DueTimers(bg, sweepNow, 0)
 	require.NoError(t, err)
 	assert.Empty(t, due, "timers left after recovery")
 	pending, err := store.PendingOutbox(bg, 0)

@@ -16,14 +16,17 @@
 // MongoDB commands it issues are built in package ops.
 package execstore
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Store is the contract of an execution store. Every method takes a context: a call whose
 // context ends before the operation reaches the server returns the context's error and has no
 // effect; a write whose context ends after it was sent returns an error matching
 // ErrOutcomeUnknown that wraps the context's error.
 //
-// Bad input (an empty id, a nil execution, a negative limit, a NaN fire time, …) is refused
+// Bad input (an empty id, a nil execution, a negative limit, a zero fire time, …) is refused
 // with an error matching ErrInvalid before any I/O, and nothing is written.
 type Store interface {
 	// Load returns the execution with the given id, or (nil, nil) when there is none.
@@ -74,13 +77,15 @@ type Store interface {
 	// AckSpawn removes exactly the spawn intent seq of execution parentID; idempotent.
 	AckSpawn(ctx context.Context, parentID string, seq int64) error
 
-	// DueTimers returns up to limit timers (limit 0: all) whose fire time is <= now,
-	// earliest first.
-	DueTimers(ctx context.Context, now float64, limit int) ([]DueTimer, error)
+	// DueTimers returns up to limit timers (limit 0: all) whose FireAt is at or before now,
+	// earliest first (ties by execution id, then path). now is checked as a fire time is
+	// (see TimerOp).
+	DueTimers(ctx context.Context, now time.Time, limit int) ([]DueTimer, error)
 
 	// DeleteTimer removes the timer at path only if it still fires at fireAt, so a
-	// re-schedule that raced a sweep survives. It reports whether a timer was removed.
-	DeleteTimer(ctx context.Context, id, path string, fireAt float64) (bool, error)
+	// re-schedule that raced a sweep survives. A DueTimer's FireAt matches its timer
+	// exactly. It reports whether a timer was removed.
+	DeleteTimer(ctx context.Context, id, path string, fireAt time.Time) (bool, error)
 
 	// DeleteTimers is DeleteTimer for many timers at once (a sweep's result), in as few
 	// server commands as the server allows; it does not report which timers it removed.

@@ -1,5 +1,7 @@
 package execstore
 
+import "time"
+
 // Status is the lifecycle state of an execution.
 type Status string
 
@@ -35,7 +37,7 @@ type Execution struct {
 // Emit is one outgoing event, written to the outbox by the commit that emits it.
 type Emit struct {
 	TargetID string // the execution to deliver to; "" for none
-	Event    []byte // opaque event bytes
+	Event    []byte // opaque event bytes; an empty Event is refused with ErrInvalid
 }
 
 // OutboxEntry is one undelivered event.
@@ -66,15 +68,24 @@ type SpawnEntry struct {
 
 // TimerOp schedules or cancels the durable timer of one path. Build it with ScheduleTimer
 // or CancelTimer. At most one timer exists per (execution, path): scheduling replaces.
+//
+// A fire time is kept as float64 seconds since the Unix epoch, so it comes back (in a
+// DueTimer) rounded to the nearest float64 step. A time of whole microseconds comes back
+// equal, from 1698 to 2242. Any other time comes back less than one step away: under 239 ns
+// from 2004 to 2038, under 477 ns until 2106, under 954 ns until 2242, under 31 µs in year
+// 9999. The time read back is the one the store holds: passed to DeleteTimer, it matches.
+// Fire times from 0001-01-01T00:00:01Z to 9999-12-31T23:59:59Z are accepted; the zero
+// time.Time and any other are refused with ErrInvalid.
 type TimerOp struct {
 	Path   string
-	FireAt float64 // seconds since the Unix epoch; ignored when Cancel is set
+	FireAt time.Time // ignored when Cancel is set
 	Cancel bool
 }
 
-// ScheduleTimer returns the op that arms the timer at path to fire at fireAt.
-func ScheduleTimer(path string, fireAt float64) TimerOp {
-	return TimerOp{Path: path, FireAt: fireAt}
+// ScheduleTimer returns the op that arms the timer at path to fire at fireAt. It drops
+// fireAt's monotonic clock reading: only the wall-clock instant is stored.
+func ScheduleTimer(path string, fireAt time.Time) TimerOp {
+	return TimerOp{Path: path, FireAt: fireAt.Round(0)}
 }
 
 // CancelTimer returns the op that removes the timer at path, if any.
@@ -84,7 +95,9 @@ func CancelTimer(path string) TimerOp { return TimerOp{Path: path, Cancel: true}
 type DueTimer struct {
 	ExecutionID string
 	Path        string
-	FireAt      float64
+	// FireAt is the fire time as the store holds it (see TimerOp on precision), in UTC with
+	// no monotonic clock reading. Pass it as is to DeleteTimer.
+	FireAt time.Time
 }
 
 // TraceStep is one recorded step of an execution's trace.

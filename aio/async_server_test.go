@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"testing"
 	"time"
@@ -27,7 +26,7 @@ func TestCommitIsOneServerCommand(t *testing.T) {
 			return execstore.Commit{
 				Emits:            []execstore.Emit{{TargetID: "t", Event: []byte("a")}, {Event: []byte("b")}},
 				ProcessedEventID: fmt.Sprintf("ev%d", i),
-				Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T.x", float64(i)), execstore.CancelTimer("U")},
+				Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T.x", unixAt(float64(i))), execstore.CancelTimer("U")},
 				Spawns:           []execstore.Spawn{{ChildID: fmt.Sprintf("c%d", i), RootPath: "F.A", Context: map[string]any{"i": i}}},
 				Trace:            map[string]any{"i": i},
 			}
@@ -105,7 +104,7 @@ func TestContextEndsAfterSend(t *testing.T) {
 			ctx, cancel := context.WithTimeout(bg, time.Duration(i%6)*200*time.Microsecond)
 			_, err := h.store.Commit(ctx, e, execstore.Commit{
 				Emits: []execstore.Emit{{Event: []byte(id)}}, ProcessedEventID: "p" + id,
-				Timers: []execstore.TimerOp{execstore.ScheduleTimer("t", 1)}})
+				Timers: []execstore.TimerOp{execstore.ScheduleTimer("t", unixAt(1))}})
 			cancel()
 			// A write whose caller gave up may still land a moment later: wait until the server
 			// has answered every write in flight, then read the document once, atomically.
@@ -244,14 +243,14 @@ func TestBadInputSendsNothing(t *testing.T) {
 	_, err := h.store.Commit(bg, &execstore.Execution{ID: "a\x00b", Status: execstore.Running}, execstore.Commit{})
 	assert.ErrorIs(t, err, execstore.ErrInvalid)
 	_, err = h.store.Commit(bg, newExe("ok"), execstore.Commit{Emits: []execstore.Emit{{Event: []byte("x")}},
-		Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", math.NaN())}})
+		Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", time.Time{})}})
 	assert.ErrorIs(t, err, execstore.ErrInvalid)
 	_, err = h.store.Commit(bg, newExe("ok"), execstore.Commit{Spawns: []execstore.Spawn{{ChildID: "c", Context: map[string]any{"f": func() {}}}}})
 	assert.ErrorIs(t, err, execstore.ErrInvalid)
 	_, err = h.store.List(bg, execstore.ListQuery{Cursor: "%%"})
 	assert.ErrorIs(t, err, execstore.ErrInvalid)
 	assert.ErrorIs(t, h.store.AppendTrace(bg, "x", nil), execstore.ErrInvalid)
-	assert.ErrorIs(t, h.store.DeleteTimers(bg, []execstore.DueTimer{{Path: "p", FireAt: 1}}), execstore.ErrInvalid)
+	assert.ErrorIs(t, h.store.DeleteTimers(bg, []execstore.DueTimer{{Path: "p", FireAt: unixAt(1)}}), execstore.ErrInvalid)
 	assert.Empty(t, h.cmds.snapshot(), "bad input reached the server")
 }
 

@@ -59,7 +59,7 @@ func TestBulkStatementsInIDOrder(t *testing.T) {
 			g.Go(func() error {
 				_, err := store.Commit(bg, exes[i], execstore.Commit{
 					Emits:  []execstore.Emit{{TargetID: "t", Event: []byte("e")}},
-					Timers: []execstore.TimerOp{execstore.ScheduleTimer(fmt.Sprintf("T%d", round), 1)}})
+					Timers: []execstore.TimerOp{execstore.ScheduleTimer(fmt.Sprintf("T%d", round), unixAt(1))}})
 				return err
 			})
 		}
@@ -72,7 +72,7 @@ func TestBulkStatementsInIDOrder(t *testing.T) {
 		g.Go(func() error { return store.AckOutbox(bg, pending[i].SourceID, pending[i].Seq) })
 	}
 	require.NoError(t, g.Wait())
-	due, err := store.DueTimers(bg, 2, 0)
+	due, err := store.DueTimers(bg, unixAt(2), 0)
 	require.NoError(t, err)
 	sort.Slice(due, func(i, j int) bool { return due[i].ExecutionID > due[j].ExecutionID }) // reversed
 	require.NoError(t, store.DeleteTimers(bg, due))

@@ -40,7 +40,7 @@ func TestCacheOneCommandPerEvent(t *testing.T) {
 			require.False(t, processed)
 			require.Equal(t, exe.Version, got.Version)
 			got.Data = fmt.Appendf(nil, `{"n":%d}`, i+1)
-			c := execstore.Commit{ProcessedEventID: ev, Timers: []execstore.TimerOp{execstore.ScheduleTimer("t", float64(i))}}
+			c := execstore.Commit{ProcessedEventID: ev, Timers: []execstore.TimerOp{execstore.ScheduleTimer("t", unixAt(float64(i)))}}
 			if i%5 == 0 {
 				c.Trace = map[string]any{"i": i}
 			}
@@ -86,7 +86,7 @@ func TestCommitOfProcessedEventIsRefusedOnTheServer(t *testing.T) {
 		again.Data = []byte(`{"n":99}`)
 		_, err = h.store.Commit(bg, &again, execstore.Commit{ProcessedEventID: "e1",
 			Emits:  []execstore.Emit{{TargetID: "y", Event: []byte("no")}},
-			Timers: []execstore.TimerOp{execstore.ScheduleTimer("t", 5)},
+			Timers: []execstore.TimerOp{execstore.ScheduleTimer("t", unixAt(5))},
 			Spawns: []execstore.Spawn{{ChildID: "c", RootPath: "F.A"}},
 			Trace:  map[string]any{"s": 1}})
 		var ap *execstore.AlreadyProcessedError

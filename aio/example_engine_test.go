@@ -18,9 +18,9 @@ import (
 
 // event is what executions send each other through the outbox, and what a fired timer raises.
 type event struct {
-	ID   string  `json:"id"`           // unique per event: the key of the dedupe set
-	Type string  `json:"type"`         // "pay", "ship" or "close"
-	At   float64 `json:"at,omitempty"` // when it happened; time comes in events, not from the clock
+	ID   string    `json:"id"`          // unique per event: the key of the dedupe set
+	Type string    `json:"type"`        // "pay", "ship" or "close"
+	At   time.Time `json:"at,omitzero"` // when it happened; time comes in events, not from the clock
 }
 
 // snapshot is the engine's state of one execution, stored opaque in Execution.Data.
@@ -46,7 +46,7 @@ func transition(exe *execstore.Execution, s *snapshot, ev event) execstore.Commi
 	case "pay": // ask the warehouse to ship, and close the order a minute after payment
 		s.State = "paid"
 		c.Emits = []execstore.Emit{{TargetID: "warehouse", Event: encode(event{ID: "ship-" + exe.ID, Type: "ship"})}}
-		c.Timers = []execstore.TimerOp{execstore.ScheduleTimer("Paid.Close", ev.At+60)}
+		c.Timers = []execstore.TimerOp{execstore.ScheduleTimer("Paid.Close", ev.At.Add(time.Minute))}
 	case "ship":
 		s.Parcels++
 	case "close":
@@ -135,11 +135,12 @@ func deliver(ctx context.Context, store execstore.Store, dieBeforeAcking string)
 // the two fires a timer again; the event id is the timer's path and fire time, so the dedupe
 // set catches the second firing. A timer is deleted only if it still fires at the time the
 // sweeper saw, so one re-armed in the meantime survives.
-func fire(ctx context.Context, store execstore.Store, now float64) error {
-	fmt.Printf("sweep at %.0f\n", now)
+func fire(ctx context.Context, store execstore.Store, now time.Time) error {
+	fmt.Printf("sweep at %s\n", now.Format(time.RFC3339))
 	sw := relay.NewSweeper(store, func(ctx context.Context, t execstore.DueTimer) error {
-		return handle(ctx, store, t.ExecutionID, event{ID: fmt.Sprintf("%s@%.0f", t.Path, t.FireAt), Type: "close", At: t.FireAt})
-	}, relay.Options{Lanes: 1, Clock: func() time.Time { return time.Unix(int64(now), 0) }})
+		id := t.Path + "@" + t.FireAt.Format(time.RFC3339Nano)
+		return handle(ctx, store, t.ExecutionID, event{ID: id, Type: "close", At: t.FireAt})
+	}, relay.Options{Lanes: 1, Clock: func() time.Time { return now }})
 	return runUntil(ctx, sw, func() bool {
 		due, err := store.DueTimers(ctx, now, 0)
 		check(err)
@@ -165,7 +166,8 @@ func runUntil(ctx context.Context, r interface {
 // until its work is done; a runtime runs them for as long as it runs, woken by its commits.
 func Example_engine() {
 	ctx := context.Background()
-	srv, err := embedded.Start(ctx, embedded.Options{}) // use your MongoDB's URI instead
+	opening := time.Date(2030, time.March, 17, 17, 46, 40, 0, time.UTC) // the first payment
+	srv, err := embedded.Start(ctx, embedded.Options{})                 // use your MongoDB's URI instead
 	check(err)
 	defer srv.Close()
 	store, err := aio.Open(ctx, srv.URI(), aio.Options{Connection: server.Connection{Database: "engine"}})
@@ -176,7 +178,7 @@ func Example_engine() {
 	// crash leaves an order that never hears of it.
 	for i, id := range []string{"order-1", "order-2"} {
 		exe := &execstore.Execution{ID: id, DefinitionID: "order", Status: execstore.Running, Data: encode(snapshot{State: "cart"})}
-		pay := event{ID: "pay-" + id, Type: "pay", At: 1_900_000_000 + 50*float64(i)}
+		pay := event{ID: "pay-" + id, Type: "pay", At: opening.Add(time.Duration(i) * 50 * time.Second)}
 		_, err := store.Commit(ctx, exe, execstore.Commit{Emits: []execstore.Emit{{TargetID: id, Event: encode(pay)}}})
 		check(err)
 	}
@@ -200,11 +202,11 @@ func Example_engine() {
 	// Second life: the unacked payment comes round again and is recognised; the shipping
 	// requests and the timers the first life committed are carried out.
 	check(deliver(ctx, store, ""))
-	check(fire(ctx, store, 1_900_000_100)) // order-2's timer, due at 1_900_000_110, waits
-	check(fire(ctx, store, 1_900_000_200))
+	check(fire(ctx, store, opening.Add(100*time.Second))) // order-2's timer, due at 17:48:30, waits
+	check(fire(ctx, store, opening.Add(200*time.Second)))
 	// A sweep that died before DeleteTimers would fire a timer again: it is recognised too.
 	fmt.Println("order-1's timer fires again")
-	check(handle(ctx, store, "order-1", event{ID: "Paid.Close@1900000060", Type: "close"}))
+	check(handle(ctx, store, "order-1", event{ID: "Paid.Close@2030-03-17T17:47:40Z", Type: "close"}))
 	// A worker of the first life that wakes up late with its copy of the warehouse at version 1
 	// cannot overwrite what was done since: its commit is refused and writes nothing. If the
 	// event it handled has been processed since, that is what the refusal says.
@@ -225,7 +227,7 @@ func Example_engine() {
 		fmt.Printf("%s v%d %s %s\n", exe.ID, exe.Version, exe.Status, exe.Data)
 	}
 	pending, _ := store.PendingOutbox(ctx, 0)
-	due, _ := store.DueTimers(ctx, 2_000_000_000, 0)
+	due, _ := store.DueTimers(ctx, opening.AddDate(1, 0, 0), 0)
 	fmt.Printf("left: %d outbox entries, %d timers\n", len(pending), len(due))
 	// Output:
 	//   order-1 handles pay-order-1: v2 {"state":"paid"}
@@ -235,12 +237,12 @@ func Example_engine() {
 	//   order-2 skips pay-order-2: already processed
 	//   warehouse handles ship-order-1: v2 {"state":"open","parcels":1}
 	//   warehouse handles ship-order-2: v3 {"state":"open","parcels":2}
-	// sweep at 1900000100
-	//   order-1 handles Paid.Close@1900000060: v3 {"state":"closed"}
-	// sweep at 1900000200
-	//   order-2 handles Paid.Close@1900000110: v3 {"state":"closed"}
+	// sweep at 2030-03-17T17:48:20Z
+	//   order-1 handles Paid.Close@2030-03-17T17:47:40Z: v3 {"state":"closed"}
+	// sweep at 2030-03-17T17:50:00Z
+	//   order-2 handles Paid.Close@2030-03-17T17:48:30Z: v3 {"state":"closed"}
 	// order-1's timer fires again
-	//   order-1 skips Paid.Close@1900000060: already processed
+	//   order-1 skips Paid.Close@2030-03-17T17:47:40Z: already processed
 	// late commit refused: ship-order-1 was processed (found at v3)
 	// stale commit refused: expected v1, found v3
 	// order-1 v3 DONE {"state":"closed"}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
@@ -52,7 +53,7 @@ func Example() {
 	seqs, err := store.Commit(ctx, exe, execstore.Commit{
 		Emits:            []execstore.Emit{{TargetID: "shipping-1", Event: []byte(`{"id":"evt-2","type":"ship"}`)}},
 		ProcessedEventID: "evt-1",
-		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("Paid.Reminder", 1_900_000_000)},
+		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("Paid.Reminder", time.Date(2030, time.March, 17, 17, 46, 40, 0, time.UTC))},
 		Trace:            map[string]any{"from": "cart", "to": "paid"},
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package aio
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
@@ -45,9 +46,9 @@ func (s *Store) AckSpawn(ctx context.Context, parentID string, seq int64) error 
 	return s.idempotentWrite(ctx, opAckSpawn, opsrun.SpawnAckWrite(parentID, seq))
 }
 
-// DueTimers returns up to limit timers (0: all) with fire time <= now, earliest first.
-func (s *Store) DueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error) {
-	if err := contract.ValidateFireAt("now", now); err != nil {
+// DueTimers returns up to limit timers (0: all) with FireAt at or before now, earliest first.
+func (s *Store) DueTimers(ctx context.Context, now time.Time, limit int) ([]execstore.DueTimer, error) {
+	if err := contract.ValidateFireTime("now", now); err != nil {
 		return nil, err
 	}
 	if err := contract.ValidateLimit("limit", limit); err != nil {
@@ -60,7 +61,7 @@ func (s *Store) DueTimers(ctx context.Context, now float64, limit int) ([]execst
 
 // DeleteTimer removes the timer at path only if it still fires at fireAt, and reports whether
 // it did.
-func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt float64) (bool, error) {
+func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt time.Time) (bool, error) {
 	if err := contract.ValidateTimerRef(contract.DeleteTimerFields, id, path, fireAt); err != nil {
 		return false, err
 	}

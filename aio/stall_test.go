@@ -133,7 +133,7 @@ func TestConnectionResetAfterSend(t *testing.T) {
 				c := execstore.Commit{
 					Emits:            []execstore.Emit{{TargetID: "t", Event: []byte{byte(round)}}},
 					ProcessedEventID: "p" + string(rune('a'+round)),
-					Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T", float64(round))},
+					Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T", unixAt(float64(round)))},
 					Spawns:           []execstore.Spawn{{ChildID: "c" + string(rune('a'+round)), RootPath: "F.A"}},
 					Trace:            map[string]any{"r": int64(round)},
 				}

@@ -3,6 +3,7 @@ package aio_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -101,14 +102,14 @@ func testTimerHint(t *testing.T, profile server.Profile) {
 	h := newHarness(t, aio.Options{Connection: server.Connection{Profile: profile}})
 	e := newExe("e")
 	_, err := h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{
-		execstore.ScheduleTimer("A", 100), execstore.ScheduleTimer("B", 300)}})
+		execstore.ScheduleTimer("A", unixAt(100)), execstore.ScheduleTimer("B", unixAt(300))}})
 	require.NoError(t, err)
 	assert.EqualValues(t, 100, h.rawDoc(t, "e").Lookup("timer_min").Double())
 	_, err = h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("A")}})
 	require.NoError(t, err)
 	assert.EqualValues(t, 100, h.rawDoc(t, "e").Lookup("timer_min").Double(), "a cancel never raises the hint")
 
-	d, err := h.store.DueTimers(bg, 200, 0)
+	d, err := h.store.DueTimers(bg, unixAt(200), 0)
 	require.NoError(t, err)
 	assert.Empty(t, d)
 	if profile == server.FerretDB {
@@ -117,25 +118,25 @@ func testTimerHint(t *testing.T, profile server.Profile) {
 		assert.EqualValues(t, 300, h.rawDoc(t, "e").Lookup("timer_min").Double(), "the stale hint is repaired")
 	}
 
-	_, err = h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("C", 50)}})
+	_, err = h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("C", unixAt(50))}})
 	require.NoError(t, err)
-	d, err = h.store.DueTimers(bg, 400, 0)
+	d, err = h.store.DueTimers(bg, unixAt(400), 0)
 	require.NoError(t, err)
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "C", FireAt: 50}, {ExecutionID: "e", Path: "B", FireAt: 300}}, d)
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "C", FireAt: unixAt(50)}, {ExecutionID: "e", Path: "B", FireAt: unixAt(300)}}, d)
 
 	for _, x := range d {
 		removed, err := h.store.DeleteTimer(bg, x.ExecutionID, x.Path, x.FireAt)
 		require.NoError(t, err)
 		assert.True(t, removed)
 	}
-	d, err = h.store.DueTimers(bg, 1000, 0)
+	d, err = h.store.DueTimers(bg, unixAt(1000), 0)
 	require.NoError(t, err)
 	assert.Empty(t, d)
 	if profile != server.FerretDB {
 		_, err = h.rawDoc(t, "e").LookupErr("timer_min")
 		assert.Error(t, err, "no timer left: no hint")
 	}
-	d, err = h.store.DueTimers(bg, 1000, 0)
+	d, err = h.store.DueTimers(bg, unixAt(1000), 0)
 	require.NoError(t, err)
 	assert.Empty(t, d, "a stale hint brings back no timer")
 }
@@ -145,16 +146,16 @@ func TestDeleteTimersIsOneBulkWrite(t *testing.T) {
 	h := newHarness(t, aio.Options{})
 	for i := range 10 {
 		e := newExe(fmt.Sprintf("e%d", i))
-		_, err := h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a.b", float64(i))}})
+		_, err := h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a.b", unixAt(float64(i)))}})
 		require.NoError(t, err)
 	}
-	due, err := h.store.DueTimers(bg, 50, 0)
+	due, err := h.store.DueTimers(bg, unixAt(50), 0)
 	require.NoError(t, err)
 	require.Len(t, due, 10)
 	h.cmds.reset()
 	require.NoError(t, h.store.DeleteTimers(bg, due))
 	assert.Equal(t, []string{"update"}, h.cmds.snapshot(), "one bulk write")
-	left, err := h.store.DueTimers(bg, 1000, 0)
+	left, err := h.store.DueTimers(bg, unixAt(1000), 0)
 	require.NoError(t, err)
 	assert.Empty(t, left)
 }
@@ -182,22 +183,25 @@ func TestDedupeWindowBoundedInStorage(t *testing.T) {
 func TestTimerHintRepairRacesCommit(t *testing.T) {
 	h := newHarness(t, aio.Options{})
 	e := newExe("e")
-	_, err := h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("C", 50)}})
+	_, err := h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("C", unixAt(50))}})
 	require.NoError(t, err)
-	removed, err := h.store.DeleteTimer(bg, "e", "C", 50)
+	removed, err := h.store.DeleteTimer(bg, "e", "C", unixAt(50))
 	require.NoError(t, err)
 	require.True(t, removed)
 	// The sweep reads the document now: no timer, hint 50 at this version...
 	readVersion := e.Version
 	// ...a commit schedules P@200 (the hint stays 50: $min)...
-	_, err = h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("P", 200)}})
+	_, err = h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("P", unixAt(200))}})
 	require.NoError(t, err)
 	// ...and the sweep's repair, computed from what it read, arrives late.
 	filter, update := opsrun.RepairHintCommand("e", readVersion, 50, map[string]float64{})
 	res, err := h.db.Collection("executions").UpdateOne(bg, filter, update)
 	require.NoError(t, err)
 	assert.Zero(t, res.MatchedCount, "a stale repair applied")
-	due, err := h.store.DueTimers(bg, 1000, 0)
+	due, err := h.store.DueTimers(bg, unixAt(1000), 0)
 	require.NoError(t, err)
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "P", FireAt: 200}}, due)
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "P", FireAt: unixAt(200)}}, due)
 }
+
+// unixAt is a fire time given in seconds since the Unix epoch.
+func unixAt(seconds float64) time.Time { return time.Unix(0, int64(seconds*1e9)).UTC() }

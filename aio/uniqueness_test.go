@@ -181,7 +181,7 @@ func TestStoreSendsNoIDOnlyUpsert(t *testing.T) {
 					_, err := store.Commit(bg, exe, execstore.Commit{
 						Emits:            []execstore.Emit{{TargetID: "y", Event: []byte("e")}},
 						Spawns:           []execstore.Spawn{{ChildID: id + "-child", RootPath: "A"}},
-						Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T", 1)},
+						Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T", unixAt(1))},
 						ProcessedEventID: "ev",
 					})
 					return err
@@ -200,7 +200,7 @@ func TestStoreSendsNoIDOnlyUpsert(t *testing.T) {
 			for _, p := range spawns {
 				require.NoError(t, store.AckSpawn(bg, p.ParentID, p.Seq))
 			}
-			due, err := store.DueTimers(bg, 2, 100)
+			due, err := store.DueTimers(bg, unixAt(2), 100)
 			require.NoError(t, err)
 			require.Len(t, due, 8)
 			_, err = store.DeleteTimer(bg, due[0].ExecutionID, due[0].Path, due[0].FireAt)
@@ -229,7 +229,7 @@ func TestStrictStableAPI(t *testing.T) {
 	require.False(t, processed)
 	_, err = store.Commit(bg, got, execstore.Commit{ProcessedEventID: "e1",
 		Emits:  []execstore.Emit{{TargetID: "t", Event: []byte("e2")}},
-		Timers: []execstore.TimerOp{execstore.ScheduleTimer("T", 1)}})
+		Timers: []execstore.TimerOp{execstore.ScheduleTimer("T", unixAt(1))}})
 	require.NoError(t, err)
 	_, processed, err = store.LoadForEvent(bg, "s", "e1")
 	require.NoError(t, err)
@@ -238,7 +238,7 @@ func TestStrictStableAPI(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
 	require.NoError(t, store.AckOutbox(bg, "s", pending[0].Seq))
-	due, err := store.DueTimers(bg, 2, 10)
+	due, err := store.DueTimers(bg, unixAt(2), 10)
 	require.NoError(t, err)
 	require.Len(t, due, 1)
 	require.NoError(t, store.DeleteTimers(bg, due))

@@ -2,12 +2,13 @@ package aio
 
 import (
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/wake"
 )
 
 // wakeNote is what a won commit tells the relays and sweepers of its database in this
 // process (package internal/wake): that it wrote outbox entries or spawn intents, and the
-// earliest timer it armed.
+// earliest timer it armed (its stored seconds, as package internal/wake compares them).
 type wakeNote struct {
 	emitted bool
 	armed   bool
@@ -18,8 +19,8 @@ type wakeNote struct {
 func noteOf(c *execstore.Commit) wakeNote {
 	n := wakeNote{emitted: len(c.Emits) > 0 || len(c.Spawns) > 0}
 	for _, t := range c.Timers {
-		if !t.Cancel && (!n.armed || t.FireAt < n.fireAt) {
-			n.armed, n.fireAt = true, t.FireAt
+		if at := contract.StoredTime(t.FireAt); !t.Cancel && (!n.armed || at < n.fireAt) {
+			n.armed, n.fireAt = true, at
 		}
 	}
 	return n

@@ -44,7 +44,7 @@ func TestCommitsWakeTheirNamespace(t *testing.T) {
 		require.NoError(t, err)
 		assertClosed(t, emitted, "a spawn")
 
-		_, err = h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("T", 2e9)}})
+		_, err = h.store.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("T", unixAt(2e9))}})
 		require.NoError(t, err)
 		assertClosed(t, scheduled, "a timer")
 		assertOpen(t, foreign, "a commit on another collection")

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/connect"
@@ -46,7 +47,7 @@ func (w *workload) check(ctx context.Context) ([]check, error) {
 	lastFire := w.maxFireAt
 	w.mu.Unlock()
 	// Every timer ever armed is due by then; the far horizon also catches a wrong fire time.
-	st, err := w.store.final(ctx, w.ids, lastFire+3600)
+	st, err := w.store.final(ctx, w.ids, lastFire.Add(time.Hour))
 	if err != nil {
 		return nil, fmt.Errorf("reading the final state for the checks: %w", err)
 	}
@@ -251,7 +252,7 @@ func checkTimers(left []execstore.DueTimer) check {
 	}
 	var first []string
 	for _, t := range left {
-		first = append(first, fmt.Sprintf("%s %s at %.3f", t.ExecutionID, t.Path, t.FireAt))
+		first = append(first, fmt.Sprintf("%s %s at %s", t.ExecutionID, t.Path, t.FireAt.Format(time.RFC3339Nano)))
 	}
 	c.detail = fmt.Sprintf("%d left: %s", len(left), listed(first))
 	return c

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -161,9 +162,9 @@ func TestEndOfRunChecksFail(t *testing.T) {
 		{
 			name: "a timer left after the final sweep",
 			spoil: func(_ *tally, st *finalState) {
-				st.timers = []execstore.DueTimer{{ExecutionID: "exe-b", Path: "Wait.T", FireAt: 1700000000.25}}
+				st.timers = []execstore.DueTimer{{ExecutionID: "exe-b", Path: "Wait.T", FireAt: time.Date(2023, time.November, 14, 22, 13, 20, 250_000_000, time.UTC)}}
 			},
-			want: "no timer left after the final sweep: 1 left: exe-b Wait.T at 1700000000.250",
+			want: "no timer left after the final sweep: 1 left: exe-b Wait.T at 2023-11-14T22:13:20.25Z",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

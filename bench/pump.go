@@ -210,10 +210,10 @@ func (w *workload) stalled(ctx context.Context, store execstore.Store) error {
 
 // sweepAll deletes, with a Sweeper on the relay store, every timer due at horizon: the end
 // of a run, once every timer ever armed is due. It returns when a look finds none left.
-func (w *workload) sweepAll(ctx context.Context, horizon float64) error {
+func (w *workload) sweepAll(ctx context.Context, horizon time.Time) error {
 	store := w.store.relayStore()
 	sw := relay.NewSweeper(store, w.fire, relay.Options{PollInterval: pollInterval,
-		Clock: func() time.Time { return time.Unix(0, int64(horizon*1e9)) }})
+		Clock: func() time.Time { return horizon }})
 	var wg sync.WaitGroup
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

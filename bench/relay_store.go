@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -109,13 +110,13 @@ func (r *seedRelayStore) AckOutbox(ctx context.Context, sourceID string, seq int
 	return err
 }
 
-func (r *seedRelayStore) DueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error) {
+func (r *seedRelayStore) DueTimers(ctx context.Context, now time.Time, limit int) ([]execstore.DueTimer, error) {
 	r.serial.Lock()
 	defer r.serial.Unlock()
 	return r.s.dueTimers(ctx, now, limit)
 }
 
-func (r *seedRelayStore) DeleteTimer(ctx context.Context, id, path string, fireAt float64) (bool, error) {
+func (r *seedRelayStore) DeleteTimer(ctx context.Context, id, path string, fireAt time.Time) (bool, error) {
 	r.serial.Lock()
 	defer r.serial.Unlock()
 	return r.s.deleteTimer(ctx, execstore.DueTimer{ExecutionID: id, Path: path, FireAt: fireAt})

@@ -51,7 +51,7 @@ type sweepDesign struct {
 	filter     bson.D
 	projection bson.D
 	sort       bson.D // nil for none
-	sweep      func(ctx context.Context, now float64) (int, error)
+	sweep      func(ctx context.Context, now time.Time) (int, error)
 	cmds       *commandCounter
 }
 
@@ -122,7 +122,7 @@ func (e *environment) scalingAt(ctx context.Context, cfg config, db string, size
 	}()
 
 	fmt.Fprintf(os.Stderr, "bench: loading %d executions, %d of them with a due timer\n", size, cfg.scalingDue)
-	now := unixSeconds(time.Now())
+	now := time.Now()
 	t0 := time.Now()
 	if err := e.loadTimers(ctx, db, size, cfg.scalingDue, now); err != nil {
 		return nil, err
@@ -136,7 +136,7 @@ func (e *environment) scalingAt(ctx context.Context, cfg config, db string, size
 			filter:     ops.DueFilter(now),
 			projection: bson.D{{Key: "timers", Value: 1}, {Key: "timer_min", Value: 1}, {Key: "version", Value: 1}},
 			sort:       bson.D{{Key: "timer_min", Value: 1}},
-			sweep: func(ctx context.Context, now float64) (int, error) {
+			sweep: func(ctx context.Context, now time.Time) (int, error) {
 				due, err := store.DueTimers(ctx, now, 0)
 				return len(due), err
 			},
@@ -145,7 +145,7 @@ func (e *environment) scalingAt(ctx context.Context, cfg config, db string, size
 			name: "seed", cmds: seed.cmds,
 			filter:     bson.D{{Key: "timers", Value: bson.D{{Key: "$exists", Value: true}, {Key: "$ne", Value: bson.D{}}}}},
 			projection: bson.D{{Key: "timers", Value: 1}},
-			sweep: func(ctx context.Context, now float64) (int, error) {
+			sweep: func(ctx context.Context, now time.Time) (int, error) {
 				due, err := seed.dueTimers(ctx, now, 0)
 				return len(due), err
 			},
@@ -181,16 +181,16 @@ func (e *environment) scalingAt(ctx context.Context, cfg config, db string, size
 // loadTimers inserts size executions shaped as the store creates them (ops.BuildCommit), each
 // with one timer: due ones fire a minute before now and are spread evenly through the
 // collection, the others fire an hour or more after it.
-func (e *environment) loadTimers(ctx context.Context, db string, size, due int, now float64) error {
+func (e *environment) loadTimers(ctx context.Context, db string, size, due int, now time.Time) error {
 	layout := ops.Layout{Profile: e.info.Profile, TraceMax: contract.DefaultTraceMax}
 	coll := e.admin.Database(db).Collection(ops.ExecutionsCollection)
 	data := []byte(`{"handled":3,"last":"ev-0000000"}`)
 	every := size / due
 	docs := make([]any, 0, scalingInsertBatch)
 	for i := range size {
-		fireAt := now + 3600 + float64(i)
+		fireAt := now.Add(time.Hour + time.Duration(i)*time.Second)
 		if i%every == 0 && i/every < due {
-			fireAt = now - 60 + float64(i)/1e6
+			fireAt = now.Add(-time.Minute + time.Duration(i)*time.Microsecond)
 		}
 		exe := &execstore.Execution{
 			ID: fmt.Sprintf("exe-%07d", i), DefinitionID: definitionID, Status: execstore.Running, Data: data}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -273,8 +274,9 @@ func (s *seedPort) commit(ctx context.Context, exe *execstore.Execution, c execs
 		if op.Cancel {
 			unset = append(unset, bson.E{Key: key, Value: ""})
 		} else {
-			set = append(set, bson.E{Key: key, Value: op.FireAt})
-			timers = append(timers, bson.E{Key: seedEnc(op.Path), Value: op.FireAt})
+			at := contract.StoredTime(op.FireAt) // the seed's seconds since the epoch
+			set = append(set, bson.E{Key: key, Value: at})
+			timers = append(timers, bson.E{Key: seedEnc(op.Path), Value: at})
 		}
 	}
 	update := bson.D{{Key: "$set", Value: set}}
@@ -429,7 +431,7 @@ func (s *seedPort) ackOutbox(ctx context.Context, e pendingEntry) error {
 // dueTimers is the seed's due_timers: every document whose timers are non-empty, projecting
 // the timers, each fire time checked here, sorted by fire time. The limit is applied after
 // the scan, as in pendingOutbox.
-func (s *seedPort) dueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error) {
+func (s *seedPort) dueTimers(ctx context.Context, now time.Time, limit int) ([]execstore.DueTimer, error) {
 	cur, err := s.bgExes.Find(ctx,
 		bson.D{{Key: "timers", Value: bson.D{{Key: "$exists", Value: true}, {Key: "$ne", Value: bson.D{}}}}},
 		options.Find().SetProjection(bson.D{{Key: "timers", Value: 1}}))
@@ -447,8 +449,8 @@ func (s *seedPort) dueTimers(ctx context.Context, now float64, limit int) ([]exe
 			return nil, err
 		}
 		for enc, at := range doc.Timers {
-			if at <= now {
-				out = append(out, execstore.DueTimer{ExecutionID: doc.ID, Path: seedDec(enc), FireAt: at})
+			if fireAt, ok := contract.TimeFromStored(at); ok && !fireAt.After(now) {
+				out = append(out, execstore.DueTimer{ExecutionID: doc.ID, Path: seedDec(enc), FireAt: fireAt})
 			}
 		}
 	}
@@ -465,7 +467,7 @@ func (s *seedPort) dueTimers(ctx context.Context, now float64, limit int) ([]exe
 // deleteTimer is the seed's delete_timer, guarded on the stored fire time. One update.
 func (s *seedPort) deleteTimer(ctx context.Context, t execstore.DueTimer) (bool, error) {
 	key := "timers." + seedEnc(t.Path)
-	res, err := s.bgExes.UpdateOne(ctx, bson.D{{Key: "_id", Value: t.ExecutionID}, {Key: key, Value: t.FireAt}},
+	res, err := s.bgExes.UpdateOne(ctx, bson.D{{Key: "_id", Value: t.ExecutionID}, {Key: key, Value: contract.StoredTime(t.FireAt)}},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: key, Value: ""}}}})
 	if err != nil {
 		return false, err
@@ -485,7 +487,7 @@ func (s *seedPort) relayStore() execstore.Store {
 // final reads every document whole: its version, its data (whose own version must agree),
 // the trace steps it holds (indexes strictly increasing), then the pending outbox and the
 // timers due by horizon with the seed's own scans.
-func (s *seedPort) final(ctx context.Context, ids []string, horizon float64) (finalState, error) {
+func (s *seedPort) final(ctx context.Context, ids []string, horizon time.Time) (finalState, error) {
 	cur, err := s.bgExes.Find(ctx, bson.D{})
 	if err != nil {
 		return finalState{}, err

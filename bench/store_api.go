@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -65,7 +66,7 @@ func (s *apiStore) pendingOutbox(ctx context.Context, limit int) ([]pendingEntry
 
 // final loads every execution (its TraceNext counts the trace steps recorded), the whole
 // pending outbox and the timers due by horizon.
-func (s *apiStore) final(ctx context.Context, ids []string, horizon float64) (finalState, error) {
+func (s *apiStore) final(ctx context.Context, ids []string, horizon time.Time) (finalState, error) {
 	st := finalState{exes: make([]storedExecution, len(ids))}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(finalLoads)

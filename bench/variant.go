@@ -234,8 +234,6 @@ func heapInUse() uint64 {
 	return m.HeapInuse
 }
 
-func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
-
 // sortedDurations returns a sorted copy of d.
 func sortedDurations(d []time.Duration) []time.Duration {
 	s := slices.Clone(d)

@@ -53,7 +53,7 @@ type execStore interface {
 	relayStore() execstore.Store
 	// final reads what the checks need: every execution of ids, in that order, the pending
 	// outbox and the timers due by horizon.
-	final(ctx context.Context, ids []string, horizon float64) (finalState, error)
+	final(ctx context.Context, ids []string, horizon time.Time) (finalState, error)
 	// commands returns the commands the store's clients have sent so far; pathCommands those
 	// of the client that serves loadForEvent and commit, the events' critical path.
 	commands() commandCounts
@@ -119,7 +119,7 @@ type workload struct {
 	emitted      map[int]int      // event number → successful commits that emitted it
 	processed    map[int]int      // event number → successful commits that processed it
 	skippedEarly []string         // events called processed before any commit processed them
-	maxFireAt    float64          // latest fire time ever armed
+	maxFireAt    time.Time        // latest fire time ever armed
 	delivered    map[entryKey]int // deliveries of each outbox entry
 
 	timings opTimings // store calls as the workload sees them, by kind
@@ -310,9 +310,9 @@ func (w *workload) duplicate(d delivery, version int64) {
 
 // plan is what a handler's commit did, for the bookkeeping after it succeeds.
 type plan struct {
-	child  int     // the event emitted, or -1
-	target string  // the execution it is addressed to
-	fireAt float64 // the timer armed, 0 when the commit cancels it
+	child  int       // the event emitted, or -1
+	target string    // the execution it is addressed to
+	fireAt time.Time // the timer armed, zero when the commit cancels it
 }
 
 // eventCommit builds the commit that processes d, for a run of the given seed, executions and
@@ -330,7 +330,7 @@ func eventCommit(seed uint64, ids []string, index map[string]int, total int, d d
 		c.Timers = []execstore.TimerOp{execstore.CancelTimer(timerPath)}
 	} else {
 		delay := time.Duration(timerMinMS+r.IntN(timerMaxMS-timerMinMS+1)) * time.Millisecond
-		p.fireAt = unixSeconds(time.Now().Add(delay))
+		p.fireAt = time.Now().Add(delay).Round(0)
 		c.Timers = []execstore.TimerOp{execstore.ScheduleTimer(timerPath, p.fireAt)}
 	}
 	if d.n%traceEvery == 0 {
@@ -357,7 +357,7 @@ func (w *workload) committed(d delivery, c execstore.Commit, p plan) {
 	if c.Trace != nil {
 		w.traced.Add(1)
 	}
-	if p.fireAt != 0 {
+	if !p.fireAt.IsZero() {
 		w.armed.Add(1)
 	} else {
 		w.cancelled.Add(1)
@@ -368,7 +368,9 @@ func (w *workload) committed(d delivery, c execstore.Commit, p plan) {
 	if p.child >= 0 {
 		w.emitted[p.child]++
 	}
-	w.maxFireAt = max(w.maxFireAt, p.fireAt)
+	if p.fireAt.After(w.maxFireAt) {
+		w.maxFireAt = p.fireAt
+	}
 	w.mu.Unlock()
 	if first {
 		w.processedN.Add(1)
@@ -384,14 +386,17 @@ func (w *workload) finish(ctx context.Context) error {
 	w.mu.Lock()
 	last := w.maxFireAt
 	w.mu.Unlock()
-	if wait := time.Until(time.Unix(0, int64(last*1e9))); wait > 0 {
+	if wait := time.Until(last); wait > 0 {
 		select {
 		case <-time.After(wait + time.Millisecond):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	return w.sweepAll(ctx, max(last, unixSeconds(time.Now())))
+	if now := time.Now().Round(0); now.After(last) {
+		last = now
+	}
+	return w.sweepAll(ctx, last)
 }
 
 // parseEntry turns an outbox entry into a delivery, refusing one this run cannot have

@@ -97,8 +97,8 @@ func (s *Store) wake(pc *preparedCommit) {
 	}
 	earliest, armed := 0.0, false
 	for _, op := range pc.timers {
-		if !op.Cancel && (!armed || op.FireAt < earliest) {
-			earliest, armed = op.FireAt, true
+		if at := contract.StoredTime(op.FireAt); !op.Cancel && (!armed || at < earliest) {
+			earliest, armed = at, true
 		}
 	}
 	if armed {
@@ -159,7 +159,7 @@ func (s *Store) apply(r *record, pc *preparedCommit) []int64 {
 		if op.Cancel {
 			delete(r.timers, op.Path)
 		} else {
-			r.timers[op.Path] = op.FireAt
+			r.timers[op.Path] = contract.StoredTime(op.FireAt)
 		}
 	}
 	if pc.step != nil {

@@ -102,9 +102,9 @@ func TestCommitWritesEverything(t *testing.T) {
 			version := e.Version
 			seqs := mustCommit(t, s, e, execstore.Commit{
 				Emits: []execstore.Emit{{TargetID: "a", Event: []byte("1")}, {Event: []byte("2")},
-					{TargetID: "c", Event: nil}},
+					{TargetID: "c", Event: []byte("3")}},
 				ProcessedEventID: "p",
-				Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T", 5), execstore.ScheduleTimer("U", 6)},
+				Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T", unixAt(5)), execstore.ScheduleTimer("U", unixAt(6))},
 				Spawns:           []execstore.Spawn{{ChildID: "c1", RootPath: "F.A"}, {ChildID: "c2"}},
 				Trace:            map[string]any{"k": "v"},
 			})
@@ -119,7 +119,7 @@ func TestCommitWritesEverything(t *testing.T) {
 			assert.Equal(t, []execstore.OutboxEntry{
 				{Seq: seqs[0], SourceID: "e", Version: e.Version, TargetID: "a", Event: []byte("1")},
 				{Seq: seqs[1], SourceID: "e", Version: e.Version, Event: []byte("2")},
-				{Seq: seqs[2], SourceID: "e", Version: e.Version, TargetID: "c", Event: []byte{}},
+				{Seq: seqs[2], SourceID: "e", Version: e.Version, TargetID: "c", Event: []byte("3")},
 			}, pending)
 			spawns, err := s.PendingSpawns(bg, 0)
 			require.NoError(t, err)
@@ -132,9 +132,9 @@ func TestCommitWritesEverything(t *testing.T) {
 			hit, err := s.IsProcessed(bg, "e", "p")
 			require.NoError(t, err)
 			assert.True(t, hit)
-			due, err := s.DueTimers(bg, 10, 0)
+			due, err := s.DueTimers(bg, unixAt(10), 0)
 			require.NoError(t, err)
-			assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "T", FireAt: 5}, {ExecutionID: "e", Path: "U", FireAt: 6}}, due)
+			assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "T", FireAt: unixAt(5)}, {ExecutionID: "e", Path: "U", FireAt: unixAt(6)}}, due)
 			trace, err := s.ReadTrace(bg, "e")
 			require.NoError(t, err)
 			assert.Equal(t, []execstore.TraceStep{{Index: 0, Fields: map[string]any{"k": "v"}}}, trace)
@@ -166,7 +166,7 @@ func TestLostCommitLeaksNothing(t *testing.T) {
 	_, err := s.Commit(bg, &stale, execstore.Commit{
 		Emits:            []execstore.Emit{{TargetID: "x", Event: []byte("lost")}},
 		ProcessedEventID: "evt-lost",
-		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T", 1)},
+		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T", unixAt(1))},
 		Spawns:           []execstore.Spawn{{ChildID: "c", RootPath: "F.A"}},
 		Trace:            map[string]any{"step": "lost"},
 	})
@@ -259,7 +259,7 @@ func TestConcurrentWorkload(t *testing.T) {
 				c := execstore.Commit{
 					Emits:            []execstore.Emit{{Event: []byte(fmt.Sprintf("%d-%03d", x, i))}},
 					ProcessedEventID: fmt.Sprintf("%d-%03d", x, i),
-					Timers:           []execstore.TimerOp{execstore.ScheduleTimer("t", float64(i))},
+					Timers:           []execstore.TimerOp{execstore.ScheduleTimer("t", unixAt(float64(i)))},
 					Spawns:           []execstore.Spawn{{ChildID: fmt.Sprintf("c%d-%d", x, i)}},
 					Trace:            map[string]any{"i": int64(i)},
 				}
@@ -292,7 +292,7 @@ func TestConcurrentWorkload(t *testing.T) {
 				return
 			default:
 			}
-			due, err := s.DueTimers(bg, 1e9, 10)
+			due, err := s.DueTimers(bg, unixAt(1e9), 10)
 			assert.NoError(t, err)
 			assert.NoError(t, s.DeleteTimers(bg, due))
 			_, err = s.List(bg, execstore.ListQuery{Limit: 3})

@@ -1,9 +1,9 @@
 package memstore_test
 
 import (
-	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,9 +29,10 @@ func TestBadCommit(t *testing.T) {
 		{"bad parent", withExe(func(e *execstore.Execution) { e.ParentID = "\x00" }), execstore.Commit{}, "Execution.ParentID"},
 		{"no status", withExe(func(e *execstore.Execution) { e.Status = "" }), execstore.Commit{}, "Execution.Status"},
 		{"negative trace index", withExe(func(e *execstore.Execution) { e.TraceNext = -1 }), execstore.Commit{}, "Execution.TraceNext"},
-		{"bad target", ok(), execstore.Commit{Emits: []execstore.Emit{{}, {TargetID: "\xff"}}}, "Commit.Emits[1].TargetID"},
+		{"bad target", ok(), execstore.Commit{Emits: []execstore.Emit{{Event: []byte("e")}, {TargetID: "\xff", Event: []byte("e")}}}, "Commit.Emits[1].TargetID"},
+		{"emit without an event", ok(), execstore.Commit{Emits: []execstore.Emit{{TargetID: "t"}}}, "Commit.Emits[0].Event"},
 		{"long timer path", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer(strings.Repeat("p", 1025))}}, "Commit.Timers[0].Path"},
-		{"second timer", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("a"), execstore.ScheduleTimer("b", math.Inf(-1))}}, "Commit.Timers[1].FireAt"},
+		{"second timer", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("a"), execstore.ScheduleTimer("b", time.Time{})}}, "Commit.Timers[1].FireAt"},
 		{"bad event id", ok(), execstore.Commit{ProcessedEventID: strings.Repeat("e", 1025)}, "Commit.ProcessedEventID"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -56,7 +57,7 @@ func TestBadCommit(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	e := newExe("x")
-	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", 1)}})
+	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", unixAt(1))}})
 	before := snapshot(t, s, "x")
 	calls := map[string]struct {
 		call  func() error
@@ -87,17 +88,17 @@ func TestBadInput(t *testing.T) {
 		"PendingSpawns limit": {func() error { _, err := s.PendingSpawns(bg, -5); return err }, "limit"},
 		"AckOutbox empty":     {func() error { return s.AckOutbox(bg, "", 1) }, "sourceID"},
 		"AckSpawn empty":      {func() error { return s.AckSpawn(bg, "", 1) }, "parentID"},
-		"DueTimers NaN":       {func() error { _, err := s.DueTimers(bg, math.NaN(), 0); return err }, "now"},
-		"DueTimers Inf":       {func() error { _, err := s.DueTimers(bg, math.Inf(-1), 0); return err }, "now"},
-		"DueTimers limit":     {func() error { _, err := s.DueTimers(bg, 1, -1); return err }, "limit"},
-		"DeleteTimer id":      {func() error { _, err := s.DeleteTimer(bg, "", "p", 1); return err }, "id"},
-		"DeleteTimer path":    {func() error { _, err := s.DeleteTimer(bg, "x", "", 1); return err }, "path"},
-		"DeleteTimer NaN":     {func() error { _, err := s.DeleteTimer(bg, "x", "p", math.NaN()); return err }, "fireAt"},
+		"DueTimers zero":      {func() error { _, err := s.DueTimers(bg, time.Time{}, 0); return err }, "now"},
+		"DueTimers year 0":    {func() error { _, err := s.DueTimers(bg, time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), 0); return err }, "now"},
+		"DueTimers limit":     {func() error { _, err := s.DueTimers(bg, unixAt(1), -1); return err }, "limit"},
+		"DeleteTimer id":      {func() error { _, err := s.DeleteTimer(bg, "", "p", unixAt(1)); return err }, "id"},
+		"DeleteTimer path":    {func() error { _, err := s.DeleteTimer(bg, "x", "", unixAt(1)); return err }, "path"},
+		"DeleteTimer zero":    {func() error { _, err := s.DeleteTimer(bg, "x", "p", time.Time{}); return err }, "fireAt"},
 		"DeleteTimers id": {func() error {
-			return s.DeleteTimers(bg, []execstore.DueTimer{{ExecutionID: "x", Path: "p", FireAt: 1}, {Path: "p"}})
+			return s.DeleteTimers(bg, []execstore.DueTimer{{ExecutionID: "x", Path: "p", FireAt: unixAt(1)}, {Path: "p"}})
 		}, "timers[1].ExecutionID"},
 		"DeleteTimers path": {func() error {
-			return s.DeleteTimers(bg, []execstore.DueTimer{{ExecutionID: "x", FireAt: 1}})
+			return s.DeleteTimers(bg, []execstore.DueTimer{{ExecutionID: "x", FireAt: unixAt(1)}})
 		}, "timers[0].Path"},
 		"AppendTrace id":        {func() error { return s.AppendTrace(bg, "", map[string]any{}) }, "id"},
 		"AppendTrace nil":       {func() error { return s.AppendTrace(bg, "x", nil) }, "step"},

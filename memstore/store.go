@@ -50,7 +50,7 @@ type record struct {
 	// TraceNext is the index the next trace step gets.
 	exe    execstore.Execution
 	dedupe dedupeSet
-	timers map[string]float64 // fire time by path
+	timers map[string]float64 // fire time by path, stored as package aio stores it (seconds)
 	trace  []traceEntry       // oldest first, at most Store.traceMax
 }
 

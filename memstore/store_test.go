@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,7 +33,7 @@ func everything(i int) execstore.Commit {
 	return execstore.Commit{
 		Emits:            []execstore.Emit{{TargetID: "t", Event: []byte(fmt.Sprintf("ev%d", i))}},
 		ProcessedEventID: fmt.Sprintf("p%d", i),
-		Timers:           []execstore.TimerOp{execstore.ScheduleTimer(fmt.Sprintf("T%d", i), float64(i))},
+		Timers:           []execstore.TimerOp{execstore.ScheduleTimer(fmt.Sprintf("T%d", i), unixAt(float64(i)))},
 		Spawns:           []execstore.Spawn{{ChildID: fmt.Sprintf("c%d", i), RootPath: "F.A"}},
 		Trace:            map[string]any{"i": int64(i)},
 	}
@@ -62,7 +63,7 @@ func snapshot(t *testing.T, s *memstore.Store, ids ...string) state {
 	require.NoError(t, err)
 	st.spawns, err = s.PendingSpawns(bg, 0)
 	require.NoError(t, err)
-	st.timers, err = s.DueTimers(bg, 1e18, 0)
+	st.timers, err = s.DueTimers(bg, time.Date(9999, time.December, 31, 23, 59, 59, 0, time.UTC), 0)
 	require.NoError(t, err)
 	page, err := s.List(bg, execstore.ListQuery{Limit: contract.MaxListLimit})
 	require.NoError(t, err)
@@ -122,10 +123,10 @@ func TestContextEnded(t *testing.T) {
 		"AckOutbox":     func() error { return s.AckOutbox(done, "e", seqs[0]) },
 		"PendingSpawns": func() error { _, err := s.PendingSpawns(done, 0); return err },
 		"AckSpawn":      func() error { return s.AckSpawn(done, "e", spawns[0].Seq) },
-		"DueTimers":     func() error { _, err := s.DueTimers(done, 10, 0); return err },
-		"DeleteTimer":   func() error { _, err := s.DeleteTimer(done, "e", "T1", 1); return err },
+		"DueTimers":     func() error { _, err := s.DueTimers(done, unixAt(10), 0); return err },
+		"DeleteTimer":   func() error { _, err := s.DeleteTimer(done, "e", "T1", unixAt(1)); return err },
 		"DeleteTimers": func() error {
-			return s.DeleteTimers(done, []execstore.DueTimer{{ExecutionID: "e", Path: "T1", FireAt: 1}})
+			return s.DeleteTimers(done, []execstore.DueTimer{{ExecutionID: "e", Path: "T1", FireAt: unixAt(1)}})
 		},
 		"AppendTrace": func() error { return s.AppendTrace(done, "e", map[string]any{"x": 1}) },
 		"ReadTrace":   func() error { _, err := s.ReadTrace(done, "e"); return err },
@@ -161,10 +162,10 @@ func TestClose(t *testing.T) {
 		"AckOutbox":     func() error { return s.AckOutbox(bg, "e", 1) },
 		"PendingSpawns": func() error { _, err := s.PendingSpawns(bg, 0); return err },
 		"AckSpawn":      func() error { return s.AckSpawn(bg, "e", 1) },
-		"DueTimers":     func() error { _, err := s.DueTimers(bg, 10, 0); return err },
-		"DeleteTimer":   func() error { _, err := s.DeleteTimer(bg, "e", "T1", 1); return err },
+		"DueTimers":     func() error { _, err := s.DueTimers(bg, unixAt(10), 0); return err },
+		"DeleteTimer":   func() error { _, err := s.DeleteTimer(bg, "e", "T1", unixAt(1)); return err },
 		"DeleteTimers": func() error {
-			return s.DeleteTimers(bg, []execstore.DueTimer{{ExecutionID: "e", Path: "T1", FireAt: 1}})
+			return s.DeleteTimers(bg, []execstore.DueTimer{{ExecutionID: "e", Path: "T1", FireAt: unixAt(1)}})
 		},
 		"AppendTrace": func() error { return s.AppendTrace(bg, "e", map[string]any{"x": 1}) },
 		"ReadTrace":   func() error { _, err := s.ReadTrace(bg, "e"); return err },
@@ -197,7 +198,7 @@ func TestNoAliasing(t *testing.T) {
 	step := map[string]any{"k": "v", "list": []any{"a"}}
 	c := execstore.Commit{
 		Emits:  []execstore.Emit{{TargetID: "t", Event: event}},
-		Timers: []execstore.TimerOp{execstore.ScheduleTimer("T", 1)},
+		Timers: []execstore.TimerOp{execstore.ScheduleTimer("T", unixAt(1))},
 		Spawns: []execstore.Spawn{{ChildID: "c", Context: spawnCtx}},
 		Trace:  step,
 	}
@@ -258,9 +259,9 @@ func TestNoAliasing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{"k": "v", "list": []any{"a"}}, trace[0].Fields)
 
-	due, err := s.DueTimers(bg, 10, 0)
+	due, err := s.DueTimers(bg, unixAt(10), 0)
 	require.NoError(t, err)
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "T", FireAt: 1}}, due)
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "T", FireAt: unixAt(1)}}, due)
 
 	// The statuses of a query are read during the call only.
 	q := execstore.ListQuery{Statuses: []execstore.Status{execstore.Running}}

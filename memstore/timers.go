@@ -2,18 +2,20 @@ package memstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
 )
 
-// Timers live in each execution's record, one fire time per path; commits set and remove them
-// (see apply), sweeps read and delete them here.
+// Timers live in each execution's record, one fire time per path, kept as the MongoDB store
+// keeps them (float64 seconds), so that both read back the same times; commits set and remove
+// them (see apply), sweeps read and delete them here.
 
 // DueTimers returns up to limit timers (0: all) whose fire time is <= now, earliest first, ties
 // by execution id and then path. It scans every timer of the store.
-func (s *Store) DueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error) {
-	if err := contract.ValidateFireAt("now", now); err != nil {
+func (s *Store) DueTimers(ctx context.Context, now time.Time, limit int) ([]execstore.DueTimer, error) {
+	if err := contract.ValidateFireTime("now", now); err != nil {
 		return nil, err
 	}
 	if err := contract.ValidateLimit("limit", limit); err != nil {
@@ -26,8 +28,8 @@ func (s *Store) DueTimers(ctx context.Context, now float64, limit int) ([]execst
 	var due []execstore.DueTimer
 	for id, r := range s.execs {
 		for path, at := range r.timers {
-			if at <= now {
-				due = append(due, execstore.DueTimer{ExecutionID: id, Path: path, FireAt: at})
+			if fireAt, _ := contract.TimeFromStored(at); !fireAt.After(now) {
+				due = append(due, execstore.DueTimer{ExecutionID: id, Path: path, FireAt: fireAt})
 			}
 		}
 	}
@@ -40,7 +42,7 @@ func (s *Store) DueTimers(ctx context.Context, now float64, limit int) ([]execst
 
 // DeleteTimer removes the timer at path only if it still fires at fireAt, and reports whether
 // it did.
-func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt float64) (bool, error) {
+func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt time.Time) (bool, error) {
 	if err := contract.ValidateTimerRef(contract.DeleteTimerFields, id, path, fireAt); err != nil {
 		return false, err
 	}
@@ -72,12 +74,12 @@ func (s *Store) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) e
 }
 
 // deleteTimer is the guarded delete; the caller holds the lock.
-func (s *Store) deleteTimer(id, path string, fireAt float64) bool {
+func (s *Store) deleteTimer(id, path string, fireAt time.Time) bool {
 	r := s.execs[id]
 	if r == nil {
 		return false
 	}
-	if at, ok := r.timers[path]; !ok || at != fireAt {
+	if at, ok := r.timers[path]; !ok || at != contract.StoredTime(fireAt) {
 		return false
 	}
 	delete(r.timers, path)

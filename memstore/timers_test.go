@@ -2,8 +2,8 @@ package memstore_test
 
 import (
 	"fmt"
-	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,7 +14,7 @@ import (
 
 func dueAt(t *testing.T, s *memstore.Store, now float64) []execstore.DueTimer {
 	t.Helper()
-	d, err := s.DueTimers(bg, now, 0)
+	d, err := s.DueTimers(bg, unixAt(now), 0)
 	require.NoError(t, err)
 	return d
 }
@@ -24,17 +24,17 @@ func TestTimers(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	e := newExe("e")
 	require.NoError(t, s.Save(bg, e))
-	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("Fork.A", 100)}})
+	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("Fork.A", unixAt(100))}})
 	assert.Empty(t, dueAt(t, s, 50))
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: 100}}, dueAt(t, s, 150))
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: 100}}, dueAt(t, s, 100), "due at its fire time")
-	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("Fork.A", 200)}})
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: unixAt(100)}}, dueAt(t, s, 150))
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: unixAt(100)}}, dueAt(t, s, 100), "due at its fire time")
+	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("Fork.A", unixAt(200))}})
 	assert.Empty(t, dueAt(t, s, 150))
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: 200}}, dueAt(t, s, 250))
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: unixAt(200)}}, dueAt(t, s, 250))
 	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("Fork.A")}})
 	assert.Empty(t, dueAt(t, s, 250))
 	// A commit without timer ops leaves the timers alone.
-	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("B", 1)}})
+	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("B", unixAt(1))}})
 	mustCommit(t, s, e, execstore.Commit{})
 	assert.Len(t, dueAt(t, s, 250), 1)
 }
@@ -45,20 +45,20 @@ func TestTimersOrderAndLastOpWins(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	a, b := newExe("a"), newExe("b")
 	mustCommit(t, s, a, execstore.Commit{Timers: []execstore.TimerOp{
-		execstore.ScheduleTimer("x", 30), execstore.ScheduleTimer("y", 10), execstore.CancelTimer("y"),
-		execstore.CancelTimer("z"), execstore.ScheduleTimer("z", 5), execstore.ScheduleTimer("w", 1),
-		execstore.ScheduleTimer("w", 20), execstore.ScheduleTimer("tie", 20)}})
-	mustCommit(t, s, b, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("x", 20)}})
+		execstore.ScheduleTimer("x", unixAt(30)), execstore.ScheduleTimer("y", unixAt(10)), execstore.CancelTimer("y"),
+		execstore.CancelTimer("z"), execstore.ScheduleTimer("z", unixAt(5)), execstore.ScheduleTimer("w", unixAt(1)),
+		execstore.ScheduleTimer("w", unixAt(20)), execstore.ScheduleTimer("tie", unixAt(20))}})
+	mustCommit(t, s, b, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("x", unixAt(20))}})
 	want := []execstore.DueTimer{
-		{ExecutionID: "a", Path: "z", FireAt: 5},
-		{ExecutionID: "a", Path: "tie", FireAt: 20},
-		{ExecutionID: "a", Path: "w", FireAt: 20},
-		{ExecutionID: "b", Path: "x", FireAt: 20},
-		{ExecutionID: "a", Path: "x", FireAt: 30},
+		{ExecutionID: "a", Path: "z", FireAt: unixAt(5)},
+		{ExecutionID: "a", Path: "tie", FireAt: unixAt(20)},
+		{ExecutionID: "a", Path: "w", FireAt: unixAt(20)},
+		{ExecutionID: "b", Path: "x", FireAt: unixAt(20)},
+		{ExecutionID: "a", Path: "x", FireAt: unixAt(30)},
 	}
 	assert.Equal(t, want, dueAt(t, s, 100))
 	for limit := 1; limit <= 6; limit++ {
-		d, err := s.DueTimers(bg, 100, limit)
+		d, err := s.DueTimers(bg, unixAt(100), limit)
 		require.NoError(t, err)
 		assert.Equal(t, want[:min(limit, len(want))], d, "limit %d", limit)
 	}
@@ -69,21 +69,21 @@ func TestTimersOrderAndLastOpWins(t *testing.T) {
 func TestGuardedDelete(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	e := newExe("e")
-	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("S", 100)}})
+	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("S", unixAt(100))}})
 	for _, miss := range []struct {
 		id, path string
 		at       float64
 	}{{"e", "S", 99}, {"e", "T", 100}, {"x", "S", 100}} {
-		removed, err := s.DeleteTimer(bg, miss.id, miss.path, miss.at)
+		removed, err := s.DeleteTimer(bg, miss.id, miss.path, unixAt(miss.at))
 		require.NoError(t, err)
 		assert.False(t, removed, "%+v", miss)
 	}
 	assert.Len(t, dueAt(t, s, 1000), 1)
-	removed, err := s.DeleteTimer(bg, "e", "S", 100)
+	removed, err := s.DeleteTimer(bg, "e", "S", unixAt(100))
 	require.NoError(t, err)
 	assert.True(t, removed)
 	assert.Empty(t, dueAt(t, s, 1000))
-	removed, err = s.DeleteTimer(bg, "e", "S", 100)
+	removed, err = s.DeleteTimer(bg, "e", "S", unixAt(100))
 	require.NoError(t, err)
 	assert.False(t, removed)
 	got, err := s.Load(bg, "e")
@@ -97,34 +97,37 @@ func TestDeleteTimers(t *testing.T) {
 	for i := range 10 {
 		e := newExe(fmt.Sprintf("e%d", i))
 		mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{
-			execstore.ScheduleTimer("a.b", float64(i)), execstore.ScheduleTimer("$c", 100)}})
+			execstore.ScheduleTimer("a.b", unixAt(float64(i))), execstore.ScheduleTimer("$c", unixAt(100))}})
 	}
 	due := dueAt(t, s, 50)
 	require.Len(t, due, 10)
 	// e3 re-schedules a.b after the sweep read it: its new timer must survive.
 	e3, err := s.Load(bg, "e3")
 	require.NoError(t, err)
-	mustCommit(t, s, e3, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a.b", 60)}})
+	mustCommit(t, s, e3, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a.b", unixAt(60))}})
 	require.NoError(t, s.DeleteTimers(bg, due))
 	left := dueAt(t, s, 1000)
 	require.Len(t, left, 11)
-	assert.Equal(t, execstore.DueTimer{ExecutionID: "e3", Path: "a.b", FireAt: 60}, left[0])
+	assert.Equal(t, execstore.DueTimer{ExecutionID: "e3", Path: "a.b", FireAt: unixAt(60)}, left[0])
 	require.NoError(t, s.DeleteTimers(bg, due)) // again: a no-op
 	require.NoError(t, s.DeleteTimers(bg, nil))
 	// One bad entry refuses them all.
-	err = s.DeleteTimers(bg, []execstore.DueTimer{left[0], {ExecutionID: "x", Path: "p", FireAt: math.NaN()}})
+	err = s.DeleteTimers(bg, []execstore.DueTimer{left[0], {ExecutionID: "x", Path: "p"}})
 	var ie *execstore.InvalidError
 	require.ErrorAs(t, err, &ie)
 	assert.Equal(t, "timers[1].FireAt", ie.Field)
 	assert.Len(t, dueAt(t, s, 1000), 11)
 }
 
-// Negative and fractional fire times are fire times like any other.
+// Fire times before the Unix epoch and fractions of a second are fire times like any other.
 func TestTimerFireTimes(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	e := newExe("e")
 	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{
-		execstore.ScheduleTimer("neg", -5), execstore.ScheduleTimer("frac", 0.25)}})
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "neg", FireAt: -5}}, dueAt(t, s, 0))
+		execstore.ScheduleTimer("neg", unixAt(-5)), execstore.ScheduleTimer("frac", unixAt(0.25))}})
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "neg", FireAt: unixAt(-5)}}, dueAt(t, s, 0))
 	assert.Len(t, dueAt(t, s, 0.25), 2)
 }
+
+// unixAt is a fire time given in seconds since the Unix epoch.
+func unixAt(seconds float64) time.Time { return time.Unix(0, int64(seconds*1e9)).UTC() }

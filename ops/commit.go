@@ -373,7 +373,7 @@ func foldTimers(ops []execstore.TimerOp) (schedules bson.D, cancels []string) {
 		if op.Cancel {
 			cancels = append(cancels, EncodeKey(op.Path))
 		} else {
-			schedules = append(schedules, bson.E{Key: EncodeKey(op.Path), Value: op.FireAt})
+			schedules = append(schedules, bson.E{Key: EncodeKey(op.Path), Value: contract.StoredTime(op.FireAt)})
 		}
 	}
 	return schedules, cancels

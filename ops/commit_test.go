@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,7 +27,7 @@ func fullCommit() *execstore.Commit {
 	return &execstore.Commit{
 		Emits:            []execstore.Emit{{TargetID: "p", Event: []byte("e1")}, {Event: []byte("e2")}},
 		ProcessedEventID: "evt",
-		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("F.A", 100), execstore.CancelTimer("G")},
+		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("F.A", unixAt(100)), execstore.CancelTimer("G")},
 		Spawns:           []execstore.Spawn{{ChildID: "c", RootPath: "F.A", Context: map[string]any{"x": 1}}},
 		Trace:            map[string]any{"s": 1},
 	}
@@ -144,9 +145,9 @@ func TestBuildCommitCreate(t *testing.T) {
 
 func TestFoldTimersLastOpWins(t *testing.T) {
 	sched, cancels := foldTimers([]execstore.TimerOp{
-		execstore.ScheduleTimer("a", 1), execstore.CancelTimer("a"),
-		execstore.CancelTimer("b"), execstore.ScheduleTimer("b", 2),
-		execstore.ScheduleTimer("c", 3), execstore.ScheduleTimer("c", 4),
+		execstore.ScheduleTimer("a", unixAt(1)), execstore.CancelTimer("a"),
+		execstore.CancelTimer("b"), execstore.ScheduleTimer("b", unixAt(2)),
+		execstore.ScheduleTimer("c", unixAt(3)), execstore.ScheduleTimer("c", unixAt(4)),
 	})
 	assert.Equal(t, bson.D{{Key: "b", Value: 2.0}, {Key: "c", Value: 4.0}}, sched)
 	assert.Equal(t, []string{"a"}, cancels)
@@ -161,7 +162,7 @@ func TestAckCommands(t *testing.T) {
 	}, update)
 	filter, _ = AckSpawnCommand("y", 6)
 	assert.Equal(t, bson.D{{Key: "_id", Value: "y"}, {Key: "spawns.6", Value: bson.D{{Key: "$exists", Value: true}}}}, filter)
-	filter, update = DeleteTimerCommand("x", "F.A", 1.5)
+	filter, update = DeleteTimerCommand("x", "F.A", unixAt(1.5))
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers.F%2EA", Value: 1.5}}, filter)
 	assert.Equal(t, bson.D{{Key: "$unset", Value: bson.D{{Key: "timers.F%2EA", Value: ""}}}}, update)
 	assert.Equal(t, bson.D{{Key: "outbox_n", Value: bson.D{{Key: "$gt", Value: 0}}}}, PendingOutboxFilter())
@@ -177,7 +178,7 @@ func BenchmarkBuildCommit(b *testing.B) {
 	full := execstore.Commit{
 		Emits:            []execstore.Emit{{TargetID: "exe-2", Event: make([]byte, 128)}},
 		ProcessedEventID: "evt-1",
-		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("Wait.T", 1e9)},
+		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("Wait.T", unixAt(1e9))},
 		Spawns:           []execstore.Spawn{{ChildID: "c", RootPath: "F.A", Context: map[string]any{"x": 1}}},
 		Trace:            map[string]any{"step": "s"},
 	}
@@ -235,7 +236,7 @@ func TestCommitBytesBoundsEncodedSize(t *testing.T) {
 			if rng.IntN(3) == 0 {
 				c.Timers = append(c.Timers, execstore.CancelTimer(text(1+rng.IntN(1024))))
 			} else {
-				c.Timers = append(c.Timers, execstore.ScheduleTimer(text(1+rng.IntN(1024)), rng.Float64()*1e12))
+				c.Timers = append(c.Timers, execstore.ScheduleTimer(text(1+rng.IntN(1024)), unixAt(rng.Float64()*1e12)))
 			}
 		}
 		if rng.IntN(2) == 0 {
@@ -264,7 +265,7 @@ func TestBuildCommitRefusesEncodedSizePastLimit(t *testing.T) {
 	exe := &execstore.Execution{ID: "big", Status: execstore.Running, Data: make([]byte, 14<<20)}
 	c := &execstore.Commit{}
 	for i := range 2000 {
-		c.Timers = append(c.Timers, execstore.ScheduleTimer(fmt.Sprintf("%04d%s", i, strings.Repeat(".", 996)), 1))
+		c.Timers = append(c.Timers, execstore.ScheduleTimer(fmt.Sprintf("%04d%s", i, strings.Repeat(".", 996)), unixAt(1)))
 	}
 	require.NoError(t, contract.ValidateCommit(exe, c), "the raw lengths pass the first screen")
 	for _, version := range []int64{0, 3} {
@@ -305,3 +306,6 @@ func TestSetToken(t *testing.T) {
 	assert.Equal(t, bson.E{Key: "commit_token", Value: int64(77)}, set[len(set)-1])
 	assert.EqualValues(t, 77, p.Token)
 }
+
+// unixAt is a fire time given in seconds since the Unix epoch.
+func unixAt(seconds float64) time.Time { return time.Unix(0, int64(seconds*1e9)).UTC() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -67,7 +68,7 @@ func Example_transaction() {
 		Version: 3, Data: []byte(`{"state":"paid"}`)}
 	plan, err := ops.BuildCommit(layout, exe, &execstore.Commit{
 		ProcessedEventID: "evt-7",
-		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("Paid.Reminder", 1_900_000_000)},
+		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("Paid.Reminder", time.Date(2030, time.March, 17, 17, 46, 40, 0, time.UTC))},
 	}, ops.Seqs{})
 	if err != nil {
 		fmt.Println(err)

@@ -1,23 +1,29 @@
 package ops
 
 import (
+	"time"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/execstore/execstore/internal/contract"
 )
 
-// DueFilter selects the documents whose timer hint is due at now. The hint, FieldTimerMin,
-// is kept with $min when a timer is scheduled, and is never raised by a cancel or a delete.
-// So it may be early, never late: every document with a due timer matches. The index
-// timers_due makes the scan examine only documents whose hint is due. A matching document
-// may hold no due timer: check each fire time under FieldTimers.
-func DueFilter(now float64) bson.D {
-	return bson.D{{Key: FieldTimerMin, Value: bson.D{{Key: "$lte", Value: now}}}}
+// DueFilter selects the documents whose timer hint is due at now. Fire times are stored as
+// float64 seconds since the Unix epoch, the nearest to the time scheduled (see
+// execstore.TimerOp). The hint, FieldTimerMin, is kept with $min when a timer is scheduled,
+// and is never raised by a cancel or a delete. So it may be early, never late: every document
+// with a due timer matches. The index timers_due makes the scan examine only documents whose
+// hint is due. A matching document may hold no due timer: check each fire time under
+// FieldTimers.
+func DueFilter(now time.Time) bson.D {
+	return bson.D{{Key: FieldTimerMin, Value: bson.D{{Key: "$lte", Value: contract.StoredTime(now)}}}}
 }
 
 // DeleteTimerCommand is the updateOne that removes the timer at path of execution id only
-// while it still fires at fireAt, so a re-schedule that raced the sweep survives. It may be
-// repeated: once the timer is gone it matches nothing.
-func DeleteTimerCommand(id, path string, fireAt float64) (filter, update bson.D) {
+// while it still fires at fireAt (its stored seconds equal fireAt's), so a re-schedule that
+// raced the sweep survives. It may be repeated: once the timer is gone it matches nothing.
+func DeleteTimerCommand(id, path string, fireAt time.Time) (filter, update bson.D) {
 	key := FieldTimers + "." + EncodeKey(path)
-	return bson.D{{Key: fID, Value: id}, {Key: key, Value: fireAt}},
+	return bson.D{{Key: fID, Value: id}, {Key: key, Value: contract.StoredTime(fireAt)}},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: key, Value: ""}}}}
 }

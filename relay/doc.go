@@ -5,11 +5,35 @@
 // needs them: run one of each per database, in every process, with a lease so that one
 // process's pair delivers and the others stand by.
 //
+// A relay over a MongoDB store (database db of the server at uri), with its lease in an idem
+// store beside it (Example_lease runs it). deliver is the engine's own handling of one event:
+// load the target execution, advance it, commit.
+//
+//	store, err := aio.Open(ctx, uri, aio.Options{Connection: server.Connection{Database: db}}) // the executions
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer store.Close(ctx)
+//	leases, err := idem.Open(ctx, uri, idem.Options{Connection: server.Connection{Database: db}}) // the relays' lease
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer leases.Close(ctx)
+//
 //	r := relay.New(store, func(ctx context.Context, e execstore.OutboxEntry) error {
-//		return engine.Deliver(ctx, e.TargetID, e.Event) // nil: done, ack it
+//		return deliver(ctx, e.TargetID, e.Event) // nil: the entry is acked; an error: retried
 //	}, relay.Options{Lease: leases})
 //	go r.Run(ctx)
 //	defer r.Close(ctx)
+//
+// A sweeper over the same store (ExampleSweeper runs it); give it Options.Lease too to have
+// one process fire:
+//
+//	sw := relay.NewSweeper(store, func(ctx context.Context, t execstore.DueTimer) error {
+//		return deliver(ctx, t.ExecutionID, []byte(t.Path)) // nil: the timer is deleted; an error: retried
+//	}, relay.Options{})
+//	go sw.Run(ctx)
+//	defer sw.Close(ctx)
 //
 // # How it runs
 //

@@ -171,7 +171,7 @@ func TestKilledMidDelivery(t *testing.T) {
 func TestStalledHolderStopsDelivering(t *testing.T) {
 	store := memstore.New(memstore.Options{})
 	t.Cleanup(func() { _ = store.Close(bg) })
-	proxy, proxied := testserver.Proxied(t, server.URI, "")
+	proxy, proxied := testserver.Proxied(t, srv.URI, "")
 	leaseDB := testserver.Database(t, "lease")
 	var optsA idem.Options
 	optsA.Database = leaseDB

@@ -19,13 +19,13 @@ import (
 	"github.com/execstore/execstore/memstore"
 )
 
-// server is the embedded FerretDB behind its front, or MONGODB_URI when set: the aio backend
-// and the leases run on it.
-var server *testserver.Server
+// srv is the embedded FerretDB behind its front, or MONGODB_URI when set: the aio backend,
+// the leases and the examples run on it.
+var srv *testserver.Server
 
 // TestMain starts the server, runs the tests and checks that no goroutine was left behind
 // (goleak, in testserver.Main).
-func TestMain(m *testing.M) { os.Exit(testserver.Main(m, &server)) }
+func TestMain(m *testing.M) { os.Exit(testserver.Main(m, &srv)) }
 
 var bg = context.Background()
 
@@ -49,8 +49,8 @@ var backends = []backend{
 	{"aio", func(t *testing.T) (execstore.Store, func() execstore.Store) {
 		var opts aio.Options // set field by field: the options' shape is still moving
 		opts.Database = testserver.Database(t, "relay")
-		s, _ := aiotest.Open(t, server.URI, opts)
-		return s, func() execstore.Store { return aiotest.Reopen(t, server.URI, opts) }
+		s, _ := aiotest.Open(t, srv.URI, opts)
+		return s, func() execstore.Store { return aiotest.Reopen(t, srv.URI, opts) }
 	}},
 }
 
@@ -77,7 +77,7 @@ func openLeases(t *testing.T, database string) (*idem.Store, func()) {
 	t.Helper()
 	var opts idem.Options
 	opts.Database = database
-	s, err := idem.Open(bg, server.URI, opts)
+	s, err := idem.Open(bg, srv.URI, opts)
 	require.NoError(t, err)
 	var once sync.Once
 	closeIt := func() { once.Do(func() { _ = s.Close(bg) }) }
@@ -103,7 +103,7 @@ func (e *emitter) emit(source, target, event string) int64 {
 }
 
 // schedule arms source's timer at path.
-func (e *emitter) schedule(source, path string, fireAt float64) {
+func (e *emitter) schedule(source, path string, fireAt time.Time) {
 	e.commit(source, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer(path, fireAt)}})
 }
 
@@ -239,7 +239,7 @@ func (p *probe) AckOutbox(ctx context.Context, sourceID string, seq int64) error
 	return err
 }
 
-func (p *probe) DueTimers(ctx context.Context, now float64, limit int) ([]execstore.DueTimer, error) {
+func (p *probe) DueTimers(ctx context.Context, now time.Time, limit int) ([]execstore.DueTimer, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.killed {

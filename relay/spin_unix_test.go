@@ -28,11 +28,11 @@ func cpuTime(t *testing.T) time.Duration {
 func TestSweeperWaitsForRoom(t *testing.T) {
 	store := newMemstore(t)
 	em := newEmitter(t, store)
-	now := nowSeconds()
+	now := nowFireTime()
 	for i, exe := range []string{"a", "b", "x"} {
-		em.schedule(exe, "T", now-float64(3-i))
+		em.schedule(exe, "T", now.Add(-time.Duration(3-i)*time.Second))
 	}
-	em.schedule("c", "T", now+0.05)
+	em.schedule("c", "T", now.Add(50*time.Millisecond))
 	f := newFirings(t)
 	unblock := make(chan struct{})
 	f.fail = func(tm execstore.DueTimer, _ int) error {

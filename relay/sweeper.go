@@ -3,10 +3,10 @@ package relay
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/wake"
 )
 
@@ -44,7 +44,8 @@ func (s *Sweeper) Stats() Stats { return s.r.stats.snapshot() }
 // timerKey is a due timer's identity: a timer re-scheduled to another time is another item.
 type timerKey struct {
 	execution, path string
-	fireAt          float64
+	sec             int64 // FireAt's instant, whatever its location
+	nsec            int
 }
 
 // timerKind is the kind of a Sweeper: DueTimers, DeleteTimers.
@@ -53,13 +54,13 @@ type timerKind struct {
 }
 
 func (timerKind) key(t execstore.DueTimer) timerKey {
-	return timerKey{execution: t.ExecutionID, path: t.Path, fireAt: t.FireAt}
+	return timerKey{execution: t.ExecutionID, path: t.Path, sec: t.FireAt.Unix(), nsec: t.FireAt.Nanosecond()}
 }
 
 func (timerKind) lane(t execstore.DueTimer) string { return t.ExecutionID }
 
 func (timerKind) describe(t execstore.DueTimer) string {
-	return fmt.Sprintf("%s/%s@%v", t.ExecutionID, t.Path, t.FireAt)
+	return fmt.Sprintf("%s/%s@%s", t.ExecutionID, t.Path, t.FireAt.UTC().Format(time.RFC3339Nano))
 }
 
 // arm wakes the sweeper for a timer armed to fire before its next look, at now+ahead.
@@ -67,27 +68,26 @@ func (timerKind) arm(sig *wake.Signal, now time.Time, ahead time.Duration) <-cha
 	if sig == nil {
 		return nil
 	}
-	return sig.ScheduledBeforeC(seconds(now.Add(ahead)))
+	return sig.ScheduledBeforeC(contract.StoredTime(now.Add(ahead)))
 }
 
 // scan reads the timers due by now+ahead, earliest first: the due ones are the result, the
 // first one not yet due is the next fire time.
 func (k timerKind) scan(ctx context.Context, now time.Time, ahead time.Duration, limit int) (scanned[execstore.DueTimer], error) {
-	timers, err := k.store.DueTimers(ctx, seconds(now.Add(ahead)), limit)
+	timers, err := k.store.DueTimers(ctx, now.Add(ahead), limit)
 	if err != nil {
 		return scanned[execstore.DueTimer]{}, err
 	}
-	cut := seconds(now)
 	due := len(timers)
 	for i, t := range timers {
-		if t.FireAt > cut {
+		if t.FireAt.After(now) {
 			due = i
 			break
 		}
 	}
 	res := scanned[execstore.DueTimer]{items: timers[:due], full: len(timers) >= limit && due == len(timers)}
 	if due < len(timers) {
-		res.next = fireTime(timers[due].FireAt)
+		res.next = timers[due].FireAt
 	}
 	return res, nil
 }
@@ -104,10 +104,3 @@ func (k timerKind) settle(ctx context.Context, timers []execstore.DueTimer) []er
 	}
 	return errs
 }
-
-// seconds is t as a fire time: seconds since the Unix epoch.
-func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
-
-// fireTime is the instant a fire time stands for, rounded up to the nanosecond, so that a
-// sweeper that wakes at it finds the timer due.
-func fireTime(s float64) time.Time { return time.Unix(0, int64(math.Ceil(s*1e9))) }

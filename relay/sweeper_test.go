@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"testing"
 	"time"
@@ -18,8 +17,12 @@ import (
 	"github.com/execstore/execstore/relay"
 )
 
-// nowSeconds is the current time as a fire time.
-func nowSeconds() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+// nowFireTime is the current time as a fire time that comes back from a store unchanged:
+// in UTC, to the microsecond.
+func nowFireTime() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// lastFireTime is the latest fire time a store accepts: every timer is due by then.
+var lastFireTime = time.Date(9999, time.December, 31, 23, 59, 59, 0, time.UTC)
 
 // firings records what a sweeper's handler was given and checks, on every call, that no
 // other call for the same execution is in progress.
@@ -45,7 +48,7 @@ func (f *firings) handle(ctx context.Context, tm execstore.DueTimer) error {
 	if f.busy[tm.ExecutionID] {
 		f.errs = append(f.errs, fmt.Sprintf("%v: fired while another timer of its execution was in a handler", tm))
 	}
-	if tm.FireAt > nowSeconds() {
+	if tm.FireAt.After(time.Now()) {
 		f.errs = append(f.errs, fmt.Sprintf("%v: fired before its time", tm))
 	}
 	f.busy[tm.ExecutionID] = true
@@ -81,7 +84,7 @@ func (f *firings) check() {
 // timers returns every timer the store holds.
 func timers(t *testing.T, store execstore.Store) []execstore.DueTimer {
 	t.Helper()
-	all, err := store.DueTimers(bg, math.MaxFloat64, 0)
+	all, err := store.DueTimers(bg, lastFireTime, 0)
 	require.NoError(t, err)
 	return all
 }
@@ -92,19 +95,19 @@ func timers(t *testing.T, store execstore.Store) []execstore.DueTimer {
 func TestSweeperFiresDueTimers(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
 		em := newEmitter(t, store)
-		now := nowSeconds()
+		now := nowFireTime()
 		var due []execstore.DueTimer
 		for i := range 8 {
 			exe := fmt.Sprintf("x%d", i%3)
 			path := fmt.Sprintf("P%d", i)
-			fireAt := now - float64(10-i)
+			fireAt := now.Add(-time.Duration(10-i) * time.Second)
 			if i >= 6 {
-				fireAt = now + 0.3 // comes due soon after the first look
+				fireAt = now.Add(300 * time.Millisecond) // comes due soon after the first look
 			}
 			em.schedule(exe, path, fireAt)
 			due = append(due, execstore.DueTimer{ExecutionID: exe, Path: path, FireAt: fireAt})
 		}
-		far := execstore.DueTimer{ExecutionID: "x0", Path: "Far", FireAt: now + 7200}
+		far := execstore.DueTimer{ExecutionID: "x0", Path: "Far", FireAt: now.Add(2 * time.Hour)}
 		em.schedule(far.ExecutionID, far.Path, far.FireAt)
 
 		f := newFirings(t)
@@ -126,10 +129,10 @@ func TestSweeperFiresDueTimers(t *testing.T) {
 func TestSweeperKeepsRescheduledTimer(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
 		em := newEmitter(t, store)
-		now := nowSeconds()
-		em.schedule("x", "Remind", now-1)
+		now := nowFireTime()
+		em.schedule("x", "Remind", now.Add(-time.Second))
 		f := newFirings(t)
-		later := now + 3600
+		later := now.Add(time.Hour)
 		f.then = func(tm execstore.DueTimer) { em.schedule(tm.ExecutionID, tm.Path, later) }
 		sw := relay.NewSweeper(store, f.handle, relay.Options{})
 		stop := run(t, sw)
@@ -153,9 +156,9 @@ func TestSweeperWakeUp(t *testing.T) {
 		stop := run(t, sw)
 		eventually(t, func() bool { return sw.Stats().Scans >= 1 }, "the first look")
 		em := newEmitter(t, store)
-		em.schedule("x", "Now", nowSeconds()-1)
+		em.schedule("x", "Now", nowFireTime().Add(-time.Second))
 		eventually(t, func() bool { return sw.Stats().Acked == 1 }, "the due timer fired after a wake-up")
-		em.schedule("y", "Soon", nowSeconds()+0.2)
+		em.schedule("y", "Soon", nowFireTime().Add(200*time.Millisecond))
 		eventually(t, func() bool { return sw.Stats().Acked == 2 }, "the timer due soon fired")
 		require.NoError(t, stop())
 		assert.Positive(t, sw.Stats().Wakeups)
@@ -169,9 +172,9 @@ func TestSweeperWakeUp(t *testing.T) {
 func TestSweeperRetries(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
 		em := newEmitter(t, store)
-		now := nowSeconds()
+		now := nowFireTime()
 		for i := range 6 {
-			em.schedule(fmt.Sprintf("x%d", i%2), fmt.Sprintf("P%d", i), now-float64(6-i))
+			em.schedule(fmt.Sprintf("x%d", i%2), fmt.Sprintf("P%d", i), now.Add(-time.Duration(6-i)*time.Second))
 		}
 		f := newFirings(t)
 		boom := errors.New("not now")
@@ -230,9 +233,9 @@ func TestSweeperStandbyTakesOver(t *testing.T) {
 		stopB := run(t, swB)
 
 		em := newEmitter(t, store)
-		now := nowSeconds()
+		now := nowFireTime()
 		for i := range 5 {
-			em.schedule(fmt.Sprintf("a%d", i), "T", now-1)
+			em.schedule(fmt.Sprintf("a%d", i), "T", now.Add(-time.Second))
 		}
 		eventually(t, func() bool { return swA.Stats().Acked == 5 }, "A fired the first timers")
 		assert.Zero(t, swB.Stats().Delivered, "B stands by")
@@ -244,7 +247,7 @@ func TestSweeperStandbyTakesOver(t *testing.T) {
 		_ = stopA()
 		_ = stopRelayA()
 		for i := range 5 {
-			em.schedule(fmt.Sprintf("b%d", i), "T", nowSeconds()-1)
+			em.schedule(fmt.Sprintf("b%d", i), "T", nowFireTime().Add(-time.Second))
 		}
 		eventually(t, func() bool { return swB.Stats().Acked == 5 }, "B fired what was armed after A died")
 		require.NoError(t, stopB())

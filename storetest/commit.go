@@ -206,7 +206,7 @@ func lostCommitLeaksNothing(t *testing.T, s execstore.Store) {
 	_, err := s.Commit(bg, &stale, execstore.Commit{
 		Emits:            []execstore.Emit{{TargetID: "x", Event: []byte("lost")}},
 		ProcessedEventID: "evt-lost",
-		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T", 1)},
+		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("T", at(1))},
 		Spawns:           []execstore.Spawn{{ChildID: "c", RootPath: "F.A"}},
 		Trace:            map[string]any{"step": "lost"},
 	})
@@ -217,7 +217,7 @@ func lostCommitLeaksNothing(t *testing.T, s execstore.Store) {
 	hit, err := s.IsProcessed(bg, "e1", "evt-lost")
 	require.NoError(t, err)
 	assert.False(t, hit)
-	due, err := s.DueTimers(bg, 10, 0)
+	due, err := s.DueTimers(bg, at(10), 0)
 	require.NoError(t, err)
 	assert.Empty(t, due)
 	spawns, err := s.PendingSpawns(bg, 0)

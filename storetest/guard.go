@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,7 +54,7 @@ func refused(event string) execstore.Commit {
 	return execstore.Commit{
 		Emits:            []execstore.Emit{{TargetID: "t", Event: []byte("refused")}},
 		ProcessedEventID: event,
-		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("refused", 1)},
+		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("refused", at(1))},
 		Spawns:           []execstore.Spawn{{ChildID: "refused", RootPath: "F.A"}},
 		Trace:            map[string]any{"step": "refused"},
 	}
@@ -83,7 +84,7 @@ func stateOf(t *testing.T, s execstore.Store, ids ...string) state {
 	require.NoError(t, err)
 	st.spawns, err = s.PendingSpawns(bg, 0)
 	require.NoError(t, err)
-	st.timers = due(t, s, 1e18)
+	st.timers = due(t, s, time.Date(9999, time.December, 31, 23, 59, 59, 0, time.UTC))
 	return st
 }
 

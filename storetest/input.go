@@ -3,9 +3,9 @@ package storetest
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -33,8 +33,11 @@ func badCommitInput(t *testing.T, s execstore.Store) {
 		{"bad status", withExe(func(e *execstore.Execution) { e.Status = "NOPE" }), execstore.Commit{}, "Execution.Status"},
 		{"negative version", withExe(func(e *execstore.Execution) { e.Version = -1 }), execstore.Commit{}, "Execution.Version"},
 		{"huge snapshot", withExe(func(e *execstore.Execution) { e.Data = huge }), execstore.Commit{}, "Execution.Data"},
-		{"NaN fire time", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", math.NaN())}}, "Commit.Timers[0].FireAt"},
-		{"Inf fire time", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", math.Inf(1))}}, "Commit.Timers[0].FireAt"},
+		{"zero fire time", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", time.Time{})}}, "Commit.Timers[0].FireAt"},
+		{"fire time past year 9999", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("b"), execstore.ScheduleTimer("a", contract.MaxFireTime.Add(time.Second))}}, "Commit.Timers[1].FireAt"},
+		{"fire time before year 1", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", contract.MinFireTime.Add(-time.Nanosecond))}}, "Commit.Timers[0].FireAt"},
+		{"emit without an event", ok(), execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("e")}, {TargetID: "t"}}}, "Commit.Emits[1].Event"},
+		{"emit with an empty event", ok(), execstore.Commit{Emits: []execstore.Emit{{Event: []byte{}}}}, "Commit.Emits[0].Event"},
 		{"empty timer path", ok(), execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("")}}, "Commit.Timers[0].Path"},
 		{"NUL processed id", ok(), execstore.Commit{ProcessedEventID: "\x00"}, "Commit.ProcessedEventID"},
 		{"empty child id", ok(), execstore.Commit{Spawns: []execstore.Spawn{{RootPath: "x"}}}, "Commit.Spawns[0].ChildID"},
@@ -61,7 +64,7 @@ func badCommitInput(t *testing.T, s execstore.Store) {
 func commitPastLimitEncoded(t *testing.T, s execstore.Store) {
 	dotted := execstore.Commit{}
 	for i := range 2000 {
-		dotted.Timers = append(dotted.Timers, execstore.ScheduleTimer(fmt.Sprintf("%04d%s", i, strings.Repeat(".", 996)), 1))
+		dotted.Timers = append(dotted.Timers, execstore.ScheduleTimer(fmt.Sprintf("%04d%s", i, strings.Repeat(".", 996)), at(1)))
 	}
 	emits := execstore.Commit{Emits: make([]execstore.Emit, 40_000)}
 	for i := range emits.Emits {
@@ -104,11 +107,9 @@ func badCallInput(t *testing.T, s execstore.Store) {
 		"PendingSpawns limit":   func() error { _, err := s.PendingSpawns(bg, -5); return err },
 		"AckOutbox empty":       func() error { return s.AckOutbox(bg, "", 1) },
 		"AckSpawn empty":        func() error { return s.AckSpawn(bg, "", 1) },
-		"DueTimers NaN":         func() error { _, err := s.DueTimers(bg, math.NaN(), 0); return err },
-		"DueTimers limit":       func() error { _, err := s.DueTimers(bg, 1, -1); return err },
-		"DeleteTimer NaN":       func() error { _, err := s.DeleteTimer(bg, "x", "p", math.NaN()); return err },
-		"DeleteTimer path":      func() error { _, err := s.DeleteTimer(bg, "x", "", 1); return err },
-		"DeleteTimers id":       func() error { return s.DeleteTimers(bg, []execstore.DueTimer{{Path: "p", FireAt: 1}}) },
+		"DueTimers limit":       func() error { _, err := s.DueTimers(bg, at(1), -1); return err },
+		"DeleteTimer path":      func() error { _, err := s.DeleteTimer(bg, "x", "", at(1)); return err },
+		"DeleteTimers id":       func() error { return s.DeleteTimers(bg, []execstore.DueTimer{{Path: "p", FireAt: at(1)}}) },
 		"AppendTrace nil":       func() error { return s.AppendTrace(bg, "x", nil) },
 		"AppendTrace encodable": func() error { return s.AppendTrace(bg, "x", map[string]any{"f": func() {}}) },
 		"ReadTrace empty":       func() error { _, err := s.ReadTrace(bg, ""); return err },
@@ -132,7 +133,7 @@ func oddIdsRoundTrip(t *testing.T, s execstore.Store) {
 			Emits:            []execstore.Emit{{TargetID: ids[(i+1)%len(ids)], Event: []byte(event)}},
 			ProcessedEventID: event,
 			Spawns:           []execstore.Spawn{{ChildID: "$child." + id, RootPath: "R." + id}},
-			Timers:           []execstore.TimerOp{execstore.ScheduleTimer(id, float64(i+1))},
+			Timers:           []execstore.TimerOp{execstore.ScheduleTimer(id, at(float64(i+1)))},
 			Trace:            map[string]any{id: id},
 		})
 		require.NoError(t, err, id)
@@ -156,7 +157,7 @@ func oddIdsRoundTrip(t *testing.T, s execstore.Store) {
 		assert.Equal(t, id, page.Items[0].ID)
 		require.NoError(t, s.AckOutbox(bg, id, seqs[0]))
 	}
-	d := due(t, s, 100)
+	d := due(t, s, at(100))
 	require.Len(t, d, len(ids))
 	for i, x := range d {
 		assert.Equal(t, ids[i], x.ExecutionID)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -370,17 +371,17 @@ func relaysAcrossStores(t *testing.T, first, second execstore.Store) {
 		}
 		mustCommit(t, s, exe, c)
 	}
-	entry := func(name string, fireAt float64) execstore.Commit {
+	entry := func(name string, fireAt time.Time) execstore.Commit {
 		return execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte(name)}},
 			Spawns: []execstore.Spawn{{ChildID: name, RootPath: "F.A"}},
 			Timers: []execstore.TimerOp{execstore.ScheduleTimer("T", fireAt)}}
 	}
-	commit(first, "a", entry("a1", 10))
-	commit(second, "b", entry("b1", 30))
-	commit(second, "a", entry("a2", 20))
-	commit(first, "a", entry("a3", 20))
-	commit(first, "b", entry("b2", 30))
-	commit(second, "a", entry("a4", 20))
+	commit(first, "a", entry("a1", at(10)))
+	commit(second, "b", entry("b1", at(30)))
+	commit(second, "a", entry("a2", at(20)))
+	commit(first, "a", entry("a3", at(20)))
+	commit(first, "b", entry("b2", at(30)))
+	commit(second, "a", entry("a4", at(20)))
 
 	var all []execstore.OutboxEntry
 	for i, s := range stores {
@@ -414,9 +415,9 @@ func relaysAcrossStores(t *testing.T, first, second execstore.Store) {
 		}
 		assert.Equal(t, map[string][]string{"a": {"a1", "a2", "a3", "a4"}, "b": {"b1", "b2"}}, children)
 
-		assert.Empty(t, due(t, s, 15), "a rescheduled timer still due at its first fire time")
-		assert.Equal(t, []execstore.DueTimer{{ExecutionID: "a", Path: "T", FireAt: 20}, {ExecutionID: "b", Path: "T", FireAt: 30}},
-			due(t, s, 35))
+		assert.Empty(t, due(t, s, at(15)), "a rescheduled timer still due at its first fire time")
+		assert.Equal(t, []execstore.DueTimer{{ExecutionID: "a", Path: "T", FireAt: at(20)}, {ExecutionID: "b", Path: "T", FireAt: at(30)}},
+			due(t, s, at(35)))
 	}
 	for i, p := range all {
 		require.NoError(t, stores[i%2].AckOutbox(bg, p.SourceID, p.Seq))
@@ -426,17 +427,17 @@ func relaysAcrossStores(t *testing.T, first, second execstore.Store) {
 	for i, sp := range spawns {
 		require.NoError(t, stores[i%2].AckSpawn(bg, sp.ParentID, sp.Seq))
 	}
-	deleted, err := first.DeleteTimer(bg, "a", "T", 10)
+	deleted, err := first.DeleteTimer(bg, "a", "T", at(10))
 	require.NoError(t, err)
 	assert.False(t, deleted, "a timer deleted at a fire time the other store replaced")
-	deleted, err = first.DeleteTimer(bg, "a", "T", 20)
+	deleted, err = first.DeleteTimer(bg, "a", "T", at(20))
 	require.NoError(t, err)
 	assert.True(t, deleted)
 	for _, s := range stores {
 		st := stateOf(t, s)
 		assert.Empty(t, st.outbox)
 		assert.Empty(t, st.spawns)
-		assert.Equal(t, []execstore.DueTimer{{ExecutionID: "b", Path: "T", FireAt: 30}}, st.timers)
+		assert.Equal(t, []execstore.DueTimer{{ExecutionID: "b", Path: "T", FireAt: at(30)}}, st.timers)
 	}
 }
 

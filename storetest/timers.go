@@ -2,9 +2,9 @@ package storetest
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,7 +12,11 @@ import (
 	"github.com/execstore/execstore"
 )
 
-func due(t *testing.T, s execstore.Store, now float64) []execstore.DueTimer {
+// at is a fire time given in seconds since the Unix epoch, as the contract's examples give
+// them.
+func at(seconds float64) time.Time { return time.Unix(0, int64(seconds*1e9)).UTC() }
+
+func due(t *testing.T, s execstore.Store, now time.Time) []execstore.DueTimer {
 	t.Helper()
 	d, err := s.DueTimers(bg, now, 0)
 	require.NoError(t, err)
@@ -24,17 +28,17 @@ func due(t *testing.T, s execstore.Store, now float64) []execstore.DueTimer {
 func timers(t *testing.T, s execstore.Store) {
 	e := newExe("e")
 	require.NoError(t, s.Save(bg, e))
-	_, err := s.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("Fork.A", 100)}})
+	_, err := s.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("Fork.A", at(100))}})
 	require.NoError(t, err)
-	assert.Empty(t, due(t, s, 50))
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: 100}}, due(t, s, 150))
-	_, err = s.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("Fork.A", 200)}})
+	assert.Empty(t, due(t, s, at(50)))
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: at(100)}}, due(t, s, at(150)))
+	_, err = s.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("Fork.A", at(200))}})
 	require.NoError(t, err)
-	assert.Empty(t, due(t, s, 150))
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: 200}}, due(t, s, 250))
+	assert.Empty(t, due(t, s, at(150)))
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: at(200)}}, due(t, s, at(250)))
 	_, err = s.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("Fork.A")}})
 	require.NoError(t, err)
-	assert.Empty(t, due(t, s, 250))
+	assert.Empty(t, due(t, s, at(250)))
 }
 
 // Timers come back earliest first across executions, and the last op on a path in a commit
@@ -42,17 +46,17 @@ func timers(t *testing.T, s execstore.Store) {
 func timersOrderAndLastOpWins(t *testing.T, s execstore.Store) {
 	a, b := newExe("a"), newExe("b")
 	_, err := s.Commit(bg, a, execstore.Commit{Timers: []execstore.TimerOp{
-		execstore.ScheduleTimer("x", 30), execstore.ScheduleTimer("y", 10), execstore.CancelTimer("y"),
-		execstore.CancelTimer("z"), execstore.ScheduleTimer("z", 5)}})
+		execstore.ScheduleTimer("x", at(30)), execstore.ScheduleTimer("y", at(10)), execstore.CancelTimer("y"),
+		execstore.CancelTimer("z"), execstore.ScheduleTimer("z", at(5))}})
 	require.NoError(t, err)
-	_, err = s.Commit(bg, b, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("x", 20)}})
+	_, err = s.Commit(bg, b, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("x", at(20))}})
 	require.NoError(t, err)
 	assert.Equal(t, []execstore.DueTimer{
-		{ExecutionID: "a", Path: "z", FireAt: 5},
-		{ExecutionID: "b", Path: "x", FireAt: 20},
-		{ExecutionID: "a", Path: "x", FireAt: 30},
-	}, due(t, s, 100))
-	d, err := s.DueTimers(bg, 100, 1)
+		{ExecutionID: "a", Path: "z", FireAt: at(5)},
+		{ExecutionID: "b", Path: "x", FireAt: at(20)},
+		{ExecutionID: "a", Path: "x", FireAt: at(30)},
+	}, due(t, s, at(100)))
+	d, err := s.DueTimers(bg, at(100), 1)
 	require.NoError(t, err)
 	assert.Len(t, d, 1)
 }
@@ -64,39 +68,39 @@ func timerPaths(t *testing.T, s execstore.Store) {
 		"ünï．.$%", ".", "..", "$", "_id", "timers.x"}
 	var ops []execstore.TimerOp
 	for i, p := range paths {
-		ops = append(ops, execstore.ScheduleTimer(p, float64(i+1)))
+		ops = append(ops, execstore.ScheduleTimer(p, at(float64(i+1))))
 	}
 	e := newExe("e")
 	_, err := s.Commit(bg, e, execstore.Commit{Timers: ops})
 	require.NoError(t, err)
-	d := due(t, s, 1000)
+	d := due(t, s, at(1000))
 	require.Len(t, d, len(paths))
 	for i, p := range paths {
 		assert.Equal(t, p, d[i].Path)
-		assert.EqualValues(t, i+1, d[i].FireAt)
+		assert.Equal(t, at(float64(i+1)), d[i].FireAt)
 	}
 	for i, p := range paths {
-		removed, err := s.DeleteTimer(bg, "e", p, float64(i+1))
+		removed, err := s.DeleteTimer(bg, "e", p, at(float64(i+1)))
 		require.NoError(t, err)
 		assert.True(t, removed, p)
 	}
-	assert.Empty(t, due(t, s, 1000))
+	assert.Empty(t, due(t, s, at(1000)))
 }
 
 // DeleteTimer removes a timer only while it still fires at the time the sweep saw.
 func guardedDelete(t *testing.T, s execstore.Store) {
 	e := newExe("e")
-	_, err := s.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("S", 100)}})
+	_, err := s.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("S", at(100))}})
 	require.NoError(t, err)
-	removed, err := s.DeleteTimer(bg, "e", "S", 99)
+	removed, err := s.DeleteTimer(bg, "e", "S", at(99))
 	require.NoError(t, err)
 	assert.False(t, removed)
-	assert.Len(t, due(t, s, 1000), 1)
-	removed, err = s.DeleteTimer(bg, "e", "S", 100)
+	assert.Len(t, due(t, s, at(1000)), 1)
+	removed, err = s.DeleteTimer(bg, "e", "S", at(100))
 	require.NoError(t, err)
 	assert.True(t, removed)
-	assert.Empty(t, due(t, s, 1000))
-	removed, err = s.DeleteTimer(bg, "unknown", "S", 100)
+	assert.Empty(t, due(t, s, at(1000)))
+	removed, err = s.DeleteTimer(bg, "unknown", "S", at(100))
 	require.NoError(t, err)
 	assert.False(t, removed)
 }
@@ -107,10 +111,10 @@ func dueTimersLimit(t *testing.T, s execstore.Store) {
 	var all []execstore.DueTimer
 	for i := range 20 {
 		e := newExe(fmt.Sprintf("e%02d", i))
-		at := float64((i*37)%20 + 1)
-		ops := []execstore.TimerOp{execstore.ScheduleTimer("x", at)}
+		fireAt := at(float64((i*37)%20 + 1))
+		ops := []execstore.TimerOp{execstore.ScheduleTimer("x", fireAt)}
 		if i%4 == 0 {
-			ops = append(ops, execstore.ScheduleTimer("early", 0.5))
+			ops = append(ops, execstore.ScheduleTimer("early", at(0.5)))
 		}
 		_, err := s.Commit(bg, e, execstore.Commit{Timers: ops})
 		require.NoError(t, err)
@@ -118,13 +122,13 @@ func dueTimersLimit(t *testing.T, s execstore.Store) {
 			_, err = s.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("early")}})
 			require.NoError(t, err)
 		}
-		if at <= 15 {
-			all = append(all, execstore.DueTimer{ExecutionID: e.ID, Path: "x", FireAt: at})
+		if !fireAt.After(at(15)) {
+			all = append(all, execstore.DueTimer{ExecutionID: e.ID, Path: "x", FireAt: fireAt})
 		}
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].FireAt < all[j].FireAt })
+	sort.Slice(all, func(i, j int) bool { return all[i].FireAt.Before(all[j].FireAt) })
 	for _, limit := range []int{1, 3, 7, len(all), 100} {
-		d, err := s.DueTimers(bg, 15, limit)
+		d, err := s.DueTimers(bg, at(15), limit)
 		require.NoError(t, err)
 		want := all
 		if limit < len(all) {
@@ -140,21 +144,24 @@ func deleteTimers(t *testing.T, s execstore.Store) {
 	for i := range 10 {
 		e := newExe(fmt.Sprintf("e%d", i))
 		_, err := s.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{
-			execstore.ScheduleTimer("a.b", float64(i)), execstore.ScheduleTimer("$c", 100)}})
+			execstore.ScheduleTimer("a.b", at(float64(i))), execstore.ScheduleTimer("$c", at(100))}})
 		require.NoError(t, err)
 	}
-	swept := due(t, s, 50)
+	swept := due(t, s, at(50))
 	require.Len(t, swept, 10)
 	e3, err := s.Load(bg, "e3")
 	require.NoError(t, err)
-	_, err = s.Commit(bg, e3, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a.b", 60)}})
+	_, err = s.Commit(bg, e3, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a.b", at(60))}})
 	require.NoError(t, err)
 	require.NoError(t, s.DeleteTimers(bg, swept))
-	left := due(t, s, 1000)
+	left := due(t, s, at(1000))
 	require.Len(t, left, 11)
-	assert.Equal(t, execstore.DueTimer{ExecutionID: "e3", Path: "a.b", FireAt: 60}, left[0])
+	assert.Equal(t, execstore.DueTimer{ExecutionID: "e3", Path: "a.b", FireAt: at(60)}, left[0])
 	require.NoError(t, s.DeleteTimers(bg, swept), "again: a no-op")
 	require.NoError(t, s.DeleteTimers(bg, nil))
-	err = s.DeleteTimers(bg, []execstore.DueTimer{{ExecutionID: "x", Path: "p", FireAt: math.NaN()}})
+	err = s.DeleteTimers(bg, []execstore.DueTimer{{ExecutionID: "x", Path: "p", FireAt: at(1)}, {ExecutionID: "x", Path: "p"}})
 	assert.ErrorIs(t, err, execstore.ErrInvalid)
+	var ie *execstore.InvalidError
+	require.ErrorAs(t, err, &ie)
+	assert.Equal(t, "timers[1].FireAt", ie.Field)
 }

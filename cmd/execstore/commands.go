@@ -19,6 +19,7 @@ type command struct {
 	summary    string // one line, for the list of commands
 	detail     string // what it prints and what it costs, for its own usage
 	collection string // the default of -collection; "" when it reads no collection
+	payloads   bool   // it prints opaque payloads: its usage says what they look like
 	// setup declares the command's own flags on fs and returns bind, which checks them and
 	// the command's arguments (a *usageError when they are wrong) and returns the command
 	// ready to run.
@@ -31,13 +32,14 @@ type runner func(ctx context.Context, db *mongo.Database, w io.Writer) error
 // commands are the subcommands, in the order the usage lists them.
 var commands = []command{
 	{
-		name: "show", args: "ID", collection: ops.ExecutionsCollection,
+		name: "show", args: "ID", collection: ops.ExecutionsCollection, payloads: true,
 		summary: "one execution: snapshot, outbox, timers, spawns, trace, dedupe set",
-		detail: `Prints the execution's id, definition, status, parent, version and snapshot (as JSON or
-text when it is, else base64 up to 1 KiB, else its size); its pending outbox entries
-(seq, version, target, the event's size and start), its timers (path, fire time, how
-far from now), its pending spawn intents, the last trace steps, and the size of its
-dedupe set. One find by _id.`,
+		detail: `Prints the execution's id, definition, status, parent, version and snapshot (as JSON when
+it is JSON or a BSON document, as text when it is text, else base64 up to 1 KiB, else its
+size); its pending outbox entries (seq, version, target, the event's size and start; the
+whole event with -json), its timers (path, fire time in RFC 3339, how far from now), its
+pending spawn intents, the last trace steps, and the size of its dedupe set. One find by
+_id.`,
 		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
 			trace := fs.Int("trace", 10, "print the last `N` trace steps")
 			dedupe := fs.Bool("dedupe", false, "list the dedupe set's event ids, not only their number")
@@ -78,7 +80,7 @@ create.`,
 		},
 	},
 	{
-		name: "outbox", collection: ops.ExecutionsCollection,
+		name: "outbox", collection: ops.ExecutionsCollection, payloads: true,
 		summary: "the oldest pending outbox entries across executions",
 		detail: `Prints the pending outbox entries, oldest seq first: seq, source execution, version,
 target, the event's size and start. An entry records no time, so there is no age to
@@ -100,9 +102,9 @@ execution with pending entries (one find).`,
 	{
 		name: "timers", collection: ops.ExecutionsCollection,
 		summary: "the earliest timers across executions: the due ones, then the next",
-		detail: `Prints the earliest timers across executions by fire time: the due ones (fire time at
-or before now, by the local clock) and then the next ones, with how far from now
-each is. One find in the order of the executions' timer hints; it stops once no later
+		detail: `Prints the earliest timers across executions by fire time (RFC 3339, UTC, to the
+nanosecond the stores read back): the due ones (fire time at or before now, by the
+local clock) and then the next ones, with how far from now each is. One find in the order of the executions' timer hints; it stops once no later
 execution can hold an earlier timer.`,
 		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
 			limit := fs.Int("limit", 100, "print at most `N` timers, the earliest")

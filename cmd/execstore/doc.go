@@ -25,6 +25,12 @@
 // -timeout D (default 10s), which bounds connecting and every read. "execstore -h" and
 // "execstore COMMAND -h" print the flags.
 //
+// With -json, absent fields (no parent, no target, a record's missing parts) are left out,
+// and every opaque payload (a snapshot, an outbox event, a response body) has one shape,
+// {"bytes": N, "kind": K, ...}: JSON is its value under "json", a BSON document a JSON object
+// under "json", other text a string under "text", anything else base64 under "base64" (left
+// out past 1 KiB). "execstore show -h" says so too. Fire times are RFC 3339 in UTC.
+//
 // For example:
 //
 //	$ execstore -uri mongodb://localhost:27017 show order-1 -trace 3

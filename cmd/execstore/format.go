@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -56,12 +57,6 @@ func formatTime(t time.Time) string {
 		return t.Format("2006-01-02T15:04:05.000Z07:00")
 	}
 	return t.Format(time.RFC3339)
-}
-
-// epochTime converts seconds since the Unix epoch (a timer's fire_at) to a time, to the
-// millisecond.
-func epochTime(sec float64) time.Time {
-	return time.UnixMilli(int64(math.Round(sec * 1000))).UTC()
 }
 
 // relative says how far t is from now: "in 16m40s", "3d4h ago", "now".
@@ -181,20 +176,32 @@ func table(w io.Writer, indent string, header []string, rows [][]string) error {
 const (
 	kindEmpty  = "empty"
 	kindJSON   = "json"
+	kindBSON   = "bson"
 	kindText   = "text"
 	kindBinary = "binary"
 )
 
-// payload is opaque bytes shown whole: a snapshot, a response body. JSON is shown as JSON,
-// other UTF-8 text as a string, anything else as base64 up to maxBase64 bytes, past which
-// only its size is shown.
+// payload is opaque bytes shown whole, in one shape wherever they are stored (a snapshot, an
+// outbox event, a response body): JSON as its value and a BSON document as a JSON object
+// (both under "json"), other UTF-8 text as a string ("text"), anything else as base64
+// ("base64") up to maxBase64 bytes, past which only its size is shown. Fields a kind does not
+// have are left out.
 type payload struct {
 	Bytes  int             `json:"bytes"`
-	Kind   string          `json:"kind"` // empty, json, text or binary
+	Kind   string          `json:"kind"` // empty, json, bson, text or binary
 	JSON   json.RawMessage `json:"json,omitempty"`
 	Text   *string         `json:"text,omitempty"`
 	Base64 string          `json:"base64,omitempty"`
 }
+
+// payloadHelp says, for the commands' help, what each kind of payload looks like in -json.
+const payloadHelp = `With -json, a snapshot, an outbox event and a response body have one shape:
+{"bytes": N, "kind": K, ...}. A JSON payload (kind "json") is its value under "json"; a BSON
+document (kind "bson") is a JSON object under "json" (extended JSON for values JSON cannot
+hold). Other payloads are not documents: UTF-8 text (kind "text") is a string under "text";
+anything else (kind "binary") is base64 under "base64", left out past 1024 bytes; no bytes
+is kind "empty". Fields that are absent (no parent, no target, a kind's other fields) are
+left out.`
 
 // maxBase64 is the largest binary payload shown (as base64); larger ones show their size.
 const maxBase64 = 1024
@@ -207,6 +214,8 @@ func describePayload(b []byte) payload {
 		var c bytes.Buffer
 		_ = json.Compact(&c, b) // valid: classify checked
 		p.JSON = c.Bytes()
+	case kindBSON:
+		p.JSON = bsonFields(b)
 	case kindText:
 		s := string(b)
 		p.Text = &s
@@ -225,6 +234,8 @@ func (p payload) text() string {
 		return "0 bytes"
 	case kindJSON:
 		return fmt.Sprintf("%s, JSON: %s", plural(p.Bytes, "byte", "bytes"), p.JSON)
+	case kindBSON:
+		return fmt.Sprintf("%s, BSON: %s", plural(p.Bytes, "byte", "bytes"), p.JSON)
 	case kindText:
 		return fmt.Sprintf("%s, text: %s", plural(p.Bytes, "byte", "bytes"), strconv.Quote(*p.Text))
 	}
@@ -234,12 +245,13 @@ func (p payload) text() string {
 	return fmt.Sprintf("%s, binary, base64: %s", plural(p.Bytes, "byte", "bytes"), p.Base64)
 }
 
-// preview is the start of opaque bytes: an outbox event.
+// preview is the start of opaque bytes, for a table row of text output (an outbox event);
+// -json shows the whole payload.
 type preview struct {
-	Bytes     int    `json:"bytes"`
-	Kind      string `json:"kind"` // empty, json, text or binary (previewed as base64)
-	Preview   string `json:"preview"`
-	Truncated bool   `json:"truncated"`
+	Bytes     int
+	Kind      string // a payload's kinds; binary is previewed as base64
+	Preview   string
+	Truncated bool
 }
 
 // previewRunes is how much of a payload a preview shows: runes of JSON or text, bytes of
@@ -255,6 +267,8 @@ func previewPayload(b []byte) preview {
 		var c bytes.Buffer
 		_ = json.Compact(&c, b)
 		s = c.String()
+	case kindBSON:
+		s = string(bsonFields(b))
 	case kindText:
 		s = string(b)
 	case kindBinary:
@@ -283,6 +297,8 @@ func (p preview) text() string {
 		return "0 bytes"
 	case kindJSON:
 		return fmt.Sprintf("%s, JSON: %s%s", size, p.Preview, more)
+	case kindBSON:
+		return fmt.Sprintf("%s, BSON: %s%s", size, p.Preview, more)
 	case kindText:
 		return fmt.Sprintf("%s, text: %s%s", size, strconv.Quote(p.Preview), more)
 	}
@@ -296,10 +312,20 @@ func classify(b []byte) string {
 		return kindEmpty
 	case json.Valid(b):
 		return kindJSON
+	case isBSONDocument(b):
+		return kindBSON
 	case utf8.Valid(b) && printableText(b):
 		return kindText
 	}
 	return kindBinary
+}
+
+// isBSONDocument reports whether b is one whole, valid BSON document.
+func isBSONDocument(b []byte) bool {
+	if len(b) < 5 || int(binary.LittleEndian.Uint32(b)) != len(b) {
+		return false
+	}
+	return bson.Raw(b).Validate() == nil
 }
 
 // printableText reports whether valid UTF-8 b holds only printable runes and whitespace.

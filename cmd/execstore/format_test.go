@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/ops"
 )
 
 // TestDurations checks how far from now a time is written: the largest unit and the next.
@@ -28,8 +30,8 @@ func TestDurations(t *testing.T) {
 	} {
 		require.Equal(t, want, fromNow(d), d)
 	}
-	require.Equal(t, "2030-03-17T17:46:40Z", formatTime(epochTime(1_900_000_000)))
-	require.Equal(t, "2030-03-17T17:46:40.250Z", formatTime(epochTime(1_900_000_000.25)))
+	require.Equal(t, "2030-03-17T17:46:40Z", formatTime(time.Unix(1_900_000_000, 0)))
+	require.Equal(t, "2030-03-17T17:46:40.250Z", formatTime(time.Unix(1_900_000_000, 250_000_000)))
 }
 
 // TestPayloads checks how opaque bytes are shown: JSON as JSON, text as a quoted string,
@@ -55,6 +57,41 @@ func TestPayloads(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, emit(&out, output{JSON: true}, &listReport{Items: []summary{{ID: "<a&b>"}}}))
 	require.Contains(t, out.String(), `"id": "<a&b>"`, "no HTML escaping")
+}
+
+// TestPayloadShapes checks that a payload has one JSON shape wherever it is stored: a BSON
+// document is a JSON object under "json" as the snapshot and as an outbox event alike, and
+// each kind carries only its own field.
+func TestPayloadShapes(t *testing.T) {
+	doc, err := bson.Marshal(bson.D{{Key: "state", Value: "paid"}, {Key: "total", Value: int32(42)}})
+	require.NoError(t, err)
+	shapes := map[string]struct {
+		b    []byte
+		want string
+	}{
+		"bson":   {doc, `{"bytes": 32, "kind": "bson", "json": {"state": "paid", "total": 42}}`},
+		"json":   {[]byte(`{"a": 1}`), `{"bytes": 8, "kind": "json", "json": {"a": 1}}`},
+		"text":   {[]byte("hi"), `{"bytes": 2, "kind": "text", "text": "hi"}`},
+		"binary": {[]byte{0xff, 0}, `{"bytes": 2, "kind": "binary", "base64": "/wA="}`},
+		"big":    {make([]byte, 2048), `{"bytes": 2048, "kind": "binary"}`},
+		"empty":  {nil, `{"bytes": 0, "kind": "empty"}`},
+	}
+	for name, c := range shapes {
+		snapshot, err := json.Marshal(describePayload(c.b))
+		require.NoError(t, err)
+		require.JSONEq(t, c.want, string(snapshot), name)
+		entries, err := outboxOf(rawDoc(t, bson.D{{Key: ops.FieldOutbox, Value: bson.D{
+			{Key: "7", Value: bson.D{{Key: "seq", Value: int64(7)}, {Key: "v", Value: int64(1)}, {Key: "event", Value: bson.Binary{Data: c.b}}}},
+		}}}))
+		require.NoError(t, err)
+		require.Len(t, entries, 1)
+		event, err := json.Marshal(entries[0])
+		require.NoError(t, err)
+		require.JSONEq(t, `{"seq": 7, "version": 1, "event": `+c.want+`}`, string(event), name)
+	}
+	require.Equal(t, `32 bytes, BSON: {"state":"paid","total":42}`, describePayload(doc).text())
+	require.Equal(t, "bson", classify(doc))
+	require.Equal(t, "binary", classify(doc[:len(doc)-1]), "a truncated document is not one")
 }
 
 // TestPlain checks that text output quotes what could break a line or the terminal.

@@ -51,7 +51,7 @@ type idemReport struct {
 	Fingerprint        string `json:"fingerprint"`
 	FingerprintVersion int64  `json:"fingerprint_version"`
 	ClaimedAt          string `json:"claimed_at"`
-	CompletedAt        string `json:"completed_at"` // "" unless completed
+	CompletedAt        string `json:"completed_at,omitempty"` // absent unless completed
 	// Until is the end of the lease of a claimed record, of the retention of a completed
 	// one (UntilIs says which), by the server's clock.
 	Until      string `json:"until"`
@@ -62,8 +62,8 @@ type idemReport struct {
 	Lapsed bool   `json:"lapsed"`
 	Now    string `json:"now"`
 	Clock  string `json:"clock"` // "server" (hello's localTime), or "local" when it gave none
-	// Response is the stored response of a completed record; null otherwise.
-	Response *idemResponse `json:"response"`
+	// Response is the stored response of a completed record; absent otherwise.
+	Response *idemResponse `json:"response,omitempty"`
 	// Problems lists the fields missing or mistyped; package idem takes a record with any as
 	// absent (and the next claim takes it over).
 	Problems []string `json:"problems"`

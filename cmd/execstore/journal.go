@@ -55,18 +55,18 @@ type journalReport struct {
 	Digest     string             `json:"digest"`
 	Owner      string             `json:"owner"`
 	Revision   int64              `json:"revision"`
-	Checkpoint *journalCheckpoint `json:"checkpoint"` // null before the first
-	Prepared   *journalPrepared   `json:"prepared"`   // null when nothing is prepared
-	Attempts   int64              `json:"attempts"`   // attempts handed out
-	Latest     string             `json:"latest"`     // none, pending, or the latest attempt's outcome
-	NoReplay   bool               `json:"no_replay"`  // an attempt ended unknown: never handed out again
+	Checkpoint *journalCheckpoint `json:"checkpoint,omitempty"` // absent before the first
+	Prepared   *journalPrepared   `json:"prepared,omitempty"`   // absent when nothing is prepared
+	Attempts   int64              `json:"attempts"`             // attempts handed out
+	Latest     string             `json:"latest"`               // none, pending, or the latest attempt's outcome
+	NoReplay   bool               `json:"no_replay"`            // an attempt ended unknown: never handed out again
 	Receipts   []journalReceipt   `json:"receipts"`
 }
 
 // sealed is a ciphertext as the report shows it.
 type sealed struct {
 	Bytes int    `json:"bytes"`
-	KeyID string `json:"key_id"` // "" when it is not a KeyRing ciphertext
+	KeyID string `json:"key_id,omitempty"` // absent when it is not a KeyRing ciphertext
 }
 
 func sealedOf(ct []byte) sealed {

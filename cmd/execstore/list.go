@@ -29,17 +29,17 @@ type listOptions struct {
 // listReport is one page of executions.
 type listReport struct {
 	Items []summary `json:"items"`
-	// NextCursor resumes the listing (-after); "" on the last page. It is the cursor
+	// NextCursor resumes the listing (-after); absent on the last page. It is the cursor
 	// execstore.Store.List returns too.
-	NextCursor string `json:"next_cursor"`
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // summary is one execution in a listing.
 type summary struct {
 	ID         string `json:"id"`
-	Definition string `json:"definition"`
+	Definition string `json:"definition,omitempty"`
 	Status     string `json:"status"`
-	Parent     string `json:"parent"` // "" for a root
+	Parent     string `json:"parent,omitempty"` // absent for a root
 	Version    int64  `json:"version"`
 }
 

@@ -49,7 +49,7 @@ order-1  checkout    RUNNING  -       3
 
 1 execution; next page: -after AW9yZGVyLTE
 `, f.inspect(t, "list", "-limit", "1"))
-	require.JSONEq(t, `{"items": [{"id": "order-2", "definition": "checkout", "status": "DONE", "parent": "", "version": 1}],
+	require.JSONEq(t, `{"items": [{"id": "order-2", "definition": "checkout", "status": "DONE", "version": 1}],
 		"next_cursor": "AW9yZGVyLTI"}`, f.inspect(t, "list", "-json", "-limit", "1", "-after", "AW9yZGVyLTE"))
 	var seen []string
 	cursor := ""
@@ -84,7 +84,7 @@ func TestOutbox(t *testing.T) {
 `, f.inspect(t, "outbox", "-limit", "1"))
 	require.JSONEq(t, `{"pending": 3, "executions": 1, "entries": [
 		{"seq": 1, "source": "order-1", "version": 2, "target": "ship-1",
-		 "event": {"bytes": 28, "kind": "json", "preview": "{\"id\":\"evt-2\",\"type\":\"ship\"}", "truncated": false}}]}`,
+		 "event": {"bytes": 28, "kind": "json", "json": {"id": "evt-2", "type": "ship"}}}]}`,
 		f.inspect(t, "outbox", "-json", "-limit", "1"))
 
 	empty := populateNothing(t)

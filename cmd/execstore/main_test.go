@@ -29,10 +29,10 @@ func TestMain(m *testing.M) { os.Exit(testserver.Main(m, &srv)) }
 var testNow = time.Unix(1_899_999_000, 0).UTC()
 
 // The fire times the fixture schedules.
-const (
-	fireReminder = 1_900_000_000 // 2030-03-17T17:46:40Z, in 16m40s
-	fireDeadline = 1_900_003_600 // 2030-03-17T18:46:40Z, in 1h16m
-	fireDue      = 1_700_000_000 // 2023-11-14T22:13:20Z, long due
+var (
+	fireReminder = time.Date(2030, time.March, 17, 17, 46, 40, 0, time.UTC)    // in 16m40s
+	fireDeadline = time.Date(2030, time.March, 17, 18, 46, 40, 0, time.UTC)    // in 1h16m
+	fireDue      = time.Date(2023, time.November, 14, 22, 13, 20, 0, time.UTC) // long due
 )
 
 // The plaintexts the fixture seals in the journal: never to be printed.

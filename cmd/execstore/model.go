@@ -9,6 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/ops"
 )
 
@@ -38,8 +39,9 @@ type outboxEntry struct {
 	Seq     int64   `json:"seq"`
 	Source  string  `json:"source,omitempty"` // the emitting execution; listings across executions only
 	Version int64   `json:"version"`          // the version of the commit that emitted it
-	Target  string  `json:"target"`           // "" for none
-	Event   preview `json:"event"`
+	Target  string  `json:"target,omitempty"` // absent for none
+	Event   payload `json:"event"`
+	preview preview // the event's start, for text output
 }
 
 // outboxOf reads the outbox entries of an executions document, by seq.
@@ -50,7 +52,8 @@ func outboxOf(doc bson.Raw) ([]outboxEntry, error) {
 		if d.TargetID != nil {
 			target = *d.TargetID
 		}
-		out = append(out, outboxEntry{Seq: d.Seq, Version: d.Version, Target: target, Event: previewPayload(d.Event)})
+		out = append(out, outboxEntry{Seq: d.Seq, Version: d.Version, Target: target,
+			Event: describePayload(d.Event), preview: previewPayload(d.Event)})
 	})
 	slices.SortFunc(out, func(a, b outboxEntry) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, err
@@ -61,7 +64,7 @@ type spawnEntry struct {
 	Seq      int64           `json:"seq"`
 	Version  int64           `json:"version"`
 	Child    string          `json:"child"`
-	RootPath string          `json:"root_path"`
+	RootPath string          `json:"root_path,omitempty"`
 	Context  json.RawMessage `json:"context"`
 }
 
@@ -98,18 +101,23 @@ func entries[T any](doc bson.Raw, field string, each func(T)) error {
 
 // timer is one durable timer.
 type timer struct {
-	Execution  string  `json:"execution,omitempty"` // listings across executions only
-	Path       string  `json:"path"`
-	FireAt     string  `json:"fire_at"`      // RFC 3339, UTC
+	Execution string `json:"execution,omitempty"` // listings across executions only
+	Path      string `json:"path"`
+	// FireAt is RFC 3339 in UTC, to the nanosecond the store reads back (see
+	// execstore.TimerOp); absent when the stored value is no fire time (BadFireAt).
+	FireAt     string  `json:"fire_at,omitempty"`
 	FireAtUnix float64 `json:"fire_at_unix"` // as stored: seconds since the epoch
 	InSeconds  float64 `json:"in_seconds"`   // from now; negative when past
 	Due        bool    `json:"due"`          // fire_at <= now
 	// BadKey is set when the stored key is not one ops.EncodeKey makes; Path is then the
 	// key as stored.
 	BadKey bool `json:"bad_key,omitempty"`
+	// BadFireAt is set when the stored seconds are no time between years 1 and 9999.
+	BadFireAt bool `json:"bad_fire_at,omitempty"`
 }
 
-// timersOf reads the timers of an executions document, by fire time then path.
+// timersOf reads the timers of an executions document, by fire time then path. A timer is
+// due as the stores find it: when its fire time read back is at or before now.
 func timersOf(doc bson.Raw, now time.Time) ([]timer, error) {
 	sub, ok := doc.Lookup(ops.FieldTimers).DocumentOK()
 	if !ok {
@@ -129,9 +137,13 @@ func timersOf(doc bson.Raw, now time.Time) ([]timer, error) {
 		if !ok {
 			path = e.Key()
 		}
-		fire := epochTime(at)
-		out = append(out, timer{Path: path, FireAt: formatTime(fire), FireAtUnix: at,
-			InSeconds: seconds(fire.Sub(now)), Due: !fire.After(now), BadKey: !ok})
+		t := timer{Path: path, FireAtUnix: at, BadKey: !ok}
+		if fire, ok := contract.TimeFromStored(at); ok {
+			t.FireAt, t.InSeconds, t.Due = fire.Format(time.RFC3339Nano), seconds(fire.Sub(now)), !fire.After(now)
+		} else {
+			t.BadFireAt = true
+		}
+		out = append(out, t)
 	}
 	sortTimers(out)
 	return out, nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -58,17 +59,24 @@ func TestDedupeFields(t *testing.T) {
 }
 
 // TestTimerKeys checks that timer paths are decoded from their stored keys, and that a key
-// ops.EncodeKey cannot have made is shown as stored, flagged.
+// ops.EncodeKey cannot have made is shown as stored, flagged. Fire times are RFC 3339 in UTC,
+// to the nanosecond the stores read back; stored seconds no fire time stores as are flagged.
 func TestTimerKeys(t *testing.T) {
 	doc := rawDoc(t, bson.D{{Key: ops.FieldTimers, Value: bson.D{
 		{Key: ops.EncodeKey("Fork.A$1"), Value: 1_900_000_000.0},
 		{Key: "bad%zz", Value: int64(1_800_000_000)},
+		{Key: ops.EncodeKey("Sub.Ms"), Value: contract.StoredTime(time.Date(2030, time.March, 17, 17, 46, 40, 250_000, time.UTC))},
+		{Key: ops.EncodeKey("Nanos"), Value: contract.StoredTime(time.Date(2030, time.March, 17, 17, 46, 41, 123_456_789, time.UTC))},
+		{Key: "Huge", Value: 1e300},
 	}}})
 	ts, err := timersOf(doc, testNow)
 	require.NoError(t, err)
 	require.Equal(t, []timer{
 		{Path: "bad%zz", FireAt: "2027-01-15T08:00:00Z", FireAtUnix: 1_800_000_000, InSeconds: -99_999_000, Due: true, BadKey: true},
 		{Path: "Fork.A$1", FireAt: "2030-03-17T17:46:40Z", FireAtUnix: 1_900_000_000, InSeconds: 1000},
+		{Path: "Sub.Ms", FireAt: "2030-03-17T17:46:40.00025Z", FireAtUnix: 1_900_000_000.00025, InSeconds: 1000},
+		{Path: "Nanos", FireAt: "2030-03-17T17:46:41.123456717Z", FireAtUnix: 1_900_000_001.1234567, InSeconds: 1001.123},
+		{Path: "Huge", FireAtUnix: 1e300, BadFireAt: true},
 	}, ts)
 
 	_, err = timersOf(rawDoc(t, bson.D{{Key: ops.FieldTimers, Value: bson.D{{Key: "x", Value: "soon"}}}}), testNow)

@@ -82,7 +82,7 @@ func (r *outboxReport) writeText(w io.Writer) error {
 	rows := make([][]string, len(r.Entries))
 	for i, e := range r.Entries {
 		rows[i] = []string{strconv.FormatInt(e.Seq, 10), plain(e.Source), strconv.FormatInt(e.Version, 10),
-			orDash(e.Target), e.Event.text()}
+			orDash(e.Target), e.preview.text()}
 	}
 	return table(w, "  ", []string{"SEQ", "SOURCE", "VERSION", "TARGET", "EVENT"}, rows)
 }

@@ -18,10 +18,10 @@ type serverOptions struct {
 
 // serverReport is what the server is, as the stores identify it at Open.
 type serverReport struct {
-	Family          string `json:"family"`           // mongodb, ferretdb1, ferretdb2, documentdb, cosmosdb, unknown
-	Version         string `json:"version"`          // the MongoDB version it reports or emulates
-	MaxWireVersion  int    `json:"max_wire_version"` // from hello
-	FerretDBVersion string `json:"ferretdb_version"` // FerretDB only
+	Family          string `json:"family"`                     // mongodb, ferretdb1, ferretdb2, documentdb, cosmosdb, unknown
+	Version         string `json:"version"`                    // the MongoDB version it reports or emulates
+	MaxWireVersion  int    `json:"max_wire_version"`           // from hello
+	FerretDBVersion string `json:"ferretdb_version,omitempty"` // FerretDB only
 	// Profile is the formulations aio picks for it, by the probe it opens with (a find that
 	// matches no document). idem probes with an update that matches none, which this
 	// read-only command does not send: its store's Server() reports its own.

@@ -25,9 +25,9 @@ type showOptions struct {
 // showReport is one execution, as `show` prints it.
 type showReport struct {
 	ID         string  `json:"id"`
-	Definition string  `json:"definition"`
+	Definition string  `json:"definition,omitempty"`
 	Status     string  `json:"status"`
-	Parent     string  `json:"parent"` // "" for a root
+	Parent     string  `json:"parent,omitempty"` // absent for a root
 	Version    int64   `json:"version"`
 	TraceNext  int64   `json:"trace_next"`
 	Data       payload `json:"data"`
@@ -40,9 +40,9 @@ type showReport struct {
 	TraceKept int         `json:"trace_kept"`
 	Trace     []traceStep `json:"trace"`
 	// DedupeSize is the number of event ids in the dedupe set; Dedupe lists them only when
-	// asked (-dedupe), else it is null.
+	// asked (-dedupe), else it is absent.
 	DedupeSize int      `json:"dedupe_size"`
-	Dedupe     []string `json:"dedupe"`
+	Dedupe     []string `json:"dedupe,omitzero"`
 }
 
 // notFoundError is what the commands return for an id or key no document has.
@@ -146,7 +146,7 @@ func (r *showReport) writeText(w io.Writer) error {
 	if len(r.Outbox) > 0 {
 		rows := make([][]string, len(r.Outbox))
 		for i, e := range r.Outbox {
-			rows[i] = []string{strconv.FormatInt(e.Seq, 10), strconv.FormatInt(e.Version, 10), orDash(e.Target), e.Event.text()}
+			rows[i] = []string{strconv.FormatInt(e.Seq, 10), strconv.FormatInt(e.Version, 10), orDash(e.Target), e.preview.text()}
 		}
 		if err := table(w, "  ", []string{"SEQ", "VERSION", "TARGET", "EVENT"}, rows); err != nil {
 			return err
@@ -236,7 +236,11 @@ func timerTable(w io.Writer, ts []timer, withExecution bool) error {
 		if t.Due {
 			due = "due"
 		}
-		row := []string{path, t.FireAt, relativeSeconds(t.InSeconds), due}
+		fireAt, fromNow := t.FireAt, relativeSeconds(t.InSeconds)
+		if t.BadFireAt {
+			fireAt, fromNow = "(stored "+strconv.FormatFloat(t.FireAtUnix, 'g', -1, 64)+", not a time)", "-"
+		}
+		row := []string{path, fireAt, fromNow, due}
 		if withExecution {
 			row = append([]string{plain(t.Execution)}, row...)
 		}

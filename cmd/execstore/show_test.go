@@ -76,22 +76,24 @@ dedupe set: 0 event ids
 `, f.inspect(t, "show", "-dedupe", "order-2"))
 }
 
-// TestShowJSON checks `show -json`: every field, with stable names, and empty lists as [].
+// TestShowJSON checks `show -json`: every field, with stable names, empty lists as [], absent
+// fields (no parent, no target, no dedupe list unless asked) left out, and an outbox event in
+// the snapshot's shape, whole.
 func TestShowJSON(t *testing.T) {
 	f := populate(t)
 
 	require.JSONEq(t, `{
-  "id": "order-1", "definition": "checkout", "status": "RUNNING", "parent": "", "version": 3,
+  "id": "order-1", "definition": "checkout", "status": "RUNNING", "version": 3,
   "trace_next": 2,
   "data": {"bytes": 18, "kind": "json", "json": {"state": "packed"}},
   "now": "2030-03-17T17:30:00Z",
   "outbox": [
     {"seq": 1, "version": 2, "target": "ship-1",
-     "event": {"bytes": 28, "kind": "json", "preview": "{\"id\":\"evt-2\",\"type\":\"ship\"}", "truncated": false}},
-    {"seq": 2, "version": 2, "target": "",
-     "event": {"bytes": 64, "kind": "text", "preview": "a plain text notification that is rather longer ", "truncated": true}},
+     "event": {"bytes": 28, "kind": "json", "json": {"id": "evt-2", "type": "ship"}}},
+    {"seq": 2, "version": 2,
+     "event": {"bytes": 64, "kind": "text", "text": "a plain text notification that is rather longer than any preview"}},
     {"seq": 3, "version": 3, "target": "audit",
-     "event": {"bytes": 4, "kind": "binary", "preview": "AAH+/w==", "truncated": false}}
+     "event": {"bytes": 4, "kind": "binary", "base64": "AAH+/w=="}}
   ],
   "timers": [
     {"path": "Cart.Expiry", "fire_at": "2023-11-14T22:13:20Z", "fire_at_unix": 1700000000, "in_seconds": -199999000, "due": true},
@@ -114,8 +116,7 @@ func TestShowJSON(t *testing.T) {
   "spawns": [],
   "trace_kept": 0,
   "trace": [],
-  "dedupe_size": 0,
-  "dedupe": null
+  "dedupe_size": 0
 }`, f.inspect(t, "-json", "show", "ship-1"))
 }
 

@@ -46,6 +46,9 @@ func writeCommandUsage(w io.Writer, c *command) {
 		line += " " + c.args
 	}
 	fmt.Fprintf(w, "%s\n\n%s\n", line, c.detail)
+	if c.payloads {
+		fmt.Fprintf(w, "\n%s\n", payloadHelp)
+	}
 	own := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	c.setup(own)
 	if hasFlags(own) {

@@ -1,13 +1,15 @@
-// Package contract holds what every store of the module checks and orders in the same way:
-// the validation of a caller's input, refused with an *execstore.InvalidError (matching
-// execstore.ErrInvalid) before any I/O, and the order in which due timers are returned.
+// Package contract holds what every store of the module checks, orders and converts in the
+// same way: the validation of a caller's input, refused with an *execstore.InvalidError
+// (matching execstore.ErrInvalid) before any I/O, the order in which due timers are returned,
+// and the one conversion of fire times between time.Time and the stored float64 seconds
+// (StoredTime, TimeFromStored).
 package contract
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -55,14 +57,6 @@ func ValidatePath(field, path string) error {
 	return nil
 }
 
-// ValidateFireAt checks a timer fire time: a finite number.
-func ValidateFireAt(field string, t float64) error {
-	if math.IsNaN(t) || math.IsInf(t, 0) {
-		return Invalid(field, "must be a finite number, got %v", t)
-	}
-	return nil
-}
-
 // ValidateLimit checks a result limit: 0 (no limit, or the default) or positive.
 func ValidateLimit(field string, limit int) error {
 	if limit < 0 {
@@ -79,14 +73,14 @@ var DeleteTimerFields = TimerRefFields{ID: "id", Path: "path", FireAt: "fireAt"}
 
 // ValidateTimerRef checks a reference to one timer, as DeleteTimer takes it: the execution id,
 // the timer's path and the fire time it must still hold.
-func ValidateTimerRef(f TimerRefFields, id, path string, fireAt float64) error {
+func ValidateTimerRef(f TimerRefFields, id, path string, fireAt time.Time) error {
 	if err := ValidateID(f.ID, id); err != nil {
 		return err
 	}
 	if err := ValidatePath(f.Path, path); err != nil {
 		return err
 	}
-	return ValidateFireAt(f.FireAt, fireAt)
+	return ValidateFireTime(f.FireAt, fireAt)
 }
 
 // ValidateDueTimers checks the timers given to DeleteTimers, each as DeleteTimer checks its
@@ -143,6 +137,9 @@ func ValidateCommit(exe *execstore.Execution, c *execstore.Commit) error {
 	}
 	size := len(exe.Data)
 	for i, e := range c.Emits {
+		if len(e.Event) == 0 {
+			return Invalid(fmt.Sprintf("Commit.Emits[%d].Event", i), "must not be empty: an emit carries an event")
+		}
 		if e.TargetID != "" {
 			if err := ValidateID(fmt.Sprintf("Commit.Emits[%d].TargetID", i), e.TargetID); err != nil {
 				return err
@@ -162,7 +159,7 @@ func ValidateCommit(exe *execstore.Execution, c *execstore.Commit) error {
 		}
 		size += len(t.Path) + 16
 		if !t.Cancel {
-			if err := ValidateFireAt(fmt.Sprintf("Commit.Timers[%d].FireAt", i), t.FireAt); err != nil {
+			if err := ValidateFireTime(fmt.Sprintf("Commit.Timers[%d].FireAt", i), t.FireAt); err != nil {
 				return err
 			}
 		}
@@ -232,8 +229,8 @@ func ValidateListQuery(q *execstore.ListQuery) error {
 func SortDueTimers(timers []execstore.DueTimer) {
 	sort.Slice(timers, func(i, j int) bool {
 		a, b := timers[i], timers[j]
-		if a.FireAt != b.FireAt {
-			return a.FireAt < b.FireAt
+		if c := a.FireAt.Compare(b.FireAt); c != 0 {
+			return c < 0
 		}
 		if a.ExecutionID != b.ExecutionID {
 			return a.ExecutionID < b.ExecutionID

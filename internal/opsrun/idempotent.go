@@ -2,6 +2,7 @@ package opsrun
 
 import (
 	"context"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -33,7 +34,7 @@ func SpawnAckWrite(parentID string, seq int64) IdempotentWrite {
 }
 
 // DeleteTimerWrite is ops.DeleteTimerCommand as an IdempotentWrite.
-func DeleteTimerWrite(id, path string, fireAt float64) IdempotentWrite {
+func DeleteTimerWrite(id, path string, fireAt time.Time) IdempotentWrite {
 	filter, update := ops.DeleteTimerCommand(id, path, fireAt)
 	return IdempotentWrite{Op: "delete timer", ID: id, Filter: filter, Update: update}
 }

@@ -2,6 +2,7 @@ package opsrun
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -45,7 +46,7 @@ func TestCommitBatchStatementsInIDOrder(t *testing.T) {
 func TestIdempotentWritesInIDOrder(t *testing.T) {
 	writes := []IdempotentWrite{
 		OutboxAckWrite("b", 7),
-		DeleteTimerWrite("a", "T", 3),
+		DeleteTimerWrite("a", "T", time.Unix(3, 0)),
 		OutboxAckWrite("b", 2),
 		SpawnAckWrite("a", 1),
 		OutboxAckWrite("a", 9),
@@ -53,7 +54,7 @@ func TestIdempotentWritesInIDOrder(t *testing.T) {
 	want := []bson.D{
 		OutboxAckWrite("a", 9).Filter,
 		SpawnAckWrite("a", 1).Filter,
-		DeleteTimerWrite("a", "T", 3).Filter,
+		DeleteTimerWrite("a", "T", time.Unix(3, 0)).Filter,
 		OutboxAckWrite("b", 2).Filter,
 		OutboxAckWrite("b", 7).Filter,
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -43,7 +44,8 @@ func RepairHintCommand(id string, version int64, old float64, remaining map[stri
 // stops leading the sweep to it. On FerretDB hints are never repaired: its SQLite backend reads
 // every document for this find whatever the hints say, so a repair would buy nothing and cost
 // a write that scans the collection. Every fire time is checked here.
-func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstore.DueTimer, error) {
+func DueTimers(ctx context.Context, env Env, now time.Time, limit int) ([]execstore.DueTimer, error) {
+	nowStored := contract.StoredTime(now)
 	cur, err := env.Executions.Find(ctx, ops.DueFilter(now), options.Find().
 		SetProjection(bson.D{{Key: ops.FieldTimers, Value: 1}, {Key: ops.FieldTimerMin, Value: 1}, {Key: ops.FieldVersion, Value: 1}}).
 		SetSort(bson.D{{Key: ops.FieldTimerMin, Value: 1}}))
@@ -72,23 +74,27 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 		if limit > 0 && len(out) >= limit {
 			contract.SortDueTimers(out)
 			out = out[:limit]
-			if doc.TimerMin > out[limit-1].FireAt {
+			if doc.TimerMin > contract.StoredTime(out[limit-1].FireAt) {
 				break // every later document's timers fire after the limit found
 			}
 		}
 		due := 0
 		for key, at := range doc.Timers {
-			if at > now {
+			if at > nowStored {
 				continue
 			}
 			path, ok := ops.DecodeKey(key)
-			if !ok {
+			fireAt, inRange := contract.TimeFromStored(at)
+			if !ok || !inRange {
 				continue // not written by this store
 			}
-			out = append(out, execstore.DueTimer{ExecutionID: doc.ID, Path: path, FireAt: at})
+			if fireAt.After(now) {
+				continue // stored as now is, read back a little later: due at its FireAt
+			}
+			out = append(out, execstore.DueTimer{ExecutionID: doc.ID, Path: path, FireAt: fireAt})
 			due++
 		}
-		if due == 0 && worthRepair(doc.Timers, now) {
+		if due == 0 && worthRepair(doc.Timers, nowStored) {
 			repairs = append(repairs, stale{id: doc.ID, version: doc.Version, hint: doc.TimerMin, timers: doc.Timers})
 		}
 	}
@@ -118,7 +124,8 @@ func DueTimers(ctx context.Context, env Env, now float64, limit int) ([]execstor
 const repairHorizon = 60.0
 
 // worthRepair reports whether a document whose hint was due but which holds no due timer
-// should have its hint repaired: when no timer is left, or the next one is far off.
+// should have its hint repaired: when no timer is left, or the next one is far off. Fire
+// times are the stored seconds.
 func worthRepair(timers map[string]float64, now float64) bool {
 	for _, at := range timers {
 		if at <= now+repairHorizon {
@@ -129,7 +136,7 @@ func worthRepair(timers map[string]float64, now float64) bool {
 }
 
 // DeleteTimer runs ops.DeleteTimerCommand and reports whether a timer was removed. One update.
-func DeleteTimer(ctx context.Context, env Env, id, path string, fireAt float64) (bool, error) {
+func DeleteTimer(ctx context.Context, env Env, id, path string, fireAt time.Time) (bool, error) {
 	filter, update := ops.DeleteTimerCommand(id, path, fireAt)
 	res, err := env.Executions.UpdateOne(ctx, filter, update)
 	if err != nil {

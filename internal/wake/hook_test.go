@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,9 +48,9 @@ func TestMemstoreHook(t *testing.T) {
 		{"snapshot alone", execstore.Commit{}, false, false, false},
 		{"emit", execstore.Commit{Emits: []execstore.Emit{{TargetID: "y", Event: []byte("e")}}}, true, false, false},
 		{"spawn", execstore.Commit{Spawns: []execstore.Spawn{{ChildID: "c", RootPath: "F.A"}}}, true, false, false},
-		{"timer due late", execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("T", 5000)}}, false, false, true},
+		{"timer due late", execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("T", unixAt(5000))}}, false, false, true},
 		{"earliest of two timers", execstore.Commit{Timers: []execstore.TimerOp{
-			execstore.ScheduleTimer("T", 5000), execstore.ScheduleTimer("U", 50)}}, false, true, true},
+			execstore.ScheduleTimer("T", unixAt(5000)), execstore.ScheduleTimer("U", unixAt(50))}}, false, true, true},
 		{"cancel alone", execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("T")}}, false, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -76,3 +77,6 @@ func TestMemstoreHook(t *testing.T) {
 	assert.Nil(t, wake.Of(store), "Close unregisters")
 	require.NoError(t, other.Close(ctx))
 }
+
+// unixAt is a fire time given in seconds since the Unix epoch.
+func unixAt(seconds float64) time.Time { return time.Unix(0, int64(seconds*1e9)).UTC() }

@@ -60,8 +60,8 @@ type waiters struct {
 // of EmittedC. Call it after the commit is visible to readers.
 func (s *Signal) Emitted() { notify(&s.emitted, math.Inf(-1)) }
 
-// Scheduled reports that a commit armed a timer firing at fireAt (seconds since the Unix
-// epoch; for a commit arming several, the earliest): it wakes every waiter of ScheduledC,
+// Scheduled reports that a commit armed a timer firing at fireAt (as the store holds it:
+// contract.StoredTime, seconds since the Unix epoch; for a commit arming several, the earliest): it wakes every waiter of ScheduledC,
 // and of ScheduledBeforeC(t) when fireAt < t. Call it after the commit is visible to readers.
 func (s *Signal) Scheduled(fireAt float64) { notify(&s.scheduled, fireAt) }
 
