@@ -5,12 +5,12 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. Match them with errors.Is; inspect details with errors.As on the
+// Sentinel errors. Match them with errors.Is. Inspect details with errors.As on the
 // corresponding *…Error type.
 var (
-	// ErrConflict: the commit's version guard failed; nothing was written. See ConflictError.
+	// ErrConflict: the commit's version guard failed. Nothing was written. See ConflictError.
 	ErrConflict = errors.New("execstore: version conflict")
-	// ErrOutcomeUnknown: a write was sent but its result never came back; the server may or
+	// ErrOutcomeUnknown: a write was sent but its result never came back. The server may or
 	// may not have applied it. Reload before doing anything else. See OutcomeUnknownError.
 	ErrOutcomeUnknown = errors.New("execstore: outcome unknown")
 	// ErrClosed: the store is closed, or closing, and takes no new calls.
@@ -22,13 +22,13 @@ var (
 	// ErrNotFound: the operation needs an execution that does not exist.
 	ErrNotFound = errors.New("execstore: execution not found")
 	// ErrAlreadyProcessed: the commit carried a ProcessedEventID that is already in the
-	// execution's dedupe set; nothing was written. The event was handled before: ack it and
-	// move on. See AlreadyProcessedError.
+	// execution's dedupe set. Nothing was written. The event was handled before, so ack it
+	// and move on. See AlreadyProcessedError.
 	ErrAlreadyProcessed = errors.New("execstore: event already processed")
-	// ErrRolledBack: the server rolled the write back for a lock conflict — a deadlock, lock
-	// timeout, serialization failure or write conflict; nothing was written; it is safe to
-	// send again as is. The error unwraps to the driver's. Servers that lock rows
-	// (PostgreSQL-backed ones) report it under contention; MongoDB seldom does.
+	// ErrRolledBack: the server rolled the write back for a lock conflict (a deadlock, a
+	// lock timeout, a serialization failure or a write conflict). Nothing was written, and
+	// it is safe to send again as is. The error unwraps to the driver's. Servers that lock
+	// rows (PostgreSQL-backed ones) report it under contention. MongoDB seldom does.
 	ErrRolledBack = errors.New("execstore: write rolled back by the server for a lock conflict")
 )
 
@@ -55,15 +55,16 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // AlreadyProcessedError reports a commit refused because its ProcessedEventID is already in
-// the execution's dedupe set: the event was handled by an earlier commit, and nothing of this
-// one was written (the caller's exe is unchanged). It matches ErrAlreadyProcessed. A commit
+// the execution's dedupe set. The event was handled by an earlier commit. Nothing of this one
+// was written, and the caller's exe is unchanged. It matches ErrAlreadyProcessed. A commit
 // whose event is processed and whose version is stale reports this error rather than a
-// conflict: reloading would not make the event worth handling again.
+// conflict, since reloading would not make the event worth handling again.
 type AlreadyProcessedError struct {
 	ExecutionID string
 	EventID     string
 	// Version is the execution's stored version when the store found the event in its
-	// dedupe set: the version created by the commit that recorded the event, or a later one.
+	// dedupe set. It is the version created by the commit that recorded the event, or a
+	// later one.
 	Version int64
 }
 

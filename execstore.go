@@ -1,18 +1,18 @@
 // Package execstore defines the contract of a durable execution store for workflow and
-// statechart engines: the records it keeps (Execution, outbox entries, spawn intents, durable
-// timers, trace steps), the typed errors it returns, and the Store interface every
-// implementation meets.
+// statechart engines. It holds the records a store keeps (Execution, outbox entries, spawn
+// intents, durable timers, trace steps), the typed errors it returns, and the Store interface
+// every implementation meets.
 //
-// The contract, in one paragraph: every event an engine handles ends in one Commit, a single
-// atomic, version-checked write of the execution's snapshot together with its outgoing events
-// (the transactional outbox), its dedupe mark, its timer operations, its child spawns and an
-// optional trace step. Either all of it becomes visible or none of it does. A commit made
+// The contract, in one paragraph: every event an engine handles ends in one Commit. That is a
+// single atomic, version-checked write of the execution's snapshot together with its outgoing
+// events (the transactional outbox), its dedupe mark, its timer operations, its child spawns
+// and an optional trace step. Either all of it becomes visible or none of it does. A commit made
 // against a stale version fails with a *ConflictError and writes nothing. A commit whose
 // outcome the store cannot know (the connection dropped, the caller's context ended after the
 // write was sent) fails with an error matching ErrOutcomeUnknown, and the caller must reload
 // before doing anything else.
 //
-// The package holds no I/O. The asynchronous MongoDB implementation lives in package aio; the
+// The package holds no I/O. The asynchronous MongoDB implementation lives in package aio. The
 // MongoDB commands it issues are built in package ops.
 package execstore
 
@@ -21,9 +21,9 @@ import (
 	"time"
 )
 
-// Store is the contract of an execution store. Every method takes a context: a call whose
+// Store is the contract of an execution store. Every method takes a context. A call whose
 // context ends before the operation reaches the server returns the context's error and has no
-// effect; a write whose context ends after it was sent returns an error matching
+// effect. A write whose context ends after it was sent returns an error matching
 // ErrOutcomeUnknown that wraps the context's error.
 //
 // Bad input (an empty id, a nil execution, a negative limit, a zero fire time, …) is refused
@@ -34,11 +34,11 @@ type Store interface {
 
 	// LoadForEvent returns the execution and whether eventID is already in its dedupe set,
 	// in one round trip, without shipping the dedupe set to the client. An unknown id gives
-	// (nil, false, nil). A store that answers it from a cache of what it committed and read
-	// (package aio with Options.CacheSize) reports true for the events it knows are in the
-	// set and may report false for another (one processed by another process, or one it has
-	// forgotten); Commit's dedupe guard then refuses that event with ErrAlreadyProcessed, so
-	// either answer ends in the event being processed once.
+	// (nil, false, nil). A store may answer from a cache of what it committed and read
+	// (package aio with Options.CacheSize). It then reports true for the events it knows are
+	// in the set, and may report false for another (one processed by another process, or one
+	// it has forgotten). Commit's dedupe guard then refuses that event with
+	// ErrAlreadyProcessed. So either answer ends in the event being processed once.
 	LoadForEvent(ctx context.Context, id, eventID string) (*Execution, bool, error)
 
 	// IsProcessed reports whether eventID is in the execution's dedupe set. An unknown
@@ -46,14 +46,14 @@ type Store interface {
 	IsProcessed(ctx context.Context, id, eventID string) (bool, error)
 
 	// Commit atomically writes exe's snapshot at exe.Version+1 together with everything in c,
-	// guarded by exe.Version. On success exe.Version is incremented and the outbox seqs are
+	// guarded by exe.Version. On success exe.Version is incremented, and the outbox seqs are
 	// returned in emit order. On a stale version it returns a *ConflictError (matching
 	// ErrConflict), writes nothing and leaves exe.Version unchanged. A commit at version 0
-	// creates the execution; of two racing creators exactly one wins. A commit whose
+	// creates the execution. Of two racing creators exactly one wins. A commit whose
 	// c.ProcessedEventID is already in the dedupe set is refused with an
-	// *AlreadyProcessedError (matching ErrAlreadyProcessed), checked in the same atomic write
-	// as the version, so an event is processed at most once even by a caller that skipped
-	// LoadForEvent; nothing is written and exe is unchanged.
+	// *AlreadyProcessedError (matching ErrAlreadyProcessed). That check is in the same atomic
+	// write as the version's, so an event is processed at most once, even by a caller that
+	// skipped LoadForEvent. Nothing is written, and exe is unchanged.
 	Commit(ctx context.Context, exe *Execution, c Commit) ([]int64, error)
 
 	// Save is a Commit with nothing but the snapshot.
@@ -64,7 +64,7 @@ type Store interface {
 	List(ctx context.Context, q ListQuery) (Page, error)
 
 	// PendingOutbox returns up to limit undelivered outbox entries (limit 0: all of them),
-	// oldest seq first; entries of one source execution always come in commit order.
+	// oldest seq first. Entries of one source execution always come in commit order.
 	PendingOutbox(ctx context.Context, limit int) ([]OutboxEntry, error)
 
 	// AckOutbox removes exactly the outbox entry seq of execution sourceID. Acking twice,
@@ -74,7 +74,7 @@ type Store interface {
 	// PendingSpawns returns up to limit pending spawn intents (limit 0: all), oldest first.
 	PendingSpawns(ctx context.Context, limit int) ([]SpawnEntry, error)
 
-	// AckSpawn removes exactly the spawn intent seq of execution parentID; idempotent.
+	// AckSpawn removes exactly the spawn intent seq of execution parentID. It is idempotent.
 	AckSpawn(ctx context.Context, parentID string, seq int64) error
 
 	// DueTimers returns up to limit timers (limit 0: all) whose FireAt is at or before now,
@@ -88,18 +88,19 @@ type Store interface {
 	DeleteTimer(ctx context.Context, id, path string, fireAt time.Time) (bool, error)
 
 	// DeleteTimers is DeleteTimer for many timers at once (a sweep's result), in as few
-	// server commands as the server allows; it does not report which timers it removed.
+	// server commands as the server allows. It does not report which timers it removed.
 	DeleteTimers(ctx context.Context, timers []DueTimer) error
 
 	// AppendTrace records a trace step outside a commit. It stamps the step with the next
 	// index of the execution's trace and keeps only the last TraceMax steps. The execution
-	// must exist (ErrNotFound otherwise); its version is not changed.
+	// must exist (ErrNotFound otherwise). Its version is not changed.
 	AppendTrace(ctx context.Context, id string, step map[string]any) error
 
-	// ReadTrace returns the kept trace steps, oldest first; none for an unknown execution.
+	// ReadTrace returns the kept trace steps, oldest first. It returns none for an unknown
+	// execution.
 	ReadTrace(ctx context.Context, id string) ([]TraceStep, error)
 
-	// Close stops accepting calls (they get ErrClosed), lets queued and in-flight work finish
-	// within ctx, and releases every resource the store owns.
+	// Close stops accepting calls (they get ErrClosed). It lets queued and in-flight work
+	// finish within ctx, and releases every resource the store owns.
 	Close(ctx context.Context) error
 }

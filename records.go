@@ -5,7 +5,7 @@ import "time"
 // Status is the lifecycle state of an execution.
 type Status string
 
-// The statuses an execution can be in, in lifecycle order; a store refuses any other with
+// The statuses an execution can be in, in lifecycle order. A store refuses any other with
 // ErrInvalid.
 const (
 	Pending    Status = "PENDING"
@@ -29,8 +29,8 @@ type Execution struct {
 	// Data is the engine's snapshot, opaque to the store and returned byte for byte.
 	Data []byte
 	// TraceNext is the index the next trace step of this execution will get. The store sets
-	// it on Load and on every successful Commit; callers leave it alone (a wrong value costs
-	// one extra round trip, never a wrong index).
+	// it on Load and on every successful Commit. Callers leave it alone: a wrong value costs
+	// one extra round trip, never a wrong index.
 	TraceNext int64
 }
 
@@ -42,7 +42,7 @@ type Emit struct {
 
 // OutboxEntry is one undelivered event.
 type OutboxEntry struct {
-	Seq      int64  // unique across the store; see the README on ordering
+	Seq      int64  // unique across the store; PendingOutbox returns each source's entries in commit order
 	SourceID string // the execution whose commit emitted it (pass it to AckOutbox)
 	Version  int64  // the version that commit created
 	TargetID string // "" for none
@@ -67,15 +67,15 @@ type SpawnEntry struct {
 }
 
 // TimerOp schedules or cancels the durable timer of one path. Build it with ScheduleTimer
-// or CancelTimer. At most one timer exists per (execution, path): scheduling replaces.
+// or CancelTimer. At most one timer exists per (execution, path), so scheduling replaces.
 //
 // A fire time is kept as float64 seconds since the Unix epoch, so it comes back (in a
 // DueTimer) rounded to the nearest float64 step. A time of whole microseconds comes back
-// equal, from 1698 to 2242. Any other time comes back less than one step away: under 239 ns
-// from 2004 to 2038, under 477 ns until 2106, under 954 ns until 2242, under 31 µs in year
-// 9999. The time read back is the one the store holds: passed to DeleteTimer, it matches.
-// Fire times from 0001-01-01T00:00:01Z to 9999-12-31T23:59:59Z are accepted; the zero
-// time.Time and any other are refused with ErrInvalid.
+// equal, from 1698 to 2242. Any other time comes back less than one step away. That is
+// under 239 ns from 2004 to 2038, under 477 ns until 2106, under 954 ns until 2242, and under
+// 31 µs in year 9999. The time read back is the one the store holds. Passed to DeleteTimer,
+// it matches. Fire times from 0001-01-01T00:00:01Z to 9999-12-31T23:59:59Z are accepted. The
+// zero time.Time and any other are refused with ErrInvalid.
 type TimerOp struct {
 	Path   string
 	FireAt time.Time // ignored when Cancel is set
@@ -83,7 +83,7 @@ type TimerOp struct {
 }
 
 // ScheduleTimer returns the op that arms the timer at path to fire at fireAt. It drops
-// fireAt's monotonic clock reading: only the wall-clock instant is stored.
+// fireAt's monotonic clock reading. Only the wall-clock instant is stored.
 func ScheduleTimer(path string, fireAt time.Time) TimerOp {
 	return TimerOp{Path: path, FireAt: fireAt.Round(0)}
 }
@@ -110,16 +110,16 @@ type TraceStep struct {
 // writes the snapshot alone.
 type Commit struct {
 	Emits []Emit
-	// ProcessedEventID is added to the dedupe set; "" records nothing.
+	// ProcessedEventID is added to the dedupe set. "" records nothing.
 	ProcessedEventID string
-	// Timers are applied in order; of two ops on the same path the last one wins.
+	// Timers are applied in order. Of two ops on the same path, the last one wins.
 	Timers []TimerOp
 	Spawns []Spawn
-	// Trace is recorded as one trace step; nil records none.
+	// Trace is recorded as one trace step. nil records none.
 	Trace map[string]any
 }
 
-// Summary is what listing returns of an execution: never its snapshot.
+// Summary is what listing returns of an execution. It never holds the snapshot.
 type Summary struct {
 	ID           string
 	DefinitionID string
@@ -128,7 +128,7 @@ type Summary struct {
 	Version      int64
 }
 
-// ListQuery selects executions. Filters AND together; an empty filter matches everything.
+// ListQuery selects executions. Filters AND together. An empty filter matches everything.
 type ListQuery struct {
 	Statuses     []Status // any of these; empty for any status
 	DefinitionID string   // "" for any definition

@@ -52,11 +52,12 @@ func prepareCommit(exe *execstore.Execution, c *execstore.Commit) (*preparedComm
 	return pc, nil
 }
 
-// Commit atomically writes exe at exe.Version+1 with everything in c; see execstore.Store. On
-// success exe.Version is incremented and exe.TraceNext set to the execution's next trace index.
-// A c.ProcessedEventID already in the dedupe set gets an *execstore.AlreadyProcessedError, even
-// when exe.Version is also stale; a stale version otherwise gets an *execstore.ConflictError.
-// Either way nothing is written and exe is left as it was.
+// Commit atomically writes exe at exe.Version+1 with everything in c (see execstore.Store).
+// On success exe.Version is incremented, and exe.TraceNext is set to the execution's next
+// trace index. A c.ProcessedEventID already in the dedupe set gets an
+// *execstore.AlreadyProcessedError, even when exe.Version is also stale. A stale version
+// otherwise gets an *execstore.ConflictError. Either way nothing is written, and exe is left
+// as it was.
 func (s *Store) Commit(ctx context.Context, exe *execstore.Execution, c execstore.Commit) ([]int64, error) {
 	if err := contract.ValidateCommit(exe, &c); err != nil {
 		return nil, err

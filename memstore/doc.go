@@ -1,45 +1,45 @@
-// Package memstore is an execstore.Store kept in process memory, for the unit tests of the
-// people who write engines on top of execstore: a handler can be run thousands of times against
-// the same contract as the MongoDB store (package aio) without a server. It is not a stand-in
-// for MongoDB in this module's own tests, which run against a server.
+// Package memstore is an execstore.Store kept in process memory. It is for the unit tests of
+// the people who write engines on top of execstore. A handler can be run thousands of times
+// against the same contract as the MongoDB store (package aio), without a server. It is not a
+// stand-in for MongoDB in this module's own tests, which run against a server.
 //
 // What holds, as it does for the MongoDB store:
-//   - Commit is atomic and guarded by the caller's version: the snapshot at version+1, the
+//   - Commit is atomic and guarded by the caller's version. The snapshot at version+1, the
 //     outbox entries, the dedupe mark, the timer ops (the last op on a path wins), the spawn
-//     intents and the trace step become visible together or not at all. A stale version gets a
-//     *execstore.ConflictError (Found is execstore.NoVersion when there is no execution),
-//     nothing is written and the caller's Execution is left untouched. Of racing creators at
-//     version 0 exactly one wins.
+//     intents and the trace step become visible together or not at all. A stale version gets
+//     a *execstore.ConflictError (Found is execstore.NoVersion when there is no execution).
+//     Nothing is then written, and the caller's Execution is left untouched. Of racing
+//     creators at version 0 exactly one wins.
 //   - A commit whose ProcessedEventID is already in the dedupe set gets an
-//     *execstore.AlreadyProcessedError (Version the stored version), checked under the same
-//     lock as the version and before it: an event in the set is refused even when the version
-//     is stale too, and on the create path. Nothing is written and the caller's Execution is
-//     left untouched.
-//   - Outbox and spawn seqs come from one counter each, unique and increasing; PendingOutbox
-//     and PendingSpawns return the oldest seq first, so each source's entries come in commit
-//     order. Acks remove exactly that entry and are idempotent.
-//   - The dedupe set, with Options.DedupeWindow, keeps exactly the event ids the MongoDB store
-//     keeps with the same window; the trace keeps the last Options.TraceMax steps, stamped with
-//     a per-execution index that only grows.
-//   - Spawn contexts and trace steps come back as the MongoDB store returns them: they are
-//     encoded as BSON when written and decoded when read (nested documents as map[string]any,
-//     arrays as []any, integers as the int32 or int64 BSON holds).
+//     *execstore.AlreadyProcessedError, whose Version is the stored version. That is checked
+//     under the same lock as the version, and before it. So an event in the set is refused
+//     even when the version is stale too, and on the create path. Nothing is written, and
+//     the caller's Execution is left untouched.
+//   - Outbox and spawn seqs come from one counter each, unique and increasing.
+//     PendingOutbox and PendingSpawns return the oldest seq first, so each source's entries
+//     come in commit order. Acks remove exactly that entry and are idempotent.
+//   - The dedupe set, with Options.DedupeWindow, keeps exactly the event ids the MongoDB
+//     store keeps with the same window. The trace keeps the last Options.TraceMax steps,
+//     stamped with a per-execution index that only grows.
+//   - Spawn contexts and trace steps come back as the MongoDB store returns them. They are
+//     encoded as BSON when written and decoded when read: nested documents as
+//     map[string]any, arrays as []any, integers as the int32 or int64 BSON holds.
 //   - Every input the MongoDB store refuses with execstore.ErrInvalid is refused here with the
 //     same error, checked in the same order, before anything else.
-//   - A call whose context has ended returns the context's error and does nothing; after
+//   - A call whose context has ended returns the context's error and does nothing. After
 //     Close every call returns execstore.ErrClosed. Every method is safe for concurrent use.
-//   - The store never keeps or hands out a caller's slice or map: snapshots, events, contexts
+//   - The store never keeps or hands out a caller's slice or map. Snapshots, events, contexts
 //     and trace steps are copied on the way in and on the way out.
 //
 // What it does not do: it keeps nothing beyond the process (no persistence, no sharing between
-// processes), and an outcome is never unknown (no execstore.ErrOutcomeUnknown). A commit
-// whose write the MongoDB store would refuse as past the 16 MiB document limit is refused here
-// too (ErrInvalid, measured as the MongoDB store measures it); one that is small itself but
-// grows a stored document past the limit, which MongoDB refuses, is accepted here.
+// processes). An outcome is never unknown (no execstore.ErrOutcomeUnknown). A commit whose
+// write the MongoDB store would refuse as past the 16 MiB document limit is refused here too,
+// with ErrInvalid, measured as the MongoDB store measures it. A commit that is small itself
+// but grows a stored document past the limit is accepted here, though MongoDB refuses it.
 //
 // Costs: every call takes one store-wide lock (a read lock for reads) and does its work in
-// memory. Commit costs the copy of what it writes plus the BSON encoding of its spawn contexts
-// and trace step; DueTimers scans every timer of the store; PendingOutbox and PendingSpawns
-// cost what they return, an ack a binary search and the shift of the later entries; List
-// costs the executions it steps over.
+// memory. Commit costs the copy of what it writes, plus the BSON encoding of its spawn
+// contexts and trace step. DueTimers scans every timer of the store. PendingOutbox and
+// PendingSpawns cost what they return. An ack costs a binary search and the shift of the
+// later entries. List costs the executions it steps over.
 package memstore

@@ -9,8 +9,8 @@ import (
 	"github.com/execstore/execstore/internal/contract"
 )
 
-// List returns one page of summaries matching q, ordered by id; see execstore.Store. The cursor
-// is the MongoDB store's (contract.EncodeCursor): the id the page resumes after. It steps over
+// List returns one page of summaries matching q, ordered by id (see execstore.Store). The
+// cursor encodes the id the page resumes after, as the MongoDB store's does. List steps over
 // the store's executions from the cursor on until the page is full.
 func (s *Store) List(ctx context.Context, q execstore.ListQuery) (execstore.Page, error) {
 	if err := contract.ValidateListQuery(&q); err != nil {

@@ -21,7 +21,7 @@ func (s *Store) Load(ctx context.Context, id string) (*execstore.Execution, erro
 }
 
 // LoadForEvent returns a copy of the execution and whether eventID is in its dedupe set, both
-// read at the same version; (nil, false, nil) for an unknown id.
+// read at the same version. An unknown id gives (nil, false, nil).
 func (s *Store) LoadForEvent(ctx context.Context, id, eventID string) (*execstore.Execution, bool, error) {
 	if err := contract.ValidateID("id", id); err != nil {
 		return nil, false, err
@@ -40,7 +40,7 @@ func (s *Store) LoadForEvent(ctx context.Context, id, eventID string) (*execstor
 	return r.execution(), r.dedupe.holds(eventID), nil
 }
 
-// IsProcessed reports whether eventID is in the execution's dedupe set; an unknown execution
+// IsProcessed reports whether eventID is in the execution's dedupe set. An unknown execution
 // has processed nothing.
 func (s *Store) IsProcessed(ctx context.Context, id, eventID string) (bool, error) {
 	if err := contract.ValidateID("id", id); err != nil {

@@ -81,8 +81,8 @@ func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]execstore.Outbo
 	return out, nil
 }
 
-// AckOutbox removes exactly outbox entry seq of sourceID; acking twice, or an unknown seq, is a
-// no-op.
+// AckOutbox removes exactly outbox entry seq of sourceID. Acking twice, or acking an unknown
+// seq, is a no-op.
 func (s *Store) AckOutbox(ctx context.Context, sourceID string, seq int64) error {
 	if err := contract.ValidateID("sourceID", sourceID); err != nil {
 		return err
@@ -96,7 +96,7 @@ func (s *Store) AckOutbox(ctx context.Context, sourceID string, seq int64) error
 }
 
 // PendingSpawns returns up to limit pending spawn intents (0: all), oldest seq first. Each
-// context is decoded afresh: the caller may keep and change it.
+// context is decoded afresh, so the caller may keep and change it.
 func (s *Store) PendingSpawns(ctx context.Context, limit int) ([]execstore.SpawnEntry, error) {
 	if err := contract.ValidateLimit("limit", limit); err != nil {
 		return nil, err
@@ -118,7 +118,7 @@ func (s *Store) PendingSpawns(ctx context.Context, limit int) ([]execstore.Spawn
 	return out, nil
 }
 
-// AckSpawn removes exactly spawn intent seq of parentID; idempotent.
+// AckSpawn removes exactly spawn intent seq of parentID. It is idempotent.
 func (s *Store) AckSpawn(ctx context.Context, parentID string, seq int64) error {
 	if err := contract.ValidateID("parentID", parentID); err != nil {
 		return err

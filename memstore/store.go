@@ -11,19 +11,19 @@ import (
 	"github.com/execstore/execstore/internal/wake"
 )
 
-// Options configures a Store. The zero value is ready to use; every field documents its default.
+// Options configures a Store. The zero value is ready to use. Every field documents its default.
 type Options struct {
-	// TraceMax is how many trace steps an execution keeps; the oldest are dropped by the write
-	// that appends. Default (0 or less) 200, as the MongoDB store's.
+	// TraceMax is how many trace steps an execution keeps. The oldest are dropped by the
+	// write that appends. Default (0 or less) 200, as the MongoDB store's.
 	TraceMax int
 	// DedupeWindow bounds each execution's dedupe set exactly as the MongoDB store's
-	// aio.Options.DedupeWindow does: when positive, the set keeps the event ids of at least the
-	// last DedupeWindow commits and of at most the last 2×DedupeWindow. Default (0 or less):
-	// every id is kept.
+	// aio.Options.DedupeWindow does. When positive, the set keeps the event ids of at least
+	// the last DedupeWindow commits and of at most the last 2×DedupeWindow. Default (0 or
+	// less): every id is kept.
 	DedupeWindow int
 }
 
-// Store is an execstore.Store in process memory; see the package doc. Create it with New.
+// Store is an execstore.Store in process memory (see the package doc). Create it with New.
 // Every method is safe for concurrent use.
 type Store struct {
 	traceMax     int
@@ -125,7 +125,7 @@ func (s *Store) insert(id string, r *record) {
 }
 
 // Close makes every later call return execstore.ErrClosed and drops what the store holds. It
-// waits for the calls in progress, which never block, so it needs nothing of ctx; it always
+// waits for the calls in progress, which never block, so it needs nothing of ctx. It always
 // returns nil, and closing again is a no-op.
 func (s *Store) Close(ctx context.Context) error {
 	wake.Unregister(s)

@@ -12,8 +12,8 @@ import (
 // keeps them (float64 seconds), so that both read back the same times; commits set and remove
 // them (see apply), sweeps read and delete them here.
 
-// DueTimers returns up to limit timers (0: all) whose fire time is <= now, earliest first, ties
-// by execution id and then path. It scans every timer of the store.
+// DueTimers returns up to limit timers (0: all) whose fire time is <= now, earliest first.
+// Ties go by execution id and then path. It scans every timer of the store.
 func (s *Store) DueTimers(ctx context.Context, now time.Time, limit int) ([]execstore.DueTimer, error) {
 	if err := contract.ValidateFireTime("now", now); err != nil {
 		return nil, err
@@ -54,7 +54,7 @@ func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt time.Ti
 }
 
 // DeleteTimers removes each of timers only if it still fires at its FireAt. Every timer is
-// checked first: one bad entry refuses them all, and none is removed. As with the MongoDB
+// checked first. One bad entry refuses them all, and none is removed. As with the MongoDB
 // store, an empty list returns nil before anything else.
 func (s *Store) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) error {
 	if err := contract.ValidateDueTimers(timers); err != nil {

@@ -29,8 +29,8 @@ func (s *Store) appendStep(r *record, step []byte) {
 	}
 }
 
-// AppendTrace records step outside a commit, with the execution's next trace index; the
-// execution must exist (execstore.ErrNotFound otherwise) and its version is left alone.
+// AppendTrace records step outside a commit, with the execution's next trace index. The
+// execution must exist (execstore.ErrNotFound otherwise). Its version is left alone.
 func (s *Store) AppendTrace(ctx context.Context, id string, step map[string]any) error {
 	if err := contract.ValidateID("id", id); err != nil {
 		return err
@@ -54,8 +54,8 @@ func (s *Store) AppendTrace(ctx context.Context, id string, step map[string]any)
 	return nil
 }
 
-// ReadTrace returns the kept trace steps, oldest first, each decoded afresh; none for an
-// unknown execution.
+// ReadTrace returns the kept trace steps, oldest first, each decoded afresh. It returns none
+// for an unknown execution.
 func (s *Store) ReadTrace(ctx context.Context, id string) ([]execstore.TraceStep, error) {
 	r, err := s.readRecord(ctx, id)
 	if err != nil {

@@ -10,14 +10,14 @@ import (
 var (
 	// ErrRunning: Run was called while another Run of the same relay or sweeper runs.
 	ErrRunning = errors.New("relay: already running")
-	// ErrLeavePending is for handlers: one that returns it (or an error wrapping it) leaves
-	// the entry or timer pending, not acked, without counting a handler error (Stats.Withheld
-	// counts it). It is handed out again after a back-off, as after an error, and later
+	// ErrLeavePending is for handlers. One that returns it (or an error wrapping it) leaves
+	// the entry or timer pending, not acked, without counting a handler error. Stats.Withheld
+	// counts it instead. The item is handed out again after a back-off, as after an error, and later
 	// items of the same execution wait for it. Tests use it to withhold acks on purpose.
 	ErrLeavePending = errors.New("relay: leave pending")
 	// ErrLeaseKeyInUse: Options.LeaseKey names a record of the lease store that is not a
 	// relay's lease (a completed idempotency key, or one claimed with another fingerprint).
-	// Run returns it: pick another key.
+	// Run returns it. Pick another key.
 	ErrLeaseKeyInUse = errors.New("relay: lease key is in use by something other than a relay")
 )
 
@@ -34,9 +34,9 @@ const (
 	OpRelease Op = "release" // releasing it
 )
 
-// Error is what Options.OnError is given, and what Run returns when it stops on a failure:
-// the operation, the item concerned and the cause, which it unwraps to (an execstore or idem
-// error, the handler's error, ErrLeaseKeyInUse).
+// Error is what Options.OnError is given, and what Run returns when it stops on a failure.
+// It holds the operation, the item concerned and the cause. It unwraps to the cause: an
+// execstore or idem error, the handler's error, or ErrLeaseKeyInUse.
 type Error struct {
 	Op   Op
 	Item string // the entry ("source/seq") or timer ("execution/path@fireAt"); "" for a scan or a lease

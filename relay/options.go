@@ -25,72 +25,72 @@ const (
 	sweeperLeaseKey = "execstore/relay/timers"
 )
 
-// Options configures a Relay or a Sweeper. The zero value is ready to use; every field
-// documents its default, and withDefaults is the one place they are worked out.
+// Options configures a Relay or a Sweeper. The zero value is ready to use. Every field
+// documents its default.
 type Options struct {
-	// PollInterval is how often the store is scanned when nothing wakes the relay: the
-	// latency of entries committed by other processes (commits through a store of this
-	// process wake it at once). A Sweeper also looks this far ahead for the next fire time.
-	// Default 1s.
+	// PollInterval is how often the store is scanned when nothing wakes the relay. It is the
+	// latency of entries committed by other processes. Commits through a store of this
+	// process wake the relay at once. A Sweeper also looks this far ahead for the next fire
+	// time. Default 1s.
 	PollInterval time.Duration
 	// ScanGap is the least time between the starts of two scans that wake-ups, fire times or
-	// retries ask for: under a stream of commits, each scan then gathers what the commits of
-	// one gap wrote rather than one scan per commit, fewer server commands for a delivery up
-	// to ScanGap later; a timer fires at most ScanGap late. A full scan is still followed by
-	// the next at once. Acks are gathered the same way: a batch of acks (of timer deletes) is
-	// sent no sooner than ScanGap after the last, unless Batch of them wait or the relay is
-	// stopping. Default 0: a scan at every wake-up (while at most Batch items are in flight),
-	// and a batch of acks as soon as the last one is done.
+	// retries ask for. Under a stream of commits, each scan then gathers what the commits of
+	// one gap wrote, rather than one scan per commit. That takes fewer server commands, for a
+	// delivery up to ScanGap later. A timer fires at most ScanGap late. A full scan is still
+	// followed by the next at once. Acks are gathered the same way. A batch of acks (of timer
+	// deletes) is sent no sooner than ScanGap after the last, unless Batch of them wait or the
+	// relay is stopping. Default 0: a scan at every wake-up (while at most Batch items are in
+	// flight), and a batch of acks as soon as the last one is done.
 	ScanGap time.Duration
-	// Lanes bounds the handler calls in flight. Items are routed to lanes by execution (an
-	// outbox entry by TargetID, or SourceID when it has none; a timer by ExecutionID); each
-	// lane delivers one item at a time. Default 64.
+	// Lanes bounds the handler calls in flight. Items are routed to lanes by execution: an
+	// outbox entry by TargetID, or SourceID when it has none, and a timer by ExecutionID.
+	// Each lane delivers one item at a time. Default 64.
 	Lanes int
-	// Batch paces the scans: a scan is sent once at most Batch items are in flight (queued
-	// in lanes, in handlers, or awaiting their ack), asks for those plus Batch more, and at
+	// Batch paces the scans. A scan is sent once at most Batch items are in flight (queued
+	// in lanes, in handlers, or awaiting their ack). It asks for those plus Batch more. At
 	// most 2×Batch items are in flight at once. Scanning thus overlaps delivery, and never
 	// piles it up. Default 256.
 	Batch int
 	// Lease, when set, makes the relay run only while it holds a lease in this idempotency
 	// store, so that one relay of many (one per process) delivers and the others stand by.
-	// Default nil: no lease; Run delivers at once.
+	// Default nil: no lease, and Run delivers at once.
 	Lease *idem.Store
-	// LeaseKey is the lease's key in Lease: one per database the relays serve, and another
-	// for sweepers. Default "execstore/relay/outbox" for a Relay, "execstore/relay/timers" for
+	// LeaseKey is the lease's key in Lease. Use one per database the relays serve, and
+	// another for sweepers. Default "execstore/relay/outbox" for a Relay, "execstore/relay/timers" for
 	// a Sweeper.
 	LeaseKey string
-	// LeaseDuration is the lease's length. The holder renews it every LeaseDuration/3 and
-	// stops handing items out when less than LeaseDuration/6 of it is left unrenewed; a
+	// LeaseDuration is the lease's length. The holder renews it every LeaseDuration/3. It
+	// stops handing items out when less than LeaseDuration/6 of it is left unrenewed. A
 	// standby claims every LeaseDuration/4, so it takes over at most LeaseDuration×5/4 after
-	// the holder's last renewal (plus the lease server's clock error). Default
-	// 10s.
+	// the holder's last renewal (plus the lease server's clock error). Default 10s.
 	LeaseDuration time.Duration
-	// RetryMin and RetryMax bound the exponential back-off after a failure: of a handler
-	// (per execution: its items wait, the others go on), of a scan, of an ack, of a claim.
-	// Defaults 100ms and 30s.
+	// RetryMin and RetryMax bound the exponential back-off after a failure of a handler, a
+	// scan, an ack or a claim. A handler's back-off is per execution: its items wait, and the
+	// others go on. Defaults 100ms and 30s.
 	RetryMin, RetryMax time.Duration
-	// StopTimeout bounds, once the relay stops handing items out (Close, the end of Run's
-	// context, a lost lease) and its handlers have returned, the acks of what they finished,
-	// and then the lease's release. Close's context bounds them too. Default
-	// 5s.
+	// StopTimeout bounds the acks of what the handlers finished, and then the lease's
+	// release. It applies once the relay stops handing items out (Close, the end of Run's
+	// context, a lost lease) and its handlers have returned. Close's context bounds them too.
+	// Default 5s.
 	StopTimeout time.Duration
-	// Clock is the Sweeper's clock: a timer is due when its fire time is at or before
+	// Clock is the Sweeper's clock. A timer is due when its fire time is at or before
 	// Clock(). A Relay does not use it. Default time.Now.
 	Clock func() time.Time
-	// Logger receives the events an operator must see: a lease taken over from a holder
-	// whose lease had lapsed (level info) and a lease lost while delivering (level warn),
-	// each with the lease key. Default nil: nothing is logged.
+	// Logger receives the events an operator must see. They are a lease taken over from a
+	// holder whose lease had lapsed (level info) and a lease lost while delivering (level
+	// warn), each with the lease key. Default nil: nothing is logged.
 	Logger *slog.Logger
 	// TracerProvider and MeterProvider receive a span per handler call
-	// ("execstore.relay.deliver", "execstore.sweeper.fire", with the item and its outcome)
-	// and the metrics execstore.relay.handle.duration, execstore.relay.lag (from the scan
-	// that found an item to its handler's start) and execstore.relay.in_flight. Default nil:
-	// the global ones as they are at New (install the SDK first); while none is installed, or
-	// given OpenTelemetry's no-op providers, nothing is instrumented.
+	// ("execstore.relay.deliver", "execstore.sweeper.fire", with the item and its outcome).
+	// They also receive the metrics execstore.relay.handle.duration, execstore.relay.lag
+	// (from the scan that found an item to its handler's start) and
+	// execstore.relay.in_flight. Default nil: the global ones as they are at New, so install
+	// the SDK first. While none is installed, or given OpenTelemetry's no-op providers,
+	// nothing is instrumented.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
-	// OnError, when set, is called with every failure, as an *Error: a scan, a handler, an
-	// ack, a lease operation. It is called from the relay's goroutines and must not block.
+	// OnError, when set, is called with every failure, as an *Error. A failure is of a scan,
+	// a handler, an ack or a lease operation. It is called from the relay's goroutines and must not block.
 	// Default nil: failures are only counted in Stats.
 	OnError func(error)
 }

@@ -11,22 +11,22 @@ import (
 	"github.com/execstore/execstore/internal/wake"
 )
 
-// Relay delivers a store's outbox: every pending entry is handed to the handler and acked
+// Relay delivers a store's outbox. Every pending entry is handed to the handler, and acked
 // once the handler returned nil. See the package doc for what always holds. Create it with
-// New; its methods are safe for concurrent use.
+// New. Its methods are safe for concurrent use.
 type Relay struct {
 	r *runner[execstore.OutboxEntry, entryKey]
 }
 
 // New returns a relay of store's outbox that hands entries to handler. It starts nothing:
 // call Run. A commit through a store of this process that registered its wake-up signal
-// (aio and memstore do) wakes the relay at once; other commits are found by polling.
+// (aio and memstore do) wakes the relay at once. Other commits are found by polling.
 //
-// handler is called with a context that is cancelled when the relay stops delivering (its
-// lease is lost, Run's context ends, or Close's context ends); its nil acks the entry, an
-// error leaves the entry pending and retried after a back-off, with the later entries of
-// the same execution held back until it succeeds; ErrLeavePending does so without counting
-// an error. New panics when store or handler is nil.
+// handler is called with a context that is cancelled when the relay stops delivering: its
+// lease is lost, Run's context ends, or Close's context ends. The handler's nil acks the
+// entry. An error leaves the entry pending, and it is retried after a back-off. The later
+// entries of the same execution are held back until it succeeds. ErrLeavePending does so
+// without counting an error. New panics when store or handler is nil.
 func New(store execstore.Store, handler func(ctx context.Context, e execstore.OutboxEntry) error, opts Options) *Relay {
 	if store == nil || handler == nil {
 		panic("relay: New needs a store and a handler")
@@ -35,19 +35,21 @@ func New(store execstore.Store, handler func(ctx context.Context, e execstore.Ou
 	return &Relay{r: newRunner[execstore.OutboxEntry, entryKey](outboxKind{store: store}, handler, opts, wake.Of(store), "relay", "deliver")}
 }
 
-// Run delivers until ctx ends or Close is called, and then returns nil once the handlers in
-// flight have returned and what they finished is acked; with Options.Lease it first waits
+// Run delivers until ctx ends or Close is called. It then returns nil once the handlers in
+// flight have returned and what they finished is acked. With Options.Lease it first waits
 // for the lease (a standby), and goes back to waiting when it loses it. It returns an error
-// only when it cannot go on: the store or the lease store is closed (an *Error matching
-// execstore.ErrClosed), the lease store refuses the key or the duration (execstore.ErrInvalid),
-// the lease key is not a relay's (ErrLeaseKeyInUse), Close was called before (execstore.ErrClosed), or
-// another Run of the relay is running (ErrRunning).
+// only when it cannot go on:
+//   - the store or the lease store is closed (an *Error matching execstore.ErrClosed);
+//   - the lease store refuses the key or the duration (execstore.ErrInvalid);
+//   - the lease key is not a relay's (ErrLeaseKeyInUse);
+//   - Close was called before (execstore.ErrClosed);
+//   - another Run of the relay is running (ErrRunning).
 func (r *Relay) Run(ctx context.Context) error { return r.r.run(ctx) }
 
-// Close stops the relay: Run hands out no more entries, waits for the handlers in flight
-// (their context is not cancelled), acks what they finished, releases the lease and
-// returns. Close waits for that within ctx; when ctx ends first it cancels the handlers'
-// context and the acks, and returns ctx's error (Run returns once the handlers have). Run
+// Close stops the relay. Run hands out no more entries and waits for the handlers in flight
+// (their context is not cancelled). It acks what they finished, releases the lease and
+// returns. Close waits for that within ctx. When ctx ends first, it cancels the handlers'
+// context and the acks, and returns ctx's error. Run returns once the handlers have. Run
 // called after Close returns execstore.ErrClosed. Closing again is a no-op.
 func (r *Relay) Close(ctx context.Context) error { return r.r.close(ctx) }
 

@@ -7,11 +7,11 @@ import "sync/atomic"
 type Stats struct {
 	Scans      int64 // scans of the store
 	ScanErrors int64
-	// Wakeups counts the wake-ups by commits of this process (package internal/wake); the
-	// other scans follow a poll, a full scan, a back-off or a fire time.
+	// Wakeups counts the wake-ups by commits through a store of this process. The other
+	// scans follow a poll, a full scan, a back-off or a fire time.
 	Wakeups int64
 	// Skipped counts items a scan returned that were in flight, or whose ack completed after
-	// the scan began: never handed out twice.
+	// the scan began. They are never handed out twice.
 	Skipped       int64
 	Delivered     int64 // handler calls
 	HandlerErrors int64

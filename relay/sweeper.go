@@ -10,20 +10,20 @@ import (
 	"github.com/execstore/execstore/internal/wake"
 )
 
-// Sweeper fires a store's due timers: every timer whose fire time has come is handed to the
-// handler and deleted (guarded by its fire time, so a re-schedule survives) once the handler
-// returned nil. It is a Relay for timers: the same lanes (by execution), lease, retries and
-// guarantees; see the package doc. Create it with NewSweeper; its methods are safe for
-// concurrent use.
+// Sweeper fires a store's due timers. Every timer whose fire time has come is handed to the
+// handler, and deleted once the handler returned nil. The delete is guarded by the fire
+// time, so a re-schedule survives. It is a Relay for timers, with the same lanes (by
+// execution), lease, retries and guarantees (see the package doc). Create it with
+// NewSweeper. Its methods are safe for concurrent use.
 type Sweeper struct {
 	r *runner[execstore.DueTimer, timerKey]
 }
 
 // NewSweeper returns a sweeper of store's timers that hands due timers to handler. It starts
-// nothing: call Run. Each scan also looks Options.PollInterval ahead, and the sweeper sleeps
-// until the earliest fire time it saw, the poll interval, or a wake-up by a commit of this
-// process that armed a timer firing before its next look. handler's context and results are
-// as New's. NewSweeper panics when store or handler is nil.
+// nothing: call Run. Each scan also looks Options.PollInterval ahead. The sweeper then sleeps
+// until the earliest fire time it saw, the poll interval, or a wake-up. A wake-up is by a
+// commit of this process that armed a timer firing before its next look. handler's context
+// and results are as New's. NewSweeper panics when store or handler is nil.
 func NewSweeper(store execstore.Store, handler func(ctx context.Context, t execstore.DueTimer) error, opts Options) *Sweeper {
 	if store == nil || handler == nil {
 		panic("relay: NewSweeper needs a store and a handler")
@@ -32,13 +32,13 @@ func NewSweeper(store execstore.Store, handler func(ctx context.Context, t execs
 	return &Sweeper{r: newRunner[execstore.DueTimer, timerKey](timerKind{store: store}, handler, opts, wake.Of(store), "sweeper", "fire")}
 }
 
-// Run fires due timers until ctx ends or Close is called; see Relay.Run.
+// Run fires due timers until ctx ends or Close is called. See Relay.Run.
 func (s *Sweeper) Run(ctx context.Context) error { return s.r.run(ctx) }
 
-// Close stops the sweeper; see Relay.Close.
+// Close stops the sweeper. See Relay.Close.
 func (s *Sweeper) Close(ctx context.Context) error { return s.r.close(ctx) }
 
-// Stats returns the sweeper's counters; Acked counts deleted timers.
+// Stats returns the sweeper's counters. Acked counts deleted timers.
 func (s *Sweeper) Stats() Stats { return s.r.stats.snapshot() }
 
 // timerKey is a due timer's identity: a timer re-scheduled to another time is another item.

@@ -16,25 +16,27 @@ import (
 	"github.com/execstore/execstore"
 )
 
-// RunShared checks what two stores over the same data keep, as two processes of an engine that
-// share executions have them: a stale snapshot ends in a conflict, never in a lost update; an
-// event processed through one store is refused through the other, so it is processed once;
-// creates race to one winner; outbox entries, spawn intents and timers committed through either
-// store are relayed, acked and deleted through either, each execution's entries in commit
-// order; trace indices keep increasing across both; handlers running through both at once
-// process each event exactly once.
+// RunShared checks what two stores over the same data keep, as two processes of an engine
+// that share executions have them. A stale snapshot ends in a conflict, never in a lost
+// update. An event processed through one store is refused through the other, so it is
+// processed once. Creates race to one winner. Outbox entries, spawn intents and timers
+// committed through either store are relayed, acked and deleted through either, each
+// execution's entries in commit order. Trace indices keep increasing across both. Handlers
+// running through both at once process each event exactly once.
 //
-// open must return two stores over the same new, empty data, each with the caches of its own it
-// would have in a process of its own (for a store without any, such as package memstore, the
-// same store twice is right), configured with their defaults, and release them with t.Cleanup.
+// open must return two stores over the same new, empty data, configured with their defaults,
+// and release them with t.Cleanup. Each must have the caches of its own it would have in a
+// process of its own. For a store without any, such as package memstore, the same store
+// twice is right.
 //
 // What a store may do: LoadForEvent may answer from what the store itself last committed or
-// read, so return a snapshot older than the other store's last commit (the commit made from it
-// must then fail with a *execstore.ConflictError, and the store's next LoadForEvent must return
-// the current snapshot) or call an event processed through the other store unprocessed (Commit's
-// dedupe guard must then refuse it with an *execstore.AlreadyProcessedError). What it must keep:
-// Load, IsProcessed, ReadTrace and the relay methods see every commit that returned before they
-// were called, through whichever store.
+// read. So it may return a snapshot older than the other store's last commit. The commit made
+// from it must then fail with a *execstore.ConflictError, and the store's next LoadForEvent
+// must return the current snapshot. It may also call an event processed through the other
+// store unprocessed. Commit's dedupe guard must then refuse it with an
+// *execstore.AlreadyProcessedError. What it must keep: Load, IsProcessed, ReadTrace and the
+// relay methods see every commit that returned before they were called, through whichever
+// store.
 func RunShared(t *testing.T, open func(t *testing.T) (first, second execstore.Store)) {
 	t.Helper()
 	for _, b := range sharedBehaviours {

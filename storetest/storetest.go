@@ -1,18 +1,19 @@
 // Package storetest checks that an execution store keeps the execstore contract, in the
-// manner of testing/fstest.TestFS: Run exercises every behaviour the contract promises —
-// version CAS with expected and found versions, atomic commits, the outbox and spawn relays,
-// dedupe, Commit's dedupe guard (a commit of an event already processed is refused with an
+// manner of testing/fstest.TestFS. Run exercises every behaviour the contract promises, as
+// named subtests against stores the caller makes. That covers version CAS with expected and
+// found versions, atomic commits, the outbox and spawn relays, dedupe, and Commit's dedupe
+// guard: a commit of an event already processed is refused with an
 // *execstore.AlreadyProcessedError, before a conflict, on the create path too, and writes
-// nothing), durable timers, the trace, listing with cursors, bad input, concurrency, context and
-// Close, and that a store never returns a snapshot older than its own last commit — as named
-// subtests against stores the caller makes. RunWindows checks the trace and dedupe windows a
-// store is configured with, the dedupe guard following the window. RunShared checks two stores
-// over the same data, as two processes sharing executions have them: a stale snapshot (a
-// cache's, say) ends in a conflict, never in a lost update, an event processed through one
-// store is refused through the other, and what either commits the other relays.
+// nothing. It also covers durable timers and their fire times' precision, the trace, listing
+// with cursors, bad input, concurrency, context and Close, and that a store never returns a
+// snapshot older than its own last commit. RunWindows checks the trace and dedupe windows a
+// store is configured with, and that the dedupe guard follows the window. RunShared checks
+// two stores over the same data, as two processes sharing executions have them. A stale
+// snapshot (a cache's, say) ends in a conflict, never in a lost update. An event processed
+// through one store is refused through the other. What either commits, the other relays.
 //
 // The MongoDB store (package aio, on a real server) and the in-memory store (package
-// memstore) both pass it; so must any other implementation of execstore.Store. Behaviours
+// memstore) both pass it. So must any other implementation of execstore.Store. Behaviours
 // only one implementation can show (how many server commands a commit costs, what a
 // connection reset does) are tested with that implementation.
 package storetest
@@ -27,7 +28,7 @@ import (
 // Run runs every behaviour of the execstore contract against stores made by open, each
 // behaviour as a subtest on a store of its own. open must return a new, empty store each time
 // it is called, configured with its defaults (a TraceMax of at least 10), and release it with
-// t.Cleanup; Run closes only the stores it uses to check Close itself.
+// t.Cleanup. Run closes only the stores it uses to check Close itself.
 func Run(t *testing.T, open func(t *testing.T) execstore.Store) {
 	t.Helper()
 	for _, b := range behaviours {
@@ -39,12 +40,12 @@ func Run(t *testing.T, open func(t *testing.T) execstore.Store) {
 type Windows struct {
 	// TraceMax is how many trace steps an execution keeps.
 	TraceMax int
-	// DedupeWindow is the dedupe window: the set keeps the event ids of at least the last
-	// DedupeWindow commits and of at most the last 2×DedupeWindow; 0 keeps every id.
+	// DedupeWindow is the dedupe window. The set keeps the event ids of at least the last
+	// DedupeWindow commits and of at most the last 2×DedupeWindow. 0 keeps every id.
 	DedupeWindow int
 }
 
-// RunWindows checks the trace window and the dedupe window: open must return a new, empty
+// RunWindows checks the trace window and the dedupe window. open must return a new, empty
 // store configured as w says, and release it with t.Cleanup.
 func RunWindows(t *testing.T, open func(t *testing.T, w Windows) execstore.Store) {
 	t.Helper()

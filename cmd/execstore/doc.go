@@ -1,8 +1,11 @@
 // Command execstore shows what an execstore database holds, to answer "what happened to
-// execution X?": an execution's snapshot, pending outbox entries, timers, spawn intents,
-// trace and dedupe set; executions a page at a time; the pending outbox and the timers
-// across executions; an idempotency record (package idem); a journal invocation's metadata
-// (package journal).
+// execution X?". It shows:
+//   - an execution's snapshot, pending outbox entries, timers, spawn intents, trace and
+//     dedupe set;
+//   - executions, a page at a time;
+//   - the pending outbox and the timers across executions;
+//   - an idempotency record (package idem);
+//   - a journal invocation's metadata (package journal).
 //
 // Usage:
 //
@@ -17,19 +20,24 @@
 //	execstore journal show ID  one invocation's metadata, never its sealed payloads
 //	execstore server           what the server is, as the stores identify it
 //
-// Every command takes, before or after its name: -uri URI (default $MONGODB_URI) or
-// -embedded DIR (the embedded server, package embedded, started on that data directory; do
-// not point it at a directory another process is serving); -db NAME (default "execstore");
-// -collection NAME where the store's collection is not its default (executions, idempotency,
-// journal); -json for one JSON document with stable field names instead of aligned text;
-// -timeout D (default 10s), which bounds connecting and every read. "execstore -h" and
-// "execstore COMMAND -h" print the flags.
+// Every command takes these flags, before or after its name:
+//   - -uri URI (default $MONGODB_URI), or -embedded DIR: the embedded server (package
+//     embedded), started on that data directory. Do not point it at a directory another
+//     process is serving.
+//   - -db NAME (default "execstore").
+//   - -collection NAME where the store's collection is not its default (executions,
+//     idempotency, journal).
+//   - -json for one JSON document with stable field names instead of aligned text.
+//   - -timeout D (default 10s), which bounds connecting and every read.
 //
-// With -json, absent fields (no parent, no target, a record's missing parts) are left out,
-// and every opaque payload (a snapshot, an outbox event, a response body) has one shape,
-// {"bytes": N, "kind": K, ...}: JSON is its value under "json", a BSON document a JSON object
-// under "json", other text a string under "text", anything else base64 under "base64" (left
-// out past 1 KiB). "execstore show -h" says so too. Fire times are RFC 3339 in UTC.
+// "execstore -h" and "execstore COMMAND -h" print the flags.
+//
+// With -json, absent fields (no parent, no target, a record's missing parts) are left out.
+// Every opaque payload (a snapshot, an outbox event, a response body) has one shape,
+// {"bytes": N, "kind": K, ...}. JSON is its value under "json", and a BSON document a JSON
+// object under "json". Other text is a string under "text". Anything else is base64 under
+// "base64", left out past 1 KiB. "execstore show -h" says so too. Fire times are RFC 3339 in
+// UTC.
 //
 // For example:
 //
@@ -40,15 +48,17 @@
 //	$ execstore -db shop idem get req-42 -body
 //	$ execstore -embedded ./data journal show pay-order-1
 //
-// It only reads: it sends no write command of any kind (no index creation either, so it
-// does not open the stores: it reads their documents with the driver through the public
-// document model, package ops, and the stored fields of idem and journal). An outbox entry
-// records no time, so the outbox shows seqs and versions, never an age. Timers are due by
-// the local clock, idempotency leases and retention by the server's (hello's localTime). A
-// journal's checkpoints, operations and receipts are never opened: they show as sizes and
+// It only reads: it sends no write command of any kind, not even an index creation. So it
+// does not open the stores. It reads their documents with the driver, through the document
+// model of package ops and the stored fields of idem and journal. An outbox entry records no
+// time, so the outbox shows seqs and versions, never an age. Timers are due by the local
+// clock. Idempotency leases and retention are due by the server's clock (hello's localTime).
+// A journal's checkpoints, operations and receipts are never opened. They show as sizes and
 // key ids. Neither a claim token nor a response's header values are ever printed.
 //
-// Exit status: 0 on success; 1 when the command fails (a bad URI, an unreachable server, an
-// unknown id or key; errors name the server's address, never the URI's credentials); 2 on
-// bad flags or arguments, with the usage.
+// Exit status:
+//   - 0 on success.
+//   - 1 when the command fails: a bad URI, an unreachable server, an unknown id or key.
+//     Errors name the server's address, never the URI's credentials.
+//   - 2 on bad flags or arguments, with the usage.
 package main
