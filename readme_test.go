@@ -125,3 +125,28 @@ func markdownLinks(text string) []string {
 	}
 	return targets
 }
+
+// The README's relay and sweeper sketch is made of the lines of relay's runnable example:
+// each line of its code (its comments aside) is a line of relay/example_lease_test.go.
+func TestReadmeRelaySketchIsFromTheExample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	example, err := os.ReadFile("relay/example_lease_test.go")
+	require.NoError(t, err)
+	text := string(readme)
+	start := strings.Index(text, "r := relay.New(")
+	require.NotEqual(t, -1, start, "README.md shows relay.New")
+	end := strings.Index(text[start:], "```")
+	require.NotEqual(t, -1, end)
+	lines := map[string]bool{}
+	for _, l := range strings.Split(string(example), "\n") {
+		lines[strings.TrimSpace(l)] = true
+	}
+	for _, l := range strings.Split(text[start:start+end], "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "//") {
+			continue
+		}
+		require.True(t, lines[l], "README.md's relay sketch has a line relay/example_lease_test.go does not: %q", l)
+	}
+}
