@@ -34,10 +34,10 @@ type Options struct {
 	server.Connection
 
 	// Lease is the lease Do and the middleware claim with. Do renews it every Lease/3.
-	// Default 30s.
+	// Default 30s. A lease under 1ms is refused.
 	Lease time.Duration
 	// Retention is how long Do and the middleware keep a completed response for replay.
-	// Default 24h.
+	// Default 24h. A retention under 1ms is refused.
 	Retention time.Duration
 	// Grace keeps a record past its lease or retention before it may be reaped, so that a
 	// lapsed claim is reclaimed as LeaseReclaimed rather than vanishing. Default 1m.

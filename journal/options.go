@@ -32,7 +32,7 @@ type Options struct {
 	// WriteTimeout bounds every write, from the moment its request is sent until the
 	// majority has it. The MongoDB Go driver v2 cannot send a write concern's wtimeout, so
 	// the bound is the operation's context deadline. A write past it has an unknown outcome
-	// and makes the Journal uncertain. Default 10s.
+	// and makes the Journal uncertain. Default 10s. A negative one is refused.
 	WriteTimeout time.Duration
 	// AcceptWeakDurability lets Open accept a deployment where a write acknowledged with
 	// w: "majority" and j: true may be on one node only. Such a deployment is a standalone

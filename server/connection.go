@@ -30,7 +30,8 @@ type Connection struct {
 	Database string
 	// Collection is the store's collection. For aio it holds the executions (default
 	// "executions"). The seq counters of aio stay in "counters", shared by every aio store of
-	// the database, so that their seqs stay unique. For idem it holds the records (default
+	// the database, so that their seqs stay unique: aio refuses "counters" as the executions'
+	// collection. For idem it holds the records (default
 	// "idempotency"). For the journal it holds the invocations (default "journal").
 	Collection string
 	// ClientOptions are applied to the client Open creates, after the URI. The store adds a
