@@ -20,9 +20,7 @@ import (
 // *execstore.InvalidError naming the field; a new field without a row fails the test.
 func TestOpenRefusesWhatItCannotHonour(t *testing.T) {
 	table := settingstest.Connection(func(o *aio.Options) *server.Connection { return &o.Connection })
-	bad := func(name, field string, set func(o *aio.Options)) settingstest.Bad[aio.Options] {
-		return settingstest.Bad[aio.Options]{Name: name, Field: field, Set: func(_ *testing.T, o *aio.Options) { set(o) }}
-	}
+	bad := settingstest.Value[aio.Options]
 	row := table["Connection.Collection"]
 	row.Bad = append(row.Bad, bad("counters", "Connection.Collection", func(o *aio.Options) { o.Collection = "counters" }))
 	table["Connection.Collection"] = row

@@ -19,9 +19,7 @@ import (
 // *execstore.InvalidError naming the field; a new field without a row fails the test.
 func TestOpenRefusesWhatItCannotHonour(t *testing.T) {
 	table := settingstest.Connection(func(o *Options) *server.Connection { return &o.Connection })
-	bad := func(name, field string, set func(o *Options)) settingstest.Bad[Options] {
-		return settingstest.Bad[Options]{Name: name, Field: field, Set: func(_ *testing.T, o *Options) { set(o) }}
-	}
+	bad := settingstest.Value[Options]
 	rows := func(bads ...settingstest.Bad[Options]) settingstest.Row[Options] {
 		return settingstest.Row[Options]{Bad: bads}
 	}

@@ -18,9 +18,7 @@ import (
 // an *execstore.InvalidError naming the field; a new field without a row fails the test.
 func TestOpenRefusesWhatItCannotHonour(t *testing.T) {
 	table := settingstest.Connection(func(o *Options) *server.Connection { return &o.Connection })
-	bad := func(name, field string, set func(o *Options)) settingstest.Bad[Options] {
-		return settingstest.Bad[Options]{Name: name, Field: field, Set: func(_ *testing.T, o *Options) { set(o) }}
-	}
+	bad := settingstest.Value[Options]
 	add := func(field string, b settingstest.Bad[Options]) {
 		row := table[field]
 		row.Bad = append(row.Bad, b)

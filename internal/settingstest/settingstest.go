@@ -40,6 +40,11 @@ type Bad[O any] struct {
 	Field string
 }
 
+// Value is the Bad that applies set, for a value that needs nothing of the test.
+func Value[O any](name, field string, set func(o *O)) Bad[O] {
+	return Bad[O]{Name: name, Field: field, Set: func(_ *testing.T, o *O) { set(o) }}
+}
+
 // Row is what the table says of one setting: the bad values to try, or, in None, why the
 // setting has none.
 type Row[O any] struct {
