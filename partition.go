@@ -1,0 +1,48 @@
+package execstore
+
+import (
+	"context"
+	"hash/fnv"
+	"time"
+)
+
+// DefaultPartitions is the number of partitions of a store whose database records none yet
+// and whose options ask for none.
+const DefaultPartitions = 64
+
+// MaxPartitions bounds the number of partitions a store may be divided into.
+const MaxPartitions = 4096
+
+// PartitionOf returns the partition of execution id among n partitions: the 64-bit FNV-1a
+// hash of the id's bytes, modulo n. It never changes, so a document keeps the partition it
+// was created in. It panics when n is not positive.
+func PartitionOf(id string, n int) int {
+	if n <= 0 {
+		panic("execstore: PartitionOf needs a positive number of partitions")
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(id))
+	return int(h.Sum64() % uint64(n))
+}
+
+// Partitioned is a Store whose executions are divided into a fixed number of partitions, so
+// that several relays can share the delivery: each scans only the partitions it holds. An
+// execution's partition is PartitionOf(id, Partitions()). A scan of some partitions returns
+// what the whole store's scan would, restricted to the executions of those partitions, in
+// the same order. An empty list of partitions returns nothing, with no I/O. A partition out
+// of [0, Partitions()) is refused with ErrInvalid.
+type Partitioned interface {
+	Store
+
+	// Partitions returns the number of partitions, fixed for the store's data.
+	Partitions() int
+
+	// PendingOutboxIn is PendingOutbox restricted to the sources in the given partitions.
+	PendingOutboxIn(ctx context.Context, partitions []int, limit int) ([]OutboxEntry, error)
+
+	// PendingSpawnsIn is PendingSpawns restricted to the parents in the given partitions.
+	PendingSpawnsIn(ctx context.Context, partitions []int, limit int) ([]SpawnEntry, error)
+
+	// DueTimersIn is DueTimers restricted to the executions in the given partitions.
+	DueTimersIn(ctx context.Context, partitions []int, now time.Time, limit int) ([]DueTimer, error)
+}
