@@ -25,6 +25,9 @@ type formulation interface {
 	// get returns the record by the server's clock: nil when absent, unreadable or
 	// completed past its retention.
 	get(ctx context.Context, key string) (*Record, error)
+	// list returns the records whose key starts with prefix, in key order, by the server's
+	// clock as get does.
+	list(ctx context.Context, prefix string, limit int) ([]Record, error)
 	// ensureIndexes prepares the collection at Open.
 	ensureIndexes(ctx context.Context) error
 }

@@ -16,16 +16,17 @@ const (
 	opRelease
 	opRenew
 	opGet
+	opList
 	opKinds
 )
 
-var opNames = [opKinds]string{"claim", "complete", "release", "renew", "get"}
+var opNames = [opKinds]string{"claim", "complete", "release", "renew", "get", "list"}
 
 // outcomes are the claims' outcomes, as Stats.Claims counts them.
 var outcomes = [...]Outcome{New, LeaseReclaimed, AlreadyClaimed, AlreadyCompleted}
 
 // Stats is a snapshot of a Store's counters: those every store keeps (server.Stats: queue,
-// operations by name — claim, complete, release, renew, get — unknown outcomes, shed calls,
+// operations by name — claim, complete, release, renew, get, list — unknown outcomes, shed calls,
 // server commands) and the store's own.
 type Stats struct {
 	server.Stats
