@@ -8,6 +8,10 @@
 // Scheduled after each commit that wrote something to relay; a relay or sweeper looks the
 // signal up by the store it was given (Of) and waits on EmittedC or ScheduledBeforeC.
 //
+// A relay may also be handed what each commit wrote, with no read at all: it subscribes a
+// Sink (Subscribe), and the store brackets every commit with Begin and InFlight.End. End
+// carries a Committed when the commit won.
+//
 // What always holds:
 //   - Broadcast: a notification closes the one channel every waiter of that kind holds, so
 //     every waiter wakes. A channel is closed at most once, by the first notification after it
@@ -24,6 +28,15 @@
 //   - Cost on the commit path: with nobody waiting, Emitted and Scheduled are one atomic load
 //     and allocate nothing; with waiters, a compare-and-swap and the close of one channel.
 //     Waiting costs one channel per round of wake-ups, shared by all waiters.
+//   - Hand-off order: Begin comes before the commit's write can reach the server. End comes
+//     once its outcome is known, and before the committer learns it, so a committer's next
+//     commit of the same execution begins after the previous one ended.
+//   - Every Begin gets exactly one End, on every sink that saw the Begin, even one that has
+//     unsubscribed since. End carries a Committed only for a commit that won and is visible
+//     to readers; a lost, refused or failed commit, and one whose outcome is unknown, ends
+//     with nil.
+//   - Cost of the hand-off: with no sink subscribed, Begin is one atomic load and returns
+//     nil, End on nil does nothing, and neither allocates.
 //   - Signals live as long as something holds them: a registered store, a relay. For returns
 //     the same signal for a key for as long as one is held, so every store and relay of a
 //     namespace meets on one; a signal no one holds is dropped, and For makes a new one.
@@ -44,6 +57,9 @@ import (
 type Signal struct {
 	emitted   atomic.Pointer[waiters]
 	scheduled atomic.Pointer[waiters]
+	// sinks are the subscribed sinks, never changed in place; nil when there are none.
+	sinks       atomic.Pointer[[]*subscription]
+	subscribing sync.Mutex // serialises the changes to sinks
 }
 
 // waiters is one round of waiters of one kind: the channel they share, closed by the
