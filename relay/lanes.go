@@ -39,9 +39,10 @@ func (l *lane[T]) pop() (queued[T], bool) {
 }
 
 // deliver is a lane's goroutine: it hands the lane's items to the handler one by one until
-// the queue is empty. An item is handed out only while the session delivers (not stopping,
-// its term not ended, its lease live); otherwise it is released, pending in the store. A
-// handler's nil queues the item for its ack; an error (or ErrLeavePending) fails it.
+// the queue is empty. An item is handed out only while the session delivers and the hold it
+// was taken under is current, not draining, and its lease live; otherwise it is released,
+// pending in the store. A handler's nil queues the item for its ack; an error (or
+// ErrLeavePending) fails it.
 func (s *session[T, K]) deliver(l *lane[T]) {
 	defer s.laneWG.Done()
 	k, stats := s.r.kind, &s.r.stats
@@ -55,14 +56,15 @@ func (s *session[T, K]) deliver(l *lane[T]) {
 			return
 		}
 		lk := k.lane(item)
-		if s.stopping || s.ctx.Err() != nil || !s.lease.live() {
+		h := s.ledger.holdOf(k.key(item))
+		if !s.handing(h) {
 			s.release(item)
 			continue
 		}
 		s.mu.Unlock()
 
 		stats.delivered.Add(1)
-		ctx, span := s.ctx, telemetry.Span{}
+		ctx, span := h.ctx, telemetry.Span{}
 		if s.r.tel != nil {
 			ctx, span = s.r.tel.Start(ctx, s.r.op, k.describe(item))
 			s.r.tel.Lag(time.Since(q.at))
@@ -84,8 +86,8 @@ func (s *session[T, K]) deliver(l *lane[T]) {
 		case errors.Is(err, ErrLeavePending):
 			stats.withheld.Add(1)
 			s.failed(l, lk, item)
-		case s.ctx.Err() != nil:
-			// The term ended under the handler (its context was cancelled): not the
+		case h.ctx.Err() != nil:
+			// The hold ended under the handler (its context was cancelled): not the
 			// execution's failure. The item goes back to the store, as every queued one.
 			s.release(item)
 		default:

@@ -12,154 +12,114 @@ import (
 	"github.com/execstore/execstore/idem"
 )
 
-// leaseFingerprint is the fingerprint every relay claims its lease with: all relays of a key
+// leaseFingerprint is the fingerprint every relay claims its leases with: all relays of a key
 // make the same request, and only the claim token tells holders apart.
 const leaseFingerprint = "execstore/relay/lease"
 
-// errLeaseLost ends a term whose lease was fenced (taken over after it lapsed) or could not be
-// renewed in time; the relay stands by again.
+// errLeaseLost ends the hold of a partition whose lease was fenced (taken over after it
+// lapsed) or could not be renewed in time.
 var errLeaseLost = errors.New("relay: lease lost")
 
-// leaser claims, keeps and releases the lease of a Relay or Sweeper in an idem store. The
-// lease says who may hand out items; it fences nothing in the execution store (see the
-// package doc).
+// leaser claims, renews and releases a relay's leases in an idem store: one per partition
+// it holds, and its membership. A lease says who may hand out items; it fences nothing in
+// the execution store (see the package doc).
 type leaser struct {
-	store            *idem.Store // nil: no lease, every term lasts until the run stops
-	key              string
-	dur              time.Duration
-	retryLo, retryHi time.Duration
-	stats            *counters
-	report           func(error)
-	log              *slog.Logger // nil: nothing logged
+	store  *idem.Store // nil: no lease, every partition is held for as long as the run lasts
+	dur    time.Duration
+	stats  *counters
+	report func(error)
+	log    *slog.Logger // nil: nothing logged
 }
 
-// held is one term's hold on the lease.
-type held struct {
-	l     *leaser
-	token string
-	// base is the monotonic origin of until: the lease is known to hold until base+until,
-	// the moment the last claim or renew that succeeded was sent, plus the lease's length
-	// (the server started it no earlier).
-	base  time.Time
-	until atomic.Int64
+// lease is one lease held: it is known to hold until base+until, base being the moment the
+// last claim or renew that succeeded was sent (the server started it no earlier).
+type lease struct {
+	key       string
+	token     string
+	dur       time.Duration
+	base      time.Time
+	until     atomic.Int64 // since base
+	claimedAt time.Time    // when the lease server started it, by its clock
+	takeOver  bool         // reclaimed from a holder whose lease had lapsed
 }
 
-// acquire claims the lease until it gets it. A standby (someone else holds a live lease)
-// claims again every dur/4; a failed claim is retried with back-off. It returns ctx's error
-// when ctx ends, and an *Error when no claim can succeed: the lease store is closed, the key
-// or the duration is refused (execstore.ErrInvalid), or the key is not a relay's
-// (ErrLeaseKeyInUse).
-func (l *leaser) acquire(ctx context.Context) (*held, error) {
-	if l.store == nil {
-		return &held{l: l}, nil
-	}
-	b := newBackoff(l.retryLo, max(l.retryLo, min(l.retryHi, l.dur/4)))
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		sent := time.Now()
-		c, err := l.store.Claim(ctx, l.key, leaseFingerprint, 1, l.dur)
-		pause := l.dur / 4
-		switch {
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case errors.Is(err, idem.ErrFingerprintMismatch):
-			return nil, &Error{Op: OpClaim, Item: l.key, Err: fmt.Errorf("%w: %w", ErrLeaseKeyInUse, err)}
-		case errors.Is(err, execstore.ErrClosed), errors.Is(err, execstore.ErrInvalid):
-			return nil, &Error{Op: OpClaim, Item: l.key, Err: err}
-		case err != nil:
-			l.report(&Error{Op: OpClaim, Item: l.key, Err: err})
-			pause = b.NextBackOff()
-		case c.Held():
-			l.stats.leases.Add(1)
-			if c.Outcome == idem.LeaseReclaimed {
-				l.stats.takeOvers.Add(1)
-				if l.log != nil {
-					l.log.Info("relay: lease taken over from a holder whose lease had lapsed", "key", l.key)
-				}
-			}
-			h := &held{l: l, token: c.Token, base: sent}
-			h.until.Store(int64(l.dur))
-			return h, nil
-		case c.Outcome == idem.AlreadyCompleted:
-			return nil, &Error{Op: OpClaim, Item: l.key, Err: ErrLeaseKeyInUse}
-		default: // AlreadyClaimed: stand by
-			b.Reset()
-		}
-		timer.Reset(pause)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-timer.C:
-		}
-	}
-}
-
-// live reports whether items may be handed out: the lease is known to hold for more than
-// dur/6 yet (always, with no lease).
-func (h *held) live() bool {
-	if h.l.store == nil {
+// live reports whether items may be handed out under the lease: it is known to hold for more
+// than dur/6 yet. A nil lease (no lease store) is always live.
+func (l *lease) live() bool {
+	if l == nil {
 		return true
 	}
-	return time.Since(h.base) < time.Duration(h.until.Load())-h.l.dur/6
+	return time.Since(l.base) < time.Duration(l.until.Load())-l.dur/6
 }
 
-// keep renews the lease every dur/3 (dur/12 after a failed renew) until ctx ends. When a
-// renew finds the lease fenced, or dur/6 of it is left unrenewed, it calls lost with
-// errLeaseLost, and with an *Error when the lease store is closed; then it returns.
-func (h *held) keep(ctx context.Context, lost func(cause error)) {
-	l := h.l
-	if l.store == nil {
-		return
-	}
-	renewAt := l.dur / 3 // since base
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		now := time.Since(h.base)
-		deadline := time.Duration(h.until.Load()) - l.dur/6
-		if now >= deadline {
-			lost(fmt.Errorf("%w: not renewed in time", errLeaseLost))
-			return
+// claim claims key once. It returns the lease when the claim got it, nil when another holder
+// has it, an *Error that ends the run when no claim can succeed (the lease store is closed,
+// the key or the duration is refused, or the key is not a relay's), and any other failure
+// for the caller to retry later.
+func (l *leaser) claim(ctx context.Context, key string) (*lease, error) {
+	sent := time.Now()
+	c, err := l.store.Claim(ctx, key, leaseFingerprint, 1, l.dur)
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, idem.ErrFingerprintMismatch):
+		return nil, &Error{Op: OpClaim, Item: key, Err: fmt.Errorf("%w: %w", ErrLeaseKeyInUse, err)}
+	case errors.Is(err, execstore.ErrClosed), errors.Is(err, execstore.ErrInvalid):
+		return nil, &Error{Op: OpClaim, Item: key, Err: err}
+	case err != nil:
+		return nil, err
+	case c.Held():
+		ls := &lease{key: key, token: c.Token, dur: l.dur, base: sent, takeOver: c.Outcome == idem.LeaseReclaimed}
+		if c.Record != nil {
+			ls.claimedAt = c.Record.ClaimedAt
 		}
-		if now < renewAt {
-			timer.Reset(min(renewAt, deadline) - now)
-			select {
-			case <-ctx.Done():
-				return
-			case <-timer.C:
-			}
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, deadline-now)
-		ok, err := l.store.Renew(rctx, l.key, h.token, l.dur)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err == nil && ok:
-			h.until.Store(int64(now + l.dur))
-			renewAt = now + l.dur/3
-		case err == nil:
-			lost(fmt.Errorf("%w: fenced", errLeaseLost))
-			return
-		case errors.Is(err, execstore.ErrClosed):
-			lost(&Error{Op: OpRenew, Item: l.key, Err: err})
-			return
-		default:
-			l.report(&Error{Op: OpRenew, Item: l.key, Err: err})
-			renewAt = time.Since(h.base) + l.dur/12
-		}
+		ls.until.Store(int64(l.dur))
+		return ls, nil
+	case c.Outcome == idem.AlreadyCompleted:
+		return nil, &Error{Op: OpClaim, Item: key, Err: ErrLeaseKeyInUse}
+	default: // AlreadyClaimed: someone else holds it
+		return nil, nil
 	}
 }
 
-// release gives the lease up, so that a standby takes over at once rather than when it
-// lapses. A failure is reported; the lease then lapses by itself.
-func (h *held) release(ctx context.Context) {
-	if h.l.store == nil {
+// renew renews ls once, bounded by what is left of it. It returns errLeaseLost when the
+// lease was fenced or ran out, an *Error when the lease store is closed, and any other
+// failure for the caller to retry while the lease is live.
+func (l *leaser) renew(ctx context.Context, ls *lease) error {
+	since := time.Since(ls.base)
+	left := time.Duration(ls.until.Load()) - l.dur/6 - since
+	if left <= 0 {
+		return fmt.Errorf("%w: not renewed in time", errLeaseLost)
+	}
+	rctx, cancel := context.WithTimeout(ctx, left)
+	ok, err := l.store.Renew(rctx, ls.key, ls.token, l.dur)
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err == nil && ok:
+		ls.until.Store(int64(since + l.dur))
+		return nil
+	case err == nil:
+		return fmt.Errorf("%w: fenced", errLeaseLost)
+	case errors.Is(err, execstore.ErrClosed):
+		return &Error{Op: OpRenew, Item: ls.key, Err: err}
+	default:
+		l.report(&Error{Op: OpRenew, Item: ls.key, Err: err})
+		if !ls.live() {
+			return fmt.Errorf("%w: not renewed in time", errLeaseLost)
+		}
+		return err
+	}
+}
+
+// release gives ls up, so that another relay takes it at once rather than when it lapses. A
+// failure is reported; the lease then lapses by itself.
+func (l *leaser) release(ctx context.Context, ls *lease) {
+	if ls == nil {
 		return
 	}
-	if _, err := h.l.store.Release(ctx, h.l.key, h.token); err != nil {
-		h.l.report(&Error{Op: OpRelease, Item: h.l.key, Err: err})
+	if _, err := l.store.Release(ctx, ls.key, ls.token); err != nil {
+		l.report(&Error{Op: OpRelease, Item: ls.key, Err: err})
 	}
 }

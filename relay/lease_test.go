@@ -214,8 +214,8 @@ func TestStalledHolderStopsDelivering(t *testing.T) {
 	dA.check()
 	dB.check()
 	// The operator sees both: A's lost lease, B's take-over, each with the key.
-	assert.Contains(t, logA.String(), `"level":"WARN","msg":"relay: lease lost while delivering: standing by","key":"execstore/relay/outbox"`)
-	assert.Contains(t, logB.String(), `"level":"INFO","msg":"relay: lease taken over from a holder whose lease had lapsed","key":"execstore/relay/outbox"`)
+	assert.Contains(t, logA.String(), `"level":"WARN","msg":"relay: lease lost while delivering: its partition is no longer delivered here","key":"execstore/relay/outbox","partition":0`)
+	assert.Contains(t, logB.String(), `"level":"INFO","msg":"relay: lease taken over from a holder whose lease had lapsed","key":"execstore/relay/outbox","partition":0`)
 }
 
 // A relay that stops cleanly releases its lease: the standby takes it over at once, as new,

@@ -1,7 +1,8 @@
 package relay
 
-// ledger is what a session knows of the items it handed out: the ones in flight (queued in a
-// lane, in a handler, or awaiting their ack) and the ones whose ack completed while a scan
+// ledger is what a session knows of the items it handed out: the ones in flight (waiting
+// for their fire time, queued in a lane, in a handler, or awaiting their ack), each with the
+// hold of the partition it was taken under, and the ones whose ack completed while a scan
 // was under way. It decides what of a scan's result may be handed out; see "What always
 // holds" in the package doc for why it suffices.
 //
@@ -12,12 +13,12 @@ package relay
 // once scan n is filtered no later scan needs an ack recorded at n or less: they are pruned.
 type ledger[K comparable] struct {
 	scans    uint64 // scans started
-	inFlight map[K]struct{}
+	inFlight map[K]*hold
 	acked    map[K]uint64 // item → scans started when its ack completion was recorded
 }
 
 func newLedger[K comparable]() ledger[K] {
-	return ledger[K]{inFlight: map[K]struct{}{}, acked: map[K]uint64{}}
+	return ledger[K]{inFlight: map[K]*hold{}, acked: map[K]uint64{}}
 }
 
 // startScan counts a scan about to be sent and returns its number.
@@ -36,17 +37,37 @@ func (l *ledger[K]) admissible(k K, n uint64) bool {
 	return !ok || a < n
 }
 
-// take records k as handed out.
-func (l *ledger[K]) take(k K) { l.inFlight[k] = struct{}{} }
+// holding reports whether k is in flight.
+func (l *ledger[K]) holding(k K) bool {
+	_, ok := l.inFlight[k]
+	return ok
+}
+
+// take records k as handed out under h.
+func (l *ledger[K]) take(k K, h *hold) {
+	l.inFlight[k] = h
+	h.inFlight++
+}
+
+// holdOf is the hold k was taken under, nil when k is not in flight.
+func (l *ledger[K]) holdOf(k K) *hold { return l.inFlight[k] }
 
 // release records k as no longer in flight and not acked: it is pending in the store, and
-// the next scan may hand it out again.
-func (l *ledger[K]) release(k K) { delete(l.inFlight, k) }
+// the next scan may hand it out again. It returns the hold k was taken under.
+func (l *ledger[K]) release(k K) *hold {
+	h := l.inFlight[k]
+	if h != nil {
+		h.inFlight--
+		delete(l.inFlight, k)
+	}
+	return h
+}
 
-// ack records that k's ack completed.
-func (l *ledger[K]) ack(k K) {
-	delete(l.inFlight, k)
+// ack records that k's ack completed, and returns the hold k was taken under.
+func (l *ledger[K]) ack(k K) *hold {
+	h := l.release(k)
 	l.acked[k] = l.scans
+	return h
 }
 
 // finishScan prunes what no scan after scan n needs: a scan numbered above n began after

@@ -51,7 +51,7 @@ func TestLedger(t *testing.T) {
 				case "scan":
 					n = l.startScan()
 				case "take":
-					l.take(s.item)
+					l.take(s.item, &hold{})
 				case "ack":
 					l.ack(s.item)
 				case "release":
@@ -71,7 +71,7 @@ func TestLedgerPrunes(t *testing.T) {
 	l := newLedger[int]()
 	n := l.startScan()
 	for i := range 100 {
-		l.take(i)
+		l.take(i, &hold{})
 	}
 	for i := range 100 {
 		l.ack(i)

@@ -89,6 +89,10 @@ type Options struct {
 	// nothing is instrumented.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
+	// OnPartition, when set, is called each time the relay takes a partition or gives one up
+	// (see PartitionEvent). It is called from the relay's goroutines and must not block.
+	// Default nil: nothing is called.
+	OnPartition func(PartitionEvent)
 	// OnError, when set, is called with every failure, as an *Error. A failure is of a scan,
 	// a handler, an ack or a lease operation. It is called from the relay's goroutines and must not block.
 	// Default nil: failures are only counted in Stats.
@@ -128,5 +132,24 @@ func (o Options) withDefaults(leaseKey string) Options {
 	if o.OnError == nil {
 		o.OnError = func(error) {}
 	}
+	if o.OnPartition == nil {
+		o.OnPartition = func(PartitionEvent) {}
+	}
 	return o
+}
+
+// PartitionEvent is a partition taken or given up by a relay or sweeper.
+type PartitionEvent struct {
+	// Partition is the partition's number. It is 0 when the store is not partitioned: one
+	// lease covers it all.
+	Partition int
+	// Held is true when the relay took the partition, false when it gave it up: handed over
+	// to a relay that joined, released as the relay stopped, or lost with its lease.
+	Held bool
+	// TakeOver reports a partition taken from a holder whose lease had lapsed.
+	TakeOver bool
+	// At is, for a partition taken, when the lease server started the lease, by its clock.
+	// For a partition given up, it is when the relay stopped handing its items out, by this
+	// process's clock. Without a lease it is the zero time when taken.
+	At time.Time
 }

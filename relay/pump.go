@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/execstore/execstore"
@@ -17,13 +18,20 @@ type kind[T any, K comparable] interface {
 	// lane is the execution the item belongs to: its items are delivered one at a time, in
 	// scan order, and held back together after a failure.
 	lane(item T) string
+	// source is the execution whose document holds the item: the item is in its partition.
+	source(item T) string
 	// describe names the item in an *Error.
 	describe(item T) string
-	// arm returns the channel sig closes when a commit of this process may have made
-	// something new to scan for, before now+ahead; nil when sig is nil.
-	arm(sig *wake.Signal, now time.Time, ahead time.Duration) <-chan struct{}
-	// scan reads up to limit items the store holds, oldest first, as of now.
-	scan(ctx context.Context, now time.Time, ahead time.Duration, limit int) (scanned[T], error)
+	// dueAt is when the item may be handed out: zero for at once.
+	dueAt(item T) time.Time
+	// scan reads up to limit items of the partitions (all of them when the store is not
+	// partitioned) that are due by now+ahead, oldest first.
+	scan(ctx context.Context, parts []int, now time.Time, ahead time.Duration, limit int) (scanned[T], error)
+	// handed returns the items c wrote that are due by horizon, in the order a scan returns
+	// them.
+	handed(c *wake.Committed, horizon time.Time) []T
+	// gone reports whether c removed item from the store (a timer cancelled or re-armed).
+	gone(c *wake.Committed, item T) bool
 	// settle acks items whose handler returned nil; errs[i] is items[i]'s failure (errs nil:
 	// none failed).
 	settle(ctx context.Context, items []T) (errs []error)
@@ -31,22 +39,25 @@ type kind[T any, K comparable] interface {
 
 // scanned is one scan's result.
 type scanned[T any] struct {
-	items []T // due now, in the store's order
-	// full reports that there may be more due now than the scan returned: scan again as soon
-	// as there is room.
+	items []T // in the store's order
+	// full reports that there may be more than the scan returned: scan again as soon as
+	// there is room.
 	full bool
-	// next is when the earliest item not yet due becomes due (the Sweeper's look ahead); zero
-	// for none known.
-	next time.Time
 }
 
-// dispatch is the session's wake loop, on the run's goroutine: it scans the store and routes
-// what the ledger admits to lanes, until stop is closed or the term ends. A scan is owed at
-// the start, after a wake-up by a commit of this process, after PollInterval, after a full
-// scan, when an execution's retry or a failed scan's back-off is due, and at the next fire
-// time a scan saw; it is sent once at most Batch items are in flight (so scans overlap
-// deliveries but never pile them up), while the lease is live, and, unless it follows a full
-// scan, no sooner than ScanGap after the last one.
+// lookAhead is how far ahead of now a scan reads: twice the poll interval, so that every
+// item due in the next poll interval was read by a scan before it is due, and waits in
+// memory for its fire time.
+func (s *session[T, K]) lookAhead() time.Duration { return 2 * s.r.opts.PollInterval }
+
+// dispatch is the session's wake loop, on the run's goroutine: it scans the partitions held
+// and routes what the ledger admits to lanes, until stop is closed or the session ends. A
+// scan is owed at the start, after a partition is taken, after a commit of this process that
+// could not be handed over, after PollInterval, after a full scan, and when an execution's
+// retry or a failed scan's back-off is due. It is sent once at most Batch items are in
+// flight (so scans overlap deliveries but never pile them up), while a partition is held,
+// and, unless it follows a full scan, no sooner than ScanGap after the last one. Items
+// waiting for their fire time are routed when it comes.
 func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 	o := &s.r.opts
 	poll := time.NewTimer(o.PollInterval)
@@ -55,32 +66,31 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 	defer alarm.Stop()
 	scanRetry := newBackoff(o.RetryMin, o.RetryMax)
 	var (
-		wakeC     <-chan struct{}
 		retryScan time.Time // when a failed scan is retried; zero for none
-		fireAt    time.Time // the next fire time the last scan saw, by Options.Clock
 		owed      = true
 		followUp  bool      // the scan owed follows a full one: no ScanGap
 		lastScan  time.Time // when the last scan was sent
 	)
 	for {
+		s.mu.Lock()
+		s.fireDue()
+		parts, holds := s.scannable()
+		s.mu.Unlock()
 		gapLeft := o.ScanGap - time.Since(lastScan)
 		if followUp {
 			gapLeft = 0
 		}
-		if owed && gapLeft <= 0 && s.room() && s.lease.live() {
+		if owed && gapLeft <= 0 && s.room() && len(parts) > 0 {
 			owed, followUp = false, false
 			now, started := o.Clock(), time.Now()
 			lastScan = started
-			wakeC = s.r.kind.arm(s.r.signal, now, o.PollInterval)
-			res, capped, err := s.scan(now)
-			// The next look is PollInterval after this one's now: a Sweeper is woken only
-			// for timers due before then.
+			res, capped, err := s.scan(parts, holds, now)
 			poll.Reset(max(0, o.PollInterval-time.Since(started)))
 			switch {
 			case err == nil:
 				scanRetry.Reset()
 				retryScan = time.Time{}
-				owed, fireAt = res.full || capped, res.next
+				owed = res.full || capped
 				followUp = owed
 			case errors.Is(err, execstore.ErrClosed):
 				s.end(&Error{Op: OpScan, Err: err})
@@ -89,30 +99,45 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 			}
 			continue // a full scan is followed by the next at once, if there is room
 		}
-		switch {
-		case owed && gapLeft > 0:
-			alarm.Reset(gapLeft) // the scan owed waits for the gap
-		case owed:
-			alarm.Stop() // a scan waits for room or a live lease, which an alarm cannot bring
-		default:
-			alarm.Reset(s.untilAlarm(retryScan, fireAt))
+		wait, scanAt := s.untilAlarm(retryScan)
+		if owed && gapLeft > 0 {
+			wait = min(wait, gapLeft) // the scan owed waits for the gap
 		}
+		// A scan owed may also wait for room or a partition, which no alarm brings; the fire
+		// times and retries still need theirs.
+		alarm.Reset(wait)
 		select {
 		case <-stop:
 			return
 		case <-s.ctx.Done():
 			return
-		case <-wakeC:
-			wakeC = nil
+		case <-s.rescan:
 			owed = true
-			s.r.stats.wakeups.Add(1)
 		case <-poll.C:
 			owed = true
 		case <-alarm.C:
-			owed = true
+			if !scanAt.IsZero() && !time.Now().Before(scanAt) {
+				owed = true
+			}
 		case <-s.progress:
+		case <-s.soonChanged:
 		}
 	}
+}
+
+// scannable returns the partitions a scan may read now, in order, with their holds. The
+// caller holds mu.
+func (s *session[T, K]) scannable() ([]int, map[int]*hold) {
+	parts := make([]int, 0, len(s.holds))
+	holds := make(map[int]*hold, len(s.holds))
+	for p, h := range s.holds {
+		if s.handing(h) {
+			parts = append(parts, p)
+			holds[p] = h
+		}
+	}
+	slices.Sort(parts)
+	return parts, holds
 }
 
 // room reports whether a scan may be sent: at most Batch items are in flight.
@@ -123,35 +148,38 @@ func (s *session[T, K]) room() bool {
 }
 
 // untilAlarm is how long until the earliest of a failed scan's retry, an execution's retry
-// and the next fire time (an hour when there is none: the poll comes first).
-func (s *session[T, K]) untilAlarm(retryScan, fireAt time.Time) time.Duration {
-	d := time.Hour
+// and the next fire time waiting (an hour when there is none: the poll comes first), and
+// when the earliest scan it asks for is due (zero for none).
+func (s *session[T, K]) untilAlarm(retryScan time.Time) (time.Duration, time.Time) {
 	now := time.Now()
-	if !retryScan.IsZero() {
-		d = min(d, retryScan.Sub(now))
-	}
+	scanAt := retryScan
 	s.mu.Lock()
 	at, ok := s.retries.next(now)
+	fireAt := s.nextFire()
 	s.mu.Unlock()
-	if ok {
-		d = min(d, at.Sub(now))
+	if ok && (scanAt.IsZero() || at.Before(scanAt)) {
+		scanAt = at
+	}
+	d := time.Hour
+	if !scanAt.IsZero() {
+		d = min(d, scanAt.Sub(now))
 	}
 	if !fireAt.IsZero() {
 		d = min(d, fireAt.Sub(s.r.opts.Clock()))
 	}
-	return max(d, 0)
+	return max(d, 0), scanAt
 }
 
-// scan sends one scan, as of now, and admits its result; capped reports that it left items
-// out to keep at most 2×Batch in flight. Its limit covers what is in flight and what the
-// last scan held back, which the store returns first, plus Batch new items.
-func (s *session[T, K]) scan(now time.Time) (res scanned[T], capped bool, err error) {
+// scan sends one scan of parts, as of now, and admits its result; capped reports that it
+// left items out to keep at most 2×Batch in flight. Its limit covers what is in flight and
+// what the last scan held back, which the store returns first, plus Batch new items.
+func (s *session[T, K]) scan(parts []int, holds map[int]*hold, now time.Time) (res scanned[T], capped bool, err error) {
 	s.mu.Lock()
 	n := s.ledger.startScan()
 	limit := s.ledger.held() + s.heldBack + s.r.opts.Batch
 	s.mu.Unlock()
 	s.r.stats.scans.Add(1)
-	res, err = s.r.kind.scan(s.ctx, now, s.r.opts.PollInterval, limit)
+	res, err = s.r.kind.scan(s.ctx, parts, now, s.lookAhead(), limit)
 	if err != nil {
 		s.mu.Lock()
 		s.ledger.finishScan(n)
@@ -162,19 +190,27 @@ func (s *session[T, K]) scan(now time.Time) (res scanned[T], capped bool, err er
 		}
 		return res, false, err
 	}
-	return res, s.admit(n, res.items), nil
+	return res, s.admit(n, holds, res.items), nil
 }
 
-// admit routes to lanes the items of scan n that the ledger admits and whose execution is
-// not held back for a retry, in order, until 2×Batch items are in flight; it reports whether
-// it stopped there.
-func (s *session[T, K]) admit(n uint64, items []T) (capped bool) {
+// admit takes the items of scan n that the ledger admits, whose partition is still held as
+// it was when the scan was sent, whose source has no commit of this process in flight, and
+// whose execution is not held back for a retry, in order, until 2×Batch items are in flight;
+// it reports whether it stopped there. Then it clears the sources it saw in full: their next
+// commits may be handed over.
+func (s *session[T, K]) admit(n uint64, holds map[int]*hold, items []T) (capped bool) {
 	now := time.Now()
 	k := s.r.kind
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	skipped, heldBack, taken := 0, 0, 0
+	skipped, heldBack := 0, 0
+	partial := map[string]bool{} // sources some of whose items this scan left in the store
 	for _, item := range items {
+		src := k.source(item)
+		h := holds[s.partOf(item)]
+		if h == nil || !s.handing(h) {
+			continue // the partition changed hands since the scan was sent
+		}
 		if s.ledger.held() >= 2*s.r.opts.Batch {
 			capped = true
 			break
@@ -184,18 +220,35 @@ func (s *session[T, K]) admit(n uint64, items []T) (capped bool) {
 			skipped++
 			continue
 		}
+		if s.committing[src] > 0 {
+			// A commit of this process to the source is in flight: what it wrote comes with
+			// its hand-over, or a scan after it.
+			partial[src] = true
+			continue
+		}
 		lk := k.lane(item)
 		if s.retries.holds(lk, now) {
 			heldBack++
+			partial[src] = true
+			h.soil(src, n)
 			continue
 		}
-		s.ledger.take(key)
-		taken++
-		s.route(lk, item)
+		s.take(h, item)
+	}
+	if !capped {
+		for _, h := range holds {
+			if s.holds[h.part] != h {
+				continue
+			}
+			for src, at := range h.dirty {
+				if at < n && !partial[src] {
+					delete(h.dirty, src)
+				}
+			}
+		}
 	}
 	s.heldBack = heldBack
 	s.ledger.finishScan(n)
 	s.r.stats.skipped.Add(int64(skipped))
-	s.r.stats.inFlight.Add(int64(taken))
 	return capped
 }

@@ -32,7 +32,7 @@ func New(store execstore.Store, handler func(ctx context.Context, e execstore.Ou
 		panic("relay: New needs a store and a handler")
 	}
 	opts = opts.withDefaults(relayLeaseKey)
-	return &Relay{r: newRunner[execstore.OutboxEntry, entryKey](outboxKind{store: store}, handler, opts, wake.Of(store), "relay", "deliver")}
+	return &Relay{r: newRunner[execstore.OutboxEntry, entryKey](outboxKind{store: store}, store, handler, opts, "relay", "deliver")}
 }
 
 // Run delivers until ctx ends or Close is called. It then returns nil once the handlers in
@@ -87,17 +87,24 @@ func (outboxKind) describe(e execstore.OutboxEntry) string {
 	return fmt.Sprintf("%s/%d", e.SourceID, e.Seq)
 }
 
-func (outboxKind) arm(sig *wake.Signal, _ time.Time, _ time.Duration) <-chan struct{} {
-	if sig == nil {
-		return nil
-	}
-	return sig.EmittedC()
-}
+func (outboxKind) source(e execstore.OutboxEntry) string { return e.SourceID }
 
-func (k outboxKind) scan(ctx context.Context, _ time.Time, _ time.Duration, limit int) (scanned[execstore.OutboxEntry], error) {
-	entries, err := k.store.PendingOutbox(ctx, limit)
+func (outboxKind) dueAt(execstore.OutboxEntry) time.Time { return time.Time{} }
+
+func (k outboxKind) scan(ctx context.Context, parts []int, _ time.Time, _ time.Duration, limit int) (scanned[execstore.OutboxEntry], error) {
+	var entries []execstore.OutboxEntry
+	var err error
+	if ps, ok := k.store.(execstore.Partitioned); ok {
+		entries, err = ps.PendingOutboxIn(ctx, parts, limit)
+	} else {
+		entries, err = k.store.PendingOutbox(ctx, limit)
+	}
 	return scanned[execstore.OutboxEntry]{items: entries, full: len(entries) >= limit}, err
 }
+
+func (outboxKind) handed(c *wake.Committed, _ time.Time) []execstore.OutboxEntry { return c.Outbox }
+
+func (outboxKind) gone(*wake.Committed, execstore.OutboxEntry) bool { return false }
 
 // settle acks the entries, up to ackFanOut at once.
 func (k outboxKind) settle(ctx context.Context, entries []execstore.OutboxEntry) []error {

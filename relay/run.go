@@ -2,8 +2,12 @@ package relay
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"hash/maphash"
+	"os"
 	"sync"
 
 	"github.com/execstore/execstore"
@@ -11,8 +15,8 @@ import (
 	"github.com/execstore/execstore/internal/wake"
 )
 
-// runner is the life cycle a Relay and a Sweeper share: Run's terms under the lease, Close,
-// Stats. Each term is a session.
+// runner is the life cycle a Relay and a Sweeper share: Run, Close, Stats. Each Run is a
+// session.
 type runner[T any, K comparable] struct {
 	kind    kind[T, K]
 	handler func(context.Context, T) error
@@ -23,6 +27,12 @@ type runner[T any, K comparable] struct {
 	seed    maphash.Seed         // routes lane keys to lanes
 	tel     *telemetry.Telemetry // nil: no-op providers
 	op      string               // the handler's operation, in spans: "deliver", "fire"
+	// parts is the number of partitions: the store's when it is an execstore.Partitioned,
+	// else 1.
+	parts int
+	// member names the relay among the relays of its lease key: the host, the process and a
+	// random part.
+	member string
 
 	mu      sync.Mutex
 	closed  bool
@@ -34,17 +44,39 @@ type runner[T any, K comparable] struct {
 	done        chan struct{}
 }
 
-func newRunner[T any, K comparable](k kind[T, K], handler func(context.Context, T) error, opts Options, sig *wake.Signal,
+func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler func(context.Context, T) error, opts Options,
 	component, op string) *runner[T, K] {
-	r := &runner[T, K]{kind: k, handler: handler, opts: opts, signal: sig, seed: maphash.MakeSeed(), op: op}
+	r := &runner[T, K]{kind: k, handler: handler, opts: opts, signal: wake.Of(store), seed: maphash.MakeSeed(), op: op, parts: 1}
+	if ps, ok := store.(execstore.Partitioned); ok {
+		r.parts = max(ps.Partitions(), 1)
+	}
+	r.member = memberName()
 	r.tel = telemetry.NewRelay(component, opts.TracerProvider, opts.MeterProvider, r.stats.inFlight.Load)
-	r.lease = leaser{store: opts.Lease, key: opts.LeaseKey, dur: opts.LeaseDuration,
-		retryLo: opts.RetryMin, retryHi: opts.RetryMax, stats: &r.stats, report: opts.OnError, log: opts.Logger}
+	r.lease = leaser{store: opts.Lease, dur: opts.LeaseDuration, stats: &r.stats, report: opts.OnError, log: opts.Logger}
 	return r
 }
 
-// run is Run: terms one after the other, each once the lease is held, until ctx ends, Close
-// is called or a term ends on a fatal failure.
+// memberName is a relay's name among its peers: host, process id and 8 random bytes.
+func memberName() string {
+	host, _ := os.Hostname()
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// partitioned reports whether the store is divided into partitions.
+func (r *runner[T, K]) partitioned() bool { return r.parts > 1 }
+
+// partOf is execution id's partition.
+func (r *runner[T, K]) partOf(id string) int {
+	if r.parts <= 1 {
+		return 0
+	}
+	return execstore.PartitionOf(id, r.parts)
+}
+
+// run is Run: one session, until ctx ends, Close is called or the session ends on a fatal
+// failure.
 func (r *runner[T, K]) run(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
@@ -75,43 +107,14 @@ func (r *runner[T, K]) run(ctx context.Context) error {
 		close(done)
 	}()
 
-	for {
-		h, err := r.lease.acquire(stopCtx)
-		if err != nil {
-			if stopCtx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		cause := r.term(stopCtx, work, settleBase, h)
-		var fatal *Error
-		switch {
-		case errors.Is(cause, errLeaseLost):
-			r.stats.leasesLost.Add(1)
-			if r.opts.Logger != nil {
-				r.opts.Logger.Warn("relay: lease lost while delivering: standing by", "key", r.opts.LeaseKey)
-			}
-			if stopCtx.Err() != nil {
-				return nil
-			}
-		case errors.As(cause, &fatal):
-			return fatal
-		default: // stopped, or ctx ended
-			return nil
-		}
-	}
-}
-
-// term runs one session under the lease h and gives the lease up when it ends.
-func (r *runner[T, K]) term(stopCtx, work, settleBase context.Context, h *held) error {
-	s := newSession(r, h, work, settleBase)
-	r.stats.holding.Store(true)
+	s := newSession(r, work, settleBase)
 	cause := s.run(stopCtx.Done())
 	r.stats.holding.Store(false)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(work), r.opts.StopTimeout)
-	h.release(ctx)
-	cancel()
-	return cause
+	var fatal *Error
+	if errors.As(cause, &fatal) {
+		return fatal
+	}
+	return nil
 }
 
 // close is Close: stop the Run in progress, if any, and wait for it within ctx; when ctx

@@ -93,7 +93,9 @@ func (s *session[T, K]) settled(batch []T, errs []error) (failed []T, first *Err
 			failed = append(failed, item)
 			continue
 		}
-		s.ledger.ack(s.r.kind.key(item))
+		if h := s.ledger.ack(s.r.kind.key(item)); h != nil {
+			s.left(h)
+		}
 		acked++
 	}
 	s.r.stats.acked.Add(int64(acked))

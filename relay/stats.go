@@ -7,9 +7,13 @@ import "sync/atomic"
 type Stats struct {
 	Scans      int64 // scans of the store
 	ScanErrors int64
-	// Wakeups counts the wake-ups by commits through a store of this process. The other
-	// scans follow a poll, a full scan, a back-off or a fire time.
+	// Wakeups counts the scans asked for by commits through a store of this process whose
+	// items could not be handed over. The other scans follow a poll, a partition taken, a
+	// full scan or a back-off.
 	Wakeups int64
+	// HandedOver counts items taken from commits through a store of this process, with no
+	// scan.
+	HandedOver int64
 	// Skipped counts items a scan returned that were in flight, or whose ack completed after
 	// the scan began. They are never handed out twice.
 	Skipped       int64
@@ -21,26 +25,27 @@ type Stats struct {
 	Leases        int64 // leases taken
 	TakeOvers     int64 // of which taken over from a holder whose lease had lapsed
 	LeasesLost    int64 // leases lost before the relay stopped: fenced, or not renewed in time
-	InFlight      int64 // gauge: items held now (queued in a lane, in a handler, or awaiting the ack)
-	Holding       bool  // gauge: delivering now (holding the lease, when there is one)
+	InFlight      int64 // gauge: items held now (waiting for their fire time, queued in a lane, in a handler, or awaiting the ack)
+	Holding       bool  // gauge: delivering now (holding a partition)
+	Partitions    int   // gauge: partitions held now
 }
 
 // counters are the live Stats.
 type counters struct {
-	scans, scanErrors, wakeups, skipped atomic.Int64
+	scans, scanErrors, wakeups, skipped, handedOver atomic.Int64
 	delivered, handlerErrors, withheld  atomic.Int64
 	acked, ackErrors                    atomic.Int64
 	leases, takeOvers, leasesLost       atomic.Int64
-	inFlight                            atomic.Int64
+	inFlight, partitions                atomic.Int64
 	holding                             atomic.Bool
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{
-		Scans: c.scans.Load(), ScanErrors: c.scanErrors.Load(), Wakeups: c.wakeups.Load(),
+		Scans: c.scans.Load(), ScanErrors: c.scanErrors.Load(), Wakeups: c.wakeups.Load(), HandedOver: c.handedOver.Load(),
 		Skipped: c.skipped.Load(), Delivered: c.delivered.Load(), HandlerErrors: c.handlerErrors.Load(),
 		Withheld: c.withheld.Load(), Acked: c.acked.Load(), AckErrors: c.ackErrors.Load(),
 		Leases: c.leases.Load(), TakeOvers: c.takeOvers.Load(), LeasesLost: c.leasesLost.Load(),
-		InFlight: c.inFlight.Load(), Holding: c.holding.Load(),
+		InFlight: c.inFlight.Load(), Holding: c.holding.Load(), Partitions: int(c.partitions.Load()),
 	}
 }

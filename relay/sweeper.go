@@ -29,7 +29,7 @@ func NewSweeper(store execstore.Store, handler func(ctx context.Context, t execs
 		panic("relay: NewSweeper needs a store and a handler")
 	}
 	opts = opts.withDefaults(sweeperLeaseKey)
-	return &Sweeper{r: newRunner[execstore.DueTimer, timerKey](timerKind{store: store}, handler, opts, wake.Of(store), "sweeper", "fire")}
+	return &Sweeper{r: newRunner[execstore.DueTimer, timerKey](timerKind{store: store}, store, handler, opts, "sweeper", "fire")}
 }
 
 // Run fires due timers until ctx ends or Close is called. See Relay.Run.
@@ -63,33 +63,59 @@ func (timerKind) describe(t execstore.DueTimer) string {
 	return fmt.Sprintf("%s/%s@%s", t.ExecutionID, t.Path, t.FireAt.UTC().Format(time.RFC3339Nano))
 }
 
-// arm wakes the sweeper for a timer armed to fire before its next look, at now+ahead.
-func (timerKind) arm(sig *wake.Signal, now time.Time, ahead time.Duration) <-chan struct{} {
-	if sig == nil {
-		return nil
+func (timerKind) source(t execstore.DueTimer) string { return t.ExecutionID }
+
+func (timerKind) dueAt(t execstore.DueTimer) time.Time { return t.FireAt }
+
+// scan reads the timers due by now+ahead, earliest first. Those not due yet wait in memory
+// for their fire time.
+func (k timerKind) scan(ctx context.Context, parts []int, now time.Time, ahead time.Duration, limit int) (scanned[execstore.DueTimer], error) {
+	var timers []execstore.DueTimer
+	var err error
+	if ps, ok := k.store.(execstore.Partitioned); ok {
+		timers, err = ps.DueTimersIn(ctx, parts, now.Add(ahead), limit)
+	} else {
+		timers, err = k.store.DueTimers(ctx, now.Add(ahead), limit)
 	}
-	return sig.ScheduledBeforeC(contract.StoredTime(now.Add(ahead)))
+	return scanned[execstore.DueTimer]{items: timers, full: len(timers) >= limit}, err
 }
 
-// scan reads the timers due by now+ahead, earliest first: the due ones are the result, the
-// first one not yet due is the next fire time.
-func (k timerKind) scan(ctx context.Context, now time.Time, ahead time.Duration, limit int) (scanned[execstore.DueTimer], error) {
-	timers, err := k.store.DueTimers(ctx, now.Add(ahead), limit)
-	if err != nil {
-		return scanned[execstore.DueTimer]{}, err
+// handed returns the timers c armed that fire by horizon, earliest first. Later ones are
+// left to the scans, which read them before they are due.
+func (timerKind) handed(c *wake.Committed, horizon time.Time) []execstore.DueTimer {
+	var out []execstore.DueTimer
+	for i, t := range c.Timers {
+		if t.Cancel || t.FireAt.After(horizon) || rearmedLater(c.Timers[i+1:], t.Path) {
+			continue
+		}
+		out = append(out, execstore.DueTimer{ExecutionID: c.ExecutionID, Path: t.Path, FireAt: t.FireAt})
 	}
-	due := len(timers)
-	for i, t := range timers {
-		if t.FireAt.After(now) {
-			due = i
-			break
+	contract.SortDueTimers(out)
+	return out
+}
+
+// rearmedLater reports whether a later operation of the same commit replaced the timer at
+// path.
+func rearmedLater(later []execstore.TimerOp, path string) bool {
+	for _, t := range later {
+		if t.Path == path {
+			return true
 		}
 	}
-	res := scanned[execstore.DueTimer]{items: timers[:due], full: len(timers) >= limit && due == len(timers)}
-	if due < len(timers) {
-		res.next = timers[due].FireAt
+	return false
+}
+
+// gone reports whether c cancelled or re-armed timer t.
+func (timerKind) gone(c *wake.Committed, t execstore.DueTimer) bool {
+	if c.ExecutionID != t.ExecutionID {
+		return false
 	}
-	return res, nil
+	for _, op := range c.Timers {
+		if op.Path == t.Path && (op.Cancel || !op.FireAt.Equal(t.FireAt)) {
+			return true
+		}
+	}
+	return false
 }
 
 // settle deletes the fired timers in one guarded bulk delete: its error is every timer's.

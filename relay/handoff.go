@@ -1,0 +1,105 @@
+package relay
+
+import (
+	"time"
+
+	"github.com/execstore/execstore/internal/wake"
+)
+
+// Begin is the session's end of a commit through a store of this process (package
+// internal/wake): the commit of execution id is about to be sent. While it is in flight, a
+// scan leaves the execution's items in the store: what the commit writes comes with its End,
+// or with a scan after it. It returns the hold of the execution's partition, if the session
+// holds it.
+func (s *session[T, K]) Begin(id string) any {
+	p := s.r.partOf(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.committing[id]++
+	if h := s.holds[p]; h != nil {
+		return h
+	}
+	return nil
+}
+
+// End takes the items the commit wrote without a scan, when that keeps what always holds:
+// the partition was held, under the same hold, from before the commit was sent until now;
+// every earlier item of the execution is known (the commit is its first, or follows the last
+// one the hold saw, and none of its items was left in the store since); and there is room.
+// Otherwise it owes a scan, which finds them. A commit that removed an item waiting for its
+// fire time (a timer cancelled or re-armed) removes it from the waiting ones.
+func (s *session[T, K]) End(id string, begun any, c *wake.Committed) {
+	p := s.r.partOf(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.committing[id]--; s.committing[id] <= 0 {
+		delete(s.committing, id)
+	}
+	h := s.holds[p]
+	if h == nil {
+		return // another relay's partition
+	}
+	if c == nil {
+		// Failed, or its outcome is unknown: it may have written something. A scan tells.
+		delete(h.chain, id)
+		s.owe(h, id)
+		return
+	}
+	s.forget(c)
+	from, _ := begun.(*hold)
+	ok := from == h && s.handing(h) && h.follows(id, c.Version)
+	h.remember(id, c.Version)
+	if !ok {
+		s.owe(h, id)
+		return
+	}
+	items := s.r.kind.handed(c, s.r.opts.Clock().Add(s.lookAhead()))
+	if s.ledger.held()+len(items) > 2*s.r.opts.Batch {
+		s.owe(h, id)
+		return
+	}
+	now := time.Now()
+	for _, item := range items {
+		if s.retries.holds(s.r.kind.lane(item), now) {
+			s.owe(h, id) // its execution waits for a retry: a scan hands it out after
+			return
+		}
+	}
+	for _, item := range items {
+		if !s.ledger.holding(s.r.kind.key(item)) {
+			s.take(h, item)
+			s.r.stats.handedOver.Add(1)
+		}
+	}
+}
+
+// owe marks the source's items as left in the store and asks for a scan. The caller holds
+// mu.
+func (s *session[T, K]) owe(h *hold, source string) {
+	h.soil(source, s.ledger.scans)
+	s.r.stats.wakeups.Add(1)
+	poke(s.rescan)
+}
+
+// forget drops the items waiting for their fire time that c removed from the store. The
+// caller holds mu.
+func (s *session[T, K]) forget(c *wake.Committed) {
+	if len(s.soon) == 0 || len(c.Timers) == 0 {
+		return
+	}
+	kept := s.soon[:0]
+	for _, item := range s.soon {
+		if s.r.kind.gone(c, item) {
+			h := s.ledger.release(s.r.kind.key(item))
+			s.r.stats.inFlight.Add(-1)
+			if h != nil {
+				s.left(h)
+			}
+			continue
+		}
+		kept = append(kept, item)
+	}
+	clear(s.soon[len(kept):])
+	s.soon = kept
+	poke(s.soonChanged)
+}

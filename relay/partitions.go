@@ -1,0 +1,394 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The causes a hold's context ends with, besides errLeaseLost.
+var (
+	errHandedOver = errors.New("relay: partition handed over to another relay")
+	errStopped    = errors.New("relay: stopped")
+)
+
+// claimFanOut bounds the lease calls (claims, renewals) a relay has in flight at once.
+const claimFanOut = 8
+
+// memberKey is the key under which the relay registers itself, and partitionKey the key of
+// partition p's lease. A store that is not partitioned has one lease, Options.LeaseKey.
+func (r *runner[T, K]) memberKey() string { return r.opts.LeaseKey + "/members/" + r.member }
+
+func (r *runner[T, K]) membersPrefix() string { return r.opts.LeaseKey + "/members/" }
+
+func (r *runner[T, K]) partitionKey(p int) string {
+	if !r.partitioned() {
+		return r.opts.LeaseKey
+	}
+	return r.opts.LeaseKey + "/partitions/" + strconv.Itoa(p)
+}
+
+// manage keeps the session's partitions until ctx ends. Without a lease store it holds every
+// partition at once, for the whole run. With one, every LeaseDuration/4 it registers the
+// relay (its member lease), lists the live relays, and wants the partitions p for which the
+// relay is the (p mod n)-th of the n live relays in key order. It hands over the partitions
+// it holds and no longer wants: nothing more of them is handed out, and each lease is
+// released once no item of the partition is in flight. It claims the ones it wants and does
+// not hold: a claim succeeds once the previous holder released it or its lease lapsed. It
+// renews every lease it holds every LeaseDuration/3 (LeaseDuration/12 after a failure), and
+// drops a partition whose lease is fenced or runs out: nothing more of it is handed out, and
+// its handlers' context is cancelled.
+func (s *session[T, K]) manage(ctx context.Context) {
+	r := s.r
+	if r.lease.store == nil {
+		s.mu.Lock()
+		for p := range r.parts {
+			s.addHold(p, nil)
+		}
+		s.mu.Unlock()
+		poke(s.rescan)
+		return
+	}
+	dur := r.opts.LeaseDuration
+	step := max(dur/12, time.Millisecond)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var lastRenew, lastAssign time.Time
+	renewFailed := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-s.drained:
+		}
+		s.dropLost()
+		if !lastRenew.IsZero() && (time.Since(lastRenew) >= dur/3 || renewFailed && time.Since(lastRenew) >= step) {
+			lastRenew = time.Now()
+			var fatal error
+			renewFailed, fatal = s.renewAll(ctx, &s.member)
+			if fatal != nil {
+				s.end(fatal)
+				return
+			}
+		}
+		if lastAssign.IsZero() || time.Since(lastAssign) >= dur/4 {
+			if lastRenew.IsZero() {
+				lastRenew = time.Now()
+			}
+			lastAssign = time.Now()
+			if err := s.assign(ctx, &s.member); err != nil {
+				var fatal *Error
+				if errors.As(err, &fatal) {
+					s.end(fatal)
+					return
+				}
+			}
+		}
+		s.releaseDrained(ctx)
+		timer.Reset(step)
+	}
+}
+
+// addHold makes partition p held under ls. The caller holds mu.
+func (s *session[T, K]) addHold(p int, ls *lease) *hold {
+	h := newHold(s.ctx, p, ls)
+	s.holds[p] = h
+	s.r.stats.partitions.Add(1)
+	s.r.stats.holding.Store(true)
+	return h
+}
+
+// removeHold ends h: it is no longer the partition's hold, and its handlers' context is
+// cancelled with cause. The caller holds mu.
+func (s *session[T, K]) removeHold(h *hold, cause error) {
+	if s.holds[h.part] != h {
+		return
+	}
+	delete(s.holds, h.part)
+	h.stop(time.Now())
+	h.cancel(cause)
+	s.dropSoon(h)
+	s.r.stats.partitions.Add(-1)
+	s.r.stats.holding.Store(len(s.holds) > 0)
+}
+
+// dropLost drops the holds whose lease is no longer live.
+func (s *session[T, K]) dropLost() {
+	s.mu.Lock()
+	var lost []*hold
+	for _, h := range s.holds {
+		if !h.lease.live() {
+			lost = append(lost, h)
+		}
+	}
+	s.mu.Unlock()
+	for _, h := range lost {
+		s.lose(h, errLeaseLost)
+	}
+}
+
+// lose drops h, whose lease was lost (fenced, or not renewed in time).
+func (s *session[T, K]) lose(h *hold, cause error) {
+	s.mu.Lock()
+	if s.holds[h.part] != h {
+		s.mu.Unlock()
+		return
+	}
+	// It stopped handing items out when its lease stopped being live, if that was earlier.
+	if ls := h.lease; ls != nil {
+		if end := ls.base.Add(time.Duration(ls.until.Load()) - ls.dur/6); end.Before(time.Now()) {
+			h.stop(end)
+		}
+	}
+	s.removeHold(h, cause)
+	s.mu.Unlock()
+	s.r.stats.leasesLost.Add(1)
+	if s.r.opts.Logger != nil {
+		s.r.opts.Logger.Warn("relay: lease lost while delivering: its partition is no longer delivered here",
+			"key", h.lease.key, "partition", h.part)
+	}
+	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt})
+}
+
+// renewAll renews the member lease and every partition's, claimFanOut at once. It reports
+// whether one failed (to be retried soon), and returns an *Error when the lease store is
+// closed.
+func (s *session[T, K]) renewAll(ctx context.Context, member **lease) (failed bool, fatal error) {
+	s.mu.Lock()
+	holds := make([]*hold, 0, len(s.holds))
+	for _, h := range s.holds {
+		holds = append(holds, h)
+	}
+	s.mu.Unlock()
+	var mu sync.Mutex
+	note := func(err error) {
+		var e *Error
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+		case errors.As(err, &e):
+			fatal = e
+		default:
+			failed = true
+		}
+	}
+	fanOut(len(holds)+1, func(i int) {
+		if i == len(holds) {
+			if m := *member; m != nil {
+				if err := s.r.lease.renew(ctx, m); errors.Is(err, errLeaseLost) {
+					mu.Lock()
+					*member = nil // registered again at the next assignment
+					mu.Unlock()
+				} else {
+					note(err)
+				}
+			}
+			return
+		}
+		h := holds[i]
+		err := s.r.lease.renew(ctx, h.lease)
+		if errors.Is(err, errLeaseLost) {
+			s.lose(h, err)
+			return
+		}
+		note(err)
+	})
+	return failed, fatal
+}
+
+// assign registers the relay, works out the partitions it wants, hands over those it holds
+// and does not want, and claims those it wants and does not hold. A store that is not
+// partitioned has one partition, which every relay wants: the first claim wins it.
+func (s *session[T, K]) assign(ctx context.Context, member **lease) error {
+	r := s.r
+	wanted := map[int]bool{0: true}
+	if r.partitioned() {
+		if *member == nil {
+			m, err := r.lease.claim(ctx, r.memberKey())
+			if err != nil {
+				if !errors.As(err, new(*Error)) && ctx.Err() == nil {
+					r.opts.OnError(&Error{Op: OpClaim, Item: r.memberKey(), Err: err})
+				}
+				return err
+			}
+			*member = m
+		}
+		if *member == nil {
+			return nil
+		}
+		recs, err := r.opts.Lease.List(ctx, r.membersPrefix(), 0)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.opts.OnError(&Error{Op: OpClaim, Item: r.membersPrefix(), Err: err})
+			}
+			return err
+		}
+		members := []string{r.member}
+		for _, rec := range recs {
+			if id := strings.TrimPrefix(rec.Key, r.membersPrefix()); !rec.Lapsed && id != r.member {
+				members = append(members, id)
+			}
+		}
+		slices.Sort(members)
+		me := slices.Index(members, r.member)
+		wanted = map[int]bool{}
+		for p := range r.parts {
+			if p%len(members) == me {
+				wanted[p] = true
+			}
+		}
+	}
+
+	now := time.Now()
+	s.mu.Lock()
+	var missing []int
+	for p := range wanted {
+		if s.holds[p] == nil {
+			missing = append(missing, p)
+		}
+	}
+	for p, h := range s.holds {
+		if !wanted[p] && !h.draining {
+			h.draining = true
+			h.stop(now)
+			s.dropSoon(h)
+			s.left(h)
+		}
+	}
+	stopping := s.stopping
+	s.mu.Unlock()
+	if stopping || len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	var mu sync.Mutex
+	var fatal error
+	got := 0
+	fanOut(len(missing), func(i int) {
+		p := missing[i]
+		ls, err := r.lease.claim(ctx, r.partitionKey(p))
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case errors.As(err, new(*Error)):
+			fatal = err
+		case err != nil:
+			if ctx.Err() == nil {
+				r.opts.OnError(&Error{Op: OpClaim, Item: r.partitionKey(p), Err: err})
+			}
+		case ls != nil:
+			got++
+			s.took(p, ls, ctx)
+		}
+	})
+	if got > 0 {
+		poke(s.rescan) // the partitions taken are scanned at once
+	}
+	return fatal
+}
+
+// took makes partition p held under ls, just claimed; when the session is stopping it
+// releases the lease at once instead.
+func (s *session[T, K]) took(p int, ls *lease, ctx context.Context) {
+	r := s.r
+	s.mu.Lock()
+	if s.stopping || s.holds[p] != nil {
+		s.mu.Unlock()
+		r.lease.release(context.WithoutCancel(ctx), ls)
+		return
+	}
+	s.addHold(p, ls)
+	s.mu.Unlock()
+	r.stats.leases.Add(1)
+	if ls.takeOver {
+		r.stats.takeOvers.Add(1)
+		if r.opts.Logger != nil {
+			r.opts.Logger.Info("relay: lease taken over from a holder whose lease had lapsed", "key", ls.key, "partition", p)
+		}
+	}
+	r.opts.OnPartition(PartitionEvent{Partition: p, Held: true, TakeOver: ls.takeOver, At: ls.claimedAt})
+}
+
+// releaseDrained releases the leases of the draining holds with nothing in flight.
+func (s *session[T, K]) releaseDrained(ctx context.Context) {
+	s.mu.Lock()
+	var done []*hold
+	for _, h := range s.holds {
+		if h.draining && h.inFlight == 0 {
+			done = append(done, h)
+			s.removeHold(h, errHandedOver)
+		}
+	}
+	s.mu.Unlock()
+	for _, h := range done {
+		s.giveUp(ctx, h)
+	}
+}
+
+// releaseAll releases every lease the session holds, once it stopped: its handlers are done
+// and what they finished is acked.
+func (s *session[T, K]) releaseAll() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.parent), s.r.opts.StopTimeout)
+	defer cancel()
+	s.mu.Lock()
+	holds := make([]*hold, 0, len(s.holds))
+	for _, h := range s.holds {
+		holds = append(holds, h)
+		s.removeHold(h, errStopped)
+	}
+	s.mu.Unlock()
+	fanOut(len(holds), func(i int) { s.giveUp(ctx, holds[i]) })
+	if s.member != nil {
+		s.r.lease.release(ctx, s.member)
+	}
+}
+
+// giveUp releases h's lease and says so.
+func (s *session[T, K]) giveUp(ctx context.Context, h *hold) {
+	if h.lease != nil {
+		s.r.lease.release(ctx, h.lease)
+	}
+	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt})
+}
+
+// fanOut runs f(0)…f(n-1), claimFanOut at once, and returns when all have.
+func fanOut(n int, f func(i int)) {
+	if n == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, claimFanOut)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i)
+		})
+	}
+	wg.Wait()
+}
+
+// dropSoon releases the items taken under h that wait for their fire time. The caller holds
+// mu.
+func (s *session[T, K]) dropSoon(h *hold) {
+	kept := s.soon[:0]
+	var dropped []T
+	for _, item := range s.soon {
+		if s.ledger.holdOf(s.r.kind.key(item)) == h {
+			dropped = append(dropped, item)
+			continue
+		}
+		kept = append(kept, item)
+	}
+	clear(s.soon[len(kept):])
+	s.soon = kept
+	for _, item := range dropped {
+		s.release(item)
+	}
+}
