@@ -33,11 +33,11 @@ type Stats struct {
 // counters are the live Stats.
 type counters struct {
 	scans, scanErrors, wakeups, skipped, handedOver atomic.Int64
-	delivered, handlerErrors, withheld  atomic.Int64
-	acked, ackErrors                    atomic.Int64
-	leases, takeOvers, leasesLost       atomic.Int64
-	inFlight, partitions                atomic.Int64
-	holding                             atomic.Bool
+	delivered, handlerErrors, withheld              atomic.Int64
+	acked, ackErrors                                atomic.Int64
+	leases, takeOvers, leasesLost                   atomic.Int64
+	inFlight, partitions                            atomic.Int64
+	holding                                         atomic.Bool
 }
 
 func (c *counters) snapshot() Stats {
