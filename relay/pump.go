@@ -224,6 +224,7 @@ func (s *session[T, K]) admit(n uint64, holds map[int]*hold, items []T) (capped 
 			// A commit of this process to the source is in flight: what it wrote comes with
 			// its hand-over, or a scan after it.
 			partial[src] = true
+			skipped++
 			continue
 		}
 		lk := k.lane(item)
