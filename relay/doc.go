@@ -2,8 +2,8 @@
 // pending entry is handed to a handler, then acked. A Sweeper fires the durable timers: every
 // due timer is handed to a handler, then deleted. Both run over the execstore.Store
 // interface, so over package aio, package memstore or any other store. Every engine needs
-// them. Run one of each per database, in every process, with a lease so that one process's
-// pair delivers and the others stand by.
+// them. Run one of each per database in every process, with a lease, and the processes
+// share the delivery: each holds some of the store's partitions.
 //
 // A relay over a MongoDB store (database db of the server at uri), with its lease in an idem
 // store beside it (Example_lease runs it). deliver is the engine's own handling of one event:
@@ -37,24 +37,36 @@
 //
 // # How it runs
 //
-// A scan reads the pending items, oldest first: PendingOutbox for a Relay, DueTimers for a
-// Sweeper, which looks Options.PollInterval ahead. Each item is routed to one of
-// Options.Lanes lanes by the execution it belongs to. That is an entry's TargetID, or its
-// SourceID when it has none, and a timer's ExecutionID. Each lane hands its items to the
-// handler one at a time. A handler's nil puts the item in the next ack batch. One batch is in
-// flight at a time, and the next gathers meanwhile. A batch of entries is one AckOutbox for
-// each entry, and a store that coalesces concurrent acks sends them as one write. A batch of
-// timers is one DeleteTimers. Scans overlap delivery: the next one is sent as soon as at most
-// Options.Batch items are in flight. So a relay never waits for its lanes to drain.
+// The executions of a store are divided into partitions when the store is an
+// execstore.Partitioned, as aio and memstore are (64 by default, fixed per database). An
+// item is in the partition of the execution whose document holds it: an entry's SourceID, a
+// timer's ExecutionID. Without Options.Lease a relay holds every partition: run one per
+// database. With it, every relay of a database (one per process) registers itself under
+// Options.LeaseKey, and the live relays share the partitions. Every LeaseDuration/4 a relay
+// lists the live relays and wants partition p when it is the (p mod n)-th of the n live
+// relays, in the order of their names. It claims each partition it wants under a lease of
+// its own, which succeeds once the previous holder released it or its lease lapsed. It hands
+// over each partition it holds and no longer wants: it stops handing the partition's items
+// out, waits for its handlers and acks, and releases the lease. A store that is not
+// partitioned has one partition, and one relay of many holds it.
 //
-// A scan is sent at once when a commit through a store of this process wakes the relay. That
-// takes a store that registers its wake-up signal, as aio and memstore do. Otherwise a scan is
-// sent every PollInterval, for the commits of other processes. A scan is also sent at once
-// after a full scan, and when a failed execution's back-off is over. A Sweeper also scans at
-// the earliest fire time its last look ahead saw. A Sweeper is woken only by timers armed to
-// fire before its next look. With Options.ScanGap, scans other than a full scan's follow-up
-// are at least that far apart. One scan then gathers what a stream of commits wrote, for
-// fewer server commands.
+// A scan reads the pending items of every partition the relay holds, oldest first:
+// PendingOutboxIn for a Relay, DueTimersIn for a Sweeper. A Sweeper reads two
+// PollIntervals ahead, and the timers not yet due wait in memory for their fire time. Each
+// item is routed to one of Options.Lanes lanes by the execution it belongs to. That is an
+// entry's TargetID, or its SourceID when it has none, and a timer's ExecutionID. Each lane
+// hands its items to the handler one at a time. A handler's nil puts the item in the next
+// ack batch. One batch is in flight at a time, and the next gathers meanwhile. A batch of
+// entries is one AckOutbox for each entry, and a store that coalesces concurrent acks sends
+// them as one write. A batch of timers is one DeleteTimers. Scans overlap delivery: the next
+// one is sent as soon as at most Options.Batch items are in flight.
+//
+// A commit through a store of this process (aio and memstore) hands what it wrote to the
+// relay in memory, with no scan, when the relay holds the execution's partition. A scan is
+// sent when the relay starts, after it takes a partition, every PollInterval (for the
+// commits of other processes), after a full scan, when a failed execution's back-off is
+// over, and after a local commit whose items could not be handed over. With Options.ScanGap,
+// scans other than a full scan's follow-up are at least that far apart.
 //
 // # What always holds
 //
@@ -62,38 +74,63 @@
 //     returned nil for it, never before it returned. An item stays pending and is delivered
 //     again when its handler failed or was not called, or when its ack failed for good. It
 //     is delivered again by this relay after a back-off (Options.RetryMin to RetryMax), or
-//     by the next holder of the lease. Handlers must therefore be idempotent. The store's
-//     dedupe set (Commit's ProcessedEventID) makes each event take effect once.
-//   - Per execution, one at a time and in order: every item of one execution goes to the
-//     same lane, whose handler calls never overlap. They come in the order the scans
-//     returned them: seq order, each source's entries in commit order, and timers by fire
-//     time. An item is never handed out while it is in flight (queued, in a handler, or
-//     awaiting its ack). After a failure, that execution's later items wait for the failed
-//     one. Other executions go on, those of the same lane too.
-//   - Never after the ack: no item is handed out after its ack completed, by this relay
-//     (across a take-over, see the lease below). A scan that began before an ack completed
-//     may still return the acked item, since its answer can be older than the ack. The
-//     relay drops such items, and every item still in flight, from each scan before it
-//     hands anything out (Stats.Skipped counts them). To tell them apart, the relay counts
-//     the scans it has started. Each ack records that count once the ack completed. Until
-//     then the item is still in flight. Scan n drops every item recorded at n or more,
-//     since such an ack completed after scan n began. An ack recorded below n completed
-//     before scan n began, so the store no longer holds that item and scan n cannot return
-//     it. The in-flight set and the records change under one lock with the filtering, so an
-//     ack is always seen in one or the other. Scans run one at a time. So once scan n is
-//     filtered, every record at n or less is pruned: no later scan can return those items.
-//   - With Options.Lease, one holder delivers: Run claims Options.LeaseKey in the idem
-//     store. There is one key per database, and another for sweepers. Run hands items out
-//     only while the lease is known to hold for LeaseDuration/6 more. That is measured on
-//     this process's monotonic clock from the moment the last successful claim or renew was
-//     sent (the server started it no earlier). It renews every LeaseDuration/3. A renew may
-//     find the lease taken over (fenced), or none may succeed in time. The relay then stops
-//     handing items out, cancels its handlers' context, acks what they finished and stands
-//     by again. On a clean stop (Close, or Run's context ending) it releases the lease once
-//     its handlers are done, so that a standby takes over at once. A standby claims every
-//     LeaseDuration/4. When the holder dies, the lease lapses (on the lease server's clock).
-//     The standby reclaims it (Stats.TakeOvers) at most LeaseDuration×5/4 after the
-//     holder's last renewal, plus the lease server's clock error (package idem).
+//     by the next holder of its partition. Handlers must therefore be idempotent. The
+//     store's dedupe set (Commit's ProcessedEventID) makes each event take effect once.
+//   - One holder per partition: a partition is held under an idem lease, whose one holder
+//     package idem argues. A relay hands an item out only while its partition's lease is
+//     known to hold for LeaseDuration/6 more. That is measured on this process's monotonic
+//     clock from the moment the last successful claim or renew was sent (the server started
+//     it no earlier). A relay renews its leases every LeaseDuration/3. A partition whose
+//     renew finds the lease taken over (fenced), or that no renew kept live, is dropped:
+//     nothing more of it is handed out, and its handlers' context is cancelled.
+//   - Per execution, one at a time and in order, within a relay: every item of one
+//     execution goes to the same lane, whose handler calls never overlap. Each source's
+//     entries come in commit order, and each execution's timers by fire time. An item is
+//     never handed out while it is in flight (waiting for its fire time, queued, in a
+//     handler, or awaiting its ack). After a failure, that execution's later items wait for
+//     the failed one. Other executions go on, those of the same lane too.
+//   - Never after the ack: no item is handed out after its ack completed, by this relay. A
+//     scan that began before an ack completed may still return the acked item, since its
+//     answer can be older than the ack. The relay drops such items, and every item still in
+//     flight, from each scan before it hands anything out (Stats.Skipped counts them). To
+//     tell them apart, the relay counts the scans it has started. Each ack records that
+//     count once the ack completed. Scan n drops every item recorded at n or more, since
+//     such an ack completed after scan n began. An ack recorded below n completed before
+//     scan n began, so the store no longer holds that item and scan n cannot return it. The
+//     in-flight set and the records change under one lock with the filtering. Scans run one
+//     at a time, so once scan n is filtered every record at n or less is pruned.
+//   - A hand-over without a scan keeps both: the relay learns of a local commit before it
+//     is sent and once its outcome is known, before the committer does. While it is in
+//     flight, scans leave the execution's items in the store (Stats.Skipped). So an item a
+//     commit wrote is handed out by its hand-over or by a scan begun after the commit ended,
+//     never by both, and the ledger above drops a late scan's copy. The items are handed
+//     over only when every earlier item of the execution is known to the relay: the commit
+//     is the execution's first, or follows the last one this relay saw, and no item of the
+//     execution was left in the store since (a commit not handed over, an item released).
+//     Otherwise the relay scans, and hands over again once a scan begun after that returned
+//     the execution's items. It also takes only commits sent while it held the partition,
+//     under the same lease. A commit that cancels or re-arms a timer waiting in memory
+//     removes it.
+//   - Moving a partition while a third process commits to it. Relay A hands partition p
+//     over to relay B, while process C commits to execution S of p. A stops handing p's
+//     items out, waits for its handlers, acks what they finished, and only then releases
+//     the lease. B's claim succeeds only after that release, or after A's lease lapsed, and
+//     B's first scan of p is sent after its claim. C's commit is one write of S's document:
+//     atomic on MongoDB, and holding S's row lock on a row-locking engine (FerretDB 2.x,
+//     DocumentDB), where a read sees the row as it was before or after the commit, never
+//     half of it. So B's scan reads S with the commit's items or without them. With them,
+//     B delivers them. Without them, B's next scan does, or C's hand-over when C is B's
+//     process and began the commit after B took p. A's acks completed before A released p,
+//     so B's scan, sent after, no longer sees those items. A commit of C that began while A
+//     held p is not handed over to A once A stopped handing p out, nor to B, which did not
+//     hold p when it began: a scan finds its items. An ack removes one entry by its seq, and
+//     a commit never writes an existing seq, so the two commute, in either order and under
+//     the row lock.
+//   - Take-over: when a holder dies, its leases lapse (by the lease server's clock). The
+//     other relays see it gone from the list of live relays at their next look, at most
+//     LeaseDuration/4 later, and claim its partitions. That is at most LeaseDuration×5/4
+//     after the holder's last renewal, plus the lease server's clock error (package idem).
+//     Stats.TakeOvers counts them.
 //   - Its writes stay right when another process writes in between. That holds on MongoDB
 //     and on engines that run writes concurrently and lock rows (FerretDB 2.x, DocumentDB).
 //     A relay writes to the execution store only through the store's own guarded calls.
@@ -104,28 +141,31 @@
 //     is a single-document update. It is atomic on MongoDB and takes the row's lock on a
 //     row-locking engine. The store sends a batch of them as one bulk write with its
 //     statements in _id order, so two relays' batches never wait on each other in a cycle.
-//     The scan that precedes an ack decides nothing on its own. An item is acked only after
-//     its handler returned nil, whatever another process did to it since the scan. The
-//     lease is an idem claim, whose one winner package idem argues.
+//     An item is acked only after its handler returned nil, whatever another process did to
+//     it since the scan.
 //   - What a lease cannot do: it fences nothing in the execution store. A holder may stall
-//     past its lease (a pause, a partition). It may then still be inside a handler, or about
-//     to send an ack, when a standby takes over and delivers the same items. So delivery is
-//     at least once across take-overs too. Two relays may then briefly handle one
-//     execution's items at once. The new holder may hand out an item whose ack the stalled
-//     one completes while the new holder's scan is under way. Once the stalled holder runs
-//     again it hands nothing more out, since its lease is not live. An ack it still sends is
-//     right, since its handler returned nil. Handlers that must not overlap across processes
-//     need a fence of their own, such as Commit's version guard.
+//     past its lease (a pause, a network partition). It may then still be inside a
+//     handler, or about to send an ack, when another relay takes the partition over and
+//     delivers the same items. So delivery is at least once across take-overs too. Two
+//     relays may then briefly handle one execution's items at once. Once the stalled holder
+//     runs again it hands nothing more out, since its lease is not live. An ack it still
+//     sends is right, since its handler returned nil. Handlers that must not overlap across
+//     processes need a fence of their own, such as Commit's version guard. One execution's
+//     items also come from several partitions when several sources send to it, so two
+//     relays may handle items for one target at once.
 //   - Stopping: Close and the end of Run's context stop the relay cleanly. Nothing more is
 //     handed out, and queued items stay pending. The handlers in flight are waited for.
 //     Close does not cancel them unless its context ends. The end of Run's context does.
-//     What they finished is acked within Options.StopTimeout. No goroutine outlives Run.
+//     What they finished is acked within Options.StopTimeout. Then the leases are released,
+//     so that the other relays take the partitions over at once. No goroutine outlives Run.
 //
 // # Defaults
 //
 // PollInterval 1s, Lanes 64, Batch 256 (at most 512 items held at once), no lease,
 // LeaseDuration 10s, LeaseKey "execstore/relay/outbox" (a Sweeper's
-// "execstore/relay/timers"), retries from 100ms to 30s, StopTimeout 5s: see Options.
+// "execstore/relay/timers"), retries from 100ms to 30s, StopTimeout 5s: see Options. A
+// relay registers itself under LeaseKey/members/<name> and holds partition p under
+// LeaseKey/partitions/<p>; a store that is not partitioned has the one lease LeaseKey.
 //
 // # Errors
 //

@@ -51,18 +51,21 @@ type Options struct {
 	// most 2×Batch items are in flight at once. Scanning thus overlaps delivery, and never
 	// piles it up. Default 256.
 	Batch int
-	// Lease, when set, makes the relay run only while it holds a lease in this idempotency
-	// store, so that one relay of many (one per process) delivers and the others stand by.
-	// Default nil: no lease, and Run delivers at once.
+	// Lease, when set, makes the relays of many processes share the delivery through
+	// leases in this idempotency store. Each relay registers itself, and holds its share of
+	// the store's partitions, each under a lease of its own. Default nil: no lease, and the
+	// relay delivers every partition at once (run one per database).
 	Lease *idem.Store
-	// LeaseKey is the lease's key in Lease. Use one per database the relays serve, and
-	// another for sweepers. Default "execstore/relay/outbox" for a Relay, "execstore/relay/timers" for
-	// a Sweeper.
+	// LeaseKey is the prefix of the relays' keys in Lease. Use one per database the relays
+	// serve, and another for sweepers. Default "execstore/relay/outbox" for a Relay,
+	// "execstore/relay/timers" for a Sweeper.
 	LeaseKey string
-	// LeaseDuration is the lease's length. The holder renews it every LeaseDuration/3. It
-	// stops handing items out when less than LeaseDuration/6 of it is left unrenewed. A
-	// standby claims every LeaseDuration/4, so it takes over at most LeaseDuration×5/4 after
-	// the holder's last renewal (plus the lease server's clock error). Default 10s.
+	// LeaseDuration is the length of each lease. The holder renews it every
+	// LeaseDuration/3. It stops handing a partition's items out when less than
+	// LeaseDuration/6 of its lease is left unrenewed. Every LeaseDuration/4 a relay looks
+	// at the live relays and claims its share, so it takes a dead relay's partitions over at
+	// most LeaseDuration×5/4 after that relay's last renewal (plus the lease server's clock
+	// error). Default 10s.
 	LeaseDuration time.Duration
 	// RetryMin and RetryMax bound the exponential back-off after a failure of a handler, a
 	// scan, an ack or a claim. A handler's back-off is per execution: its items wait, and the
