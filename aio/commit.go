@@ -50,6 +50,7 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 		if err != nil {
 			return nil, err
 		}
+		s.begin(&note, exe, &c, seqs)
 		if s.group != nil && exe.Version > 0 {
 			// The worker's context ends when it returns; the batch answers to the caller's.
 			return nil, s.groupCommit(ctx, exe, pc, seqs, epoch, note, r.Future())
@@ -58,10 +59,12 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 		out, err := s.commit(wctx, exe, pc, seqs)
 		if err != nil {
 			s.commitFailed(id, version, c.ProcessedEventID, err)
+			note.end(false)
 			return nil, err
 		}
 		s.commitWon(exe, c.ProcessedEventID, epoch)
 		s.wake(note)
+		note.end(true)
 		return out, nil
 	})
 	ctx = traced(ctx, s, r, opCommit, exe.ID)

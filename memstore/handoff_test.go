@@ -38,7 +38,7 @@ func TestCommitsHandedToSinks(t *testing.T) {
 	require.Len(t, got, 1)
 	require.NotNil(t, got[0].C, "the creating commit won")
 	assert.EqualValues(t, 1, got[0].C.Version)
-	assertHandedAsRead(t, store, got[0].C)
+	waketest.AssertReadBack(t, store, got[0].C)
 
 	got, err = commit(exe, execstore.Commit{
 		Emits: []execstore.Emit{{Event: []byte("one")}, {TargetID: "u", Event: []byte("two")}},
@@ -52,7 +52,10 @@ func TestCommitsHandedToSinks(t *testing.T) {
 	require.Len(t, got, 1)
 	require.NotNil(t, got[0].C)
 	assert.EqualValues(t, 2, got[0].C.Version)
-	assertHandedAsRead(t, store, got[0].C)
+	assert.Len(t, got[0].C.Outbox, 2)
+	assert.Len(t, got[0].C.Spawns, 2)
+	assert.Equal(t, []string{"A", "B", "C"}, timerPaths(got[0].C), "the timer ops in commit order")
+	waketest.AssertReadBack(t, store, got[0].C)
 
 	stale := *exe
 	stale.Version--
@@ -77,56 +80,11 @@ func TestCommitsHandedToSinks(t *testing.T) {
 	assert.Zero(t, rec.Open())
 }
 
-// assertHandedAsRead checks that c is what the store's reads return for the commit it
-// describes: its outbox entries, its spawn intents, and the timers its last op on each path
-// left (due ones only are read: the test's fire times are past).
-func assertHandedAsRead(t *testing.T, store *memstore.Store, c *wake.Committed) {
-	t.Helper()
-	ctx := context.Background()
-	outbox, err := store.PendingOutbox(ctx, 0)
-	require.NoError(t, err)
-	var wantOutbox []execstore.OutboxEntry
-	for _, e := range outbox {
-		if e.SourceID == c.ExecutionID && e.Version == c.Version {
-			wantOutbox = append(wantOutbox, e)
-		}
-	}
-	assert.Equal(t, wantOutbox, c.Outbox, "outbox")
-
-	spawns, err := store.PendingSpawns(ctx, 0)
-	require.NoError(t, err)
-	seqs := map[int64]bool{}
-	for _, sp := range c.Spawns {
-		seqs[sp.Seq] = true
-	}
-	var wantSpawns []execstore.SpawnEntry
-	for _, sp := range spawns {
-		if sp.ParentID == c.ExecutionID && seqs[sp.Seq] {
-			wantSpawns = append(wantSpawns, sp)
-		}
-	}
-	assert.Equal(t, wantSpawns, c.Spawns, "spawns")
-
-	due, err := store.DueTimers(ctx, time.Now(), 0)
-	require.NoError(t, err)
-	last := map[string]execstore.TimerOp{}
+// timerPaths returns the paths of c's timer ops, in order.
+func timerPaths(c *wake.Committed) []string {
+	var paths []string
 	for _, op := range c.Timers {
-		last[op.Path] = op
+		paths = append(paths, op.Path)
 	}
-	for _, d := range due {
-		if d.ExecutionID != c.ExecutionID {
-			continue
-		}
-		op, ok := last[d.Path]
-		if !ok {
-			continue // armed by an earlier commit
-		}
-		assert.False(t, op.Cancel, "timer %s is cancelled by the commit, yet due", d.Path)
-		assert.Equal(t, d.FireAt, op.FireAt, "timer %s", d.Path)
-		delete(last, d.Path)
-	}
-	for path, op := range last {
-		assert.True(t, op.Cancel, "timer %s handed over but not due", path)
-		assert.True(t, op.FireAt.IsZero(), "a cancel carries no fire time")
-	}
+	return paths
 }
