@@ -43,13 +43,13 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 		return future(async.Failed[[]int64](err))
 	}
 	epoch := s.cacheMark()
-	note := noteOf(&c)
 	var r *async.Request[[]int64]
 	r = newRequest(s, opCommit, func(wctx context.Context) ([]int64, error) {
 		seqs, err := s.takeSeqs(wctx, &c)
 		if err != nil {
 			return nil, err
 		}
+		note := noteOf(&c)
 		s.begin(&note, exe, &c, seqs)
 		if s.group != nil && exe.Version > 0 {
 			// The worker's context ends when it returns; the batch answers to the caller's.

@@ -41,7 +41,7 @@ func (s *Store) begin(n *wakeNote, exe *execstore.Execution, c *execstore.Commit
 
 // end tells the relays' sinks the commit's outcome: won, it hands them what it wrote. Call it
 // before the commit's caller learns the outcome.
-func (n *wakeNote) end(won bool) {
+func (n wakeNote) end(won bool) {
 	if won {
 		n.flight.End(n.wrote)
 	} else {

@@ -86,19 +86,20 @@ func (s *Store) Commit(ctx context.Context, exe *execstore.Execution, c execstor
 		flight.End(nil)
 		return nil, err
 	}
-	seqs, spawnSeqs := s.apply(r, pc)
+	seqs, firstSpawn := s.apply(r, pc)
 	exe.Version, exe.TraceNext = r.exe.Version, r.exe.TraceNext
 	s.mu.Unlock()
 	s.wake(pc)
 	if flight != nil {
-		flight.End(pc.committed(r.exe.ID, exe.Version, seqs, spawnSeqs))
+		flight.End(pc.committed(r.exe.ID, exe.Version, seqs, firstSpawn))
 	}
 	return seqs, nil
 }
 
 // committed is what pc wrote for the relays, applied at version with the outbox seqs seqs
-// and the spawn seqs spawnSeqs: as PendingOutbox, PendingSpawns and DueTimers return it.
-func (pc *preparedCommit) committed(id string, version int64, seqs, spawnSeqs []int64) *wake.Committed {
+// and the spawn seqs from firstSpawn on: as PendingOutbox, PendingSpawns and DueTimers return
+// it.
+func (pc *preparedCommit) committed(id string, version int64, seqs []int64, firstSpawn int64) *wake.Committed {
 	c := &wake.Committed{ExecutionID: id, Version: version, Timers: contract.HeldTimerOps(pc.timers)}
 	if len(pc.emits) > 0 {
 		c.Outbox = make([]execstore.OutboxEntry, len(pc.emits))
@@ -111,7 +112,7 @@ func (pc *preparedCommit) committed(id string, version int64, seqs, spawnSeqs []
 		c.Spawns = make([]execstore.SpawnEntry, len(pc.spawns))
 		for i, sp := range pc.spawns {
 			m, _ := contract.DecodeMap(sp.context) // never fails: prepareCommit encoded it
-			c.Spawns[i] = execstore.SpawnEntry{Seq: spawnSeqs[i], ParentID: id, ChildID: sp.childID,
+			c.Spawns[i] = execstore.SpawnEntry{Seq: firstSpawn + int64(i), ParentID: id, ChildID: sp.childID,
 				RootPath: sp.rootPath, Context: m}
 		}
 	}
@@ -167,8 +168,9 @@ func (s *Store) guard(exe *execstore.Execution, eventID string) (*record, error)
 }
 
 // apply writes pc to r, which guard returned, and returns the outbox seqs in emit order and
-// the spawn seqs in spawn order. The caller holds the lock.
-func (s *Store) apply(r *record, pc *preparedCommit) (seqs, spawnSeqs []int64) {
+// the seq of the first spawn intent: the others follow it one by one. The caller holds the
+// lock.
+func (s *Store) apply(r *record, pc *preparedCommit) (seqs []int64, firstSpawn int64) {
 	version := r.exe.Version + 1
 	traceNext := r.exe.TraceNext
 	r.exe = pc.exe
@@ -180,8 +182,10 @@ func (s *Store) apply(r *record, pc *preparedCommit) (seqs, spawnSeqs []int64) {
 		e.version = version
 		seqs = append(seqs, s.outbox.push(r.exe.ID, e))
 	}
-	for _, sp := range pc.spawns {
-		spawnSeqs = append(spawnSeqs, s.spawns.push(r.exe.ID, sp))
+	for i, sp := range pc.spawns {
+		if seq := s.spawns.push(r.exe.ID, sp); i == 0 {
+			firstSpawn = seq
+		}
 	}
 	r.dedupe.record(s.dedupeWindow, version, pc.processed)
 	for _, op := range pc.timers { // in order: the last op on a path wins
@@ -194,7 +198,7 @@ func (s *Store) apply(r *record, pc *preparedCommit) (seqs, spawnSeqs []int64) {
 	if pc.step != nil {
 		s.appendStep(r, pc.step)
 	}
-	return seqs, spawnSeqs
+	return seqs, firstSpawn
 }
 
 // cloneBytes returns a copy of b that is never nil, as the MongoDB store returns bytes.
