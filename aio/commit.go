@@ -43,13 +43,14 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 		return future(async.Failed[[]int64](err))
 	}
 	epoch := s.cacheMark()
-	note := noteOf(&c)
 	var r *async.Request[[]int64]
 	r = newRequest(s, opCommit, func(wctx context.Context) ([]int64, error) {
 		seqs, err := s.takeSeqs(wctx, &c)
 		if err != nil {
 			return nil, err
 		}
+		note := noteOf(&c)
+		s.begin(&note, exe, &c, seqs)
 		if s.group != nil && exe.Version > 0 {
 			// The worker's context ends when it returns; the batch answers to the caller's.
 			return nil, s.groupCommit(ctx, exe, pc, seqs, epoch, note, r.Future())
@@ -58,10 +59,12 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 		out, err := s.commit(wctx, exe, pc, seqs)
 		if err != nil {
 			s.commitFailed(id, version, c.ProcessedEventID, err)
+			note.end(false)
 			return nil, err
 		}
 		s.commitWon(exe, c.ProcessedEventID, epoch)
 		s.wake(note)
+		note.end(true)
 		return out, nil
 	})
 	ctx = traced(ctx, s, r, opCommit, exe.ID)

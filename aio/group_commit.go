@@ -55,13 +55,19 @@ func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, pc *o
 	snap.Data = bytes.Clone(exe.Data)
 	plan, err := pc.Build(s.env.Layout, &snap, seqs)
 	if err != nil {
+		note.end(false)
 		return err
 	}
 	plan.SetToken(commitToken())
 	it := &commitItem{ctx: ctx, exe: exe, snap: snap, pc: pc, seqs: seqs, plan: plan, epoch: epoch, note: note, fut: fut}
+	// Whoever settles the future ends the commit on the relays' sinks first: the caller
+	// giving up (or a refusal) here, the flush in settleCommit and settleCommitWon.
 	it.hand = fut.HandTo(func(ctxErr error) error {
 		return &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: exe.ID, Err: ctxErr}
-	}, func(err error) { s.stats.record(opCommit, err) })
+	}, func(err error) {
+		s.stats.record(opCommit, err)
+		note.end(false)
+	})
 	if err := s.group.Submit(ctx, it); err != nil {
 		it.hand.Refuse(err)
 	}
@@ -147,6 +153,7 @@ func (s *Store) settleCommit(it *commitItem, err error) {
 		return // abandoned: its caller was answered already
 	}
 	s.stats.record(opCommit, err)
+	it.note.end(false)
 	it.fut.Set(nil, err)
 }
 
@@ -154,7 +161,8 @@ func (s *Store) settleCommitWon(it *commitItem, version, traceNext int64) {
 	s.wake(it.note)
 	if !it.hand.Settle() {
 		// Abandoned: the caller reloads, its execution is not touched, and the cache
-		// cannot copy it (the caller may be changing it): drop what it holds.
+		// cannot copy it (the caller may be changing it): drop what it holds. The sinks
+		// were told the outcome is unknown when the caller gave up.
 		s.commitFailed(it.plan.ID, it.plan.Expected, "", errCommitAbandoned)
 		return
 	}
@@ -162,5 +170,6 @@ func (s *Store) settleCommitWon(it *commitItem, version, traceNext int64) {
 	it.exe.TraceNext = traceNext
 	s.commitWon(it.exe, it.plan.EventID, it.epoch)
 	s.stats.record(opCommit, nil)
+	it.note.end(true)
 	it.fut.Set(it.plan.OutboxSeqs, nil)
 }

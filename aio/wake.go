@@ -4,15 +4,19 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/wake"
+	"github.com/execstore/execstore/ops"
 )
 
-// wakeNote is what a won commit tells the relays and sweepers of its database in this
-// process (package internal/wake): that it wrote outbox entries or spawn intents, and the
-// earliest timer it armed (its stored seconds, as package internal/wake compares them).
+// wakeNote is what a commit tells the relays and sweepers of its database in this process
+// (package internal/wake). Once it won: that it wrote outbox entries or spawn intents, and the
+// earliest timer it armed (its stored seconds, as package internal/wake compares them). To the
+// relays' sinks: its Begin before it is sent, and its End once its outcome is known.
 type wakeNote struct {
 	emitted bool
 	armed   bool
 	fireAt  float64
+	flight  *wake.InFlight  // the commit's Begin on the sinks; nil when none is subscribed
+	wrote   *wake.Committed // what the commit hands the sinks if it wins; nil without flight
 }
 
 // noteOf returns the wake-up note of commit c.
@@ -24,6 +28,51 @@ func noteOf(c *execstore.Commit) wakeNote {
 		}
 	}
 	return n
+}
+
+// begin tells the relays' sinks that the commit of c on exe, with seqs, is about to be sent.
+// Only when a sink is subscribed does it work out what the commit writes. Call it before the
+// commit can reach the server, then end exactly once.
+func (s *Store) begin(n *wakeNote, exe *execstore.Execution, c *execstore.Commit, seqs ops.Seqs) {
+	if n.flight = s.signal.Begin(exe.ID); n.flight != nil {
+		n.wrote = committedOf(exe, c, seqs)
+	}
+}
+
+// end tells the relays' sinks the commit's outcome: won, it hands them what it wrote. Call it
+// before the commit's caller learns the outcome.
+func (n wakeNote) end(won bool) {
+	if won {
+		n.flight.End(n.wrote)
+	} else {
+		n.flight.End(nil)
+	}
+}
+
+// committedOf is what the commit of c on exe, with seqs, writes for the relays: as
+// PendingOutbox, PendingSpawns and DueTimers read it back. It shares nothing with c.
+func committedOf(exe *execstore.Execution, c *execstore.Commit, seqs ops.Seqs) *wake.Committed {
+	version := exe.Version + 1
+	w := &wake.Committed{ExecutionID: exe.ID, Version: version, Timers: contract.HeldTimerOps(c.Timers)}
+	if len(c.Emits) > 0 {
+		w.Outbox = make([]execstore.OutboxEntry, len(c.Emits))
+		for i, e := range c.Emits {
+			w.Outbox[i] = execstore.OutboxEntry{Seq: seqs.Outbox[i], SourceID: exe.ID, Version: version,
+				TargetID: e.TargetID, Event: append([]byte{}, e.Event...)}
+		}
+	}
+	if len(c.Spawns) > 0 {
+		w.Spawns = make([]execstore.SpawnEntry, len(c.Spawns))
+		for i, sp := range c.Spawns {
+			// Through BSON, as the store writes the context and PendingSpawns decodes it.
+			// Neither fails: PrepareCommit encoded the same map.
+			b, _ := contract.EncodeMap(sp.Context)
+			m, _ := contract.DecodeMap(b)
+			w.Spawns[i] = execstore.SpawnEntry{Seq: seqs.Spawns[i], ParentID: exe.ID, ChildID: sp.ChildID,
+				RootPath: sp.RootPath, Context: m}
+		}
+	}
+	return w
 }
 
 // registerWake makes the store's commits wake the relays of its namespace: its database and

@@ -7,6 +7,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/wake"
 	"github.com/execstore/execstore/ops"
 )
 
@@ -74,19 +75,48 @@ func (s *Store) Commit(ctx context.Context, exe *execstore.Execution, c execstor
 	if err := ops.CheckCommitSize(exe, &c, contexts, pc.step); err != nil {
 		return nil, err
 	}
+	flight := s.signal.Begin(exe.ID) // the relays' sinks, told before the commit is applied
 	if err := s.lock(ctx); err != nil {
+		flight.End(nil)
 		return nil, err
 	}
 	r, err := s.guard(&pc.exe, pc.processed)
 	if err != nil {
 		s.mu.Unlock()
+		flight.End(nil)
 		return nil, err
 	}
-	seqs := s.apply(r, pc)
+	seqs, firstSpawn := s.apply(r, pc)
 	exe.Version, exe.TraceNext = r.exe.Version, r.exe.TraceNext
 	s.mu.Unlock()
 	s.wake(pc)
+	if flight != nil {
+		flight.End(pc.committed(r.exe.ID, exe.Version, seqs, firstSpawn))
+	}
 	return seqs, nil
+}
+
+// committed is what pc wrote for the relays, applied at version with the outbox seqs seqs
+// and the spawn seqs from firstSpawn on: as PendingOutbox, PendingSpawns and DueTimers return
+// it.
+func (pc *preparedCommit) committed(id string, version int64, seqs []int64, firstSpawn int64) *wake.Committed {
+	c := &wake.Committed{ExecutionID: id, Version: version, Timers: contract.HeldTimerOps(pc.timers)}
+	if len(pc.emits) > 0 {
+		c.Outbox = make([]execstore.OutboxEntry, len(pc.emits))
+		for i, e := range pc.emits {
+			c.Outbox[i] = execstore.OutboxEntry{Seq: seqs[i], SourceID: id, Version: version,
+				TargetID: e.targetID, Event: cloneBytes(e.event)}
+		}
+	}
+	if len(pc.spawns) > 0 {
+		c.Spawns = make([]execstore.SpawnEntry, len(pc.spawns))
+		for i, sp := range pc.spawns {
+			m, _ := contract.DecodeMap(sp.context) // never fails: prepareCommit encoded it
+			c.Spawns[i] = execstore.SpawnEntry{Seq: firstSpawn + int64(i), ParentID: id, ChildID: sp.childID,
+				RootPath: sp.rootPath, Context: m}
+		}
+	}
+	return c
 }
 
 // wake tells the store's relays and sweepers (package internal/wake) what the commit pc,
@@ -137,9 +167,10 @@ func (s *Store) guard(exe *execstore.Execution, eventID string) (*record, error)
 	return r, nil
 }
 
-// apply writes pc to r, which guard returned, and returns the outbox seqs in emit order. The
-// caller holds the lock.
-func (s *Store) apply(r *record, pc *preparedCommit) []int64 {
+// apply writes pc to r, which guard returned, and returns the outbox seqs in emit order and
+// the seq of the first spawn intent: the others follow it one by one. The caller holds the
+// lock.
+func (s *Store) apply(r *record, pc *preparedCommit) (seqs []int64, firstSpawn int64) {
 	version := r.exe.Version + 1
 	traceNext := r.exe.TraceNext
 	r.exe = pc.exe
@@ -147,13 +178,14 @@ func (s *Store) apply(r *record, pc *preparedCommit) []int64 {
 	if version == 1 { // guard made r: the commit creates the execution
 		s.insert(r.exe.ID, r)
 	}
-	var seqs []int64
 	for _, e := range pc.emits {
 		e.version = version
 		seqs = append(seqs, s.outbox.push(r.exe.ID, e))
 	}
-	for _, sp := range pc.spawns {
-		s.spawns.push(r.exe.ID, sp)
+	for i, sp := range pc.spawns {
+		if seq := s.spawns.push(r.exe.ID, sp); i == 0 {
+			firstSpawn = seq
+		}
 	}
 	r.dedupe.record(s.dedupeWindow, version, pc.processed)
 	for _, op := range pc.timers { // in order: the last op on a path wins
@@ -166,7 +198,7 @@ func (s *Store) apply(r *record, pc *preparedCommit) []int64 {
 	if pc.step != nil {
 		s.appendStep(r, pc.step)
 	}
-	return seqs
+	return seqs, firstSpawn
 }
 
 // cloneBytes returns a copy of b that is never nil, as the MongoDB store returns bytes.
