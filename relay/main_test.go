@@ -256,3 +256,51 @@ func (p *probe) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) e
 	}
 	return p.Store.DeleteTimers(ctx, timers)
 }
+
+// Partitions is the wrapped store's, 1 when it is not partitioned: a probe is as
+// partitioned as the store it wraps.
+func (p *probe) Partitions() int {
+	if ps, ok := p.Store.(execstore.Partitioned); ok {
+		return ps.Partitions()
+	}
+	return 1
+}
+
+func (p *probe) PendingOutboxIn(ctx context.Context, parts []int, limit int) ([]execstore.OutboxEntry, error) {
+	ps, ok := p.Store.(execstore.Partitioned)
+	if !ok {
+		return p.PendingOutbox(ctx, limit)
+	}
+	p.mu.RLock()
+	if p.killed {
+		p.mu.RUnlock()
+		return nil, execstore.ErrClosed
+	}
+	entries, err := ps.PendingOutboxIn(ctx, parts, limit)
+	after := p.afterScan
+	p.mu.RUnlock()
+	if after != nil {
+		after()
+	}
+	return entries, err
+}
+
+func (p *probe) PendingSpawnsIn(ctx context.Context, parts []int, limit int) ([]execstore.SpawnEntry, error) {
+	if ps, ok := p.Store.(execstore.Partitioned); ok {
+		return ps.PendingSpawnsIn(ctx, parts, limit)
+	}
+	return p.Store.PendingSpawns(ctx, limit)
+}
+
+func (p *probe) DueTimersIn(ctx context.Context, parts []int, now time.Time, limit int) ([]execstore.DueTimer, error) {
+	ps, ok := p.Store.(execstore.Partitioned)
+	if !ok {
+		return p.DueTimers(ctx, now, limit)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.killed {
+		return nil, execstore.ErrClosed
+	}
+	return ps.DueTimersIn(ctx, parts, now, limit)
+}

@@ -32,26 +32,20 @@ func (r *runner[T, K]) partitionKey(p int) string {
 	return r.opts.LeaseKey + "/partitions/" + strconv.Itoa(p)
 }
 
-// manage keeps the session's partitions until ctx ends. Without a lease store it holds every
-// partition at once, for the whole run. With one, every LeaseDuration/4 it registers the
-// relay (its member lease), lists the live relays, and wants the partitions p for which the
-// relay is the (p mod n)-th of the n live relays in key order. It hands over the partitions
-// it holds and no longer wants: nothing more of them is handed out, and each lease is
-// released once no item of the partition is in flight. It claims the ones it wants and does
-// not hold: a claim succeeds once the previous holder released it or its lease lapsed. It
-// renews every lease it holds every LeaseDuration/3 (LeaseDuration/12 after a failure), and
-// drops a partition whose lease is fenced or runs out: nothing more of it is handed out, and
-// its handlers' context is cancelled.
+// manage keeps the session's partitions until ctx ends. Without a lease store there is
+// nothing to keep: the session holds every partition for the whole run. With one, every
+// LeaseDuration/4 it registers the relay (its member lease), lists the live relays, and
+// wants the partitions p for which the relay is the (p mod n)-th of the n live relays in key
+// order. It hands over the partitions it holds and no longer wants: nothing more of them is
+// handed out, and each lease is released once no item of the partition is in flight. It
+// claims the ones it wants and does not hold: a claim succeeds once the previous holder
+// released it or its lease lapsed. It renews every lease it holds every LeaseDuration/3
+// (LeaseDuration/12 after a failure), and drops a partition whose lease is fenced or runs
+// out: nothing more of it is handed out, and its handlers' context is cancelled.
 func (s *session[T, K]) manage(ctx context.Context) {
 	r := s.r
 	if r.lease.store == nil {
-		s.mu.Lock()
-		for p := range r.parts {
-			s.addHold(p, nil)
-		}
-		s.mu.Unlock()
-		poke(s.rescan)
-		return
+		return // the session holds every partition from its start
 	}
 	dur := r.opts.LeaseDuration
 	step := max(dur/12, time.Millisecond)

@@ -190,15 +190,16 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, now time.Time) (r
 		}
 		return res, false, err
 	}
-	return res, s.admit(n, holds, res.items), nil
+	return res, s.admit(n, holds, res), nil
 }
 
 // admit takes the items of scan n that the ledger admits, whose partition is still held as
 // it was when the scan was sent, whose source has no commit of this process in flight, and
 // whose execution is not held back for a retry, in order, until 2×Batch items are in flight;
-// it reports whether it stopped there. Then it clears the sources it saw in full: their next
-// commits may be handed over.
-func (s *session[T, K]) admit(n uint64, holds map[int]*hold, items []T) (capped bool) {
+// it reports whether it stopped there. Then, when the scan read every pending item of its
+// partitions, it clears the sources it saw in full: their next commits may be handed over.
+func (s *session[T, K]) admit(n uint64, holds map[int]*hold, res scanned[T]) (capped bool) {
+	items := res.items
 	now := time.Now()
 	k := s.r.kind
 	s.mu.Lock()
@@ -236,7 +237,7 @@ func (s *session[T, K]) admit(n uint64, holds map[int]*hold, items []T) (capped 
 		}
 		s.take(h, item)
 	}
-	if !capped {
+	if !capped && !res.full {
 		for _, h := range holds {
 			if s.holds[h.part] != h {
 				continue

@@ -211,9 +211,9 @@ func TestPerTargetExclusivityUnderLoad(t *testing.T) {
 	}
 }
 
-// A commit through a store of this process wakes a relay whose poll interval is an hour:
-// the entry is delivered, which no poll could have done.
-func TestWakeUp(t *testing.T) {
+// A commit through a store of this process hands its entry over to a relay whose poll
+// interval is an hour: the entry is delivered with no scan but the first one.
+func TestHandOver(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
 		if wake.Of(store) == nil {
 			t.Skipf("%T registers no wake-up signal: its relays only poll", store)
@@ -225,10 +225,13 @@ func TestWakeUp(t *testing.T) {
 		em := newEmitter(t, store)
 		for i := range 3 {
 			em.emit("s", "t", fmt.Sprint(i))
-			eventually(t, func() bool { return r.Stats().Acked == int64(i+1) }, "entry %d delivered by a wake-up", i)
+			eventually(t, func() bool { return r.Stats().Acked == int64(i+1) }, "entry %d handed over", i)
 		}
 		require.NoError(t, stop())
-		assert.Positive(t, r.Stats().Wakeups)
+		st := r.Stats()
+		assert.EqualValues(t, 3, st.HandedOver)
+		assert.EqualValues(t, 1, st.Scans, "no scan after the first")
+		assert.Zero(t, st.Wakeups)
 		d.check()
 	})
 }
@@ -417,20 +420,30 @@ func TestRunResults(t *testing.T) {
 func TestScanGapGathersWakeUps(t *testing.T) {
 	store := newMemstore(t)
 	d := newDeliveries(t)
+	em := newEmitter(t, store)
+	const sources = 20
+	for i := range sources { // before the relay runs: not handed over, found by its first scan
+		em.emit(fmt.Sprint("s", i), fmt.Sprint("t", i), "first")
+	}
 	r := relay.New(store, d.handle, relay.Options{PollInterval: time.Hour, ScanGap: 2 * time.Second})
 	stop := run(t, r)
-	eventually(t, func() bool { return r.Stats().Scans >= 1 }, "the first scan")
-	em := newEmitter(t, store)
-	const commits = 20
-	for i := range commits {
-		em.emit("s", fmt.Sprint("t", i), fmt.Sprint(i))
+	eventually(t, func() bool { return r.Stats().Acked == sources }, "the first scan's entries")
+	for i := range sources {
+		// The relay does not know what the source wrote before: the entry is not handed
+		// over, and the relay owes a scan.
+		em.emit(fmt.Sprint("s", i), fmt.Sprint("t", i), "second")
 		time.Sleep(5 * time.Millisecond) // each commit a wake-up of its own, without the gap
 	}
-	eventually(t, func() bool { return r.Stats().Acked == commits }, "every entry delivered")
+	eventually(t, func() bool { return r.Stats().Acked == 2*sources }, "every entry delivered")
+	for i := range sources { // now the relay knows them: handed over
+		em.emit(fmt.Sprint("s", i), fmt.Sprint("t", i), "third")
+	}
+	eventually(t, func() bool { return r.Stats().Acked == 3*sources }, "every entry delivered")
 	require.NoError(t, stop())
 	st := r.Stats()
 	assert.LessOrEqual(t, st.Scans, int64(3), "one scan at the start, then one per gap: %+v", st)
-	assert.Positive(t, st.Wakeups)
+	assert.EqualValues(t, sources, st.Wakeups)
+	assert.EqualValues(t, sources, st.HandedOver)
 	d.check()
 }
 

@@ -74,6 +74,13 @@ func (s *session[T, K]) run(stop <-chan struct{}) error {
 		unsubscribe := sig.Subscribe(s)
 		defer unsubscribe()
 	}
+	if s.r.lease.store == nil { // every partition, for the whole run: scanned at the start
+		s.mu.Lock()
+		for p := range s.r.parts {
+			s.addHold(p, nil)
+		}
+		s.mu.Unlock()
+	}
 	manageCtx, stopManaging := context.WithCancel(s.ctx)
 	var manager sync.WaitGroup
 	manager.Go(func() { s.manage(manageCtx) })
