@@ -28,19 +28,19 @@ const (
 // Options configures a Relay or a Sweeper. The zero value is ready to use. Every field
 // documents its default.
 type Options struct {
-	// PollInterval is how often the store is scanned when nothing wakes the relay. It is the
-	// latency of entries committed by other processes. Commits through a store of this
-	// process wake the relay at once. A Sweeper also looks this far ahead for the next fire
-	// time. Default 1s.
+	// PollInterval is how often the partitions held are scanned. It is the latency of
+	// entries committed by other processes. Commits through a store of this process are
+	// handed over at once. A Sweeper's scans read twice this far ahead, and the timers not
+	// due yet wait in memory for their fire time. Default 1s.
 	PollInterval time.Duration
-	// ScanGap is the least time between the starts of two scans that wake-ups, fire times or
-	// retries ask for. Under a stream of commits, each scan then gathers what the commits of
-	// one gap wrote, rather than one scan per commit. That takes fewer server commands, for a
-	// delivery up to ScanGap later. A timer fires at most ScanGap late. A full scan is still
-	// followed by the next at once. Acks are gathered the same way. A batch of acks (of timer
-	// deletes) is sent no sooner than ScanGap after the last, unless Batch of them wait or the
-	// relay is stopping. Default 0: a scan at every wake-up (while at most Batch items are in
-	// flight), and a batch of acks as soon as the last one is done.
+	// ScanGap is the least time between the starts of two scans that commits not handed
+	// over or retries ask for. Under a stream of such commits, each scan then gathers what
+	// the commits of one gap wrote, rather than one scan per commit. That takes fewer server
+	// commands, for a delivery up to ScanGap later. A full scan is still followed by the
+	// next at once. Acks are gathered the same way. A batch of acks (of timer deletes) is
+	// sent no sooner than ScanGap after the last, unless Batch of them wait or the relay is
+	// stopping. Default 0: a scan as soon as one is asked for (while at most Batch items are
+	// in flight), and a batch of acks as soon as the last one is done.
 	ScanGap time.Duration
 	// Lanes bounds the handler calls in flight. Items are routed to lanes by execution: an
 	// outbox entry by TargetID, or SourceID when it has none, and a timer by ExecutionID.

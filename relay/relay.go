@@ -19,8 +19,9 @@ type Relay struct {
 }
 
 // New returns a relay of store's outbox that hands entries to handler. It starts nothing:
-// call Run. A commit through a store of this process that registered its wake-up signal
-// (aio and memstore do) wakes the relay at once. Other commits are found by polling.
+// call Run. A commit through a store of this process that hands its commits over (aio and
+// memstore do) gives the relay its entries at once, with no scan. Other commits are found
+// by polling.
 //
 // handler is called with a context that is cancelled when the relay stops delivering: its
 // lease is lost, Run's context ends, or Close's context ends. The handler's nil acks the

@@ -20,10 +20,10 @@ type Sweeper struct {
 }
 
 // NewSweeper returns a sweeper of store's timers that hands due timers to handler. It starts
-// nothing: call Run. Each scan also looks Options.PollInterval ahead. The sweeper then sleeps
-// until the earliest fire time it saw, the poll interval, or a wake-up. A wake-up is by a
-// commit of this process that armed a timer firing before its next look. handler's context
-// and results are as New's. NewSweeper panics when store or handler is nil.
+// nothing: call Run. Each scan also reads two Options.PollIntervals ahead, and the timers
+// not due yet wait in memory for their fire time. A commit through a store of this process
+// that hands its commits over (aio and memstore do) gives the sweeper the timers it armed,
+// with no scan. handler's context and results are as New's. NewSweeper panics when store or handler is nil.
 func NewSweeper(store execstore.Store, handler func(ctx context.Context, t execstore.DueTimer) error, opts Options) *Sweeper {
 	if store == nil || handler == nil {
 		panic("relay: NewSweeper needs a store and a handler")
