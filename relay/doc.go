@@ -100,17 +100,18 @@
 //     in-flight set and the records change under one lock with the filtering. Scans run one
 //     at a time, so once scan n is filtered every record at n or less is pruned.
 //   - A hand-over without a scan keeps both: the relay learns of a local commit before it
-//     is sent and once its outcome is known, before the committer does. While it is in
-//     flight, scans leave the execution's items in the store (Stats.Skipped). So an item a
-//     commit wrote is handed out by its hand-over or by a scan begun after the commit ended,
-//     never by both, and the ledger above drops a late scan's copy. The items are handed
-//     over only when every earlier item of the execution is known to the relay: the commit
-//     is the execution's first, or follows the last one this relay saw, and no item of the
-//     execution was left in the store since (a commit not handed over, an item released).
-//     Otherwise the relay scans, and hands over again once a scan begun after that returned
-//     the execution's items. It also takes only commits sent while it held the partition,
-//     under the same lease. A commit that cancels or re-arms a timer waiting in memory
-//     removes it.
+//     is sent and once its outcome is known, before the committer does. A scan may read
+//     what the commit wrote before its outcome is known, and hand it out. So while the
+//     commit is in flight the relay remembers the acks of the execution's items, and the
+//     hand-over hands out only the items neither in flight nor acked: an item is handed
+//     out once, by a scan or by the hand-over, and the ledger above drops a late scan's
+//     copy. The items are handed over only when every earlier item of the execution is
+//     known to the relay: the commit is the execution's first, or follows the last one
+//     this relay saw, and no item of the execution was left in the store since (a commit
+//     not handed over, an item released). Otherwise the relay scans, and hands over again
+//     once a scan begun after that read the execution's items in full. It also takes only
+//     commits sent while it held the partition, under the same lease. A commit that
+//     cancels or re-arms a timer waiting in memory removes it.
 //   - Moving a partition while a third process commits to it. Relay A hands partition p
 //     over to relay B, while process C commits to execution S of p. A stops handing p's
 //     items out, waits for its handlers, acks what they finished, and only then releases

@@ -7,10 +7,10 @@ import (
 )
 
 // Begin is the session's end of a commit through a store of this process (package
-// internal/wake): the commit of execution id is about to be sent. While it is in flight, a
-// scan leaves the execution's items in the store: what the commit writes comes with its End,
-// or with a scan after it. It returns the hold of the execution's partition, if the session
-// holds it.
+// internal/wake): the commit of execution id is about to be sent. While it is in flight, the
+// acks of the execution's items are remembered, so that its hand-over does not hand out
+// again what a scan handed out and acked meanwhile. It returns the hold of the execution's
+// partition, if the session holds it.
 func (s *session[T, K]) Begin(id string) any {
 	p := s.r.partOf(id)
 	s.mu.Lock()
@@ -32,8 +32,10 @@ func (s *session[T, K]) End(id string, begun any, c *wake.Committed) {
 	p := s.r.partOf(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	acked := s.ackedDuring[id]
 	if s.committing[id]--; s.committing[id] <= 0 {
 		delete(s.committing, id)
+		delete(s.ackedDuring, id)
 	}
 	h := s.holds[p]
 	if h == nil {
@@ -66,7 +68,9 @@ func (s *session[T, K]) End(id string, begun any, c *wake.Committed) {
 		}
 	}
 	for _, item := range items {
-		if !s.ledger.holding(s.r.kind.key(item)) {
+		// A scan may have read the commit's items already: those in flight or acked are
+		// not handed out again.
+		if key := s.r.kind.key(item); !s.ledger.holding(key) && !acked[key] {
 			s.take(h, item)
 			s.r.stats.handedOver.Add(1)
 		}

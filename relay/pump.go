@@ -194,8 +194,7 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, now time.Time) (r
 }
 
 // admit takes the items of scan n that the ledger admits, whose partition is still held as
-// it was when the scan was sent, whose source has no commit of this process in flight, and
-// whose execution is not held back for a retry, in order, until 2×Batch items are in flight;
+// it was when the scan was sent, and whose execution is not held back for a retry, in order, until 2×Batch items are in flight;
 // it reports whether it stopped there. Then, when the scan read every pending item of its
 // partitions, it clears the sources it saw in full: their next commits may be handed over.
 func (s *session[T, K]) admit(n uint64, holds map[int]*hold, res scanned[T]) (capped bool) {
@@ -218,13 +217,6 @@ func (s *session[T, K]) admit(n uint64, holds map[int]*hold, res scanned[T]) (ca
 		}
 		key := k.key(item)
 		if !s.ledger.admissible(key, n) {
-			skipped++
-			continue
-		}
-		if s.committing[src] > 0 {
-			// A commit of this process to the source is in flight: what it wrote comes with
-			// its hand-over, or a scan after it.
-			partial[src] = true
 			skipped++
 			continue
 		}

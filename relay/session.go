@@ -41,6 +41,9 @@ type session[T any, K comparable] struct {
 	holds      map[int]*hold  // the partitions held now
 	member     *lease         // the relay's registration; only the manager touches it
 	committing map[string]int // commits in flight through this process, by execution (handoff.go)
+	// ackedDuring holds, for each execution with a commit in flight, the items of it whose
+	// ack completed meanwhile: its hand-over must not hand them out again.
+	ackedDuring map[string]map[K]bool
 	soon       []T            // taken, waiting for their fire time (a Sweeper's), earliest first
 	heldBack   int            // items the last scan held back for their execution's retry
 	stopping   bool           // no more deliveries: lanes release what they pop
@@ -58,7 +61,7 @@ type session[T any, K comparable] struct {
 func newSession[T any, K comparable](r *runner[T, K], parent, settleBase context.Context) *session[T, K] {
 	s := &session[T, K]{r: r, ledger: newLedger[K](),
 		retries: newRetries(r.opts.RetryMin, r.opts.RetryMax), lanes: make([]lane[T], r.opts.Lanes),
-		holds: map[int]*hold{}, committing: map[string]int{},
+		holds: map[int]*hold{}, committing: map[string]int{}, ackedDuring: map[string]map[K]bool{},
 		settleWake: make(chan struct{}, 1), progress: make(chan struct{}, 1), rescan: make(chan struct{}, 1),
 		drained: make(chan struct{}, 1), soonChanged: make(chan struct{}, 1)}
 	s.ctx, s.end = context.WithCancelCause(parent)

@@ -93,8 +93,15 @@ func (s *session[T, K]) settled(batch []T, errs []error) (failed []T, first *Err
 			failed = append(failed, item)
 			continue
 		}
-		if h := s.ledger.ack(s.r.kind.key(item)); h != nil {
+		key := s.r.kind.key(item)
+		if h := s.ledger.ack(key); h != nil {
 			s.left(h)
+		}
+		if src := s.r.kind.source(item); s.committing[src] > 0 {
+			if s.ackedDuring[src] == nil {
+				s.ackedDuring[src] = map[K]bool{}
+			}
+			s.ackedDuring[src][key] = true
 		}
 		acked++
 	}

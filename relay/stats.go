@@ -14,9 +14,8 @@ type Stats struct {
 	// HandedOver counts items taken from commits through a store of this process, with no
 	// scan.
 	HandedOver int64
-	// Skipped counts items a scan returned that were in flight, whose ack completed after
-	// the scan began, or whose source had a commit of this process in flight (its hand-over
-	// brings them). They are never handed out twice.
+	// Skipped counts items a scan returned that were in flight, or whose ack completed after
+	// the scan began. They are never handed out twice.
 	Skipped       int64
 	Delivered     int64 // handler calls
 	HandlerErrors int64
