@@ -44,11 +44,11 @@ type session[T any, K comparable] struct {
 	// ackedDuring holds, for each execution with a commit in flight, the items of it whose
 	// ack completed meanwhile: its hand-over must not hand them out again.
 	ackedDuring map[string]map[K]bool
-	soon       []T            // taken, waiting for their fire time (a Sweeper's), earliest first
-	heldBack   int            // items the last scan held back for their execution's retry
-	stopping   bool           // no more deliveries: lanes release what they pop
-	settleQ    []T            // handled, awaiting their ack
-	lanesDone  bool           // every lane goroutine has returned: the settler flushes and returns
+	soon        []T  // taken, waiting for their fire time (a Sweeper's), earliest first
+	heldBack    int  // items the last scan held back for their execution's retry
+	stopping    bool // no more deliveries: lanes release what they pop
+	settleQ     []T  // handled, awaiting their ack
+	lanesDone   bool // every lane goroutine has returned: the settler flushes and returns
 
 	laneWG, settleWG sync.WaitGroup
 	settleWake       chan struct{} // cap 1: settleQ grew, or lanesDone
