@@ -49,7 +49,7 @@ func (s *session[T, K]) End(id string, begun any, c *wake.Committed) {
 	}
 	s.forget(c)
 	from, _ := begun.(*hold)
-	ok := from == h && s.handing(h) && h.follows(id, c.Version)
+	ok := from == h && s.handing(h) && h.follows(id, c.Version, s.r.chained)
 	h.remember(id, c.Version)
 	if !ok {
 		s.owe(h, id)

@@ -49,12 +49,13 @@ func (h *hold) remember(source string, version int64) {
 }
 
 // follows reports whether a commit of source creating version may be handed over: the
-// source is not dirty, and the commit is its first, or follows the last one the hold saw.
-func (h *hold) follows(source string, version int64) bool {
+// source is not dirty, and, when its items are kept in commit order (chained), the commit is
+// its first, or follows the last one the hold knows every item of.
+func (h *hold) follows(source string, version int64, chained bool) bool {
 	if _, dirty := h.dirty[source]; dirty {
 		return false
 	}
-	if version == 1 {
+	if !chained || version == 1 {
 		return true
 	}
 	last, ok := h.chain[source]

@@ -20,6 +20,12 @@ type kind[T any, K comparable] interface {
 	lane(item T) string
 	// source is the execution whose document holds the item: the item is in its partition.
 	source(item T) string
+	// chained reports whether items are kept in commit order, each source's (outbox
+	// entries), so that a commit may be handed over only when every earlier item of its
+	// source is known. Timers fire by fire time, whatever commit armed them.
+	chained() bool
+	// version is the version of the commit that wrote the item, 0 when unknown.
+	version(item T) int64
 	// describe names the item in an *Error.
 	describe(item T) string
 	// dueAt is when the item may be handed out: zero for at once.
@@ -205,12 +211,14 @@ func (s *session[T, K]) admit(n uint64, holds map[int]*hold, res scanned[T]) (ca
 	defer s.mu.Unlock()
 	skipped, heldBack := 0, 0
 	partial := map[string]bool{} // sources some of whose items this scan left in the store
+	latest := map[string]int64{} // the latest commit of each source whose items the scan read
 	for _, item := range items {
 		src := k.source(item)
 		h := holds[s.partOf(item)]
 		if h == nil || !s.handing(h) {
 			continue // the partition changed hands since the scan was sent
 		}
+		latest[src] = max(latest[src], k.version(item))
 		if s.ledger.held() >= 2*s.r.opts.Batch {
 			capped = true
 			break
@@ -238,6 +246,14 @@ func (s *session[T, K]) admit(n uint64, holds map[int]*hold, res scanned[T]) (ca
 				if at < n && !partial[src] {
 					delete(h.dirty, src)
 				}
+			}
+		}
+		// The scan read every pending item of each source it returned, up to the latest
+		// commit it saw: none of the source's items up to that commit is unknown.
+		for src, v := range latest {
+			h := holds[s.r.partOf(src)]
+			if _, dirty := h.dirty[src]; v > 0 && !dirty && !partial[src] && h.chain[src] < v {
+				h.remember(src, v)
 			}
 		}
 	}

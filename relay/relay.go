@@ -90,6 +90,10 @@ func (outboxKind) describe(e execstore.OutboxEntry) string {
 
 func (outboxKind) source(e execstore.OutboxEntry) string { return e.SourceID }
 
+func (outboxKind) chained() bool { return true }
+
+func (outboxKind) version(e execstore.OutboxEntry) int64 { return e.Version }
+
 func (outboxKind) dueAt(execstore.OutboxEntry) time.Time { return time.Time{} }
 
 func (k outboxKind) scan(ctx context.Context, parts []int, _ time.Time, _ time.Duration, limit int) (scanned[execstore.OutboxEntry], error) {

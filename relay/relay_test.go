@@ -422,23 +422,23 @@ func TestScanGapGathersWakeUps(t *testing.T) {
 	d := newDeliveries(t)
 	em := newEmitter(t, store)
 	const sources = 20
-	for i := range sources { // before the relay runs: not handed over, found by its first scan
-		em.emit(fmt.Sprint("s", i), fmt.Sprint("t", i), "first")
+	for i := range sources { // before the relay runs, with nothing to relay: no scan sees them
+		em.commit(fmt.Sprint("s", i), execstore.Commit{})
 	}
 	r := relay.New(store, d.handle, relay.Options{PollInterval: time.Hour, ScanGap: 2 * time.Second})
 	stop := run(t, r)
-	eventually(t, func() bool { return r.Stats().Acked == sources }, "the first scan's entries")
+	eventually(t, func() bool { return r.Stats().Scans == 1 }, "the first scan")
 	for i := range sources {
 		// The relay does not know what the source wrote before: the entry is not handed
 		// over, and the relay owes a scan.
 		em.emit(fmt.Sprint("s", i), fmt.Sprint("t", i), "second")
 		time.Sleep(5 * time.Millisecond) // each commit a wake-up of its own, without the gap
 	}
-	eventually(t, func() bool { return r.Stats().Acked == 2*sources }, "every entry delivered")
+	eventually(t, func() bool { return r.Stats().Acked == sources }, "every entry delivered")
 	for i := range sources { // now the relay knows them: handed over
 		em.emit(fmt.Sprint("s", i), fmt.Sprint("t", i), "third")
 	}
-	eventually(t, func() bool { return r.Stats().Acked == 3*sources }, "every entry delivered")
+	eventually(t, func() bool { return r.Stats().Acked == 2*sources }, "every entry delivered")
 	require.NoError(t, stop())
 	st := r.Stats()
 	assert.LessOrEqual(t, st.Scans, int64(3), "one scan at the start, then one per gap: %+v", st)

@@ -30,6 +30,9 @@ type runner[T any, K comparable] struct {
 	// parts is the number of partitions: the store's when it is an execstore.Partitioned,
 	// else 1.
 	parts int
+	// chained: the items are kept in commit order (outbox entries), so a commit is handed
+	// over only when every earlier item of its execution is known.
+	chained bool
 	// member names the relay among the relays of its lease key: the host, the process and a
 	// random part.
 	member string
@@ -51,6 +54,7 @@ func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler
 		r.parts = max(ps.Partitions(), 1)
 	}
 	r.member = memberName()
+	r.chained = k.chained()
 	r.tel = telemetry.NewRelay(component, opts.TracerProvider, opts.MeterProvider, r.stats.inFlight.Load)
 	r.lease = leaser{store: opts.Lease, dur: opts.LeaseDuration, stats: &r.stats, report: opts.OnError, log: opts.Logger}
 	return r

@@ -65,6 +65,12 @@ func (timerKind) describe(t execstore.DueTimer) string {
 
 func (timerKind) source(t execstore.DueTimer) string { return t.ExecutionID }
 
+// chained is false: timers fire by fire time, whatever commit armed them, so a commit's
+// timers are handed over without the commit before it known.
+func (timerKind) chained() bool { return false }
+
+func (timerKind) version(execstore.DueTimer) int64 { return 0 }
+
 func (timerKind) dueAt(t execstore.DueTimer) time.Time { return t.FireAt }
 
 // scan reads the timers due by now+ahead, earliest first. Those not due yet wait in memory
