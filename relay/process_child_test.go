@@ -2,8 +2,8 @@ package relay_test
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"reflect"

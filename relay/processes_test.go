@@ -103,8 +103,9 @@ func TestProcesses(t *testing.T) {
 	killed.Store(true)
 	_ = victim.wait()
 	require.NoError(t, <-phaseA)
-	t.Logf("killed %s after %d deliveries", victim.name, victim.count("deliver"))
+	t.Logf("killed %s after %d deliveries, %v after the start", victim.name, victim.count("deliver"), killedAt.Sub(t0))
 
+	t.Logf("rounds 0 and 1 committed %v after the start", time.Since(t0))
 	start("p4")
 	require.NoError(t, w.commitRounds(2, 4, nil))
 
