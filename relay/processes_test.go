@@ -363,6 +363,14 @@ func (c *relayProcess) deliveringNow() bool {
 	return holds && delivered >= 20 && time.Since(time.Unix(0, last)) < 100*time.Millisecond
 }
 
+// logChecker is what the checks of the logs report to: a *testing.T, or a recorder of
+// findings in the tests of the checks themselves.
+type logChecker interface {
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+	FailNow()
+}
+
 // entryKey names an outbox entry: its source and its seq.
 type entryKey struct {
 	source string
@@ -374,7 +382,7 @@ type entryKey struct {
 // timer that must fire fired and was deleted after, and that no other did. A process killed
 // between an ack's return and its log line leaves it unlogged: that is allowed for an entry
 // only the killed process delivered.
-func checkDelivered(t *testing.T, w *procWorkload, logs map[string][]logLine, victim string) {
+func checkDelivered(t logChecker, w *procWorkload, logs map[string][]logLine, victim string) {
 	type item struct {
 		proc string
 		key  any // an entryKey or a timerID
@@ -502,7 +510,7 @@ func lossAfter(lines []logLine, of string, at int64) bool {
 // checkNotAfterAck checks that no handler call of an item started after a logged ack (or
 // delete) of it had completed: in the same process ever, in another while no lease of the
 // acking process was lost.
-func checkNotAfterAck(t *testing.T, logs map[string][]logLine) {
+func checkNotAfterAck(t logChecker, logs map[string][]logLine) {
 	type ack struct {
 		proc string
 		at   int64
@@ -552,7 +560,7 @@ func checkNotAfterAck(t *testing.T, logs map[string][]logLine) {
 
 // checkOrder checks that in each process's log the first deliveries of one source's entries
 // to one target follow commit order.
-func checkOrder(t *testing.T, w *procWorkload, logs map[string][]logLine) {
+func checkOrder(t logChecker, w *procWorkload, logs map[string][]logLine) {
 	w.mu.Lock()
 	place := map[entryKey]int{} // an entry's place in its source's commits
 	for i, e := range w.entries {
@@ -600,7 +608,7 @@ type interval struct {
 // the outbox were taken over within the documented bound. A hold open when a process's log
 // ends closes at its last line, or for the killed process at its last handler call's end.
 // A store that is not partitioned has one partition, 0, when the relays report events.
-func checkPartitions(t *testing.T, logs map[string][]logLine, victim string, killedAt time.Time, n int) {
+func checkPartitions(t logChecker, logs map[string][]logLine, victim string, killedAt time.Time, n int) {
 	holds := map[string]map[int][]interval{"outbox": {}, "timers": {}}
 	events := 0
 	for proc, lines := range logs {
