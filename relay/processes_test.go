@@ -27,7 +27,7 @@ import (
 
 // The workload TestProcesses commits.
 const (
-	procExecutions = 100
+	procExecutions = 64
 	procCommitters = 4 // goroutines, each committing for its own executions
 	// takeOverMargin is what the machine's scheduling may add to the documented take-over
 	// bound (LeaseDuration×5/4 after the last renewal).
