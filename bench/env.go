@@ -37,11 +37,11 @@ type environment struct {
 
 // startEnvironment starts the embedded server unless cfg names one, connects the harness's
 // own client, detects the server and starts a latency proxy for each -rtt above 0. When nothing of
-// cfg uses a server (memory alone, no idempotency or journal workload) it starts nothing. On
+// cfg uses a server (memory alone, no idempotency, journal or delivery workload) it starts nothing. On
 // error nothing is left running.
 func startEnvironment(ctx context.Context, cfg config) (_ *environment, err error) {
 	if !cfg.scaling && !slices.ContainsFunc(cfg.variants, usesServer) && len(cfg.idemDesigns) == 0 &&
-		len(cfg.journalDesigns) == 0 {
+		len(cfg.journalDesigns) == 0 && cfg.deliveryEntries == 0 {
 		return &environment{description: "no server (memstore only)"}, nil
 	}
 	e := &environment{uri: cfg.uri}

@@ -62,6 +62,10 @@ type config struct {
 	journalInvocations int
 	journalConcurrency []int
 
+	// deliveryEntries is the backlog of the delivery section, delivered by 1, 2 and 4 relay
+	// processes; 0: the section is not run.
+	deliveryEntries int
+
 	scaling      bool
 	scalingSizes []int
 	scalingDue   int
@@ -115,6 +119,8 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 			quickJournalInvocations, fullJournalInvocations))
 	fs.StringVar(&journalConcurrency, "journal-concurrency", "1,64",
 		"callers of the journal workload: a comma-separated list of levels, each measured")
+	fs.IntVar(&cfg.deliveryEntries, "delivery", defaultDeliveryEntries,
+		"outbox entries of the delivery section, delivered by 1, 2 and 4 relay processes; 0 to skip it")
 	fs.BoolVar(&cfg.scaling, "scaling", false, "measure the timer sweep at several collection sizes instead of the workload")
 	fs.StringVar(&sizes, "scaling-sizes", "1000,100000", "collection sizes for -scaling, comma-separated")
 	fs.IntVar(&cfg.scalingDue, "scaling-due", 20, "due timers in the collection for -scaling")
@@ -194,6 +200,8 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 		return config{}, fmt.Errorf("-idem-keys must be at least 1, got %d", cfg.idemKeys)
 	case cfg.journalInvocations < 1:
 		return config{}, fmt.Errorf("-journal-invocations must be at least 1, got %d", cfg.journalInvocations)
+	case cfg.deliveryEntries < 0:
+		return config{}, fmt.Errorf("-delivery must not be negative, got %d", cfg.deliveryEntries)
 	case cfg.rounds < 1:
 		return config{}, fmt.Errorf("-rounds must be at least 1, got %d", cfg.rounds)
 	case cfg.timeout <= 0 || cfg.runTimeout <= 0:

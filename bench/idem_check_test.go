@@ -131,7 +131,7 @@ func TestIdemRowsInTheTable(t *testing.T) {
 	notRun := idemResult{Design: idemDesignSeed, Concurrency: 64, NotRun: idemNotServed + ": (FailedToParse) $$NOW is not supported in this context."}
 
 	var out bytes.Buffer
-	writeTable(&out, cfg, "s", engine, []idemResult{ok, notRun}, nil)
+	writeTable(&out, cfg, "s", engine, []idemResult{ok, notRun}, nil, nil)
 	require.Regexp(t, `\n +idem +64 +4\.0 +2\.0 +8\.0 +2\.00 +1\.00 +1\.00 +ok\n`, out.String())
 	require.Contains(t, out.String(), "\nseed-port (idemkit): not run here: needs $$NOW in update pipelines, which this server refuses: (FailedToParse) $$NOW is not supported in this context.\n")
 	require.Contains(t, out.String(), "  check   idempotency keys: 1 of 1 rows passed every check\n")
@@ -141,7 +141,7 @@ func TestIdemRowsInTheTable(t *testing.T) {
 	m.checks = idemChecks(tally, stored)
 	bad := newIdemResult(idemResult{Design: idemDesignStore, Concurrency: 64, Keys: 2}, m)
 	out.Reset()
-	writeTable(&out, cfg, "s", engine, []idemResult{bad, notRun}, nil)
+	writeTable(&out, cfg, "s", engine, []idemResult{bad, notRun}, nil, nil)
 	require.Regexp(t, `\n +idem +64 .* FAIL\n`, out.String())
 	require.Contains(t, out.String(), "  check   idempotency keys: 0 of 1 rows passed every check\n")
 	require.Contains(t, out.String(), "\n  FAILED  idem ×64: every replay returned the stored response byte-exact: 1 of 2 wrong: "+idemKey(0))

@@ -142,7 +142,7 @@ func TestJournalRowsInTheTable(t *testing.T) {
 	require.True(t, ok.WeakDurability)
 
 	var out bytes.Buffer
-	writeTable(&out, cfg, "s", engine, []idemResult{idemRow}, []journalResult{ok})
+	writeTable(&out, cfg, "s", engine, []idemResult{idemRow}, []journalResult{ok}, nil)
 	s := out.String()
 	require.Regexp(t, `\n +journal +64 +4\.0 +2\.0 +4\.0 +5\.00 +ok\n`, s)
 	require.Contains(t, s, "\n"+journalWeakNote+"\n")
@@ -155,7 +155,7 @@ func TestJournalRowsInTheTable(t *testing.T) {
 	m.weak = false
 	bad := newJournalResult(journalResult{Workload: workloadJournal, Design: journalDesign}, m)
 	out.Reset()
-	writeTable(&out, cfg, "s", engine, nil, []journalResult{bad})
+	writeTable(&out, cfg, "s", engine, nil, []journalResult{bad}, nil)
 	require.Regexp(t, `\n +journal +64 .* FAIL\n`, out.String())
 	require.Contains(t, out.String(), "\n"+journalStrongNote+"\n")
 	require.Contains(t, out.String(), "\n  FAILED  journal ×64: no error: 1 errors: "+journalID(0)+": claim: boom")

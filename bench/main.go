@@ -56,6 +56,9 @@ var allVariants = []string{variantSeedPort, variantAIO, variantBatch, variantCac
 func usesServer(variant string) bool { return variant != variantMemory }
 
 func main() {
+	if os.Getenv(envRelayProcess) != "" {
+		os.Exit(deliveryProcess()) // started again by the delivery section, as a relay process
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Getenv("MONGODB_URI"), os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
@@ -171,11 +174,16 @@ levels:
 		journalRows, runErr = env.runJournal(ctx, cfg, stamp)
 	}
 
+	var delivery *deliveryReport
+	if runErr == nil && cfg.deliveryEntries > 0 && env.admin != nil {
+		delivery, runErr = env.runDelivery(ctx, cfg, stamp)
+	}
+
 	fillRatios(results)
-	writeTable(os.Stdout, cfg, env.description, results, idemRows, journalRows)
+	writeTable(os.Stdout, cfg, env.description, results, idemRows, journalRows, delivery)
 	var outputsErr error
 	if len(results) > 0 {
-		files, ferr := writeOutputs(cfg, env.description, results, idemRows, journalRows)
+		files, ferr := writeOutputs(cfg, env.description, results, idemRows, journalRows, delivery)
 		if ferr != nil {
 			fmt.Fprintln(os.Stderr, "bench:", ferr)
 			outputsErr = ferr
@@ -185,7 +193,7 @@ levels:
 		}
 	}
 	fmt.Fprintf(os.Stdout, "total time %.1f s\n", time.Since(t0).Seconds())
-	status = writeVerdict(os.Stdout, checkedWorkloads(results, idemRows, journalRows), runErr, outputsErr)
+	status = writeVerdict(os.Stdout, append(checkedWorkloads(results, idemRows, journalRows), delivery.checked()...), runErr, outputsErr)
 	return status, runErr
 }
 

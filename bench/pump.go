@@ -63,10 +63,10 @@ func (w *workload) run(ctx context.Context, concurrency int, l *loop) error {
 	}); ok {
 		opts.TracerProvider, opts.MeterProvider = t.telemetry()
 	}
-	r := relay.New(log, func(ctx context.Context, e execstore.OutboxEntry) error { return w.deliver(ctx, e, l) }, opts)
+	r := relay.New(log.relayed, func(ctx context.Context, e execstore.OutboxEntry) error { return w.deliver(ctx, e, l) }, opts)
 	sweepOpts := opts
 	sweepOpts.ScanGap = sweepGap
-	sw := relay.NewSweeper(log, w.fire, sweepOpts)
+	sw := relay.NewSweeper(log.relayed, w.fire, sweepOpts)
 	w.relay, w.sweeper = r, sw
 
 	g, gctx := errgroup.WithContext(ctx)

@@ -20,23 +20,54 @@ type entryKey struct {
 
 // ackLog is the relay's store as the workload sees it: the variant's relay store, with every
 // ack that returned nil recorded, so that a delivery of an entry whose ack had completed is
-// told apart (it reappeared). It wakes the relay as the store it wraps does.
+// told apart (it reappeared). Give relays relayed(), which wakes them as the store it wraps
+// does, and is partitioned when that store is.
 type ackLog struct {
 	execstore.Store
 	mu    sync.Mutex
 	acked map[entryKey]bool
+	// relayed is the log as relays get it: the log itself, or the log with the partitioned
+	// scans of a partitioned store.
+	relayed execstore.Store
 }
 
 func newAckLog(s execstore.Store) *ackLog {
 	l := &ackLog{Store: s, acked: make(map[entryKey]bool)}
+	l.relayed = l
+	if p, ok := s.(execstore.Partitioned); ok {
+		l.relayed = &partitionedStore{Store: l, p: p}
+	}
 	if sig := wake.Of(s); sig != nil {
-		wake.Register(l, sig)
+		wake.Register(l.relayed, sig)
 	}
 	return l
 }
 
 // release stops the log's wake-ups.
-func (l *ackLog) release() { wake.Unregister(l) }
+func (l *ackLog) release() { wake.Unregister(l.relayed) }
+
+// partitionedStore is a wrapper of a partitioned store (Store, which forwards to p what it
+// does not change itself) that is partitioned too: its partitioned scans are p's.
+type partitionedStore struct {
+	execstore.Store
+	p execstore.Partitioned
+}
+
+func (s *partitionedStore) Partitions() int { return s.p.Partitions() }
+
+func (s *partitionedStore) PendingOutboxIn(ctx context.Context, partitions []int, limit int) ([]execstore.OutboxEntry, error) {
+	return s.p.PendingOutboxIn(ctx, partitions, limit)
+}
+
+func (s *partitionedStore) PendingSpawnsIn(ctx context.Context, partitions []int, limit int) ([]execstore.SpawnEntry, error) {
+	return s.p.PendingSpawnsIn(ctx, partitions, limit)
+}
+
+func (s *partitionedStore) DueTimersIn(ctx context.Context, partitions []int, now time.Time, limit int) ([]execstore.DueTimer, error) {
+	return s.p.DueTimersIn(ctx, partitions, now, limit)
+}
+
+var _ execstore.Partitioned = (*partitionedStore)(nil)
 
 func (l *ackLog) AckOutbox(ctx context.Context, sourceID string, seq int64) error {
 	if err := l.Store.AckOutbox(ctx, sourceID, seq); err != nil {

@@ -244,7 +244,7 @@ func rttsLabel(cfg config) string {
 // (idem, none when that workload did not run), the journal rows (jrnl, likewise), the goals
 // of the snapshot cache, and the end-of-run checks with each failed one. The verdict that
 // ends the report is writeVerdict's.
-func writeTable(out io.Writer, cfg config, server string, results []runResult, idem []idemResult, jrnl []journalResult) {
+func writeTable(out io.Writer, cfg config, server string, results []runResult, idem []idemResult, jrnl []journalResult, delivery *deliveryReport) {
 	fmt.Fprintf(out, "execstore bench: %s\n", server)
 	budget := fmt.Sprintf("%d events per run", cfg.events)
 	if levels := levelBudgets(cfg, results); levels != "" {
@@ -304,9 +304,11 @@ func writeTable(out io.Writer, cfg config, server string, results []runResult, i
 
 	writeIdemTable(out, cfg.idemKeys, idem)
 	writeJournalTable(out, cfg.journalInvocations, jrnl)
+	delivery.writeTable(out)
 
 	writeTargets(out, issueTargets(results))
-	writeChecks(out, checkedWorkloads(results, idem, jrnl))
+	delivery.writeGoals(out)
+	writeChecks(out, append(checkedWorkloads(results, idem, jrnl), delivery.checked()...))
 }
 
 // runLabel names a row in lines under the tables: "aio ×8", "aio+cache ×1 +2ms".
@@ -326,10 +328,10 @@ func writeTrimmed(out io.Writer, s string) {
 }
 
 // writeOutputs writes DIR/bench-results.json (the engine rows, then the snapshot cache's
-// target rows when aio+cache ran, then the idempotency rows, then the journal rows, each row
-// naming its workload) and, when a server-backed variant ran, DIR/bench.png, and returns
+// target rows when aio+cache ran, then the idempotency rows, then the journal rows, then the
+// delivery section's rows, each row naming its workload) and, when a server-backed variant ran, DIR/bench.png, and returns
 // their paths.
-func writeOutputs(cfg config, server string, results []runResult, idem []idemResult, jrnl []journalResult) ([]string, error) {
+func writeOutputs(cfg config, server string, results []runResult, idem []idemResult, jrnl []journalResult, delivery *deliveryReport) ([]string, error) {
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return nil, err
 	}
@@ -349,6 +351,7 @@ func writeOutputs(cfg config, server string, results []runResult, idem []idemRes
 	for _, r := range jrnl {
 		rows = append(rows, r)
 	}
+	rows = append(rows, delivery.jsonRows()...)
 	jsonPath := filepath.Join(cfg.out, "bench-results.json")
 	if err := writeJSON(jsonPath, rows); err != nil {
 		return nil, err

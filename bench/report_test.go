@@ -112,7 +112,7 @@ func TestFailedCheckIsNamedUnderTheTable(t *testing.T) {
 	require.Equal(t, []string{"outbox empty at the end: 1 pending: seq 7 of exe-a → exe-b"}, results[1].FailedChecks)
 
 	var out bytes.Buffer
-	writeTable(&out, cfg, "test server", results, nil, nil)
+	writeTable(&out, cfg, "test server", results, nil, nil, nil)
 	require.Equal(t, 1, writeVerdict(&out, checkedWorkloads(results, nil, nil), nil, nil))
 	require.Contains(t, out.String(), "\n"+checksHeading+"\n  check   engine: 1 of 2 rows passed every check\n"+
 		"  FAILED  aio+batch ×8: outbox empty at the end: 1 pending: seq 7 of exe-a → exe-b\n"+
@@ -121,7 +121,7 @@ func TestFailedCheckIsNamedUnderTheTable(t *testing.T) {
 	require.Regexp(t, `aio\+batch +0ms +8 .* FAIL\n`, out.String())
 
 	out.Reset()
-	writeTable(&out, cfg, "test server", results[:1], nil, nil)
+	writeTable(&out, cfg, "test server", results[:1], nil, nil, nil)
 	require.Zero(t, writeVerdict(&out, checkedWorkloads(results[:1], nil, nil), nil, nil))
 	require.Contains(t, out.String(), "  check   engine: 1 of 1 rows passed every check\n"+passLine+"\n")
 	require.NotContains(t, out.String(), "FAIL:")
@@ -141,13 +141,13 @@ func TestMemoryRowHasNoCommands(t *testing.T) {
 	require.Zero(t, results[1].CommandsPerEvent)
 
 	var out bytes.Buffer
-	writeTable(&out, cfg, "s", results, nil, nil)
+	writeTable(&out, cfg, "s", results, nil, nil, nil)
 	require.Regexp(t, `\n +aio +0ms +8 +50\.0 +12\.0 +12\.0 +0\.000 +0\.000 +1\.50 +0\.00 `, out.String())
 	require.Regexp(t, `\n +memory +0ms +8 +100\.0 +0\.003 +0\.040 +0\.000 +0\.000 +- +- `, out.String())
 	require.Regexp(t, `\n +memory +0ms +8 +-\n`, out.String(), "no command of any name")
 
 	out.Reset()
-	writeTable(&out, cfg, "s", results[1:], nil, nil)
+	writeTable(&out, cfg, "s", results[1:], nil, nil, nil)
 	require.NotContains(t, out.String(), "server commands per event", "no such table when only memory ran")
 }
 
@@ -192,7 +192,7 @@ func TestTableOfSeveralRoundTrips(t *testing.T) {
 	}
 	fillRatios(results)
 	var out bytes.Buffer
-	writeTable(&out, cfg, "s", results, nil, nil)
+	writeTable(&out, cfg, "s", results, nil, nil, nil)
 	text := out.String()
 	require.Contains(t, text, "added round trip 10ms, 0ms (in-process proxy)\n")
 	require.Regexp(t, `\n +variant +rtt +concurrency +events/s +p50 ms +p99 ms +delivery p50 +delivery p99 +cmds/event +path cmds/event +×seed-port +×aio +×raw +heap MiB +checks\n`, text)

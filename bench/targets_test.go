@@ -200,7 +200,7 @@ func TestMissedTargetDoesNotFailTheRun(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	writeTable(&out, config{rtts: targetRTTs}, "s", rs, nil, nil)
+	writeTable(&out, config{rtts: targetRTTs}, "s", rs, nil, nil, nil)
 	status := writeVerdict(&out, checkedWorkloads(rs, nil, nil), nil, nil)
 	require.Zero(t, status)
 	text := out.String()

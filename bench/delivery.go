@@ -1,0 +1,444 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/server"
+)
+
+// The delivery section: a backlog committed, then delivered by relay processes.
+const (
+	defaultDeliveryEntries = 300
+	deliveryExecutions     = 60               // the backlog's sources, each one commit of entries
+	deliveryDeadline       = 60 * time.Second // bounds one delivery of the backlog
+	deliveryLook           = 20 * time.Millisecond
+)
+
+// deliveryProcesses are the numbers of relay processes that deliver the backlog in turn.
+var deliveryProcesses = []int{1, 2, 4}
+
+// relayChild is a relay process of the delivery section, started from the bench binary.
+type relayChild struct {
+	name, log string
+	cmd       *exec.Cmd
+	stdin     io.WriteCloser
+	output    bytes.Buffer
+	done      chan struct{}
+	err       error
+}
+
+// startRelayChild starts the bench binary again as relay process name, delivering database
+// db of the server at uri and logging to a file in dir. It dies with this process: its
+// standard input closes then, on which it stops, and on Linux the kernel kills it.
+func startRelayChild(name, uri, db, dir string) (*relayChild, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	c := &relayChild{name: name, log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
+	c.cmd = exec.Command(exe)
+	c.cmd.Env = append(os.Environ(), envRelayProcess+"="+name, envRelayURI+"="+uri, envRelayDB+"="+db, envRelayLog+"="+c.log)
+	c.cmd.Stdout, c.cmd.Stderr = &c.output, &c.output
+	dieWithParent(c.cmd)
+	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if err := c.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		c.err = c.cmd.Wait()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// stop closes the child's standard input, on which it stops cleanly, and waits for it.
+func (c *relayChild) stop() error {
+	_ = c.stdin.Close()
+	select {
+	case <-c.done:
+	case <-time.After(cleanupTimeout):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+		return fmt.Errorf("relay process %s did not stop within %v: killed", c.name, cleanupTimeout)
+	}
+	if c.err != nil {
+		return fmt.Errorf("relay process %s: %w: %s", c.name, c.err, bytes.TrimSpace(c.output.Bytes()))
+	}
+	return nil
+}
+
+// kill kills the child with SIGKILL and waits for it.
+func (c *relayChild) kill() {
+	_ = c.cmd.Process.Kill()
+	<-c.done
+}
+
+// lines returns the child's log as far as it is written (whole lines).
+func (c *relayChild) lines() ([]deliveryLine, error) {
+	b, err := os.ReadFile(c.log)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	b = b[:bytes.LastIndexByte(b, '\n')+1]
+	var out []deliveryLine
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		var l deliveryLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, fmt.Errorf("relay process %s's log: %w", c.name, err)
+		}
+		out = append(out, l)
+	}
+	return out, sc.Err()
+}
+
+// deliveryRun is what one delivery of the backlog measured.
+type deliveryRun struct {
+	processes int
+	entries   int
+	rate      float64       // entries per second, from the first handler's start to the last ack
+	wall      time.Duration // the same span
+	takeOver  time.Duration // with a kill: until the killed process's share was delivered again
+	checks    []check
+}
+
+// runDelivery measures the delivery section: the backlog delivered by 1, 2 and 4 relay
+// processes, then by 2 of which one is killed mid-delivery.
+func (e *environment) runDelivery(ctx context.Context, cfg config, stamp string) (*deliveryReport, error) {
+	rep := &deliveryReport{entries: cfg.deliveryEntries, server: e.description}
+	fmt.Fprintf(os.Stderr, "bench: delivery by 1, 2 and 4 relay processes, then a take-over\n")
+	for i, n := range append(deliveryProcesses, 2) {
+		kill := i == len(deliveryProcesses)
+		db := fmt.Sprintf("bench_%s_%d_delivery_%d_%d", stamp, os.Getpid(), n, i)
+		run, err := e.deliver(ctx, cfg, db, n, kill)
+		if !cfg.keep {
+			cctx, cancel := cleanupContext(ctx)
+			err = errors.Join(err, e.dropDatabase(cctx, db))
+			cancel()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("delivery by %d relay processes: %w", n, err)
+		}
+		if kill {
+			rep.takeOver = &run
+		} else {
+			rep.runs = append(rep.runs, run)
+		}
+	}
+	return rep, nil
+}
+
+// deliver commits the backlog to db, has n relay processes deliver it (killing one of them
+// mid-delivery when kill is set) and checks that nothing was lost.
+func (e *environment) deliver(ctx context.Context, cfg config, db string, n int, kill bool) (run deliveryRun, err error) {
+	run = deliveryRun{processes: n, entries: cfg.deliveryEntries}
+	store, err := aio.Open(ctx, e.uri, aio.Options{Connection: server.Connection{Database: db}})
+	if err != nil {
+		return run, err
+	}
+	defer func() {
+		cctx, cancel := cleanupContext(ctx)
+		err = errors.Join(err, store.Close(cctx))
+		cancel()
+	}()
+	committed, err := commitBacklog(ctx, store, cfg.deliveryEntries)
+	if err != nil {
+		return run, err
+	}
+
+	dir, err := os.MkdirTemp("", "bench-delivery-*")
+	if err != nil {
+		return run, err
+	}
+	defer os.RemoveAll(dir)
+	var children []*relayChild
+	defer func() {
+		for _, c := range children {
+			select {
+			case <-c.done:
+			default:
+				c.kill()
+			}
+		}
+	}()
+	for i := range n {
+		c, err := startRelayChild(fmt.Sprintf("r%d", i+1), e.uri, db, dir)
+		if err != nil {
+			return run, err
+		}
+		children = append(children, c)
+	}
+	logs := func() ([][]deliveryLine, error) {
+		out := make([][]deliveryLine, len(children))
+		for i, c := range children {
+			var err error
+			if out[i], err = c.lines(); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	deadline := time.Now().Add(deliveryDeadline)
+	wait := func(what string, done func([][]deliveryLine) bool) error {
+		for {
+			l, err := logs()
+			if err != nil {
+				return err
+			}
+			if done(l) {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: not within %v", what, deliveryDeadline)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(deliveryLook):
+			}
+		}
+	}
+
+	victim := -1
+	var killedAt time.Time
+	if kill {
+		// The victim has handed out a sixth of the backlog, the last entry just now.
+		err := wait("a relay process delivering", func(l [][]deliveryLine) bool {
+			for i, lines := range l {
+				d, last := 0, int64(0)
+				for _, x := range lines {
+					if x.Kind == "deliver" {
+						d++
+						last = x.End
+					}
+				}
+				if d >= cfg.deliveryEntries/6 && time.Since(time.Unix(0, last)) < 100*time.Millisecond {
+					victim = i
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			return run, err
+		}
+		children[victim].kill()
+		killedAt = time.Now()
+	}
+	acked := func(l [][]deliveryLine) map[entryKey]bool {
+		a := map[entryKey]bool{}
+		for _, lines := range l {
+			for _, x := range lines {
+				if x.Kind == "ack" {
+					a[entryKey{x.Source, x.Seq}] = true
+				}
+			}
+		}
+		return a
+	}
+	// Every entry's ack is logged, but those of the killed process: it may have died between
+	// an ack and its line, or with acks the server applied after. The store says the rest.
+	waitErr := wait("every entry acked", func(l [][]deliveryLine) bool {
+		a := acked(l)
+		byVictim := map[entryKey]bool{}
+		if victim >= 0 {
+			for _, x := range l[victim] {
+				byVictim[entryKey{x.Source, x.Seq}] = x.Kind == "deliver"
+			}
+		}
+		for _, k := range committed {
+			if !a[k] && !byVictim[k] {
+				return false
+			}
+		}
+		return true
+	})
+	var pending []execstore.OutboxEntry
+	for waitErr == nil {
+		if pending, err = store.PendingOutbox(ctx, 0); err != nil {
+			return run, err
+		}
+		if len(pending) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			waitErr = fmt.Errorf("%d entries still pending after %v", len(pending), deliveryDeadline)
+		}
+		time.Sleep(5 * deliveryLook) // the store is read whole: rarely
+	}
+	var stopErr error
+	for i, c := range children {
+		if i != victim {
+			stopErr = errors.Join(stopErr, c.stop())
+		}
+	}
+	l, err := logs()
+	if err != nil {
+		return run, err
+	}
+	run.rate, run.wall = deliveryRate(l)
+	if kill {
+		run.takeOver = takeOverTime(l, victim, killedAt, store)
+	}
+	if pending, err = store.PendingOutbox(ctx, 0); err != nil {
+		return run, err
+	}
+	run.checks = deliveryChecks(committed, l, pending, waitErr, stopErr)
+	return run, nil
+}
+
+// commitBacklog commits entries outbox entries from deliveryExecutions executions, one commit
+// each, to targets spread over them, and returns them in commit order.
+func commitBacklog(ctx context.Context, store execstore.Store, entries int) ([]entryKey, error) {
+	var out []entryKey
+	for i := 0; len(out) < entries; i++ {
+		exe := &execstore.Execution{ID: fmt.Sprintf("d%03d", i%deliveryExecutions), DefinitionID: "delivery", Status: execstore.Running}
+		if i >= deliveryExecutions {
+			loaded, err := store.Load(ctx, exe.ID)
+			if err != nil {
+				return nil, err
+			}
+			exe = loaded
+		}
+		per := min((entries+deliveryExecutions-1)/deliveryExecutions, entries-len(out))
+		var c execstore.Commit
+		for k := range per {
+			c.Emits = append(c.Emits, execstore.Emit{TargetID: fmt.Sprintf("d%03d", (i*7+k)%deliveryExecutions), Event: []byte(fmt.Sprintf("e%d/%d", i, k))})
+		}
+		seqs, err := store.Commit(ctx, exe, c)
+		if err != nil {
+			return nil, err
+		}
+		for _, seq := range seqs {
+			out = append(out, entryKey{exe.ID, seq})
+		}
+	}
+	return out, nil
+}
+
+// deliveryRate returns the entries acked per second from the first handler's start to the
+// last ack, and that span.
+func deliveryRate(logs [][]deliveryLine) (float64, time.Duration) {
+	var first, last int64
+	acked := map[entryKey]bool{}
+	for _, lines := range logs {
+		for _, x := range lines {
+			switch x.Kind {
+			case "deliver":
+				if first == 0 || x.Start < first {
+					first = x.Start
+				}
+			case "ack":
+				acked[entryKey{x.Source, x.Seq}] = true
+				last = max(last, x.End)
+			}
+		}
+	}
+	span := time.Duration(last - first)
+	if span <= 0 {
+		return 0, 0
+	}
+	return float64(len(acked)) / span.Seconds(), span
+}
+
+// takeOverTime returns how long after killedAt another process first handed out an entry of
+// the killed process's share: of the partitions it handed entries out of, or of every
+// partition when the store is not partitioned. It is 0 when none was handed out after.
+func takeOverTime(logs [][]deliveryLine, victim int, killedAt time.Time, store execstore.Store) time.Duration {
+	partitionOf := func(string) int { return 0 }
+	if p, ok := store.(execstore.Partitioned); ok {
+		n := p.Partitions()
+		partitionOf = func(id string) int { return execstore.PartitionOf(id, n) }
+	}
+	share := map[int]bool{}
+	for _, x := range logs[victim] {
+		if x.Kind == "deliver" {
+			share[partitionOf(x.Source)] = true
+		}
+	}
+	var first int64
+	for i, lines := range logs {
+		for _, x := range lines {
+			if i != victim && x.Kind == "deliver" && x.Start > killedAt.UnixNano() && share[partitionOf(x.Source)] &&
+				(first == 0 || x.Start < first) {
+				first = x.Start
+			}
+		}
+	}
+	if first == 0 {
+		return 0
+	}
+	return time.Duration(first - killedAt.UnixNano())
+}
+
+// deliveryChecks are a delivery's end-of-run checks: the outbox empty, every entry delivered
+// at least once, every ack after a handler of the same process returned nil for the entry,
+// and the processes (but a killed one) stopped cleanly.
+func deliveryChecks(committed []entryKey, logs [][]deliveryLine, pending []execstore.OutboxEntry, waitErr, stopErr error) []check {
+	var out []check
+	c := check{name: "outbox empty at the end", ok: len(pending) == 0 && waitErr == nil}
+	if !c.ok {
+		c.detail = fmt.Sprintf("%d entries pending", len(pending))
+		if waitErr != nil {
+			c.detail += fmt.Sprintf(" (%v)", waitErr)
+		}
+	}
+	out = append(out, c)
+	delivered := map[entryKey]bool{}
+	early := 0
+	for _, lines := range logs {
+		handled := map[entryKey]int64{}
+		for _, x := range lines {
+			k := entryKey{x.Source, x.Seq}
+			switch x.Kind {
+			case "deliver":
+				delivered[k] = true
+				if _, ok := handled[k]; !ok {
+					handled[k] = x.End
+				}
+			case "ack":
+				if at, ok := handled[k]; !ok || at > x.End {
+					early++
+				}
+			}
+		}
+	}
+	missing := 0
+	for _, k := range committed {
+		if !delivered[k] {
+			missing++
+		}
+	}
+	c = check{name: "every entry delivered at least once", ok: missing == 0}
+	if !c.ok {
+		c.detail = fmt.Sprintf("%d of %d never handed to a handler", missing, len(committed))
+	}
+	out = append(out, c)
+	c = check{name: "acked after its handler returned nil", ok: early == 0}
+	if !c.ok {
+		c.detail = fmt.Sprintf("%d acks with no handler's nil before them in their process", early)
+	}
+	out = append(out, c)
+	c = check{name: "relay processes stopped cleanly", ok: stopErr == nil}
+	if !c.ok {
+		c.detail = stopErr.Error()
+	}
+	return append(out, c)
+}

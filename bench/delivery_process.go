@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/idem"
+	"github.com/execstore/execstore/internal/wake"
+	"github.com/execstore/execstore/relay"
+	"github.com/execstore/execstore/server"
+)
+
+// The environment the bench binary is started with as a relay process of the delivery
+// section. envRelayProcess names the process and makes main run deliveryProcess.
+const (
+	envRelayProcess = "EXECSTORE_BENCH_RELAY_PROCESS"
+	envRelayURI     = "EXECSTORE_BENCH_RELAY_URI"
+	envRelayDB      = "EXECSTORE_BENCH_RELAY_DB"
+	envRelayLog     = "EXECSTORE_BENCH_RELAY_LOG"
+)
+
+// How every relay process of the delivery section runs its Relay.
+const (
+	deliveryLease = 2 * time.Second        // LeaseDuration: a dead process's share is taken over within 2.5s
+	deliveryLanes = 4                      // few enough that one process is bound by its lanes
+	deliveryWait  = 4 * time.Millisecond   // a handler's wait, as a downstream call's
+	deliveryPoll  = 100 * time.Millisecond // no commit of the process wakes it: it polls
+)
+
+// deliveryLine is one line of a relay process's log: a handler call ("deliver", Start to
+// End) or an ack that returned nil ("ack", at End), or "ready" once the relay runs. Times
+// are Unix nanoseconds of the machine's clock, which every process shares.
+type deliveryLine struct {
+	Kind   string `json:"kind"`
+	Source string `json:"source,omitempty"`
+	Seq    int64  `json:"seq,omitempty"`
+	Start  int64  `json:"start,omitempty"`
+	End    int64  `json:"end"`
+}
+
+// lineLog appends lines to a file opened with O_APPEND, one write each: a process killed
+// with SIGKILL loses nothing it had written.
+type lineLog struct{ f *os.File }
+
+func (l lineLog) write(line deliveryLine) {
+	b, err := json.Marshal(line)
+	if err == nil {
+		_, err = l.f.Write(append(b, '\n'))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: relay process log:", err)
+		os.Exit(1)
+	}
+}
+
+// ackLine is a relay's store that logs every AckOutbox that returned nil, after it did.
+type ackLine struct {
+	execstore.Store
+	log lineLog
+}
+
+func (s *ackLine) AckOutbox(ctx context.Context, sourceID string, seq int64) error {
+	if err := s.Store.AckOutbox(ctx, sourceID, seq); err != nil {
+		return err
+	}
+	s.log.write(deliveryLine{Kind: "ack", Source: sourceID, Seq: seq, End: time.Now().UnixNano()})
+	return nil
+}
+
+// deliveryProcess is the bench binary run as a relay process: it delivers the outbox of the
+// database its environment names, under a lease, with a handler that waits deliveryWait,
+// until its standard input closes (the parent closed it, or died). It returns the exit
+// status.
+func deliveryProcess() int {
+	fail := func(err error) int {
+		fmt.Fprintf(os.Stderr, "bench: relay process %s: %v\n", os.Getenv(envRelayProcess), err)
+		return 1
+	}
+	ctx := context.Background()
+	f, err := os.OpenFile(os.Getenv(envRelayLog), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fail(err)
+	}
+	defer f.Close()
+	log := lineLog{f}
+	conn := server.Connection{Database: os.Getenv(envRelayDB)}
+	store, err := aio.Open(ctx, os.Getenv(envRelayURI), aio.Options{Connection: conn})
+	if err != nil {
+		return fail(err)
+	}
+	defer store.Close(ctx)
+	leases, err := idem.Open(ctx, os.Getenv(envRelayURI), idem.Options{Connection: conn})
+	if err != nil {
+		return fail(err)
+	}
+	defer leases.Close(ctx)
+
+	var relayed execstore.Store = &ackLine{Store: store, log: log}
+	if p, ok := execstore.Store(store).(execstore.Partitioned); ok {
+		relayed = &partitionedStore{Store: relayed, p: p}
+	}
+	if sig := wake.Of(store); sig != nil {
+		wake.Register(relayed, sig)
+		defer wake.Unregister(relayed)
+	}
+	r := relay.New(relayed, func(ctx context.Context, e execstore.OutboxEntry) error {
+		start := time.Now()
+		select {
+		case <-time.After(deliveryWait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		log.write(deliveryLine{Kind: "deliver", Source: e.SourceID, Seq: e.Seq, Start: start.UnixNano(), End: time.Now().UnixNano()})
+		return nil
+	}, relay.Options{Lease: leases, LeaseDuration: deliveryLease, Lanes: deliveryLanes, PollInterval: deliveryPoll,
+		RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+	runErr := make(chan error, 1)
+	go func() { runErr <- r.Run(ctx) }()
+	log.write(deliveryLine{Kind: "ready", End: time.Now().UnixNano()})
+
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	stopCtx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	if err := r.Close(stopCtx); err != nil {
+		return fail(err)
+	}
+	if err := <-runErr; err != nil {
+		return fail(err)
+	}
+	return 0
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// Workload names of the delivery section's rows in bench-results.json.
+const (
+	workloadDelivery     = "delivery"
+	workloadDeliveryGoal = "delivery-target"
+)
+
+// Goals of the delivery's scaling: events/s of 2 and 4 relay processes over 1.
+const (
+	targetTwoProcesses  = 1.8
+	targetFourProcesses = 3.0
+)
+
+// serverBound is the share of the lanes' ceiling below which a delivery is said to be bound
+// by the server rather than by its lanes.
+const serverBound = 0.6
+
+// deliveryReport is the delivery section: the backlog delivered by 1, 2 and 4 relay
+// processes, and by 2 of which one was killed. A nil report is a section not run.
+type deliveryReport struct {
+	entries  int
+	server   string
+	runs     []deliveryRun
+	takeOver *deliveryRun
+}
+
+// deliveryResult is one row of the delivery section in bench-results.json.
+type deliveryResult struct {
+	Workload   string  `json:"workload"` // workloadDelivery
+	Processes  int     `json:"processes"`
+	Entries    int     `json:"entries"`
+	Killed     bool    `json:"killed"` // one process was killed with SIGKILL mid-delivery
+	EventsPerS float64 `json:"events_per_s"`
+	// RatioToOne is EventsPerS over the 1-process row's; nil on that row and the killed one.
+	RatioToOne *float64 `json:"ratio_to_one,omitempty"`
+	// LanesCeiling is the events/s the processes' lanes allow: processes × Lanes / the
+	// handler's wait.
+	LanesCeiling float64  `json:"lanes_ceiling_per_s"`
+	Limit        string   `json:"limit"`                 // "lanes" or "server"
+	TakeOverS    *float64 `json:"take_over_s,omitempty"` // the killed row only
+	WallS        float64  `json:"wall_s"`
+	Server       string   `json:"server"`
+	ChecksPassed bool     `json:"checks_passed"`
+	FailedChecks []string `json:"failed_checks,omitempty"`
+}
+
+// lanesCeiling is the events/s n processes' lanes allow.
+func lanesCeiling(n int) float64 {
+	return float64(n*deliveryLanes) / deliveryWait.Seconds()
+}
+
+// limit says what bound a run: its lanes, or the server (its scans, acks and lease calls)
+// when it reached less than serverBound of the lanes' ceiling.
+func limit(r deliveryRun) string {
+	if r.rate < serverBound*lanesCeiling(r.processes) {
+		return "server"
+	}
+	return "lanes"
+}
+
+// rows returns the report's rows, the killed run last.
+func (d *deliveryReport) rows() []deliveryResult {
+	if d == nil {
+		return nil
+	}
+	var one float64
+	row := func(r deliveryRun, killed bool) deliveryResult {
+		out := deliveryResult{Workload: workloadDelivery, Processes: r.processes, Entries: r.entries, Killed: killed,
+			EventsPerS: round(r.rate, 1), LanesCeiling: round(lanesCeiling(r.processes), 1), Limit: limit(r),
+			WallS: round(r.wall.Seconds(), 3), Server: d.server, ChecksPassed: true}
+		if !killed && r.processes == 1 {
+			one = r.rate
+		} else if !killed && one > 0 {
+			ratio := round(r.rate/one, 2)
+			out.RatioToOne = &ratio
+		}
+		if killed {
+			s := round(r.takeOver.Seconds(), 3)
+			out.TakeOverS = &s
+		}
+		for _, c := range r.checks {
+			if !c.ok {
+				out.ChecksPassed = false
+				out.FailedChecks = append(out.FailedChecks, fmt.Sprintf("%s: %s", c.name, c.detail))
+			}
+		}
+		return out
+	}
+	var out []deliveryResult
+	for _, r := range d.runs {
+		out = append(out, row(r, false))
+	}
+	if d.takeOver != nil {
+		out = append(out, row(*d.takeOver, true))
+	}
+	return out
+}
+
+// goals judges the delivery's scaling goals: 2 and 4 processes over 1.
+func (d *deliveryReport) goals() []targetResult {
+	if d == nil {
+		return nil
+	}
+	ratios := map[int]*float64{}
+	for _, r := range d.rows() {
+		if !r.Killed {
+			ratios[r.Processes] = r.RatioToOne
+		}
+	}
+	var out []targetResult
+	for _, g := range []struct {
+		processes int
+		goal      float64
+	}{{2, targetTwoProcesses}, {4, targetFourProcesses}} {
+		t := targetResult{Workload: workloadDeliveryGoal,
+			Target: fmt.Sprintf("delivery by %d relay processes: ≥ %.2f× 1 process", g.processes, g.goal)}
+		r := ratios[g.processes]
+		if r == nil {
+			t.Measured = "not run"
+			out = append(out, t)
+			continue
+		}
+		t.Measured = fmt.Sprintf("%.2f×", *r)
+		met, gap := *r >= g.goal, max(g.goal-*r, 0)
+		t.Met, t.Gap = &met, &gap
+		if !met {
+			t.gapText = fmt.Sprintf("%.2f× short", gap)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// writeTable prints the delivery section: events/s by relay processes, the lanes' ceiling
+// and what bound each run, then the take-over.
+func (d *deliveryReport) writeTable(out io.Writer) {
+	rows := d.rows()
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\ndelivery: %d outbox entries committed across %d executions, then delivered by relay processes "+
+		"(each Lanes %d, a %v handler, lease %v)\n", d.entries, deliveryExecutions, deliveryLanes, deliveryWait, deliveryLease)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "processes\tevents/s\t×1 process\tlanes' ceiling/s\tbound by\twall s\tchecks\t")
+	for _, r := range rows {
+		if r.Killed {
+			continue
+		}
+		ratio := "-"
+		if r.RatioToOne != nil {
+			ratio = fmt.Sprintf("%.2f×", *r.RatioToOne)
+		}
+		fmt.Fprintf(tw, "%d\t%.1f\t%s\t%.0f\t%s\t%.2f\t%s\t\n", r.Processes, r.EventsPerS, ratio, r.LanesCeiling,
+			r.Limit, r.WallS, checksCell(r.ChecksPassed))
+	}
+	tw.Flush()
+	for _, r := range rows {
+		if r.Limit == "server" && !r.Killed {
+			fmt.Fprintf(out, "  %d %s below %.0f%% of the lanes' ceiling: the server's scans, acks and lease calls bound the delivery\n",
+				r.Processes, plural(r.Processes, "process is", "processes are"), serverBound*100)
+		}
+	}
+	for _, r := range rows {
+		if !r.Killed {
+			continue
+		}
+		took := "its share was not delivered again by the other process"
+		if r.TakeOverS != nil && *r.TakeOverS > 0 {
+			took = fmt.Sprintf("its share delivered again %.2f s after its death", *r.TakeOverS)
+		}
+		fmt.Fprintf(out, "  take-over: one of %d processes killed with SIGKILL mid-delivery; %s "+
+			"(bound: LeaseDuration×5/4 = %v after its last renewal); checks %s\n",
+			r.Processes, took, deliveryLease*5/4, checksCell(r.ChecksPassed))
+	}
+}
+
+// writeGoals prints the delivery's goals, reported as the snapshot cache's are.
+func (d *deliveryReport) writeGoals(out io.Writer) {
+	goals := d.goals()
+	if len(goals) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\ngoals of the delivery's scaling (reported only: they do not affect PASS/FAIL)")
+	for _, t := range goals {
+		switch {
+		case t.Met == nil:
+			fmt.Fprintf(out, "  goal  %s: not measured (%s)\n", t.Target, t.Measured)
+		case *t.Met:
+			fmt.Fprintf(out, "  goal  %s: %s (reached)\n", t.Target, t.Measured)
+		default:
+			fmt.Fprintf(out, "  goal  %s: %s (%s)\n", t.Target, t.Measured, t.gapText)
+		}
+	}
+}
+
+// checked returns the delivery section's rows as the checks section counts them.
+func (d *deliveryReport) checked() []checkedRows {
+	rows := d.rows()
+	if len(rows) == 0 {
+		return nil
+	}
+	c := checkedRows{workload: "delivery", rows: len(rows)}
+	for _, r := range rows {
+		if !r.ChecksPassed {
+			c.failed++
+		}
+		label := fmt.Sprintf("delivery ×%d", r.Processes)
+		if r.Killed {
+			label += " (one killed)"
+		}
+		for _, f := range r.FailedChecks {
+			c.failures = append(c.failures, fmt.Sprintf("%s: %s", label, f))
+		}
+	}
+	return []checkedRows{c}
+}
+
+// jsonRows returns the rows and the goals for bench-results.json.
+func (d *deliveryReport) jsonRows() []any {
+	var out []any
+	for _, r := range d.rows() {
+		out = append(out, r)
+	}
+	for _, g := range d.goals() {
+		out = append(out, g)
+	}
+	return out
+}
+
+func checksCell(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "FAIL"
+}
