@@ -184,7 +184,7 @@ func partitionsHeld(s relay.Stats) int {
 func TestProcessChild(t *testing.T) {
 	name := os.Getenv(envChildName)
 	if name == "" {
-		t.Skip("a relay process TestProcesses starts")
+		return // not started by TestProcesses: nothing to run
 	}
 	ctx := context.Background()
 	uri, db := os.Getenv("MONGODB_URI"), os.Getenv(envChildDB)
