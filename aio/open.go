@@ -179,7 +179,15 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 		Durable:    opsrun.DurableReads(executions),
 		Counters:   db.Collection(ops.CountersCollection),
 	}
+	// The partitions first: an Open that asks for another number than the recorded one
+	// writes nothing.
+	if env.Partitions, err = opsrun.RecordPartitions(ctx, env, "Options.Partitions", opts.Partitions); err != nil {
+		return nil, err
+	}
 	if err := opsrun.EnsureIndexes(ctx, env); err != nil {
+		return nil, err
+	}
+	if _, err := opsrun.AssignPartitions(ctx, env); err != nil {
 		return nil, err
 	}
 	return newStore(storeEnv{client: client, ownsClient: owns, info: info, env: env, opts: opts, stats: stats,
