@@ -15,6 +15,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/storetest"
 )
 
 // The first Open records the number of partitions; a later Open without one uses it, and one
@@ -170,4 +171,12 @@ func mustCommit(t testing.TB, s *aio.Store, exe *execstore.Execution, c execstor
 	t.Helper()
 	_, err := s.Commit(bg, exe, c)
 	require.NoError(t, err)
+}
+
+// The partitioned scans of the shared suite with 3 partitions, so that each holds several
+// executions. (The whole suite, with the default partitions, runs in the root package.)
+func TestPartitionedScansConform(t *testing.T) {
+	storetest.RunPartitioned(t, func(t *testing.T) execstore.Partitioned {
+		return newHarness(t, aio.Options{Partitions: 3}).store
+	})
 }
