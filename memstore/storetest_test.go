@@ -39,5 +39,7 @@ func TestConformanceShared(t *testing.T) {
 // The partitioned scans of the shared suite with 3 partitions, so that each holds several
 // executions.
 func TestConformanceFewPartitions(t *testing.T) {
-	storetest.RunPartitioned(t, func(t *testing.T) execstore.Partitioned { return open(t, memstore.Options{Partitions: 3}).(execstore.Partitioned) })
+	storetest.RunPartitioned(t, func(t *testing.T) execstore.Partitioned {
+		return open(t, memstore.Options{Partitions: 3}).(execstore.Partitioned)
+	})
 }
