@@ -180,3 +180,37 @@ func TestPartitionedScansConform(t *testing.T) {
 		return newHarness(t, aio.Options{Partitions: 3}).store
 	})
 }
+
+// The find a partitioned scan sends is ops' scan: its filter, sort and hint, as they are.
+func TestPartitionedScanSendsTheScan(t *testing.T) {
+	h := newHarness(t, aio.Options{Partitions: 4})
+	now := time.Unix(2000, 0)
+	for _, c := range []struct {
+		scan ops.Scan
+		run  func() error
+	}{
+		{ops.PendingOutboxScan([]int{0, 2}), func() error { _, err := h.store.PendingOutboxIn(bg, []int{2, 0}, 0); return err }},
+		{ops.PendingSpawnsScan([]int{1}), func() error { _, err := h.store.PendingSpawnsIn(bg, []int{1}, 0); return err }},
+		{ops.DueScan([]int{3}, now), func() error { _, err := h.store.DueTimersIn(bg, []int{3}, now, 0); return err }},
+		{ops.DueScan([]int{0, 1, 2, 3}, now), func() error { _, err := h.store.DueTimers(bg, now, 0); return err }},
+	} {
+		h.cmds.reset()
+		require.NoError(t, c.run())
+		sent := h.cmds.command("find")
+		require.NotNil(t, sent, c.scan.Hint)
+		assert.Equal(t, marshal(t, c.scan.Filter), sent.Lookup("filter").Document(), c.scan.Hint)
+		assert.Equal(t, c.scan.Hint, sent.Lookup("hint").StringValue())
+		if c.scan.Sort != nil {
+			assert.Equal(t, marshal(t, c.scan.Sort), sent.Lookup("sort").Document(), c.scan.Hint)
+		} else {
+			assert.Zero(t, sent.Lookup("sort").Type, c.scan.Hint)
+		}
+	}
+}
+
+func marshal(t testing.TB, d bson.D) bson.Raw {
+	t.Helper()
+	b, err := bson.Marshal(d)
+	require.NoError(t, err)
+	return b
+}
