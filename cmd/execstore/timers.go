@@ -30,7 +30,8 @@ type timersReport struct {
 }
 
 // listTimers prints the earliest Limit timers. One find of the executions that hold a timer
-// hint, sorted by it (the index timers_due): timer_min is at or before the execution's
+// hint, sorted by it (no index serves it alone: the stores' lead with the partition).
+// timer_min is at or before the execution's
 // earliest fire time, so the scan stops at the first document whose hint is past the
 // Limit-th fire time found. Unlike the stores' sweep, it never repairs a stale hint.
 func listTimers(ctx context.Context, db *mongo.Database, w io.Writer, o timersOptions) error {
