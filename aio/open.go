@@ -118,6 +118,13 @@ func (s *Store) reserver(counter string) batch.Reserver {
 // (server.ExpressionProjections). It uses the MongoDB profile where it does, and the
 // FerretDB one where it does not. A forced Options.Profile is used without a probe. A probe
 // that fails for any other reason fails Open.
+//
+// It then reads the number of partitions the database records, or records it (see
+// Options.Partitions). It refuses, before it writes anything else, an Options.Partitions that
+// differs from the recorded number. It creates the indexes that are missing, and drops those
+// of the scans without partitions, which an earlier version created. Last, it gives every
+// document written without a partition its partition: one find of their ids and one bulk
+// write per batch of them.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
