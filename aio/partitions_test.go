@@ -108,15 +108,23 @@ func TestOpenAssignsMissingPartitions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, due0, len(ids))
 
+	// One document has a partition already, another than its own: Open leaves it.
+	kept := int32((execstore.PartitionOf(ids[0], n) + 1) % n)
+	_, err = executions.UpdateOne(bg, bson.D{{Key: "_id", Value: ids[0]}}, bson.D{{Key: "$set", Value: bson.D{{Key: ops.FieldPartition, Value: kept}}}})
+	require.NoError(t, err)
+
 	again := h.reopen(t, aio.Options{})
-	for _, id := range ids {
+	assert.Equal(t, int64(kept), rawInt(t, h.rawDoc(t, ids[0]), ops.FieldPartition), "Open changed a partition")
+	for _, id := range ids[1:] {
 		assert.Equal(t, int64(execstore.PartitionOf(id, n)), rawInt(t, h.rawDoc(t, id), ops.FieldPartition), id)
 	}
 	for p := range n {
 		got, err := again.PendingOutboxIn(ctx, []int{p}, 0)
 		require.NoError(t, err)
 		for _, e := range got {
-			assert.Equal(t, p, execstore.PartitionOf(e.SourceID, n), e.SourceID)
+			if e.SourceID != ids[0] {
+				assert.Equal(t, p, execstore.PartitionOf(e.SourceID, n), e.SourceID)
+			}
 		}
 	}
 	specs, err := executions.Indexes().ListSpecifications(bg)

@@ -55,12 +55,14 @@ func RecordPartitions(ctx context.Context, env Env, field string, asked int) (in
 const assignBatch = 64
 
 // AssignPartitions gives every document of env.Executions written without a partition its
-// partition among env.Partitions, and returns how many it found. Batches of ids are read in
+// partition among env.Partitions, and returns how many it gave one. Batches of ids are read in
 // _id order, and each is one unordered bulk write of ops.AssignPartitionCommand in that order
 // (see statementOrder). A document given its partition meanwhile, by another process, is
-// matched by nothing. It returns when a find finds none.
+// matched by nothing. It returns when a find finds none. It fails when a batch's writes
+// matched nothing and the next find returns the same first id: the server did not apply them.
 func AssignPartitions(ctx context.Context, env Env) (int, error) {
 	total := 0
+	stuck := "" // the first id of a batch whose writes matched nothing
 	for {
 		cur, err := env.primary().Find(ctx, ops.MissingPartitionFilter(), options.Find().
 			SetProjection(bson.D{{Key: fID, Value: 1}}).SetSort(bson.D{{Key: fID, Value: 1}}).SetLimit(assignBatch))
@@ -76,15 +78,23 @@ func AssignPartitions(ctx context.Context, env Env) (int, error) {
 		if len(docs) == 0 {
 			return total, nil
 		}
+		if stuck != "" && docs[0].ID == stuck {
+			return total, fmt.Errorf("execstore: giving executions their partition: the updates of %q and the ids after it matched nothing", stuck)
+		}
 		models := make([]mongo.WriteModel, len(docs))
 		for i, d := range docs {
 			filter, update := ops.AssignPartitionCommand(d.ID, env.Partitions)
 			models[i] = mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update)
 		}
-		if _, err := env.Executions.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
+		res, err := env.Executions.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+		if err != nil {
 			return total, fmt.Errorf("execstore: giving executions their partition: %w", err)
 		}
-		total += len(docs)
+		stuck = ""
+		if res.MatchedCount == 0 {
+			stuck = docs[0].ID
+		}
+		total += int(res.ModifiedCount)
 	}
 }
 
