@@ -99,13 +99,13 @@ func partitionedScans(t *testing.T, s execstore.Partitioned) {
 		for _, limit := range []int{0, 1, 3} {
 			gotOutbox, err := s.PendingOutboxIn(bg, parts, limit)
 			require.NoError(t, err)
-			assert.Equal(t, limited(wantOutbox, limit), gotOutbox, "outbox of %v, limit %d", parts, limit)
+			sameScan(t, limited(wantOutbox, limit), gotOutbox, "outbox of %v, limit %d", parts, limit)
 			gotSpawns, err := s.PendingSpawnsIn(bg, parts, limit)
 			require.NoError(t, err)
-			assert.Equal(t, limited(wantSpawns, limit), gotSpawns, "spawns of %v, limit %d", parts, limit)
+			sameScan(t, limited(wantSpawns, limit), gotSpawns, "spawns of %v, limit %d", parts, limit)
 			gotDue, err := s.DueTimersIn(bg, parts, at(1000), limit)
 			require.NoError(t, err)
-			assert.Equal(t, limited(wantDue, limit), gotDue, "timers of %v, limit %d", parts, limit)
+			sameScan(t, limited(wantDue, limit), gotDue, "timers of %v, limit %d", parts, limit)
 		}
 	}
 }
@@ -148,6 +148,16 @@ func noPartitions(t *testing.T, s execstore.Partitioned) {
 	assert.Len(t, all, 1, "the entry is in some partition")
 }
 
+// sameScan asserts that a scan returned want, in order; an empty result may be nil or not.
+func sameScan[T any](t *testing.T, want, got []T, msgAndArgs ...any) {
+	t.Helper()
+	if len(want) == 0 {
+		assert.Empty(t, got, msgAndArgs...)
+		return
+	}
+	assert.Equal(t, want, got, msgAndArgs...)
+}
+
 func allPartitions(n int) []int {
 	all := make([]int, n)
 	for i := range all {
@@ -156,8 +166,7 @@ func allPartitions(n int) []int {
 	return all
 }
 
-// keep returns the elements of s for which f holds, in order; nil for none, as a store's
-// empty scan.
+// keep returns the elements of s for which f holds, in order.
 func keep[T any](s []T, f func(T) bool) []T {
 	var out []T
 	for _, v := range s {
