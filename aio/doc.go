@@ -46,6 +46,18 @@
 //     ordered by _id. So two bulks, of this process or of another, never wait on each
 //     other's row locks in a cycle. A statement the server rolled back for a lock conflict
 //     was not applied, and is settled as such: a group commit reads it back and runs it alone.
+//   - Every execution is in one partition, execstore.PartitionOf(id, Store.Partitions()). A
+//     commit that creates an execution stores the partition in its document. No update
+//     changes it. The first Open of a database records the number of partitions, and every
+//     store of the database uses it.
+//   - A scan of some partitions (execstore.Partitioned) returns what the whole store's scan
+//     returns, restricted to the executions of those partitions, in the same order. Each is
+//     one find, on an index that leads with the partition.
+//   - Open gives every document written without a partition (by an earlier version of the
+//     module) its partition before it returns. No manual step is needed. Partition 0's
+//     scans also read documents with no partition. So a document that an earlier-version
+//     process still creates is delivered by partition 0's holder until the next Open moves
+//     it. That move is the only time a document changes partition.
 //   - Close stops new calls (execstore.ErrClosed), drains queued and in-flight work within its
 //     context, and leaves no goroutine behind.
 //

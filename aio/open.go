@@ -118,6 +118,13 @@ func (s *Store) reserver(counter string) batch.Reserver {
 // (server.ExpressionProjections). It uses the MongoDB profile where it does, and the
 // FerretDB one where it does not. A forced Options.Profile is used without a probe. A probe
 // that fails for any other reason fails Open.
+//
+// It then reads the number of partitions the database records, or records it (see
+// Options.Partitions). It refuses, before it writes anything else, an Options.Partitions that
+// differs from the recorded number. It creates the indexes that are missing, and drops those
+// of the scans without partitions, which an earlier version created. Last, it gives every
+// document written without a partition its partition: one find of their ids and one bulk
+// write per batch of them.
 func Open(ctx context.Context, uri string, opts Options) (*Store, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
@@ -179,7 +186,15 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 		Durable:    opsrun.DurableReads(executions),
 		Counters:   db.Collection(ops.CountersCollection),
 	}
+	// The partitions first: an Open that asks for another number than the recorded one
+	// writes nothing.
+	if env.Partitions, err = opsrun.RecordPartitions(ctx, env, "Options.Partitions", opts.Partitions); err != nil {
+		return nil, err
+	}
 	if err := opsrun.EnsureIndexes(ctx, env); err != nil {
+		return nil, err
+	}
+	if _, err := opsrun.AssignPartitions(ctx, env); err != nil {
 		return nil, err
 	}
 	return newStore(storeEnv{client: client, ownsClient: owns, info: info, env: env, opts: opts, stats: stats,

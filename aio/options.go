@@ -83,11 +83,19 @@ type Options struct {
 	// FerretDB the default is 1 for the write batches (group commits and acks), since its
 	// front admits one write at a time.
 	MaxBatchesInFlight int
+	// Partitions is the number of partitions the executions are divided into, so that
+	// several relays can share the delivery (execstore.Partitioned). It is set once per
+	// database and collection: the first Open records it, and every later Open uses what is
+	// recorded. An Open that asks for another number fails with an error matching
+	// execstore.ErrInvalid, and nothing is written. At most execstore.MaxPartitions. Default
+	// 0: what the database records, else execstore.DefaultPartitions.
+	Partitions int
 }
 
 // check refuses, before any I/O and with an *execstore.InvalidError naming the field, a
 // setting the store cannot honour: the Connection's (see server.Connection), a negative count
-// (zero is the default), and the seq counters' collection as the executions'.
+// (zero is the default), a number of partitions past execstore.MaxPartitions, and the seq
+// counters' collection as the executions'.
 func (o Options) check() error {
 	if err := connect.CheckConnection(o.Connection, ops.ExecutionsCollection); err != nil {
 		return err
@@ -108,6 +116,9 @@ func (o Options) check() error {
 		if err := connect.NotNegative(n.field, n.value); err != nil {
 			return err
 		}
+	}
+	if err := contract.ValidatePartitionCount("Options.Partitions", o.Partitions); err != nil {
+		return err
 	}
 	return connect.NotNegative("Options.SeqBlockSize", o.SeqBlockSize)
 }

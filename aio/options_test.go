@@ -34,6 +34,10 @@ func TestOpenRefusesWhatItCannotHonour(t *testing.T) {
 	} {
 		table[field] = settingstest.Row[aio.Options]{Bad: []settingstest.Bad[aio.Options]{bad("-1", "Options."+field, set)}}
 	}
+	table["Partitions"] = settingstest.Row[aio.Options]{Bad: []settingstest.Bad[aio.Options]{
+		bad("-1", "Options.Partitions", func(o *aio.Options) { o.Partitions = -1 }),
+		bad("MaxPartitions+1", "Options.Partitions", func(o *aio.Options) { o.Partitions = execstore.MaxPartitions + 1 }),
+	}}
 	table["DisableGroupCommit"] = settingstest.Row[aio.Options]{None: "a bool: either value is honoured"}
 	table["DisableCoalescing"] = settingstest.Row[aio.Options]{None: "a bool: either value is honoured"}
 

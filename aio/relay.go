@@ -8,6 +8,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/opsrun"
+	"github.com/execstore/execstore/ops"
 )
 
 // PendingOutbox returns up to limit undelivered outbox entries (0: all) in relay order.
@@ -16,7 +17,7 @@ func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]execstore.Outbo
 		return nil, err
 	}
 	return submit(ctx, s, opPendingOutbox, "", func(ctx context.Context) ([]execstore.OutboxEntry, error) {
-		return opsrun.PendingOutbox(ctx, s.env, limit)
+		return opsrun.PendingOutbox(ctx, s.env, ops.AllPartitions(s.env.Partitions), limit)
 	}).Wait(ctx)
 }
 
@@ -34,7 +35,7 @@ func (s *Store) PendingSpawns(ctx context.Context, limit int) ([]execstore.Spawn
 		return nil, err
 	}
 	return submit(ctx, s, opPendingSpawns, "", func(ctx context.Context) ([]execstore.SpawnEntry, error) {
-		return opsrun.PendingSpawns(ctx, s.env, limit)
+		return opsrun.PendingSpawns(ctx, s.env, ops.AllPartitions(s.env.Partitions), limit)
 	}).Wait(ctx)
 }
 
@@ -55,7 +56,7 @@ func (s *Store) DueTimers(ctx context.Context, now time.Time, limit int) ([]exec
 		return nil, err
 	}
 	return submit(ctx, s, opDueTimers, "", func(ctx context.Context) ([]execstore.DueTimer, error) {
-		return opsrun.DueTimers(ctx, s.env, now, limit)
+		return opsrun.DueTimers(ctx, s.env, ops.AllPartitions(s.env.Partitions), now, limit)
 	}).Wait(ctx)
 }
 

@@ -51,6 +51,7 @@ type sweepDesign struct {
 	filter     bson.D
 	projection bson.D
 	sort       bson.D // nil for none
+	hint       string // "" for none
 	sweep      func(ctx context.Context, now time.Time) (int, error)
 	cmds       *commandCounter
 }
@@ -124,18 +125,20 @@ func (e *environment) scalingAt(ctx context.Context, cfg config, db string, size
 	fmt.Fprintf(os.Stderr, "bench: loading %d executions, %d of them with a due timer\n", size, cfg.scalingDue)
 	now := time.Now()
 	t0 := time.Now()
-	if err := e.loadTimers(ctx, db, size, cfg.scalingDue, now); err != nil {
+	if err := e.loadTimers(ctx, db, size, cfg.scalingDue, now, store.Partitions()); err != nil {
 		return nil, err
 	}
 	load := time.Since(t0)
 
+	dueScan := ops.DueScan(ops.AllPartitions(store.Partitions()), now)
 	designs := []sweepDesign{
 		{
 			name: "store", cmds: storeCmds,
-			// The find opsrun.DueTimers sends.
-			filter:     ops.DueFilter(now),
+			// The find opsrun.DueTimers sends, over every partition.
+			filter:     dueScan.Filter,
 			projection: bson.D{{Key: "timers", Value: 1}, {Key: "timer_min", Value: 1}, {Key: "version", Value: 1}},
-			sort:       bson.D{{Key: "timer_min", Value: 1}},
+			sort:       dueScan.Sort,
+			hint:       dueScan.Hint,
 			sweep: func(ctx context.Context, now time.Time) (int, error) {
 				due, err := store.DueTimers(ctx, now, 0)
 				return len(due), err
@@ -181,8 +184,8 @@ func (e *environment) scalingAt(ctx context.Context, cfg config, db string, size
 // loadTimers inserts size executions shaped as the store creates them (ops.BuildCommit), each
 // with one timer: due ones fire a minute before now and are spread evenly through the
 // collection, the others fire an hour or more after it.
-func (e *environment) loadTimers(ctx context.Context, db string, size, due int, now time.Time) error {
-	layout := ops.Layout{Profile: e.info.Profile, TraceMax: contract.DefaultTraceMax}
+func (e *environment) loadTimers(ctx context.Context, db string, size, due int, now time.Time, partitions int) error {
+	layout := ops.Layout{Profile: e.info.Profile, TraceMax: contract.DefaultTraceMax, Partitions: partitions}
 	coll := e.admin.Database(db).Collection(ops.ExecutionsCollection)
 	data := []byte(`{"handled":3,"last":"ev-0000000"}`)
 	every := size / due
@@ -219,6 +222,9 @@ func (e *environment) explain(ctx context.Context, db string, d sweepDesign, r *
 	if d.sort != nil {
 		find = append(find, bson.E{Key: "sort", Value: d.sort})
 	}
+	if d.hint != "" {
+		find = append(find, bson.E{Key: "hint", Value: d.hint})
+	}
 	var out bson.Raw
 	err := e.admin.Database(db).RunCommand(ctx, bson.D{{Key: "explain", Value: find}, {Key: "verbosity", Value: "executionStats"}}).Decode(&out)
 	if err != nil {
@@ -252,7 +258,7 @@ func (e *environment) explain(ctx context.Context, db string, d sweepDesign, r *
 }
 
 // planStages summarizes a MongoDB winning plan as its stages from the top, with the index
-// an index scan uses: "FETCH < IXSCAN timers_due".
+// an index scan uses: "FETCH < IXSCAN timers_by_partition".
 func planStages(plan bson.Raw) string {
 	var stages []string
 	for plan != nil {
@@ -289,7 +295,7 @@ func lookupInt(doc bson.Raw, key string) *int64 {
 // writeScaling prints the scaling table.
 func writeScaling(out io.Writer, server string, results []sweepResult) {
 	fmt.Fprintf(out, "execstore bench -scaling: timer sweep cost by collection size, %s\n", server)
-	fmt.Fprintln(out, "store: find on the timer_min hint (index timers_due); seed: whole-collection find, fire times checked by the client")
+	fmt.Fprintln(out, "store: find on the timer_min hint (index timers_by_partition); seed: whole-collection find, fire times checked by the client")
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "executions\tdesign\tdue\tfound\tsweeps\tms/sweep\tcmds/sweep\tdocs examined\tkeys examined\treturned\tplan")

@@ -18,6 +18,8 @@
 //   - Outbox and spawn seqs come from one counter each, unique and increasing.
 //     PendingOutbox and PendingSpawns return the oldest seq first, so each source's entries
 //     come in commit order. Acks remove exactly that entry and are idempotent.
+//   - The store is execstore.Partitioned, into Options.Partitions partitions. A scan of some
+//     partitions returns the whole scan restricted to their executions, in the same order.
 //   - The dedupe set, with Options.DedupeWindow, keeps exactly the event ids the MongoDB
 //     store keeps with the same window. The trace keeps the last Options.TraceMax steps,
 //     stamped with a per-execution index that only grows.

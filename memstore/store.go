@@ -21,6 +21,11 @@ type Options struct {
 	// the last DedupeWindow commits and of at most the last 2×DedupeWindow. Default (0 or
 	// less): every id is kept.
 	DedupeWindow int
+	// Partitions is the number of partitions the executions are divided into
+	// (execstore.Partitioned): an execution's partition is execstore.PartitionOf(id,
+	// Partitions). Default (0 or less) execstore.DefaultPartitions. New panics when it is past
+	// execstore.MaxPartitions.
+	Partitions int
 }
 
 // Store is an execstore.Store in process memory (see the package doc). Create it with New.
@@ -28,6 +33,7 @@ type Options struct {
 type Store struct {
 	traceMax     int
 	dedupeWindow int64
+	partitions   int
 	// signal is the store's own wake-up signal (package internal/wake), registered under the
 	// store from New to Close: commits that emit, spawn or arm timers notify its relays.
 	signal *wake.Signal
@@ -62,6 +68,13 @@ func New(opts Options) *Store {
 	}
 	if opts.DedupeWindow > 0 {
 		s.dedupeWindow = int64(opts.DedupeWindow)
+	}
+	s.partitions = execstore.DefaultPartitions
+	if opts.Partitions > execstore.MaxPartitions {
+		panic(fmt.Sprintf("memstore: Options.Partitions is %d, past execstore.MaxPartitions (%d)", opts.Partitions, execstore.MaxPartitions))
+	}
+	if opts.Partitions > 0 {
+		s.partitions = opts.Partitions
 	}
 	s.signal = wake.For(fmt.Sprintf("memstore:%p", s))
 	wake.Register(s, s.signal)

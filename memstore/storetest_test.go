@@ -35,3 +35,11 @@ func TestConformanceShared(t *testing.T) {
 		return s, s
 	})
 }
+
+// The partitioned scans of the shared suite with 3 partitions, so that each holds several
+// executions.
+func TestConformanceFewPartitions(t *testing.T) {
+	storetest.RunPartitioned(t, func(t *testing.T) execstore.Partitioned {
+		return open(t, memstore.Options{Partitions: 3}).(execstore.Partitioned)
+	})
+}

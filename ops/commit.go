@@ -257,7 +257,7 @@ func (p *CommitPlan) SetToken(token int64) {
 // length and a byte; a sub-document adds a length and a NUL.
 const (
 	// sizeBase covers the document's fixed fields (version, status, counts, trace_next,
-	// timer_min, commit_token, the empty dedupe arrays, …), the update operators' own
+	// timer_min, partition, commit_token, the empty dedupe arrays, …), the update operators' own
 	// headers and the filter-free insert's framing.
 	sizeBase = 512
 	// sizeProcessed covers the dedupe mark's element ($addToSet, or a generation's array).
@@ -343,6 +343,9 @@ func buildInsert(l Layout, exe *execstore.Execution, c *execstore.Commit, outbox
 	)
 	if at, ok := earliest(timers); ok {
 		doc = append(doc, bson.E{Key: FieldTimerMin, Value: at})
+	}
+	if l.Partitions > 0 {
+		doc = append(doc, bson.E{Key: FieldPartition, Value: int32(execstore.PartitionOf(exe.ID, l.Partitions))})
 	}
 	return doc
 }

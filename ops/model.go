@@ -25,6 +25,7 @@ const (
 	FieldTimerMin     = "timer_min"  // at or before the earliest fire_at in timers; absent when none
 	FieldTrace        = "trace"      // MongoDB profile: [TraceDoc, …]; FerretDB: {"<index>": TraceDoc}
 	FieldTraceNext    = "trace_next" // the index the next trace step gets
+	FieldPartition    = "partition"  // PartitionOf(_id, Layout.Partitions), set at creation, never changed
 	// FieldCommitToken marks the commit that wrote the current version; only the store's
 	// group commit writes it.
 	FieldCommitToken = "commit_token"
@@ -52,6 +53,11 @@ type Layout struct {
 	// DedupeWindow, when positive, bounds the dedupe set to the event ids of the last
 	// DedupeWindow to 2×DedupeWindow commits; 0 keeps every id. See Layout.DedupeFields.
 	DedupeWindow int
+	// Partitions is the number of partitions of the database (see FieldPartition). A
+	// document a commit creates stores its partition among Partitions. 0 stores none, as an
+	// earlier version of the module did: such a document is in partition 0's scans until it
+	// is given its own.
+	Partitions int
 }
 
 // OutboxDoc is one outbox entry as stored under FieldOutbox, keyed by its decimal seq.

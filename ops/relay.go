@@ -20,12 +20,12 @@ var (
 	spawnsField = relayField{name: FieldSpawns, count: fSpawnsN}
 )
 
-// PendingOutboxFilter selects the documents that hold at least one outbox entry (served by
-// the index outbox_pending). The entries are the OutboxDocs under FieldOutbox.
+// PendingOutboxFilter selects the documents that hold at least one outbox entry. The entries
+// are the OutboxDocs under FieldOutbox. PendingOutboxScan adds the partitions to it.
 func PendingOutboxFilter() bson.D { return outboxField.pendingFilter() }
 
-// PendingSpawnsFilter selects the documents that hold at least one spawn intent (served by
-// the index spawns_pending). The intents are the SpawnDocs under FieldSpawns.
+// PendingSpawnsFilter selects the documents that hold at least one spawn intent. The intents
+// are the SpawnDocs under FieldSpawns. PendingSpawnsScan adds the partitions to it.
 func PendingSpawnsFilter() bson.D { return spawnsField.pendingFilter() }
 
 // AckOutboxCommand is the updateOne that removes outbox entry seq of execution sourceID and

@@ -12,9 +12,9 @@ import (
 // float64 seconds since the Unix epoch, the nearest to the time scheduled (see
 // execstore.TimerOp). The hint, FieldTimerMin, is kept with $min when a timer is scheduled,
 // and is never raised by a cancel or a delete. So it may be early, never late: every document
-// with a due timer matches. The index timers_due makes the scan examine only documents whose
-// hint is due. A matching document may hold no due timer: check each fire time under
-// FieldTimers.
+// with a due timer matches. DueScan adds the partitions to it, and its index makes the scan
+// examine only documents whose hint is due. A matching document may hold no due timer: check
+// each fire time under FieldTimers.
 func DueFilter(now time.Time) bson.D {
 	return bson.D{{Key: FieldTimerMin, Value: bson.D{{Key: "$lte", Value: contract.StoredTime(now)}}}}
 }

@@ -28,12 +28,16 @@ import (
 // Run runs every behaviour of the execstore contract against stores made by open, each
 // behaviour as a subtest on a store of its own. open must return a new, empty store each time
 // it is called, configured with its defaults (a TraceMax of at least 10), and release it with
-// t.Cleanup. Run closes only the stores it uses to check Close itself.
+// t.Cleanup. Run closes only the stores it uses to check Close itself. When the stores
+// implement execstore.Partitioned, Run also checks that a scan of some partitions is the
+// whole scan restricted to them, in the same order, that a partition out of range is
+// refused with execstore.ErrInvalid, and that a scan of no partition returns nothing.
 func Run(t *testing.T, open func(t *testing.T) execstore.Store) {
 	t.Helper()
 	for _, b := range behaviours {
 		t.Run(b.name, func(t *testing.T) { b.check(t, open(t)) })
 	}
+	runPartitioned(t, open)
 }
 
 // Windows is how RunWindows asks for a store to be configured.

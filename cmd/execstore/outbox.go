@@ -32,8 +32,9 @@ type outboxReport struct {
 }
 
 // listOutbox prints the oldest pending entries: one find of the executions that hold any
-// (ops.PendingOutboxFilter, served by the index outbox_pending), projecting only the
-// outbox. Every pending entry is read, since seqs live inside the documents.
+// (ops.PendingOutboxFilter), projecting only the outbox. Every pending entry is read, since
+// seqs live inside the documents. No index serves the filter alone (the stores' scan indexes
+// lead with the partition), so the server reads the whole collection.
 func listOutbox(ctx context.Context, db *mongo.Database, w io.Writer, o outboxOptions) error {
 	coll := db.Collection(o.Collection)
 	cur, err := coll.Find(ctx, ops.PendingOutboxFilter(),

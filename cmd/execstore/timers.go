@@ -30,9 +30,9 @@ type timersReport struct {
 }
 
 // listTimers prints the earliest Limit timers. One find of the executions that hold a timer
-// hint, sorted by it (the index timers_due): timer_min is at or before the execution's
-// earliest fire time, so the scan stops at the first document whose hint is past the
-// Limit-th fire time found. Unlike the stores' sweep, it never repairs a stale hint.
+// hint, sorted by it (no index serves it alone: the stores' lead with the partition).
+// timer_min is at or before the execution's earliest fire time, so the scan stops at the
+// first document whose hint is past the Limit-th fire time found. Unlike the stores' sweep, it never repairs a stale hint.
 func listTimers(ctx context.Context, db *mongo.Database, w io.Writer, o timersOptions) error {
 	coll := db.Collection(o.Collection)
 	cur, err := coll.Find(ctx, bson.D{{Key: ops.FieldTimerMin, Value: bson.D{{Key: "$exists", Value: true}}}},

@@ -7,10 +7,11 @@ import (
 	"github.com/execstore/execstore/ops"
 )
 
-// PendingOutbox returns up to limit undelivered outbox entries (0: all) in relay order: oldest
-// seq first, each source's entries in commit order.
-func PendingOutbox(ctx context.Context, env Env, limit int) ([]execstore.OutboxEntry, error) {
-	bySource, err := pendingEntries[ops.OutboxDoc](ctx, env, ops.PendingOutboxFilter(), ops.FieldOutbox, "pending outbox")
+// PendingOutbox returns up to limit undelivered outbox entries (0: all) of the sources in
+// partitions in relay order: oldest seq first, each source's entries in commit order.
+// partitions must be distinct and in range; the whole store's scan passes them all.
+func PendingOutbox(ctx context.Context, env Env, partitions []int, limit int) ([]execstore.OutboxEntry, error) {
+	bySource, err := pendingEntries[ops.OutboxDoc](ctx, env, ops.PendingOutboxScan(partitions), ops.FieldOutbox, "pending outbox")
 	if err != nil {
 		return nil, err
 	}

@@ -8,13 +8,14 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore/internal/outcome"
+	"github.com/execstore/execstore/ops"
 )
 
 // pendingEntries reads every entry of the relayed field (ops.FieldOutbox or ops.FieldSpawns)
-// from the documents pending selects, grouped by document id. One find projecting only the
-// field.
-func pendingEntries[T any](ctx context.Context, env Env, pending bson.D, field, op string) (map[string][]T, error) {
-	cur, err := env.Executions.Find(ctx, pending, options.Find().SetProjection(bson.D{{Key: field, Value: 1}}))
+// from the documents scan selects, grouped by document id. One find projecting only the
+// field, hinted to the scan's index.
+func pendingEntries[T any](ctx context.Context, env Env, scan ops.Scan, field, op string) (map[string][]T, error) {
+	cur, err := env.Executions.Find(ctx, scan.Filter, options.Find().SetProjection(bson.D{{Key: field, Value: 1}}).SetHint(scan.Hint))
 	if err != nil {
 		return nil, outcome.ReadFailure(op, "", err)
 	}

@@ -9,9 +9,10 @@ import (
 	"github.com/execstore/execstore/ops"
 )
 
-// PendingSpawns returns up to limit pending spawn intents (0: all) in relay order.
-func PendingSpawns(ctx context.Context, env Env, limit int) ([]execstore.SpawnEntry, error) {
-	byParent, err := pendingEntries[ops.SpawnDoc](ctx, env, ops.PendingSpawnsFilter(), ops.FieldSpawns, "pending spawns")
+// PendingSpawns returns up to limit pending spawn intents (0: all) of the parents in
+// partitions in relay order, as PendingOutbox does.
+func PendingSpawns(ctx context.Context, env Env, partitions []int, limit int) ([]execstore.SpawnEntry, error) {
+	byParent, err := pendingEntries[ops.SpawnDoc](ctx, env, ops.PendingSpawnsScan(partitions), ops.FieldSpawns, "pending spawns")
 	if err != nil {
 		return nil, err
 	}

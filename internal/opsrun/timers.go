@@ -36,19 +36,21 @@ func RepairHintCommand(id string, version int64, old float64, remaining map[stri
 	return filter, bson.D{{Key: "$set", Value: bson.D{{Key: ops.FieldTimerMin, Value: min}}}}
 }
 
-// DueTimers returns up to limit timers (0: all) with fire_at <= now, earliest first (ties by
-// execution id, then path). One find over the documents whose hint is due, in hint order, that
-// stops once no further document can hold an earlier timer than the limit already found. On
-// MongoDB a document whose hint turned out stale (no timer due, and none within repairHorizon)
+// DueTimers returns up to limit timers (0: all) of the executions in partitions with fire_at
+// <= now, earliest first (ties by execution id, then path). partitions must be distinct and in
+// range; the whole store's sweep passes them all. One find over the documents of partitions
+// whose hint is due, in hint order (ops.DueScan), that stops once no further document can
+// hold an earlier timer than the limit already found. On MongoDB a document whose hint turned out stale (no timer due, and none within repairHorizon)
 // gets its hint repaired by a guarded update, all of them in one bulk write, so that the index
 // stops leading the sweep to it. On FerretDB hints are never repaired: its SQLite backend reads
 // every document for this find whatever the hints say, so a repair would buy nothing and cost
 // a write that scans the collection. Every fire time is checked here.
-func DueTimers(ctx context.Context, env Env, now time.Time, limit int) ([]execstore.DueTimer, error) {
+func DueTimers(ctx context.Context, env Env, partitions []int, now time.Time, limit int) ([]execstore.DueTimer, error) {
 	nowStored := contract.StoredTime(now)
-	cur, err := env.Executions.Find(ctx, ops.DueFilter(now), options.Find().
+	scan := ops.DueScan(partitions, now)
+	cur, err := env.Executions.Find(ctx, scan.Filter, options.Find().
 		SetProjection(bson.D{{Key: ops.FieldTimers, Value: 1}, {Key: ops.FieldTimerMin, Value: 1}, {Key: ops.FieldVersion, Value: 1}}).
-		SetSort(bson.D{{Key: ops.FieldTimerMin, Value: 1}}))
+		SetSort(scan.Sort).SetHint(scan.Hint))
 	if err != nil {
 		return nil, outcome.ReadFailure("due timers", "", err)
 	}
