@@ -61,7 +61,7 @@ func TestStandbyTakesOver(t *testing.T) {
 		leasesA, dieA := openLeases(t, leaseDB)
 		leasesB, _ := openLeases(t, leaseDB)
 		acks := newAckLog()
-		pA, pB := newProbe(t, store, acks), newProbe(t, another(), acks)
+		pA, pB := newProbe(t, unpartitioned(t, store), acks), newProbe(t, unpartitioned(t, another()), acks)
 		dA, dB := newDeliveries(t, acks), newDeliveries(t, acks)
 		rA := relay.New(pA, dA.handle, leaseOptions(leasesA))
 		stopA := run(t, rA)
@@ -110,7 +110,7 @@ func TestKilledMidDelivery(t *testing.T) {
 		leasesA, dieA := openLeases(t, leaseDB)
 		leasesB, _ := openLeases(t, leaseDB)
 		acksA, acksB := newAckLog(), newAckLog()
-		pA, pB := newProbe(t, store, acksA), newProbe(t, another(), acksB)
+		pA, pB := newProbe(t, unpartitioned(t, store), acksA), newProbe(t, unpartitioned(t, another()), acksB)
 		em := newEmitter(t, store)
 		const n, targets = 60, 5
 		ids := emitMany(em, "e", n, targets)
@@ -185,10 +185,10 @@ func TestStalledHolderStopsDelivering(t *testing.T) {
 	var logA, logB bytes.Buffer
 	optsRA, optsRB := leaseOptions(leasesA), leaseOptions(leasesB)
 	optsRA.Logger, optsRB.Logger = slog.New(slog.NewJSONHandler(&logA, nil)), slog.New(slog.NewJSONHandler(&logB, nil))
-	rA := relay.New(newProbe(t, store, acks), dA.handle, optsRA)
+	rA := relay.New(newProbe(t, unpartitioned(t, store), acks), dA.handle, optsRA)
 	stopA := run(t, rA)
 	eventually(t, func() bool { return rA.Stats().Holding }, "A holds the lease")
-	rB := relay.New(newProbe(t, store, acks), dB.handle, optsRB)
+	rB := relay.New(newProbe(t, unpartitioned(t, store), acks), dB.handle, optsRB)
 	stopB := run(t, rB)
 
 	em := newEmitter(t, store)
@@ -233,13 +233,13 @@ func TestCloseReleasesLease(t *testing.T) {
 	opts.StopTimeout = 0
 	opts.Lease = leasesA
 	nop := func(context.Context, execstore.OutboxEntry) error { return nil }
-	rA := relay.New(store, nop, opts)
+	rA := relay.New(unpartitioned(t, store), nop, opts)
 	resA := make(chan error, 1)
 	go func() { resA <- rA.Run(bg) }()
 	eventually(t, func() bool { return rA.Stats().Holding }, "A holds the lease")
 	opts.Lease = leasesB
 	opts.LeaseDuration = testLease
-	rB := relay.New(store, nop, opts)
+	rB := relay.New(unpartitioned(t, store), nop, opts)
 	stopB := run(t, rB)
 
 	require.NoError(t, rA.Close(bg))
@@ -253,7 +253,8 @@ func TestCloseReleasesLease(t *testing.T) {
 }
 
 // A lease key that holds something other than a relay's lease is refused: Run returns
-// ErrLeaseKeyInUse rather than standing by for ever.
+// ErrLeaseKeyInUse rather than standing by for ever. For a store that is not partitioned that
+// is Options.LeaseKey itself, and for one that is, a partition's key under it.
 func TestLeaseKeyInUse(t *testing.T) {
 	store := memstore.New(memstore.Options{})
 	t.Cleanup(func() { _ = store.Close(bg) })
@@ -273,16 +274,25 @@ func TestLeaseKeyInUse(t *testing.T) {
 			require.NoError(t, err)
 		}},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			key := "key-" + c.name
-			c.setup(key)
-			r := relay.New(store, func(context.Context, execstore.OutboxEntry) error { return nil },
-				relay.Options{Lease: leases, LeaseKey: key})
-			err := r.Run(bg)
-			assert.ErrorIs(t, err, relay.ErrLeaseKeyInUse)
-			var re *relay.Error
-			require.ErrorAs(t, err, &re)
-			assert.Equal(t, relay.OpClaim, re.Op)
-		})
+		for _, view := range []struct {
+			name  string
+			store execstore.Store
+			key   func(prefix string) string
+		}{
+			{"unpartitioned", unpartitioned(t, store), func(prefix string) string { return prefix }},
+			{"partitioned", store, func(prefix string) string { return prefix + "/partitions/0" }},
+		} {
+			t.Run(c.name+"/"+view.name, func(t *testing.T) {
+				prefix := "key-" + c.name + "-" + view.name
+				c.setup(view.key(prefix))
+				r := relay.New(view.store, func(context.Context, execstore.OutboxEntry) error { return nil },
+					relay.Options{Lease: leases, LeaseKey: prefix})
+				err := r.Run(bg)
+				assert.ErrorIs(t, err, relay.ErrLeaseKeyInUse)
+				var re *relay.Error
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, relay.OpClaim, re.Op)
+			})
+		}
 	}
 }

@@ -304,3 +304,14 @@ func (p *probe) DueTimersIn(ctx context.Context, parts []int, now time.Time, lim
 	}
 	return ps.DueTimersIn(ctx, parts, now, limit)
 }
+
+// unpartitioned is store as a store that is not partitioned: its relays share one lease.
+// It carries the store's wake-up signal, so its commits are still handed over.
+func unpartitioned(t *testing.T, store execstore.Store) execstore.Store {
+	s := &struct{ execstore.Store }{store}
+	if sig := wake.Of(store); sig != nil {
+		wake.Register(s, sig)
+		t.Cleanup(func() { wake.Unregister(s) })
+	}
+	return s
+}
