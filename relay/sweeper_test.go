@@ -223,7 +223,7 @@ func TestSweeperStandbyTakesOver(t *testing.T) {
 		leaseDB := testserver.Database(t, "lease")
 		leasesA, dieA := openLeases(t, leaseDB)
 		leasesB, _ := openLeases(t, leaseDB)
-		pA, pB := newProbe(t, store, nil), newProbe(t, another(), nil)
+		pA, pB := newProbe(t, unpartitioned(t, store), nil), newProbe(t, unpartitioned(t, another()), nil)
 		fA, fB := newFirings(t), newFirings(t)
 		swA := relay.NewSweeper(pA, fA.handle, leaseOptions(leasesA))
 		stopA := run(t, swA)
