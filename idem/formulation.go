@@ -22,6 +22,9 @@ type formulation interface {
 	claim(ctx context.Context, key, fingerprint string, version int, lease time.Duration, token string) (Claim, error)
 	complete(ctx context.Context, key, token string, resp Response, retention time.Duration) (bool, error)
 	renew(ctx context.Context, key, token string, lease time.Duration) (bool, error)
+	// renewAll renews every claim as renew does, in one bulk write, and returns how many
+	// it matched.
+	renewAll(ctx context.Context, claims []Held, lease time.Duration) (int64, error)
 	// get returns the record by the server's clock: nil when absent, unreadable or
 	// completed past its retention.
 	get(ctx context.Context, key string) (*Record, error)

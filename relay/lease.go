@@ -82,35 +82,40 @@ func (l *leaser) claim(ctx context.Context, key string) (*lease, error) {
 	}
 }
 
-// renew renews ls once, bounded by what is left of it. It returns errLeaseLost when the
-// lease was fenced or ran out, an *Error when the lease store is closed, and any other
-// failure for the caller to retry while the lease is live.
-func (l *leaser) renew(ctx context.Context, ls *lease) error {
-	since := time.Since(ls.base)
-	left := time.Duration(ls.until.Load()) - l.dur/6 - since
-	if left <= 0 {
-		return fmt.Errorf("%w: not renewed in time", errLeaseLost)
+// renewAll renews leases at once, bounded by what is left of the shortest, and reports
+// which were renewed. It returns an *Error when the lease store is closed, and any other
+// failure for the caller to retry while the leases are live.
+func (l *leaser) renewAll(ctx context.Context, leases []*lease) ([]bool, error) {
+	if len(leases) == 0 {
+		return nil, nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, left)
-	ok, err := l.store.Renew(rctx, ls.key, ls.token, l.dur)
+	sent := time.Now()
+	left := time.Duration(1<<62 - 1)
+	claims := make([]idem.Held, len(leases))
+	for i, ls := range leases {
+		left = min(left, time.Duration(ls.until.Load())-l.dur/6-sent.Sub(ls.base))
+		claims[i] = idem.Held{Key: ls.key, Token: ls.token}
+	}
+	// Bounded by the leases' time left, but never so short that a slow server's answer is
+	// given up on at once: a renewal given up on still reaches the server.
+	rctx, cancel := context.WithTimeout(ctx, max(left, l.dur/3))
+	renewed, err := l.store.RenewAll(rctx, claims, l.dur)
 	cancel()
 	switch {
 	case ctx.Err() != nil:
-		return ctx.Err()
-	case err == nil && ok:
-		ls.until.Store(int64(since + l.dur))
-		return nil
-	case err == nil:
-		return fmt.Errorf("%w: fenced", errLeaseLost)
+		return nil, ctx.Err()
 	case errors.Is(err, execstore.ErrClosed):
-		return &Error{Op: OpRenew, Item: ls.key, Err: err}
-	default:
-		l.report(&Error{Op: OpRenew, Item: ls.key, Err: err})
-		if !ls.live() {
-			return fmt.Errorf("%w: not renewed in time", errLeaseLost)
-		}
-		return err
+		return nil, &Error{Op: OpRenew, Item: leases[0].key, Err: err}
+	case err != nil:
+		l.report(&Error{Op: OpRenew, Item: leases[0].key, Err: err})
+		return nil, err
 	}
+	for i, ls := range leases {
+		if renewed[i] {
+			ls.until.Store(int64(sent.Sub(ls.base) + l.dur))
+		}
+	}
+	return renewed, nil
 }
 
 // release gives ls up, so that another relay takes it at once rather than when it lapses. A

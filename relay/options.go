@@ -155,4 +155,8 @@ type PartitionEvent struct {
 	// For a partition given up, it is when the relay stopped handing its items out, by this
 	// process's clock. Without a lease it is the zero time when taken.
 	At time.Time
+	// Local is when the relay could start handing the partition's items out (the claim's
+	// answer arrived), or stopped doing so, by this process's clock. A relay hands a
+	// partition's items out only between the Local of its taking and of its giving up.
+	Local time.Time
 }

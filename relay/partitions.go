@@ -3,11 +3,14 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/execstore/execstore/idem"
 )
 
 // The causes a hold's context ends with, besides errLeaseLost.
@@ -25,11 +28,13 @@ func (r *runner[T, K]) memberKey() string { return r.opts.LeaseKey + "/members/"
 
 func (r *runner[T, K]) membersPrefix() string { return r.opts.LeaseKey + "/members/" }
 
+func (r *runner[T, K]) partitionsPrefix() string { return r.opts.LeaseKey + "/partitions/" }
+
 func (r *runner[T, K]) partitionKey(p int) string {
 	if !r.partitioned() {
 		return r.opts.LeaseKey
 	}
-	return r.opts.LeaseKey + "/partitions/" + strconv.Itoa(p)
+	return r.partitionsPrefix() + strconv.Itoa(p)
 }
 
 // manage keeps the session's partitions until ctx ends. Without a lease store there is
@@ -43,16 +48,25 @@ func (r *runner[T, K]) partitionKey(p int) string {
 // (LeaseDuration/12 after a failure), and drops a partition whose lease is fenced or runs
 // out: nothing more of it is handed out, and its handlers' context is cancelled.
 func (s *session[T, K]) manage(ctx context.Context) {
-	r := s.r
-	if r.lease.store == nil {
+	if s.r.lease.store == nil {
 		return // the session holds every partition from its start
 	}
-	dur := r.opts.LeaseDuration
-	step := max(dur/12, time.Millisecond)
+	// The renewals run apart from the claims, so that a slow round of claims never keeps a
+	// lease from being renewed.
+	var wg sync.WaitGroup
+	wg.Go(func() { s.keepRenewing(ctx) })
+	s.keepAssigning(ctx)
+	wg.Wait()
+}
+
+// keepAssigning looks at the live relays and claims or hands over partitions every
+// LeaseDuration/4, and releases the partitions handed over once nothing of them is in
+// flight, until ctx ends.
+func (s *session[T, K]) keepAssigning(ctx context.Context) {
+	dur := s.r.opts.LeaseDuration
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	var lastRenew, lastAssign time.Time
-	renewFailed := false
+	var lastAssign time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -60,22 +74,9 @@ func (s *session[T, K]) manage(ctx context.Context) {
 		case <-timer.C:
 		case <-s.drained:
 		}
-		s.dropLost()
-		if !lastRenew.IsZero() && (time.Since(lastRenew) >= dur/3 || renewFailed && time.Since(lastRenew) >= step) {
-			lastRenew = time.Now()
-			var fatal error
-			renewFailed, fatal = s.renewAll(ctx, &s.member)
-			if fatal != nil {
-				s.end(fatal)
-				return
-			}
-		}
 		if lastAssign.IsZero() || time.Since(lastAssign) >= dur/4 {
-			if lastRenew.IsZero() {
-				lastRenew = time.Now()
-			}
 			lastAssign = time.Now()
-			if err := s.assign(ctx, &s.member); err != nil {
+			if err := s.assign(ctx); err != nil {
 				var fatal *Error
 				if errors.As(err, &fatal) {
 					s.end(fatal)
@@ -84,6 +85,35 @@ func (s *session[T, K]) manage(ctx context.Context) {
 			}
 		}
 		s.releaseDrained(ctx)
+		timer.Reset(max(time.Until(lastAssign.Add(dur/4)), 0))
+	}
+}
+
+// keepRenewing renews every lease the session holds every LeaseDuration/3 (LeaseDuration/12
+// after a failure), and drops the partitions whose lease is no longer live, until ctx ends.
+func (s *session[T, K]) keepRenewing(ctx context.Context) {
+	dur := s.r.opts.LeaseDuration
+	step := max(dur/12, time.Millisecond)
+	timer := time.NewTimer(step)
+	defer timer.Stop()
+	lastRenew := time.Now()
+	renewFailed := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		s.dropLost()
+		if time.Since(lastRenew) >= dur/3 || renewFailed && time.Since(lastRenew) >= step {
+			lastRenew = time.Now()
+			var fatal error
+			renewFailed, fatal = s.renewAll(ctx)
+			if fatal != nil {
+				s.end(fatal)
+				return
+			}
+		}
 		timer.Reset(step)
 	}
 }
@@ -126,6 +156,21 @@ func (s *session[T, K]) dropLost() {
 	}
 }
 
+// loseLease drops the hold of ls, if the session still has one.
+func (s *session[T, K]) loseLease(ls *lease, cause error) {
+	s.mu.Lock()
+	var h *hold
+	for _, held := range s.holds {
+		if held.lease == ls {
+			h = held
+		}
+	}
+	s.mu.Unlock()
+	if h != nil {
+		s.lose(h, cause)
+	}
+}
+
 // lose drops h, whose lease was lost (fenced, or not renewed in time).
 func (s *session[T, K]) lose(h *hold, cause error) {
 	s.mu.Lock()
@@ -146,64 +191,66 @@ func (s *session[T, K]) lose(h *hold, cause error) {
 		s.r.opts.Logger.Warn("relay: lease lost while delivering: its partition is no longer delivered here",
 			"key", h.lease.key, "partition", h.part)
 	}
-	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt})
+	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt, Local: h.stoppedAt})
 }
 
-// renewAll renews the member lease and every partition's, claimFanOut at once. It reports
-// whether one failed (to be retried soon), and returns an *Error when the lease store is
-// closed.
-func (s *session[T, K]) renewAll(ctx context.Context, member **lease) (failed bool, fatal error) {
+// renewAll renews the member lease and every partition's, in one write. It reports whether
+// the renewal failed (to be retried soon), and returns an *Error when the lease store is
+// closed. A partition whose lease was fenced is dropped.
+func (s *session[T, K]) renewAll(ctx context.Context) (failed bool, fatal error) {
 	s.mu.Lock()
-	holds := make([]*hold, 0, len(s.holds))
+	holds := make([]*hold, 0, len(s.holds)+1)
 	for _, h := range s.holds {
 		holds = append(holds, h)
 	}
+	member := s.member
+	if member != nil && !member.live() {
+		s.member, member = nil, nil // lapsed: registered again at the next assignment
+	}
 	s.mu.Unlock()
-	var mu sync.Mutex
-	note := func(err error) {
-		var e *Error
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case err == nil:
-		case errors.As(err, &e):
-			fatal = e
-		default:
-			failed = true
+	leases := make([]*lease, 0, len(holds)+1)
+	for _, h := range holds {
+		if h.lease.live() { // the others are dropped as lost
+			leases = append(leases, h.lease)
 		}
 	}
-	fanOut(len(holds)+1, func(i int) {
-		if i == len(holds) {
-			if m := *member; m != nil {
-				if err := s.r.lease.renew(ctx, m); errors.Is(err, errLeaseLost) {
-					mu.Lock()
-					*member = nil // registered again at the next assignment
-					mu.Unlock()
-				} else {
-					note(err)
-				}
+	if member != nil {
+		leases = append(leases, member)
+	}
+	renewed, err := s.r.lease.renewAll(ctx, leases)
+	switch {
+	case errors.As(err, new(*Error)):
+		return true, err
+	case err != nil:
+		return true, nil
+	}
+	for i, ls := range leases {
+		switch {
+		case renewed[i]:
+		case ls == member:
+			s.mu.Lock()
+			if s.member == member {
+				s.member = nil // registered again at the next assignment
 			}
-			return
+			s.mu.Unlock()
+		default:
+			s.loseLease(ls, fmt.Errorf("%w: fenced", errLeaseLost))
 		}
-		h := holds[i]
-		err := s.r.lease.renew(ctx, h.lease)
-		if errors.Is(err, errLeaseLost) {
-			s.lose(h, err)
-			return
-		}
-		note(err)
-	})
-	return failed, fatal
+	}
+	return false, nil
 }
 
 // assign registers the relay, works out the partitions it wants, hands over those it holds
 // and does not want, and claims those it wants and does not hold. A store that is not
 // partitioned has one partition, which every relay wants: the first claim wins it.
-func (s *session[T, K]) assign(ctx context.Context, member **lease) error {
+func (s *session[T, K]) assign(ctx context.Context) error {
 	r := s.r
 	wanted := map[int]bool{0: true}
 	if r.partitioned() {
-		if *member == nil {
+		s.mu.Lock()
+		member := s.member
+		s.mu.Unlock()
+		if member == nil {
 			m, err := r.lease.claim(ctx, r.memberKey())
 			if err != nil {
 				if !errors.As(err, new(*Error)) && ctx.Err() == nil {
@@ -211,10 +258,12 @@ func (s *session[T, K]) assign(ctx context.Context, member **lease) error {
 				}
 				return err
 			}
-			*member = m
-		}
-		if *member == nil {
-			return nil
+			if m == nil {
+				return nil // held by another relay of the same name: none, as names are random
+			}
+			s.mu.Lock()
+			s.member = m
+			s.mu.Unlock()
 		}
 		recs, err := r.opts.Lease.List(ctx, r.membersPrefix(), 0)
 		if err != nil {
@@ -260,6 +309,23 @@ func (s *session[T, K]) assign(ctx context.Context, member **lease) error {
 	if stopping || len(missing) == 0 {
 		return nil
 	}
+	if r.partitioned() {
+		// Claim only what no live holder has: one read spares the claims bound to fail.
+		recs, err := r.opts.Lease.List(ctx, r.partitionsPrefix(), 0)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.opts.OnError(&Error{Op: OpClaim, Item: r.partitionsPrefix(), Err: err})
+			}
+			return err
+		}
+		held := map[string]bool{}
+		for _, rec := range recs {
+			if rec.State == idem.Claimed && !rec.Lapsed && rec.Fingerprint == leaseFingerprint {
+				held[rec.Key] = true // by a live relay; anything else, the claim tells
+			}
+		}
+		missing = slices.DeleteFunc(missing, func(p int) bool { return held[r.partitionKey(p)] })
+	}
 	slices.Sort(missing)
 	var mu sync.Mutex
 	var fatal error
@@ -291,6 +357,7 @@ func (s *session[T, K]) assign(ctx context.Context, member **lease) error {
 // releases the lease at once instead.
 func (s *session[T, K]) took(p int, ls *lease, ctx context.Context) {
 	r := s.r
+	local := time.Now() // the claim's answer arrived: from now on the items may be handed out
 	s.mu.Lock()
 	if s.stopping || s.holds[p] != nil {
 		s.mu.Unlock()
@@ -306,7 +373,7 @@ func (s *session[T, K]) took(p int, ls *lease, ctx context.Context) {
 			r.opts.Logger.Info("relay: lease taken over from a holder whose lease had lapsed", "key", ls.key, "partition", p)
 		}
 	}
-	r.opts.OnPartition(PartitionEvent{Partition: p, Held: true, TakeOver: ls.takeOver, At: ls.claimedAt})
+	r.opts.OnPartition(PartitionEvent{Partition: p, Held: true, TakeOver: ls.takeOver, At: ls.claimedAt, Local: local})
 }
 
 // releaseDrained releases the leases of the draining holds with nothing in flight.
@@ -348,7 +415,7 @@ func (s *session[T, K]) giveUp(ctx context.Context, h *hold) {
 	if h.lease != nil {
 		s.r.lease.release(ctx, h.lease)
 	}
-	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt})
+	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt, Local: h.stoppedAt})
 }
 
 // fanOut runs f(0)…f(n-1), claimFanOut at once, and returns when all have.

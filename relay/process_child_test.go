@@ -68,6 +68,7 @@ type logLine struct {
 	Held       bool  `json:"held,omitempty"`
 	TakeOver   bool  `json:"takeOver,omitempty"`
 	At         int64 `json:"at,omitempty"`
+	Local      int64 `json:"local,omitempty"` // an OnPartition event's Local
 	Holding    bool  `json:"holding,omitempty"`
 	Partitions int   `json:"partitions,omitempty"`
 	TakeOvers  int64 `json:"takeOvers,omitempty"`
@@ -164,7 +165,7 @@ func onPartition(opts *relay.Options, log *processLog, of string) bool {
 		e := args[0]
 		log.write(logLine{Kind: "partition", Of: of, Partition: int(e.FieldByName("Partition").Int()),
 			Held: e.FieldByName("Held").Bool(), TakeOver: e.FieldByName("TakeOver").Bool(),
-			At: e.FieldByName("At").Interface().(time.Time).UnixNano()})
+			At: e.FieldByName("At").Interface().(time.Time).UnixNano(), Local: e.FieldByName("Local").Interface().(time.Time).UnixNano()})
 		return nil
 	}))
 	return true

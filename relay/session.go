@@ -39,7 +39,7 @@ type session[T any, K comparable] struct {
 	retries    retries
 	lanes      []lane[T]
 	holds      map[int]*hold  // the partitions held now
-	member     *lease         // the relay's registration; only the manager touches it
+	member     *lease         // the relay's registration, nil until it is claimed
 	committing map[string]int // commits in flight through this process, by execution (handoff.go)
 	// ackedDuring holds, for each execution with a commit in flight, the items of it whose
 	// ack completed meanwhile: its hand-over must not hand them out again.
