@@ -14,7 +14,7 @@
 //		log.Fatal(err)
 //	}
 //	defer store.Close(ctx)
-//	leases, err := idem.Open(ctx, uri, idem.Options{Connection: server.Connection{Database: db}}) // the relays' lease
+//	leases, err := idem.Open(ctx, uri, idem.Options{Connection: server.Connection{Database: db}}) // the relays' leases
 //	if err != nil {
 //		log.Fatal(err)
 //	}
@@ -27,7 +27,7 @@
 //	defer r.Close(ctx)
 //
 // A sweeper over the same store (ExampleSweeper runs it). Give it Options.Lease too to have
-// one process fire:
+// the processes share the firing:
 //
 //	sw := relay.NewSweeper(store, func(ctx context.Context, t execstore.DueTimer) error {
 //		return deliver(ctx, t.ExecutionID, []byte(t.Path)) // nil: the timer is deleted; an error: retried

@@ -31,9 +31,9 @@ func waitFor(done func() bool) {
 	}
 }
 
-// A relay over a MongoDB store, holding a lease so that of the relays every process runs on
-// this database, one delivers and the others stand by. The lease lives in an idem store on
-// the same server and database.
+// A relay over a MongoDB store, with leases, so that the relays every process runs on this
+// database share its partitions. The leases live in an idem store on the same server and
+// database. Alone, the relay holds every partition.
 func Example_lease() {
 	ctx := context.Background()
 	uri, db := srv.URI, exampleDatabase() // the server the package's tests run on
@@ -43,7 +43,7 @@ func Example_lease() {
 		log.Fatal(err)
 	}
 	defer store.Close(ctx)
-	leases, err := idem.Open(ctx, uri, idem.Options{Connection: server.Connection{Database: db}}) // the relays' lease
+	leases, err := idem.Open(ctx, uri, idem.Options{Connection: server.Connection{Database: db}}) // the relays' leases
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -64,8 +64,8 @@ func Example_lease() {
 	}
 
 	waitFor(func() bool { return r.Stats().Acked == 2 }) // acked once deliver returned nil
-	fmt.Println("holding the lease:", r.Stats().Holding)
-	if err := r.Close(ctx); err != nil { // releases the lease: a standby takes over at once
+	fmt.Println("partitions held:", r.Stats().Partitions) // every one: no other relay runs
+	if err := r.Close(ctx); err != nil { // releases the leases: other relays take over at once
 		log.Fatal(err)
 	}
 	left, err := store.PendingOutbox(ctx, 0)
@@ -76,13 +76,13 @@ func Example_lease() {
 	// Output:
 	// deliver reserve to shipping-1
 	// deliver ship to shipping-1
-	// holding the lease: true
+	// partitions held: 64
 	// pending: 0
 }
 
 // A sweeper fires the timers whose fire time has come, and deletes each once its handler
 // returned nil; a timer not yet due stays. It runs on any execstore.Store, here a MongoDB
-// one; give it Options.Lease as a relay's to have one process fire.
+// one; give it Options.Lease as a relay's to have the processes share the firing.
 func ExampleSweeper() {
 	ctx := context.Background()
 	store, err := aio.Open(ctx, srv.URI, aio.Options{Connection: server.Connection{Database: exampleDatabase()}})
