@@ -63,9 +63,9 @@ func Example_lease() {
 		log.Fatal(err)
 	}
 
-	waitFor(func() bool { return r.Stats().Acked == 2 }) // acked once deliver returned nil
+	waitFor(func() bool { return r.Stats().Acked == 2 })  // acked once deliver returned nil
 	fmt.Println("partitions held:", r.Stats().Partitions) // every one: no other relay runs
-	if err := r.Close(ctx); err != nil { // releases the leases: other relays take over at once
+	if err := r.Close(ctx); err != nil {                  // releases the leases: other relays take over at once
 		log.Fatal(err)
 	}
 	left, err := store.PendingOutbox(ctx, 0)
