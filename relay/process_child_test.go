@@ -31,7 +31,7 @@ const (
 
 // How every relay process runs its Relay and its Sweeper.
 const (
-	childLease  = 2 * time.Second // LeaseDuration: a dead process's share is taken over within 2.5s
+	childLease  = 4 * time.Second // LeaseDuration: a dead process's share is taken over within 5s; long enough for renewals on a loaded server
 	childLanes  = 4
 	childPoll   = 250 * time.Millisecond // no commit of these processes wakes them: they poll
 	childHandle = 3 * time.Millisecond   // a handler's wait, as a downstream call's
