@@ -20,8 +20,8 @@ import (
 
 // The delivery section: a backlog committed, then delivered by relay processes.
 const (
-	defaultDeliveryEntries = 300
-	deliveryExecutions     = 60               // the backlog's sources, each one commit of entries
+	defaultDeliveryEntries = 1000
+	deliveryExecutions     = 500              // the backlog's sources, each one commit of entries: few to a document, so that acks seldom wait on one row
 	deliveryDeadline       = 60 * time.Second // bounds one delivery of the backlog
 	deliveryLook           = 20 * time.Millisecond
 )
@@ -158,11 +158,6 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 		err = errors.Join(err, store.Close(cctx))
 		cancel()
 	}()
-	committed, err := commitBacklog(ctx, store, cfg.deliveryEntries)
-	if err != nil {
-		return run, err
-	}
-
 	dir, err := os.MkdirTemp("", "bench-delivery-*")
 	if err != nil {
 		return run, err
@@ -214,6 +209,19 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 			case <-time.After(deliveryLook):
 			}
 		}
+	}
+
+	// The relays share the partitions first: each holds its share (n of them at most one
+	// apart, every partition held once), so that the rate is the steady state's, not that of
+	// one process holding everything until the others join.
+	if err := wait("the relay processes sharing the partitions", func(l [][]deliveryLine) bool {
+		return balanced(l, store.Partitions())
+	}); err != nil {
+		return run, err
+	}
+	committed, err := commitBacklog(ctx, store, cfg.deliveryEntries)
+	if err != nil {
+		return run, err
 	}
 
 	victim := -1
@@ -302,6 +310,26 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 	}
 	run.checks = deliveryChecks(committed, l, pending, waitErr, stopErr)
 	return run, nil
+}
+
+// balanced reports whether the processes' logs show every partition of n held by one of
+// them, and their shares at most one apart.
+func balanced(logs [][]deliveryLine, n int) bool {
+	total, least, most := 0, n, 0
+	for _, lines := range logs {
+		held := map[int64]bool{}
+		for _, x := range lines {
+			switch x.Kind {
+			case "took":
+				held[x.Seq] = true
+			case "released":
+				delete(held, x.Seq)
+			}
+		}
+		total += len(held)
+		least, most = min(least, len(held)), max(most, len(held))
+	}
+	return total == n && most-least <= 1
 }
 
 // commitBacklog commits entries outbox entries from deliveryExecutions executions, one commit

@@ -28,8 +28,8 @@ const (
 // How every relay process of the delivery section runs its Relay.
 const (
 	deliveryLease = 2 * time.Second        // LeaseDuration: a dead process's share is taken over within 2.5s
-	deliveryLanes = 4                      // few enough that one process is bound by its lanes
-	deliveryWait  = 4 * time.Millisecond   // a handler's wait, as a downstream call's
+	deliveryLanes = 1                      // few enough that one process is bound by its lanes, and 4 processes not by the server
+	deliveryWait  = 8 * time.Millisecond   // a handler's wait, as a downstream call's
 	deliveryPoll  = 100 * time.Millisecond // no commit of the process wakes it: it polls
 )
 
@@ -119,7 +119,14 @@ func deliveryProcess() int {
 		log.write(deliveryLine{Kind: "deliver", Source: e.SourceID, Seq: e.Seq, Start: start.UnixNano(), End: time.Now().UnixNano()})
 		return nil
 	}, relay.Options{Lease: leases, LeaseDuration: deliveryLease, Lanes: deliveryLanes, PollInterval: deliveryPoll,
-		RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+		RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond,
+		OnPartition: func(e relay.PartitionEvent) {
+			kind := "released"
+			if e.Held {
+				kind = "took"
+			}
+			log.write(deliveryLine{Kind: kind, Seq: int64(e.Partition), End: time.Now().UnixNano()})
+		}})
 	runErr := make(chan error, 1)
 	go func() { runErr <- r.Run(ctx) }()
 	log.write(deliveryLine{Kind: "ready", End: time.Now().UnixNano()})
