@@ -17,9 +17,9 @@ import (
 func TestDeliveryReport(t *testing.T) {
 	ok := []check{{name: "outbox empty at the end", ok: true}}
 	rep := &deliveryReport{entries: 300, server: "s", runs: []deliveryRun{
-		{processes: 1, entries: 300, rate: 900, wall: time.Second, checks: ok},
-		{processes: 2, entries: 300, rate: 1800, wall: time.Second, checks: ok},
-		{processes: 4, entries: 300, rate: 1800, wall: time.Second, checks: ok},
+		{processes: 1, entries: 300, rate: 112.5, wall: time.Second, checks: ok},
+		{processes: 2, entries: 300, rate: 225, wall: time.Second, checks: ok},
+		{processes: 4, entries: 300, rate: 225, wall: time.Second, checks: ok},
 	}, takeOver: &deliveryRun{processes: 2, entries: 300, rate: 100, takeOver: 2 * time.Second,
 		checks: []check{{name: "every entry delivered at least once", detail: "1 of 300 never handed to a handler"}}}}
 
@@ -28,8 +28,8 @@ func TestDeliveryReport(t *testing.T) {
 	assert.Nil(t, rows[0].RatioToOne)
 	require.NotNil(t, rows[1].RatioToOne)
 	assert.InDelta(t, 2.0, *rows[1].RatioToOne, 1e-9)
-	assert.Equal(t, "lanes", rows[0].Limit, "900/s of 1000/s")
-	assert.Equal(t, "server", rows[2].Limit, "1800/s of 4000/s")
+	assert.Equal(t, "lanes", rows[0].Limit, "112.5/s of 125/s")
+	assert.Equal(t, "server", rows[2].Limit, "225/s of 500/s")
 	require.NotNil(t, rows[3].TakeOverS)
 	assert.InDelta(t, 2.0, *rows[3].TakeOverS, 1e-9)
 
