@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/server"
@@ -21,9 +23,13 @@ import (
 // The delivery section: a backlog committed, then delivered by relay processes.
 const (
 	defaultDeliveryEntries = 1000
-	deliveryExecutions     = 500              // the backlog's sources, each one commit of entries: few to a document, so that acks seldom wait on one row
-	deliveryDeadline       = 60 * time.Second // bounds one delivery of the backlog
-	deliveryLook           = 20 * time.Millisecond
+	// embeddedDeliveryEntries is the backlog on the embedded server, unless -delivery names
+	// one: it runs one write at a time and reads every document per scan, so it delivers a
+	// few dozen entries a second, whatever the processes.
+	embeddedDeliveryEntries = 150
+	deliveryExecutions      = 500              // the backlog's sources, each one commit of entries: few to a document, so that acks seldom wait on one row
+	deliveryDeadline        = 60 * time.Second // bounds one delivery of the backlog
+	deliveryLook            = 20 * time.Millisecond
 )
 
 // deliveryProcesses are the numbers of relay processes that deliver the backlog in turn.
@@ -122,6 +128,9 @@ type deliveryRun struct {
 // runDelivery measures the delivery section: the backlog delivered by 1, 2 and 4 relay
 // processes, then by 2 of which one is killed mid-delivery.
 func (e *environment) runDelivery(ctx context.Context, cfg config, stamp string) (*deliveryReport, error) {
+	if e.embedded != nil && !cfg.deliverySet {
+		cfg.deliveryEntries = embeddedDeliveryEntries
+	}
 	rep := &deliveryReport{entries: cfg.deliveryEntries, server: e.description}
 	fmt.Fprintf(os.Stderr, "bench: delivery by 1, 2 and 4 relay processes, then a take-over\n")
 	for i, n := range append(deliveryProcesses, 2) {
@@ -223,6 +232,7 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 	if err != nil {
 		return run, err
 	}
+	deadline = time.Now().Add(deliveryDeadline) // the delivery's own bound
 
 	victim := -1
 	var killedAt time.Time
@@ -332,31 +342,35 @@ func balanced(logs [][]deliveryLine, n int) bool {
 	return total == n && most-least <= 1
 }
 
-// commitBacklog commits entries outbox entries from deliveryExecutions executions, one commit
-// each, to targets spread over them, and returns them in commit order.
+// commitBacklog commits entries outbox entries from up to deliveryExecutions executions, one
+// creating commit each, 32 at once, to targets spread over them, and returns them, each
+// source's in commit order.
 func commitBacklog(ctx context.Context, store execstore.Store, entries int) ([]entryKey, error) {
-	var out []entryKey
-	for i := 0; len(out) < entries; i++ {
-		exe := &execstore.Execution{ID: fmt.Sprintf("d%03d", i%deliveryExecutions), DefinitionID: "delivery", Status: execstore.Running}
-		if i >= deliveryExecutions {
-			loaded, err := store.Load(ctx, exe.ID)
-			if err != nil {
-				return nil, err
+	per := (entries + deliveryExecutions - 1) / deliveryExecutions
+	execs := (entries + per - 1) / per
+	bySource := make([][]entryKey, execs)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for i := range execs {
+		g.Go(func() error {
+			exe := &execstore.Execution{ID: fmt.Sprintf("d%03d", i), DefinitionID: "delivery", Status: execstore.Running}
+			var c execstore.Commit
+			for k := range min(per, entries-i*per) {
+				c.Emits = append(c.Emits, execstore.Emit{TargetID: fmt.Sprintf("d%03d", (i*7+k)%execs), Event: []byte(fmt.Sprintf("e%d/%d", i, k))})
 			}
-			exe = loaded
-		}
-		per := min((entries+deliveryExecutions-1)/deliveryExecutions, entries-len(out))
-		var c execstore.Commit
-		for k := range per {
-			c.Emits = append(c.Emits, execstore.Emit{TargetID: fmt.Sprintf("d%03d", (i*7+k)%deliveryExecutions), Event: []byte(fmt.Sprintf("e%d/%d", i, k))})
-		}
-		seqs, err := store.Commit(ctx, exe, c)
-		if err != nil {
-			return nil, err
-		}
-		for _, seq := range seqs {
-			out = append(out, entryKey{exe.ID, seq})
-		}
+			seqs, err := store.Commit(gctx, exe, c)
+			for _, seq := range seqs {
+				bySource[i] = append(bySource[i], entryKey{exe.ID, seq})
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var out []entryKey
+	for _, keys := range bySource {
+		out = append(out, keys...)
 	}
 	return out, nil
 }

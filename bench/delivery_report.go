@@ -146,7 +146,7 @@ func (d *deliveryReport) writeTable(out io.Writer) {
 		return
 	}
 	fmt.Fprintf(out, "\ndelivery: %d outbox entries committed across %d executions, then delivered by relay processes "+
-		"(each Lanes %d, a %v handler, lease %v)\n", d.entries, deliveryExecutions, deliveryLanes, deliveryWait, deliveryLease)
+		"(each Lanes %d, a %v handler, lease %v)\n", d.entries, min(d.entries, deliveryExecutions), deliveryLanes, deliveryWait, deliveryLease)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "processes\tevents/s\t×1 process\tlanes' ceiling/s\tbound by\twall s\tchecks\t")
 	for _, r := range rows {

@@ -65,6 +65,7 @@ type config struct {
 	// deliveryEntries is the backlog of the delivery section, delivered by 1, 2 and 4 relay
 	// processes; 0: the section is not run.
 	deliveryEntries int
+	deliverySet     bool // -delivery was given
 
 	scaling      bool
 	scalingSizes []int
@@ -120,7 +121,7 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	fs.StringVar(&journalConcurrency, "journal-concurrency", "1,64",
 		"callers of the journal workload: a comma-separated list of levels, each measured")
 	fs.IntVar(&cfg.deliveryEntries, "delivery", defaultDeliveryEntries,
-		"outbox entries of the delivery section, delivered by 1, 2 and 4 relay processes; 0 to skip it")
+		"outbox entries of the delivery section, delivered by 1, 2 and 4 relay processes (150 on the embedded server unless set); 0 to skip it")
 	fs.BoolVar(&cfg.scaling, "scaling", false, "measure the timer sweep at several collection sizes instead of the workload")
 	fs.StringVar(&sizes, "scaling-sizes", "1000,100000", "collection sizes for -scaling, comma-separated")
 	fs.IntVar(&cfg.scalingDue, "scaling-due", 20, "due timers in the collection for -scaling")
@@ -134,6 +135,7 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	if !isSet(fs, "uri") {
 		cfg.uri = defaultURI
 	}
+	cfg.deliverySet = isSet(fs, "delivery")
 	var err error
 	if cfg.concurrency, err = parseInts("-concurrency", concurrency); err != nil {
 		return config{}, err
