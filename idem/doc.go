@@ -47,6 +47,12 @@
 //     execstore.ErrOutcomeUnknown), unless a read settles it exactly. A claim whose token
 //     (chosen before sending) is read back is the caller's (Claim.Settled). A complete is
 //     settled when the record shows it done, or fenced.
+//   - RenewAll and List change nothing that Renew and Get do not. RenewAll is one bulk
+//     write of the guarded updates Renew sends, one per claim, each matching only its key
+//     still claimed with its token. Its statements are in key order, so two holders' bulk
+//     renewals on a row-locking engine never wait on each other in a cycle. A claim taken
+//     over in between makes its statement match nothing, and RenewAll reports it false.
+//     List is one read: it decides nothing, and a claim decides again.
 //   - Bad input (empty or oversized keys, non-positive leases, oversized bodies) is refused
 //     with execstore.ErrInvalid before any I/O.
 //

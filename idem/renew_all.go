@@ -2,6 +2,8 @@ package idem
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -55,10 +57,14 @@ func (s *Store) RenewAll(ctx context.Context, claims []Held, lease time.Duration
 	return renewed, nil
 }
 
-// renewModels are the bulk write's statements, one guarded update per claim.
+// renewModels are the bulk write's statements, one guarded update per claim, in key order:
+// the global order of statements, so that two holders' bulk renewals on a row-locking engine
+// never wait on each other in a cycle.
 func renewModels(claims []Held, update any) []mongo.WriteModel {
-	models := make([]mongo.WriteModel, len(claims))
-	for i, c := range claims {
+	sorted := slices.Clone(claims)
+	slices.SortFunc(sorted, func(a, b Held) int { return strings.Compare(a.Key, b.Key) })
+	models := make([]mongo.WriteModel, len(sorted))
+	for i, c := range sorted {
 		models[i] = mongo.NewUpdateOneModel().SetFilter(heldFilter(c.Key, c.Token)).SetUpdate(update)
 	}
 	return models
