@@ -37,8 +37,9 @@ func New(store execstore.Store, handler func(ctx context.Context, e execstore.Ou
 }
 
 // Run delivers until ctx ends or Close is called. It then returns nil once the handlers in
-// flight have returned and what they finished is acked. With Options.Lease it first waits
-// for the lease (a standby), and goes back to waiting when it loses it. It returns an error
+// flight have returned and what they finished is acked. With Options.Lease it delivers the
+// partitions it holds, and claims and hands over partitions as relays join and leave (see
+// the package doc). Without one it delivers every partition. It returns an error
 // only when it cannot go on:
 //   - the store or the lease store is closed (an *Error matching execstore.ErrClosed);
 //   - the lease store refuses the key or the duration (execstore.ErrInvalid);
@@ -48,7 +49,7 @@ func New(store execstore.Store, handler func(ctx context.Context, e execstore.Ou
 func (r *Relay) Run(ctx context.Context) error { return r.r.run(ctx) }
 
 // Close stops the relay. Run hands out no more entries and waits for the handlers in flight
-// (their context is not cancelled). It acks what they finished, releases the lease and
+// (their context is not cancelled). It acks what they finished, releases the leases and
 // returns. Close waits for that within ctx. When ctx ends first, it cancels the handlers'
 // context and the acks, and returns ctx's error. Run returns once the handlers have. Run
 // called after Close returns execstore.ErrClosed. Closing again is a no-op.
