@@ -1,0 +1,113 @@
+package execstore
+
+import (
+	"context"
+	"time"
+)
+
+// MaxFailureBytes bounds the error text a store keeps of a failed delivery. A longer text
+// is cut to at most that many bytes, on a UTF-8 boundary.
+const MaxFailureBytes = 1024
+
+// ItemKind is the kind of an item a relay delivers.
+type ItemKind string
+
+// The kinds of relayed items.
+const (
+	OutboxItem ItemKind = "outbox" // an outbox entry: ExecutionID is its SourceID, with its Seq
+	SpawnItem  ItemKind = "spawn"  // a spawn intent: ExecutionID is its ParentID, with its Seq
+	TimerItem  ItemKind = "timer"  // a durable timer: its ExecutionID, Path and FireAt
+)
+
+// ItemRef names one relayed item, pending or dead. An outbox entry and a spawn intent are
+// named by their execution and seq, a timer by its execution, path and fire time (as the
+// store holds it: pass a DueTimer's FireAt as is).
+type ItemRef struct {
+	Kind        ItemKind
+	ExecutionID string
+	Seq         int64     // OutboxItem, SpawnItem
+	Path        string    // TimerItem
+	FireAt      time.Time // TimerItem
+}
+
+// Failure is one failed delivery of a pending item, as its relay reports it.
+type Failure struct {
+	// Error is the failure's text. A store keeps at most MaxFailureBytes of it.
+	Error string
+	// At is when the delivery failed, by the reporting process's clock.
+	At time.Time
+	// Dead moves the item from pending to dead in the same write: it is delivered no more
+	// until Revive puts it back.
+	Dead bool
+}
+
+// Attempts is what a store keeps of an item's failed deliveries. The zero value is an item
+// that never failed.
+type Attempts struct {
+	Count     int       // failed deliveries recorded
+	LastError string    // the text of the last one, cut to MaxFailureBytes
+	LastAt    time.Time // when the last one failed, by its reporter's clock
+}
+
+// DeadItem is an item moved to dead: its name, what it was while pending, and its failed
+// deliveries. DeadAt is the last failure's At.
+type DeadItem struct {
+	ItemRef
+	Attempts
+	DeadAt time.Time
+	// Of an outbox entry: the entry as PendingOutbox returned it.
+	TargetID string
+	Event    []byte
+	Version  int64 // the version of the commit that wrote the entry or spawn intent
+	// Of a spawn intent: the intent as PendingSpawns returned it.
+	ChildID  string
+	RootPath string
+	Context  map[string]any
+}
+
+// DeadQuery selects dead items. Filters AND together.
+type DeadQuery struct {
+	Kinds       []ItemKind // any of these; empty for every kind
+	ExecutionID string     // "" for every execution
+	Limit       int        // page size; 0 means 100, at most 10,000
+	Cursor      string     // "" for the first page, else a DeadPage.NextCursor
+}
+
+// DeadPage is one page of dead items, ordered by execution id, then kind, then seq or path.
+type DeadPage struct {
+	Items      []DeadItem
+	NextCursor string // "" when this is the last page
+}
+
+// DeadLetters is a Store that records failed deliveries and keeps the items whose
+// deliveries failed for good, so that one bad item never holds up its execution's later ones.
+// A pending item's Attempts come back with it (OutboxEntry, SpawnEntry, DueTimer). A dead
+// item is not pending: no scan returns it, and its execution's later items are delivered.
+//
+// Each method is one atomic write (or one read) of the item's execution's document, guarded
+// so that a commit or an ack of another process in between is never undone: a failure of an
+// item already acked, already dead, or (a timer) re-armed or cancelled since, writes nothing.
+type DeadLetters interface {
+	Store
+
+	// Fail records one failed delivery of the pending item ref: its attempts grow by one,
+	// and the failure's text and time are kept. With f.Dead the item moves from pending to
+	// dead in the same write. It returns the attempts now recorded, and false when the item
+	// is not pending (acked, dead, a timer re-armed or cancelled): then nothing is written.
+	// Cost: one single-document update.
+	Fail(ctx context.Context, ref ItemRef, f Failure) (Attempts, bool, error)
+
+	// ListDead returns one page of dead items matching q. Keep calling with the returned
+	// NextCursor while it is not empty.
+	ListDead(ctx context.Context, q DeadQuery) (DeadPage, error)
+
+	// CountDead returns the number of dead items of each kind (kinds with none are absent).
+	CountDead(ctx context.Context) (map[ItemKind]int64, error)
+
+	// Revive puts the dead item ref back to pending, its attempts cleared, in one write: an
+	// entry or intent under its own seq, a timer at its fire time (due at once when that has
+	// passed). It reports false, writing nothing, when ref is not dead (revived already, or
+	// never dead), so calling it twice is harmless. A dead timer whose path holds another
+	// timer now stays dead, and Revive returns an error matching ErrConflict.
+	Revive(ctx context.Context, ref ItemRef) (bool, error)
+}
