@@ -47,6 +47,8 @@ type OutboxEntry struct {
 	Version  int64  // the version that commit created
 	TargetID string // "" for none
 	Event    []byte
+	// Attempts are the failed deliveries a DeadLetters store recorded of the entry.
+	Attempts Attempts
 }
 
 // Spawn is the intent to create a child execution, written atomically with the parent's
@@ -64,6 +66,8 @@ type SpawnEntry struct {
 	ChildID  string
 	RootPath string
 	Context  map[string]any
+	// Attempts are the failed deliveries a DeadLetters store recorded of the intent.
+	Attempts Attempts
 }
 
 // TimerOp schedules or cancels the durable timer of one path. Build it with ScheduleTimer
@@ -98,6 +102,9 @@ type DueTimer struct {
 	// FireAt is the fire time as the store holds it (see TimerOp on precision), in UTC with
 	// no monotonic clock reading. Pass it as is to DeleteTimer.
 	FireAt time.Time
+	// Attempts are the failed deliveries a DeadLetters store recorded of the timer at this
+	// fire time.
+	Attempts Attempts
 }
 
 // TraceStep is one recorded step of an execution's trace.
