@@ -52,7 +52,9 @@
 //
 // A scan reads the pending items of every partition the relay holds, oldest first:
 // PendingOutboxIn for a Relay, DueTimersIn for a Sweeper. A Sweeper reads two
-// PollIntervals ahead, and the timers not yet due wait in memory for their fire time. Each
+// PollIntervals ahead, and the timers not yet due wait in memory for their fire time. When
+// it comes, a scan sent at or after it confirms them: one scan for all the timers that come
+// due together (at most one per ScanGap). Each
 // item is routed to one of Options.Lanes lanes by the execution it belongs to. That is an
 // entry's TargetID, or its SourceID when it has none, and a timer's ExecutionID. Each lane
 // hands its items to the handler one at a time. A handler's nil puts the item in the next
@@ -65,7 +67,8 @@
 // relay in memory, with no scan, when the relay holds the execution's partition. A scan is
 // sent when the relay starts, after it takes a partition, every PollInterval (for the
 // commits of other processes), after a full scan, when a failed execution's back-off is
-// over, and after a local commit whose items could not be handed over. With Options.ScanGap,
+// over, after a local commit whose items could not be handed over, and when timers read
+// ahead come due. With Options.ScanGap,
 // scans other than a full scan's follow-up are at least that far apart.
 //
 // # What always holds
@@ -76,19 +79,42 @@
 //     is delivered again by this relay after a back-off (Options.RetryMin to RetryMax), or
 //     by the next holder of its partition. Handlers must therefore be idempotent. The
 //     store's dedupe set (Commit's ProcessedEventID) makes each event take effect once.
+//   - Dead, not lost: over an execstore.DeadLetters store (aio, memstore) each failed
+//     delivery is recorded with the item before the item is released, and the
+//     Options.MaxAttempts-th failure (or one wrapping ErrPermanent) moves the item from
+//     pending to dead in that same single-document write, guarded by the item still being
+//     pending. A dead item is listed (DeadLetters.ListDead), counted (Stats.Dead, the metric
+//     execstore.relay.dead, DeadLetters.CountDead) and put back by DeadLetters.Revive; its
+//     execution's later items go on at once. So every item is delivered, or dead with its
+//     attempts and last error.
 //   - One holder per partition: a partition is held under an idem lease, whose one holder
 //     package idem argues. A relay hands an item out only while its partition's lease is
 //     known to hold for LeaseDuration/6 more. That is measured on this process's monotonic
 //     clock from the moment the last successful claim or renew was sent (the server started
-//     it no earlier). A relay renews its leases every LeaseDuration/3. A partition whose
-//     renew finds the lease taken over (fenced), or that no renew kept live, is dropped:
-//     nothing more of it is handed out, and its handlers' context is cancelled.
+//     it no earlier). A relay renews its leases every LeaseDuration/3, all in one write, and
+//     waits for the answer for as long as the leases hold: a late answer extends them from
+//     when it was sent, so one slow call pauses the handing out at worst, and loses nothing.
+//     A partition whose renew finds its lease taken over (fenced) is dropped alone; one whose
+//     lease runs out unrenewed is dropped too: nothing more of it is handed out, and its
+//     handlers' context is cancelled. The partition is claimed again only once nothing taken
+//     under its dropped hold is in flight, so a relay never holds a partition twice at once.
+//     A partition taken again after the relay's own lease of it ran out counts as a re-take
+//     (Stats.ReTakes), not a take-over.
+//   - The relays of a lease key agree on the partitions: each registers under a
+//     fingerprint that names its number of partitions (1 for a store that is not an
+//     execstore.Partitioned). A relay that sees a live relay of another number, registered
+//     no later than itself, claims nothing and Run returns ErrPartitionsDisagree; the one
+//     registered first reports the newcomer (OnError) and leaves it out of the share.
 //   - Per execution, one at a time and in order, within a relay: every item of one
 //     execution goes to the same lane, whose handler calls never overlap. Each source's
 //     entries come in commit order, and each execution's timers by fire time. An item is
 //     never handed out while it is in flight (waiting for its fire time, queued, in a
 //     handler, or awaiting its ack). After a failure, that execution's later items wait for
-//     the failed one. Other executions go on, those of the same lane too.
+//     the failed one. Other executions go on, those of the same lane too. An item that
+//     leaves flight without its ack, for any cause (a failure, its partition's hold ended or
+//     paused), takes its execution's items queued behind it out of flight with it, and
+//     soils its source: the next items of the execution are those a scan returns, in the
+//     store's order.
 //   - Never after the ack: no item is handed out after its ack completed, by this relay. A
 //     scan that began before an ack completed may still return the acked item, since its
 //     answer can be older than the ack. The relay drops such items, and every item still in
@@ -108,10 +134,17 @@
 //     copy. The items are handed over only when every earlier item of the execution is
 //     known to the relay: the commit is the execution's first, or follows the last one
 //     this relay saw, and no item of the execution was left in the store since (a commit
-//     not handed over, an item released). Otherwise the relay scans, and hands over again
-//     once a scan begun after that read the execution's items in full. It also takes only
-//     commits sent while it held the partition, under the same lease. A commit that
-//     cancels or re-arms a timer waiting in memory removes it.
+//     not handed over or whose outcome is unknown, an item released or held back).
+//     Otherwise the relay scans, and hands over again once a scan begun after that read the
+//     execution's items in full, while the partition was handed out from the scan's send
+//     to its answer. It also takes only commits sent while it held the partition, under
+//     the same hold, and what a hold knows is learned under it alone: a new hold starts
+//     knowing nothing.
+//   - A timer cancelled before its fire time does not fire: a timer read ahead, or handed
+//     over, waits in memory, and is handed out only once a scan sent at or after its fire
+//     time returns it. A complete scan that does not return it drops it (Stats.Cancelled):
+//     a commit of any process cancelled or re-armed it. A local commit that cancels or
+//     re-arms it drops it at once.
 //   - Moving a partition while a third process commits to it. Relay A hands partition p
 //     over to relay B, while process C commits to execution S of p. A stops handing p's
 //     items out, waits for its handlers, acks what they finished, and only then releases
@@ -157,24 +190,35 @@
 //   - Stopping: Close and the end of Run's context stop the relay cleanly. Nothing more is
 //     handed out, and queued items stay pending. The handlers in flight are waited for.
 //     Close does not cancel them unless its context ends. The end of Run's context does.
-//     What they finished is acked within Options.StopTimeout. Then the leases are released,
-//     so that the other relays take the partitions over at once. No goroutine outlives Run.
+//     What they finished is acked within Options.StopTimeout. The leases are renewed until
+//     then, whatever the handlers do with their context, so no other relay takes a
+//     partition over while a handler of this one runs. Then the leases are released, each
+//     within StopTimeout of a context of its own, so that the other relays take the
+//     partitions over at once. No goroutine outlives Run.
+//   - A failing ack slows no other: it is retried after a back-off of its own while the
+//     item stays in flight, and the other acks go on. Once the item's partition is being
+//     handed over or was dropped, it is given up after a few tries (released: delivered
+//     again by the next holder), so a hand-over never waits on it for ever.
 //
 // # Defaults
 //
-// PollInterval 1s, Lanes 64, Batch 256 (at most 512 items held at once), no lease,
+// PollInterval 1s, Lanes 64, Batch 256 (at most 512 items held at once), MaxAttempts 25, no lease,
 // LeaseDuration 10s, LeaseKey "execstore/relay/outbox" (a Sweeper's
 // "execstore/relay/timers"), retries from 100ms to 30s, StopTimeout 5s: see Options. A
 // relay registers itself under LeaseKey/members/<name> and holds partition p under
 // LeaseKey/partitions/<p>; a store that is not partitioned has the one lease LeaseKey.
+// Give Options.Lease an idem store of its own, with no Pool shared with the execution
+// store: its calls then never wait behind the store's data traffic.
 //
 // # Errors
 //
 // Failures are counted in Stats, passed to Options.OnError as an *Error, and retried. The
 // Error's Op says which operation failed: a scan, a handler, an ack, a lease call. Run
 // returns only on what cannot be retried. That is a closed store or lease store, a lease key
-// or duration the lease store refuses (execstore.ErrInvalid), or a lease key in use by
-// something else (ErrLeaseKeyInUse). A handler returns ErrLeavePending to leave an item
-// pending without an error being counted. It is the way to withhold acks on purpose, in
-// tests.
+// or duration the lease store refuses (execstore.ErrInvalid), a lease key in use by
+// something else (ErrLeaseKeyInUse), or relays that disagree on the partitions
+// (ErrPartitionsDisagree). A handler returns ErrLeavePending to leave an item pending
+// without an error being counted or recorded. It is the way to withhold acks on purpose, in
+// tests. It returns an error wrapping ErrPermanent for an item that will never succeed: it
+// is moved to dead at once.
 package relay

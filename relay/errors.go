@@ -19,6 +19,18 @@ var (
 	// relay's lease (a completed idempotency key, or one claimed with another fingerprint).
 	// Run returns it. Pick another key.
 	ErrLeaseKeyInUse = errors.New("relay: lease key is in use by something other than a relay")
+	// ErrPartitionsDisagree: a live relay of the same lease key counts another number of
+	// partitions (its store another Partitions(), or a store that is not an
+	// execstore.Partitioned, which counts 1). Sharing the partitions then would deliver items
+	// twice and leave others undelivered. The relay that registered last gives way: its Run
+	// returns an *Error matching it, before it claims any partition. Open every store of a
+	// database with the same Partitions, and give relays of different stores different
+	// lease keys.
+	ErrPartitionsDisagree = errors.New("relay: the relays of the lease key disagree on the partitions")
+	// ErrPermanent is for handlers. One that returns an error wrapping it (fmt.Errorf("bad
+	// event: %w", relay.ErrPermanent)) says the item will never succeed: over a
+	// DeadLetters store it is moved to dead at once, whatever Options.MaxAttempts says.
+	ErrPermanent = errors.New("relay: permanent failure, never retry")
 )
 
 // Op names the operation an Error is about.
@@ -32,6 +44,7 @@ const (
 	OpClaim   Op = "claim"   // claiming the lease
 	OpRenew   Op = "renew"   // renewing it
 	OpRelease Op = "release" // releasing it
+	OpFail    Op = "fail"    // recording a failed delivery (DeadLetters.Fail)
 )
 
 // Error is what Options.OnError is given, and what Run returns when it stops on a failure.

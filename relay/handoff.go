@@ -23,9 +23,9 @@ func (s *session[T, K]) Begin(id string) any {
 }
 
 // End takes the items the commit wrote without a scan, when that keeps what always holds:
-// the partition was held, under the same hold, from before the commit was sent until now;
-// every earlier item of the execution is known (the commit is its first, or follows the last
-// one the hold saw, and none of its items was left in the store since); and there is room.
+// the partition was held, under the same hold, from before the commit was sent until now,
+// and handed out; the hold's sources allow it (sources.go: the commit is the execution's
+// first, or follows the last one the hold knows every item of); and there is room.
 // Otherwise it owes a scan, which finds them. A commit that removed an item waiting for its
 // fire time (a timer cancelled or re-armed) removes it from the waiting ones.
 func (s *session[T, K]) End(id string, begun any, c *wake.Committed) {
@@ -42,15 +42,16 @@ func (s *session[T, K]) End(id string, begun any, c *wake.Committed) {
 		return // another relay's partition
 	}
 	if c == nil {
-		// Failed, or its outcome is unknown: it may have written something. A scan tells.
-		delete(h.chain, id)
+		// Failed, or its outcome is unknown: it may have written something, or cancelled a
+		// timer waiting in memory (which its confirming scan then drops). A scan tells.
+		h.sources.forget(id)
 		s.owe(h, id)
 		return
 	}
-	s.forget(c)
+	s.dropCancelled(c)
 	from, _ := begun.(*hold)
-	ok := from == h && s.handing(h) && h.follows(id, c.Version, s.r.chained)
-	h.remember(id, c.Version)
+	ok := from == h && s.handing(h) && h.sources.mayHandOver(id, c.Version, s.r.chained)
+	h.sources.committed(id, c.Version)
 	if !ok {
 		s.owe(h, id)
 		return
@@ -80,25 +81,35 @@ func (s *session[T, K]) End(id string, begun any, c *wake.Committed) {
 // owe marks the source's items as left in the store and asks for a scan. The caller holds
 // mu.
 func (s *session[T, K]) owe(h *hold, source string) {
-	h.soil(source, s.ledger.scans)
+	h.sources.soil(source, s.ledger.scans)
 	s.r.stats.wakeups.Add(1)
 	poke(s.rescan)
 }
 
-// forget drops the items waiting for their fire time that c removed from the store. The
-// caller holds mu.
-func (s *session[T, K]) forget(c *wake.Committed) {
-	if len(s.soon) == 0 || len(c.Timers) == 0 {
+// dropCancelled drops the items waiting for their fire time, or for its confirmation, that
+// c removed from the store (a timer cancelled or re-armed). The caller holds mu.
+func (s *session[T, K]) dropCancelled(c *wake.Committed) {
+	if len(c.Timers) == 0 || len(s.soon) == 0 && len(s.unconfirmed) == 0 {
 		return
+	}
+	drop := func(item T) {
+		h := s.ledger.release(s.r.kind.key(item))
+		s.r.stats.inFlight.Add(-1)
+		s.r.stats.cancelled.Add(1)
+		if h != nil {
+			s.left(h)
+		}
+	}
+	for key, item := range s.unconfirmed {
+		if s.r.kind.gone(c, item) {
+			delete(s.unconfirmed, key)
+			drop(item)
+		}
 	}
 	kept := s.soon[:0]
 	for _, item := range s.soon {
 		if s.r.kind.gone(c, item) {
-			h := s.ledger.release(s.r.kind.key(item))
-			s.r.stats.inFlight.Add(-1)
-			if h != nil {
-				s.left(h)
-			}
+			drop(item)
 			continue
 		}
 		kept = append(kept, item)

@@ -39,10 +39,12 @@ func (l *lane[T]) pop() (queued[T], bool) {
 }
 
 // deliver is a lane's goroutine: it hands the lane's items to the handler one by one until
-// the queue is empty. An item is handed out only while the session delivers and the hold it
-// was taken under is current, not draining, and its lease live; otherwise it is released,
-// pending in the store. A handler's nil queues the item for its ack; an error (or
-// ErrLeavePending) fails it.
+// the queue is empty. An item is handed out only while the hold it was taken under is
+// handing items out (session.handing); otherwise it is released, pending in the store, with
+// its execution's items queued behind it. A handler's nil queues the item for its ack. An
+// error holds its execution back for a retry and releases the execution's items queued
+// behind it; with a DeadLetters store the failure is recorded first (dead.go), and the item
+// stays in flight until it is. ErrLeavePending does the same without an error or a record.
 func (s *session[T, K]) deliver(l *lane[T]) {
 	defer s.laneWG.Done()
 	k, stats := s.r.kind, &s.r.stats
@@ -58,13 +60,13 @@ func (s *session[T, K]) deliver(l *lane[T]) {
 		lk := k.lane(item)
 		h := s.ledger.holdOf(k.key(item))
 		if !s.handing(h) {
-			s.release(item)
+			s.releaseAfter(item)
 			continue
 		}
 		s.mu.Unlock()
 
 		stats.delivered.Add(1)
-		ctx, span := h.ctx, telemetry.Span{}
+		ctx, span := h.handlerCtx, telemetry.Span{}
 		if s.r.tel != nil {
 			ctx, span = s.r.tel.Start(ctx, s.r.op, k.describe(item))
 			s.r.tel.Lag(time.Since(q.at))
@@ -81,19 +83,29 @@ func (s *session[T, K]) deliver(l *lane[T]) {
 		switch {
 		case err == nil:
 			s.retries.succeeded(lk)
-			s.settleQ = append(s.settleQ, item)
+			s.settleQ = append(s.settleQ, settling[T]{item: item})
 			poke(s.settleWake)
 		case errors.Is(err, ErrLeavePending):
 			stats.withheld.Add(1)
-			s.failed(l, lk, item)
-		case h.ctx.Err() != nil:
+			s.retries.failed(lk, time.Now())
+			s.releaseAfter(item)
+		case h.handlerCtx.Err() != nil:
 			// The hold ended under the handler (its context was cancelled): not the
-			// execution's failure. The item goes back to the store, as every queued one.
-			s.release(item)
+			// execution's failure. The item goes back to the store, with the execution's
+			// items queued behind it.
+			s.releaseAfter(item)
 		default:
 			stats.handlerErrors.Add(1)
-			s.failed(l, lk, item)
+			s.retries.failed(lk, time.Now())
 			report = &Error{Op: OpHandle, Item: k.describe(item), Err: err}
+			if f := s.failure(item, err); f != nil {
+				// In flight until its failure is recorded; the items behind it go back.
+				s.releaseBehind(l, lk)
+				s.settleQ = append(s.settleQ, settling[T]{item: item, fail: f, cause: err})
+				poke(s.settleWake)
+			} else {
+				s.releaseAfter(item)
+			}
 		}
 		if report != nil {
 			s.mu.Unlock()
@@ -103,13 +115,8 @@ func (s *session[T, K]) deliver(l *lane[T]) {
 	}
 }
 
-// failed releases item, whose handler failed, holds its execution lk back for a retry, and
-// releases the execution's later items queued in l: its items must wait for it, and the
-// scan that hands it out again returns them after it (the store returns them in that order).
-// The caller holds mu.
-func (s *session[T, K]) failed(l *lane[T], lk string, item T) {
-	s.retries.failed(lk, time.Now())
-	s.release(item)
+// releaseBehind releases the items of execution lk queued in l. The caller holds mu.
+func (s *session[T, K]) releaseBehind(l *lane[T], lk string) {
 	kept := l.queue[:l.head]
 	for _, q := range l.queue[l.head:] {
 		if s.r.kind.lane(q.item) == lk {

@@ -12,12 +12,13 @@ import (
 	"github.com/execstore/execstore/idem"
 )
 
-// leaseFingerprint is the fingerprint every relay claims its leases with: all relays of a key
-// make the same request, and only the claim token tells holders apart.
+// leaseFingerprint is the fingerprint every relay claims its partitions' leases with: all
+// relays of a key make the same request, and only the claim token tells holders apart. A
+// relay's member lease adds its number of partitions (runner.memberFingerprint).
 const leaseFingerprint = "execstore/relay/lease"
 
 // errLeaseLost ends the hold of a partition whose lease was fenced (taken over after it
-// lapsed) or could not be renewed in time.
+// lapsed) or ran out unrenewed.
 var errLeaseLost = errors.New("relay: lease lost")
 
 // leaser claims, renews and releases a relay's leases in an idem store: one per partition
@@ -31,34 +32,57 @@ type leaser struct {
 	log    *slog.Logger // nil: nothing logged
 }
 
-// lease is one lease held: it is known to hold until base+until, base being the moment the
-// last claim or renew that succeeded was sent (the server started it no earlier).
+// lease is one lease held. It is known to hold until base+until by this process's clock,
+// base being the moment the last claim or renewal that succeeded was sent: the lease server
+// started that lease no earlier, so its end by the server's clock comes no sooner.
 type lease struct {
 	key       string
 	token     string
 	dur       time.Duration
 	base      time.Time
 	until     atomic.Int64 // since base
+	rtt       atomic.Int64 // the last renewal's round trip, for the log
 	claimedAt time.Time    // when the lease server started it, by its clock
 	takeOver  bool         // reclaimed from a holder whose lease had lapsed
 }
 
-// live reports whether items may be handed out under the lease: it is known to hold for more
-// than dur/6 yet. A nil lease (no lease store) is always live.
-func (l *lease) live() bool {
-	if l == nil {
-		return true
-	}
-	return time.Since(l.base) < time.Duration(l.until.Load())-l.dur/6
+// margin is how much of a lease must be left for items to be handed out under it: an item
+// handed out just before the end would otherwise run past it.
+func (l *lease) margin() time.Duration { return l.dur / 6 }
+
+// left is how long the lease is known to hold yet.
+func (l *lease) left() time.Duration {
+	return time.Duration(l.until.Load()) - time.Since(l.base)
 }
 
-// claim claims key once. It returns the lease when the claim got it, nil when another holder
-// has it, an *Error that ends the run when no claim can succeed (the lease store is closed,
-// the key or the duration is refused, or the key is not a relay's), and any other failure
-// for the caller to retry later.
+// live reports whether items may be handed out under the lease: it is known to hold for more
+// than its margin yet. A nil lease (no lease store) is always live.
+func (l *lease) live() bool { return l == nil || l.left() > l.margin() }
+
+// expired reports whether the lease is no longer known to hold: its holder must take it as
+// lost, since another relay may claim it once it lapsed. A nil lease never expires.
+func (l *lease) expired() bool { return l != nil && l.left() <= 0 }
+
+// liveUntil is when the lease stops (or stopped) being live, by this process's clock.
+func (l *lease) liveUntil() time.Time {
+	return l.base.Add(time.Duration(l.until.Load()) - l.margin())
+}
+
+// lastRoundTrip is the last renewal's round trip.
+func (l *lease) lastRoundTrip() time.Duration { return time.Duration(l.rtt.Load()) }
+
+// claim claims a partition's lease key once; see claimAs.
 func (l *leaser) claim(ctx context.Context, key string) (*lease, error) {
+	return l.claimAs(ctx, key, leaseFingerprint)
+}
+
+// claimAs claims key once under fingerprint. It returns the lease when the claim got it, nil
+// when another holder has it, an *Error that ends the run when no claim can succeed (the
+// lease store is closed, the key or the duration is refused, or the key is not a relay's),
+// and any other failure for the caller to retry later.
+func (l *leaser) claimAs(ctx context.Context, key, fingerprint string) (*lease, error) {
 	sent := time.Now()
-	c, err := l.store.Claim(ctx, key, leaseFingerprint, 1, l.dur)
+	c, err := l.store.Claim(ctx, key, fingerprint, 1, l.dur)
 	switch {
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
@@ -82,9 +106,11 @@ func (l *leaser) claim(ctx context.Context, key string) (*lease, error) {
 	}
 }
 
-// renewAll renews leases at once, bounded by what is left of the shortest, and reports
-// which were renewed. It returns an *Error when the lease store is closed, and any other
-// failure for the caller to retry while the leases are live.
+// renewAll renews leases at once, and reports which were renewed. It waits for the answer
+// for as long as the shortest lease holds, less a last LeaseDuration/12 for one more try:
+// one slow answer does not lose a lease that a renewal still keeps, and a renewal answered
+// late extends each lease from the moment it was sent. It returns an *Error when the lease
+// store is closed, and any other failure for the caller to retry while the leases hold.
 func (l *leaser) renewAll(ctx context.Context, leases []*lease) ([]bool, error) {
 	if len(leases) == 0 {
 		return nil, nil
@@ -93,14 +119,14 @@ func (l *leaser) renewAll(ctx context.Context, leases []*lease) ([]bool, error) 
 	left := time.Duration(1<<62 - 1)
 	claims := make([]idem.Held, len(leases))
 	for i, ls := range leases {
-		left = min(left, time.Duration(ls.until.Load())-l.dur/6-sent.Sub(ls.base))
+		left = min(left, ls.left())
 		claims[i] = idem.Held{Key: ls.key, Token: ls.token}
 	}
-	// Bounded by the leases' time left, but never so short that a slow server's answer is
-	// given up on at once: a renewal given up on still reaches the server.
-	rctx, cancel := context.WithTimeout(ctx, max(left, l.dur/3))
-	renewed, err := l.store.RenewAll(rctx, claims, l.dur)
+	// A renewal given up on still reaches the server; what it does there is harmless.
+	renewCtx, cancel := context.WithTimeout(ctx, max(left-l.dur/12, l.dur/12))
+	renewed, err := l.store.RenewAll(renewCtx, claims, l.dur)
 	cancel()
+	rtt := time.Since(sent)
 	switch {
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
@@ -108,9 +134,14 @@ func (l *leaser) renewAll(ctx context.Context, leases []*lease) ([]bool, error) 
 		return nil, &Error{Op: OpRenew, Item: leases[0].key, Err: err}
 	case err != nil:
 		l.report(&Error{Op: OpRenew, Item: leases[0].key, Err: err})
+		if l.log != nil {
+			l.log.Warn("relay: lease renewal failed: retried every LeaseDuration/12 while the leases hold; the relay stops handing a partition's items out when less than LeaseDuration/6 of its lease is left",
+				"key", leases[0].key, "leases", len(leases), "waited", rtt, "left", left, "error", err)
+		}
 		return nil, err
 	}
 	for i, ls := range leases {
+		ls.rtt.Store(int64(rtt))
 		if renewed[i] {
 			ls.until.Store(int64(sent.Sub(ls.base) + l.dur))
 		}

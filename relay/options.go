@@ -19,6 +19,7 @@ const (
 	defaultRetryMin      = 100 * time.Millisecond
 	defaultRetryMax      = 30 * time.Second
 	defaultStopTimeout   = 5 * time.Second
+	defaultMaxAttempts   = 25
 	// relayLeaseKey is a Relay's Options.LeaseKey by default.
 	relayLeaseKey = "execstore/relay/outbox"
 	// sweeperLeaseKey is a Sweeper's Options.LeaseKey by default.
@@ -76,6 +77,18 @@ type Options struct {
 	// context, a lost lease) and its handlers have returned. Close's context bounds them too.
 	// Default 5s.
 	StopTimeout time.Duration
+	// MaxAttempts is how many failed deliveries an item gets before it is moved to dead,
+	// when the store is an execstore.DeadLetters (aio and memstore are): each failure is
+	// recorded with the item (its attempts, the error's text and the time: one
+	// single-document write per failure), and the MaxAttempts-th moves the item from pending
+	// to dead in that same write. Its execution's later items then go on. A handler error
+	// wrapping ErrPermanent moves it at once. Over another store failed items are retried
+	// for ever. Default 25.
+	MaxAttempts int
+	// OnDead, when set, is called after an item was moved to dead. It is called from the
+	// relay's goroutines and must not block. Default nil: nothing is called (Stats.Dead and
+	// the metric execstore.relay.dead count them).
+	OnDead func(DeadEvent)
 	// Clock is the Sweeper's clock. A timer is due when its fire time is at or before
 	// Clock(). A Relay does not use it. Default time.Now.
 	Clock func() time.Time
@@ -129,6 +142,12 @@ func (o Options) withDefaults(leaseKey string) Options {
 	if o.StopTimeout <= 0 {
 		o.StopTimeout = defaultStopTimeout
 	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = defaultMaxAttempts
+	}
+	if o.OnDead == nil {
+		o.OnDead = func(DeadEvent) {}
+	}
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -149,8 +168,11 @@ type PartitionEvent struct {
 	// Held is true when the relay took the partition, false when it gave it up: handed over
 	// to a relay that joined, released as the relay stopped, or lost with its lease.
 	Held bool
-	// TakeOver reports a partition taken from a holder whose lease had lapsed.
+	// TakeOver reports a partition taken from another holder whose lease had lapsed.
 	TakeOver bool
+	// ReTake reports a partition taken again by the relay whose own lease of it had run
+	// out (a renewal that came too late), not from another holder.
+	ReTake bool
 	// At is, for a partition taken, when the lease server started the lease, by its clock.
 	// For a partition given up, it is when the relay stopped handing its items out, by this
 	// process's clock. Without a lease it is the zero time when taken.

@@ -30,6 +30,30 @@ func (r *runner[T, K]) membersPrefix() string { return r.opts.LeaseKey + "/membe
 
 func (r *runner[T, K]) partitionsPrefix() string { return r.opts.LeaseKey + "/partitions/" }
 
+// leasesPrefix is the prefix of the partitions' leases: their common prefix, or the one
+// lease of a store that is not partitioned.
+func (r *runner[T, K]) leasesPrefix() string {
+	if !r.partitioned() {
+		return r.opts.LeaseKey
+	}
+	return r.partitionsPrefix()
+}
+
+// memberFingerprint is the fingerprint of the relay's member lease: it names the number of
+// partitions, so that relays that would share them otherwise see that they disagree.
+func (r *runner[T, K]) memberFingerprint() string {
+	return leaseFingerprint + "/member/partitions=" + strconv.Itoa(r.parts)
+}
+
+// partitionsOf is the number of partitions a member fingerprint names, "none" for one of
+// an earlier version.
+func partitionsOf(fingerprint string) string {
+	if _, n, ok := strings.Cut(fingerprint, "/member/partitions="); ok {
+		return n
+	}
+	return "none"
+}
+
 func (r *runner[T, K]) partitionKey(p int) string {
 	if !r.partitioned() {
 		return r.opts.LeaseKey
@@ -84,7 +108,7 @@ func (s *session[T, K]) keepAssigning(ctx context.Context) {
 				}
 			}
 		}
-		s.releaseDrained(ctx)
+		s.releaseDrained()
 		timer.Reset(max(time.Until(lastAssign.Add(dur/4)), 0))
 	}
 }
@@ -127,26 +151,32 @@ func (s *session[T, K]) addHold(p int, ls *lease) *hold {
 	return h
 }
 
-// removeHold ends h: it is no longer the partition's hold, and its handlers' context is
-// cancelled with cause. The caller holds mu.
+// removeHold ends h: it is no longer the partition's hold, its handlers' context is
+// cancelled with cause, and its items waiting for their fire time are released. While items
+// taken under it are still in flight it stays a ghost, and the partition is not held again.
+// The caller holds mu.
 func (s *session[T, K]) removeHold(h *hold, cause error) {
 	if s.holds[h.part] != h {
 		return
 	}
 	delete(s.holds, h.part)
+	h.state = holdEnded
 	h.stop(time.Now())
 	h.cancel(cause)
 	s.dropSoon(h)
+	if h.inFlight > 0 {
+		s.ghosts[h.part] = h
+	}
 	s.r.stats.partitions.Add(-1)
 	s.r.stats.holding.Store(len(s.holds) > 0)
 }
 
-// dropLost drops the holds whose lease is no longer live.
+// dropLost drops the holds whose lease ran out unrenewed.
 func (s *session[T, K]) dropLost() {
 	s.mu.Lock()
 	var lost []*hold
 	for _, h := range s.holds {
-		if !h.lease.live() {
+		if h.lease.expired() {
 			lost = append(lost, h)
 		}
 	}
@@ -171,7 +201,7 @@ func (s *session[T, K]) loseLease(ls *lease, cause error) {
 	}
 }
 
-// lose drops h, whose lease was lost (fenced, or not renewed in time).
+// lose drops h, whose lease was lost: fenced, or run out unrenewed.
 func (s *session[T, K]) lose(h *hold, cause error) {
 	s.mu.Lock()
 	if s.holds[h.part] != h {
@@ -180,43 +210,44 @@ func (s *session[T, K]) lose(h *hold, cause error) {
 	}
 	// It stopped handing items out when its lease stopped being live, if that was earlier.
 	if ls := h.lease; ls != nil {
-		if end := ls.base.Add(time.Duration(ls.until.Load()) - ls.dur/6); end.Before(time.Now()) {
+		if end := ls.liveUntil(); end.Before(time.Now()) {
 			h.stop(end)
 		}
+		s.lost[h.part] = ls.claimedAt
 	}
 	s.removeHold(h, cause)
 	s.mu.Unlock()
 	s.r.stats.leasesLost.Add(1)
-	if s.r.opts.Logger != nil {
-		s.r.opts.Logger.Warn("relay: lease lost while delivering: its partition is no longer delivered here",
-			"key", h.lease.key, "partition", h.part)
+	if log := s.r.opts.Logger; log != nil {
+		log.Warn("relay: lease lost: this relay no longer delivers the partition; its handlers' context is cancelled, "+
+			"what it left pending is delivered by the partition's next holder (this relay claims it again at its next look "+
+			"if it is still its share); if this repeats, the lease server answers too slowly for LeaseDuration: raise "+
+			"LeaseDuration, or give the relay a lease store of its own",
+			"key", h.lease.key, "partition", h.part, "cause", cause, "lease_duration", s.r.opts.LeaseDuration,
+			"last_renewal", h.lease.lastRoundTrip())
 	}
 	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt, Local: h.stoppedAt})
 }
 
 // renewAll renews the member lease and every partition's, in one write. It reports whether
 // the renewal failed (to be retried soon), and returns an *Error when the lease store is
-// closed. A partition whose lease was fenced is dropped.
+// closed. A partition whose lease was fenced is dropped alone.
 func (s *session[T, K]) renewAll(ctx context.Context) (failed bool, fatal error) {
 	s.mu.Lock()
-	holds := make([]*hold, 0, len(s.holds)+1)
+	leases := make([]*lease, 0, len(s.holds)+1)
 	for _, h := range s.holds {
-		holds = append(holds, h)
-	}
-	member := s.member
-	if member != nil && !member.live() {
-		s.member, member = nil, nil // lapsed: registered again at the next assignment
-	}
-	s.mu.Unlock()
-	leases := make([]*lease, 0, len(holds)+1)
-	for _, h := range holds {
-		if h.lease.live() { // the others are dropped as lost
+		if !h.lease.expired() { // the others are dropped as lost
 			leases = append(leases, h.lease)
 		}
+	}
+	member := s.member
+	if member != nil && member.expired() {
+		s.member, member = nil, nil // lapsed: registered again at the next assignment
 	}
 	if member != nil {
 		leases = append(leases, member)
 	}
+	s.mu.Unlock()
 	renewed, err := s.r.lease.renewAll(ctx, leases)
 	switch {
 	case errors.As(err, new(*Error)):
@@ -240,65 +271,109 @@ func (s *session[T, K]) renewAll(ctx context.Context) (failed bool, fatal error)
 	return false, nil
 }
 
+// register claims the relay's member lease, when it holds none, under the fingerprint that
+// names its partitioning: the relays of a lease key agree on it.
+func (s *session[T, K]) register(ctx context.Context) (*lease, error) {
+	r := s.r
+	s.mu.Lock()
+	member := s.member
+	s.mu.Unlock()
+	if member != nil {
+		return member, nil
+	}
+	m, err := r.lease.claimAs(ctx, r.memberKey(), r.memberFingerprint())
+	if err != nil {
+		if !errors.As(err, new(*Error)) && ctx.Err() == nil {
+			r.opts.OnError(&Error{Op: OpClaim, Item: r.memberKey(), Err: err})
+		}
+		return nil, err
+	}
+	if m == nil {
+		return nil, nil // held by another relay of the same name: none, as names are random
+	}
+	s.mu.Lock()
+	s.member = m
+	if s.joined.IsZero() {
+		s.joined = m.claimedAt
+	}
+	s.mu.Unlock()
+	return m, nil
+}
+
+// members lists the live relays of the lease key that partition as this one does, this one
+// included, in name order. A live relay that partitions otherwise is refused: when it
+// registered first (or at once), this relay gives way, and Run returns an *Error matching
+// ErrPartitionsDisagree; otherwise it is reported, and left out of the share.
+func (s *session[T, K]) members(ctx context.Context) ([]string, error) {
+	r := s.r
+	recs, err := r.opts.Lease.List(ctx, r.membersPrefix(), 0)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.opts.OnError(&Error{Op: OpClaim, Item: r.membersPrefix(), Err: err})
+		}
+		return nil, err
+	}
+	s.mu.Lock()
+	joined := s.joined
+	s.mu.Unlock()
+	members := []string{r.member}
+	for _, rec := range recs {
+		id := strings.TrimPrefix(rec.Key, r.membersPrefix())
+		if rec.Lapsed || id == r.member || rec.State != idem.Claimed {
+			continue
+		}
+		if rec.Fingerprint != r.memberFingerprint() {
+			disagree := &Error{Op: OpClaim, Item: rec.Key, Err: fmt.Errorf(
+				"%w: this relay has %d partitions, relay %s has %s (a store that is not an execstore.Partitioned has 1; a relay of an earlier version says none)",
+				ErrPartitionsDisagree, r.parts, id, partitionsOf(rec.Fingerprint))}
+			if !rec.ClaimedAt.After(joined) {
+				return nil, disagree
+			}
+			r.opts.OnError(disagree)
+			continue
+		}
+		members = append(members, id)
+	}
+	slices.Sort(members)
+	return members, nil
+}
+
 // assign registers the relay, works out the partitions it wants, hands over those it holds
 // and does not want, and claims those it wants and does not hold. A store that is not
-// partitioned has one partition, which every relay wants: the first claim wins it.
+// partitioned has one partition, which every relay wants: the first claim wins it. A
+// partition whose previous hold here still has items in flight is not claimed yet.
 func (s *session[T, K]) assign(ctx context.Context) error {
 	r := s.r
-	wanted := map[int]bool{0: true}
+	if _, err := s.register(ctx); err != nil {
+		return err
+	}
+	members, err := s.members(ctx)
+	if err != nil {
+		return err
+	}
+	wanted := map[int]bool{}
 	if r.partitioned() {
-		s.mu.Lock()
-		member := s.member
-		s.mu.Unlock()
-		if member == nil {
-			m, err := r.lease.claim(ctx, r.memberKey())
-			if err != nil {
-				if !errors.As(err, new(*Error)) && ctx.Err() == nil {
-					r.opts.OnError(&Error{Op: OpClaim, Item: r.memberKey(), Err: err})
-				}
-				return err
-			}
-			if m == nil {
-				return nil // held by another relay of the same name: none, as names are random
-			}
-			s.mu.Lock()
-			s.member = m
-			s.mu.Unlock()
-		}
-		recs, err := r.opts.Lease.List(ctx, r.membersPrefix(), 0)
-		if err != nil {
-			if ctx.Err() == nil {
-				r.opts.OnError(&Error{Op: OpClaim, Item: r.membersPrefix(), Err: err})
-			}
-			return err
-		}
-		members := []string{r.member}
-		for _, rec := range recs {
-			if id := strings.TrimPrefix(rec.Key, r.membersPrefix()); !rec.Lapsed && id != r.member {
-				members = append(members, id)
-			}
-		}
-		slices.Sort(members)
 		me := slices.Index(members, r.member)
-		wanted = map[int]bool{}
 		for p := range r.parts {
 			if p%len(members) == me {
 				wanted[p] = true
 			}
 		}
+	} else {
+		wanted[0] = true
 	}
 
 	now := time.Now()
 	s.mu.Lock()
 	var missing []int
 	for p := range wanted {
-		if s.holds[p] == nil {
+		if s.claimable(p) {
 			missing = append(missing, p)
 		}
 	}
 	for p, h := range s.holds {
-		if !wanted[p] && !h.draining {
-			h.draining = true
+		if !wanted[p] && h.state == holdActive {
+			h.state = holdDraining
 			h.stop(now)
 			s.dropSoon(h)
 			s.left(h)
@@ -309,23 +384,26 @@ func (s *session[T, K]) assign(ctx context.Context) error {
 	if stopping || len(missing) == 0 {
 		return nil
 	}
-	if r.partitioned() {
-		// Claim only what no live holder has: one read spares the claims bound to fail.
-		recs, err := r.opts.Lease.List(ctx, r.partitionsPrefix(), 0)
-		if err != nil {
-			if ctx.Err() == nil {
-				r.opts.OnError(&Error{Op: OpClaim, Item: r.partitionsPrefix(), Err: err})
-			}
-			return err
+	// Claim only what no live holder has: one read spares the claims bound to fail. It also
+	// tells a lapsed lease of this relay's own from another's.
+	recs, err := r.opts.Lease.List(ctx, r.leasesPrefix(), 0)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.opts.OnError(&Error{Op: OpClaim, Item: r.leasesPrefix(), Err: err})
 		}
-		held := map[string]bool{}
-		for _, rec := range recs {
-			if rec.State == idem.Claimed && !rec.Lapsed && rec.Fingerprint == leaseFingerprint {
-				held[rec.Key] = true // by a live relay; anything else, the claim tells
-			}
-		}
-		missing = slices.DeleteFunc(missing, func(p int) bool { return held[r.partitionKey(p)] })
+		return err
 	}
+	held := map[string]bool{}
+	lapsedAt := map[string]time.Time{}
+	for _, rec := range recs {
+		switch {
+		case rec.State == idem.Claimed && !rec.Lapsed && rec.Fingerprint == leaseFingerprint:
+			held[rec.Key] = true // by a live relay; anything else, the claim tells
+		case rec.State == idem.Claimed && rec.Lapsed:
+			lapsedAt[rec.Key] = rec.ClaimedAt
+		}
+	}
+	missing = slices.DeleteFunc(missing, func(p int) bool { return held[r.partitionKey(p)] })
 	slices.Sort(missing)
 	var mu sync.Mutex
 	var fatal error
@@ -344,7 +422,7 @@ func (s *session[T, K]) assign(ctx context.Context) error {
 			}
 		case ls != nil:
 			got++
-			s.took(p, ls, ctx)
+			s.took(p, ls, lapsedAt[ls.key])
 		}
 	})
 	if got > 0 {
@@ -353,49 +431,74 @@ func (s *session[T, K]) assign(ctx context.Context) error {
 	return fatal
 }
 
+// claimable reports whether partition p may be claimed: the session does not hold it, and
+// nothing taken under an earlier hold of it is in flight. The caller holds mu.
+func (s *session[T, K]) claimable(p int) bool { return s.holds[p] == nil && s.ghosts[p] == nil }
+
 // took makes partition p held under ls, just claimed; when the session is stopping it
-// releases the lease at once instead.
-func (s *session[T, K]) took(p int, ls *lease, ctx context.Context) {
+// releases the lease at once instead. prev is when the lapsed lease it reclaimed was
+// claimed, if it was one: a lease of this relay's own that ran out is a re-take, not a
+// take-over. Another relay claims a lapsed lease only after it ran out, at least
+// LeaseDuration after its claim, so a lapsed lease claimed within LeaseDuration/2 of this
+// relay's own was this relay's.
+func (s *session[T, K]) took(p int, ls *lease, prev time.Time) {
 	r := s.r
 	local := time.Now() // the claim's answer arrived: from now on the items may be handed out
 	s.mu.Lock()
-	if s.stopping || s.holds[p] != nil {
+	if s.stopping || !s.claimable(p) {
 		s.mu.Unlock()
-		r.lease.release(context.WithoutCancel(ctx), ls)
+		ctx, cancel := s.releaseCtx()
+		r.lease.release(ctx, ls)
+		cancel()
 		return
 	}
+	own, ok := s.lost[p]
+	reTake := ls.takeOver && ok && !prev.IsZero() && prev.Sub(own).Abs() < r.opts.LeaseDuration/2
+	delete(s.lost, p)
 	s.addHold(p, ls)
 	s.mu.Unlock()
 	r.stats.leases.Add(1)
-	if ls.takeOver {
+	switch {
+	case reTake:
+		r.stats.reTakes.Add(1)
+		if log := r.opts.Logger; log != nil {
+			log.Info("relay: lease taken again after this relay's own lease of it ran out: the partition is delivered here again",
+				"key", ls.key, "partition", p)
+		}
+	case ls.takeOver:
 		r.stats.takeOvers.Add(1)
-		if r.opts.Logger != nil {
-			r.opts.Logger.Info("relay: lease taken over from a holder whose lease had lapsed", "key", ls.key, "partition", p)
+		if log := r.opts.Logger; log != nil {
+			log.Info("relay: lease taken over from a holder whose lease had lapsed: the partition's pending items are delivered here from now on",
+				"key", ls.key, "partition", p)
 		}
 	}
-	r.opts.OnPartition(PartitionEvent{Partition: p, Held: true, TakeOver: ls.takeOver, At: ls.claimedAt, Local: local})
+	r.opts.OnPartition(PartitionEvent{Partition: p, Held: true, TakeOver: ls.takeOver && !reTake, ReTake: reTake,
+		At: ls.claimedAt, Local: local})
 }
 
 // releaseDrained releases the leases of the draining holds with nothing in flight.
-func (s *session[T, K]) releaseDrained(ctx context.Context) {
+func (s *session[T, K]) releaseDrained() {
 	s.mu.Lock()
 	var done []*hold
 	for _, h := range s.holds {
-		if h.draining && h.inFlight == 0 {
+		if h.state == holdDraining && h.inFlight == 0 {
 			done = append(done, h)
 			s.removeHold(h, errHandedOver)
 		}
 	}
 	s.mu.Unlock()
-	for _, h := range done {
-		s.giveUp(ctx, h)
+	if len(done) == 0 {
+		return
 	}
+	ctx, cancel := s.releaseCtx()
+	defer cancel()
+	fanOut(len(done), func(i int) { s.giveUp(ctx, done[i]) })
 }
 
 // releaseAll releases every lease the session holds, once it stopped: its handlers are done
 // and what they finished is acked.
 func (s *session[T, K]) releaseAll() {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.parent), s.r.opts.StopTimeout)
+	ctx, cancel := s.releaseCtx()
 	defer cancel()
 	s.mu.Lock()
 	holds := make([]*hold, 0, len(s.holds))
@@ -403,10 +506,12 @@ func (s *session[T, K]) releaseAll() {
 		holds = append(holds, h)
 		s.removeHold(h, errStopped)
 	}
+	member := s.member
+	s.member = nil
 	s.mu.Unlock()
 	fanOut(len(holds), func(i int) { s.giveUp(ctx, holds[i]) })
-	if s.member != nil {
-		s.r.lease.release(ctx, s.member)
+	if member != nil {
+		s.r.lease.release(ctx, member)
 	}
 }
 
@@ -435,8 +540,8 @@ func fanOut(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// dropSoon releases the items taken under h that wait for their fire time. The caller holds
-// mu.
+// dropSoon releases the items taken under h that wait for their fire time or its
+// confirmation. The caller holds mu.
 func (s *session[T, K]) dropSoon(h *hold) {
 	kept := s.soon[:0]
 	var dropped []T
@@ -449,6 +554,12 @@ func (s *session[T, K]) dropSoon(h *hold) {
 	}
 	clear(s.soon[len(kept):])
 	s.soon = kept
+	for key, item := range s.unconfirmed {
+		if s.ledger.holdOf(key) == h {
+			delete(s.unconfirmed, key)
+			dropped = append(dropped, item)
+		}
+	}
 	for _, item := range dropped {
 		s.release(item)
 	}

@@ -41,6 +41,10 @@ type kind[T any, K comparable] interface {
 	// settle acks items whose handler returned nil; errs[i] is items[i]'s failure (errs nil:
 	// none failed).
 	settle(ctx context.Context, items []T) (errs []error)
+	// ref names the item for a DeadLetters store.
+	ref(item T) execstore.ItemRef
+	// attempts is the number of failed deliveries the store recorded of the item.
+	attempts(item T) int
 }
 
 // scanned is one scan's result.
@@ -196,64 +200,83 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, now time.Time) (r
 		}
 		return res, false, err
 	}
-	return res, s.admit(n, holds, res), nil
+	return res, s.admit(n, now, holds, res), nil
 }
 
-// admit takes the items of scan n that the ledger admits, whose partition is still held as
-// it was when the scan was sent, and whose execution is not held back for a retry, in order, until 2×Batch items are in flight;
-// it reports whether it stopped there. Then, when the scan read every pending item of its
-// partitions, it clears the sources it saw in full: their next commits may be handed over.
-func (s *session[T, K]) admit(n uint64, holds map[int]*hold, res scanned[T]) (capped bool) {
-	items := res.items
-	now := time.Now()
+// admit takes the items of scan n, sent at now (by Options.Clock), in order, until 2×Batch
+// items are in flight; it reports whether it stopped there. It admits only the items of the
+// holds that are still the partitions' holds as they were when the scan was sent and hand
+// items out now: the others learn nothing from it. It skips what the ledger does not admit
+// (in flight, or acked since the scan began), and holds back the items of the executions
+// waiting for a retry. An item waiting for its confirmation (its fire time came while it
+// waited in memory) is confirmed when the scan returns it and was sent at or after its fire
+// time. When the scan read every pending item of its partitions, it tells each hold's
+// sources (sources.go) what it read, and drops the items waiting for a confirmation that it
+// should have returned and did not: a commit cancelled or re-armed them.
+func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, res scanned[T]) (capped bool) {
 	k := s.r.kind
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	skipped, heldBack := 0, 0
-	partial := map[string]bool{} // sources some of whose items this scan left in the store
-	latest := map[string]int64{} // the latest commit of each source whose items the scan read
-	for _, item := range items {
-		src := k.source(item)
-		h := holds[s.partOf(item)]
-		if h == nil || !s.handing(h) {
-			continue // the partition changed hands since the scan was sent
+	handing := make(map[*hold]bool, len(holds))
+	for _, h := range holds {
+		if s.handing(h) {
+			handing[h] = true
 		}
-		latest[src] = max(latest[src], k.version(item))
+	}
+	at := time.Now()
+	skipped, heldBack := 0, 0
+	partial := map[string]bool{}           // sources some of whose items this scan held back
+	latest := map[*hold]map[string]int64{} // the latest commit of each source whose items it read
+	returned := map[K]bool{}               // the items waiting for a confirmation that it returned
+	for _, item := range res.items {
+		h := holds[s.partOf(item)]
+		if !handing[h] {
+			continue // the partition changed hands, or is not handed out, since the scan was sent
+		}
+		src, key, lk := k.source(item), k.key(item), k.lane(item)
+		if latest[h] == nil {
+			latest[h] = map[string]int64{}
+		}
+		latest[h][src] = max(latest[h][src], k.version(item))
+		if u, ok := s.unconfirmed[key]; ok {
+			if !k.dueAt(u).After(now) {
+				returned[key] = true
+				delete(s.unconfirmed, key)
+				if s.retries.holds(lk, at) {
+					s.release(u)
+				} else {
+					s.route(lk, u)
+				}
+			}
+			continue
+		}
 		if s.ledger.held() >= 2*s.r.opts.Batch {
 			capped = true
 			break
 		}
-		key := k.key(item)
 		if !s.ledger.admissible(key, n) {
 			skipped++
 			continue
 		}
-		lk := k.lane(item)
-		if s.retries.holds(lk, now) {
+		if s.retries.holds(lk, at) {
 			heldBack++
 			partial[src] = true
-			h.soil(src, n)
+			h.sources.soil(src, n)
 			continue
 		}
 		s.take(h, item)
 	}
 	if !capped && !res.full {
-		for _, h := range holds {
-			if s.holds[h.part] != h {
-				continue
-			}
-			for src, at := range h.dirty {
-				if at < n && !partial[src] {
-					delete(h.dirty, src)
-				}
-			}
+		for h := range handing {
+			h.sources.scanned(n, latest[h], partial)
 		}
-		// The scan read every pending item of each source it returned, up to the latest
-		// commit it saw: none of the source's items up to that commit is unknown.
-		for src, v := range latest {
-			h := holds[s.r.partOf(src)]
-			if _, dirty := h.dirty[src]; v > 0 && !dirty && !partial[src] && h.chain[src] < v {
-				h.remember(src, v)
+		for key, item := range s.unconfirmed {
+			if h := s.ledger.holdOf(key); handing[h] && !k.dueAt(item).After(now) && !returned[key] {
+				delete(s.unconfirmed, key)
+				s.ledger.release(key)
+				s.r.stats.inFlight.Add(-1)
+				s.r.stats.cancelled.Add(1)
+				s.left(h)
 			}
 		}
 	}

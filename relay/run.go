@@ -23,6 +23,7 @@ type runner[T any, K comparable] struct {
 	opts    Options
 	signal  *wake.Signal // nil: the store registered none, the runner only polls
 	lease   leaser
+	dead    execstore.DeadLetters // the store, when it keeps failures and dead items; else nil
 	stats   counters
 	seed    maphash.Seed         // routes lane keys to lanes
 	tel     *telemetry.Telemetry // nil: no-op providers
@@ -53,6 +54,7 @@ func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler
 	if ps, ok := store.(execstore.Partitioned); ok {
 		r.parts = max(ps.Partitions(), 1)
 	}
+	r.dead, _ = store.(execstore.DeadLetters)
 	r.member = memberName()
 	r.chained = k.chained()
 	r.tel = telemetry.NewRelay(component, opts.TracerProvider, opts.MeterProvider, r.stats.inFlight.Load)
@@ -91,27 +93,29 @@ func (r *runner[T, K]) run(ctx context.Context) error {
 		r.mu.Unlock()
 		return ErrRunning
 	}
-	// stopCtx ends with ctx or at Close: stop handing out and claiming. work ends with ctx or
-	// when Close's context ends: the handlers' context. settleBase ends only when Close's
-	// context ends: the acks', which a session bounds further by StopTimeout.
+	// stopCtx ends with ctx or at Close: stop handing out and claiming. handlerBase ends
+	// with ctx or when Close's context ends: the handlers' context. ackBase ends only when
+	// Close's context ends: the acks', which a session bounds further by StopTimeout.
+	// leaseBase never ends: the session keeps its leases until its handlers returned.
 	stopCtx, stop := context.WithCancel(ctx)
-	work, abortWork := context.WithCancel(ctx)
-	settleBase, abortSettle := context.WithCancel(context.WithoutCancel(ctx))
+	handlerBase, abortHandlers := context.WithCancel(ctx)
+	ackBase, abortAcks := context.WithCancel(context.WithoutCancel(ctx))
+	leaseBase := context.WithoutCancel(ctx)
 	done := make(chan struct{})
 	r.running, r.stop, r.done = true, stop, done
-	r.abort = func() { abortWork(); abortSettle() }
+	r.abort = func() { abortHandlers(); abortAcks() }
 	r.mu.Unlock()
 	defer func() {
 		stop()
-		abortWork()
-		abortSettle()
+		abortHandlers()
+		abortAcks()
 		r.mu.Lock()
 		r.running = false
 		r.mu.Unlock()
 		close(done)
 	}()
 
-	s := newSession(r, work, settleBase)
+	s := newSession(r, handlerBase, ackBase, leaseBase)
 	cause := s.run(stopCtx.Done())
 	r.stats.holding.Store(false)
 	var fatal *Error

@@ -9,65 +9,102 @@ import (
 )
 
 // session is one Run's delivery machinery: the dispatcher (pump.go) scans the partitions
-// held and routes items to lanes (lanes.go), whose handlers' successes the settler acks
-// (settle.go), all under one lock over the ledger (ledger.go), the holds (hold.go) and the
-// executions' retries (retry.go). The partitions' leases are claimed, renewed, handed over
-// and released beside them (partitions.go). Commits through a store of this process hand
-// their items over (handoff.go).
+// held and routes items to lanes (lanes.go), whose outcomes the settler writes (settle.go):
+// acks, and failures (dead.go). All of it runs under one lock over the ledger (ledger.go),
+// the holds (hold.go) and what each knows of its sources (sources.go), and the executions'
+// retries (retry.go). The partitions' leases are claimed, renewed, handed over and released
+// beside them (partitions.go). Commits through a store of this process hand their items over
+// (handoff.go).
+//
+// An item's life in a session: taken (by a scan or a hand-over, into the ledger under the
+// hold of its partition) → waiting for its fire time (a timer read ahead) → confirmed by a
+// scan sent once it is due → queued in its lane → in its handler → settling (its ack, or its
+// failure's record) → acked, dead, or released (left pending in the store). An item released
+// soils its source (sources.go), and releases the later items of its execution queued behind
+// it, so that they come again after it.
+//
+// The contexts, by role:
+//   - ctx, the session's life: scans get it. It ends when Run's context ends, or with the
+//     cause of a fatal failure.
+//   - each hold's handlerCtx, derived from ctx: the handlers of the hold's items get it. It
+//     also ends when the hold does (lease lost, handed over, stopped).
+//   - ackCtx: acks and failure records. An ack after the handler returned nil is always
+//     right, lease or no lease, so it outlives ctx. It ends StopTimeout after the lanes
+//     stopped, or when Close's context ends.
+//   - leaseCtx: claims and renewals. It outlives every handler and ack of the session: the
+//     leases are kept until they are done, so that no other relay takes a partition over
+//     while a handler of this one still runs. Releases get a context of their own, bounded
+//     by StopTimeout (releaseCtx).
 //
 // A session ends when the run is asked to stop (Close, the end of Run's context) or on a
-// fatal failure (its context is cancelled with the cause). Then, in this order: no item is
-// handed out any more (queued ones are released, pending in the store); the handlers in
-// flight are waited for; what they finished is acked, within Options.StopTimeout; and only
-// then are the leases no longer renewed and released, so that another relay does not take a
-// partition over while a handler of this session runs (unless its lease is lost).
+// fatal failure. Then, in this order: no item is handed out any more (queued ones are
+// released, pending in the store); the handlers in flight are waited for; what they
+// finished is acked, within Options.StopTimeout; and only then are the leases no longer
+// renewed, and released.
 type session[T any, K comparable] struct {
-	r *runner[T, K]
-	// ctx is the run's: scans and the leases' calls get it. It is cancelled with the cause of
-	// the run's end: a fatal *Error, or the run's context's end.
+	r      *runner[T, K]
 	ctx    context.Context
 	end    context.CancelCauseFunc
-	parent context.Context // ctx's parent: the run's
-	// settleCtx is the acks'. It outlives ctx: an ack after the handler returned nil is
-	// always right, lease or no lease. It ends StopTimeout after the lanes stopped, or when
-	// Close's context ends.
-	settleCtx    context.Context
-	cancelSettle context.CancelFunc
+	parent context.Context // ctx's parent: the handlers' base of the run
 
-	mu         sync.Mutex
-	ledger     ledger[K]
-	retries    retries
-	lanes      []lane[T]
-	holds      map[int]*hold  // the partitions held now
-	member     *lease         // the relay's registration, nil until it is claimed
+	ackCtx    context.Context
+	cancelAck context.CancelFunc
+	leaseCtx  context.Context
+	endLease  context.CancelFunc
+
+	mu      sync.Mutex
+	ledger  ledger[K]
+	retries retries
+	lanes   []lane[T]
+	holds   map[int]*hold // the partitions held now
+	// ghosts are the holds that ended with items still in flight: their partitions are not
+	// held again until those items left flight.
+	ghosts map[int]*hold
+	member *lease    // the relay's registration, nil until it is claimed
+	joined time.Time // when its first registration was claimed, by the lease server's clock
+	// lost holds, for each partition whose lease this relay lost, when that lease was
+	// claimed: claiming it again is a re-take, not a take-over.
+	lost       map[int]time.Time
 	committing map[string]int // commits in flight through this process, by execution (handoff.go)
 	// ackedDuring holds, for each execution with a commit in flight, the items of it whose
 	// ack completed meanwhile: its hand-over must not hand them out again.
 	ackedDuring map[string]map[K]bool
-	soon        []T  // taken, waiting for their fire time (a Sweeper's), earliest first
+	soon        []T // taken, waiting for their fire time (a Sweeper's), earliest first
+	// unconfirmed are the items whose fire time came while they waited in memory: they are
+	// handed out once a scan sent after their fire time returns them, and dropped when a
+	// complete one does not (a commit of another process cancelled or re-armed them).
+	unconfirmed map[K]T
 	heldBack    int  // items the last scan held back for their execution's retry
 	stopping    bool // no more deliveries: lanes release what they pop
-	settleQ     []T  // handled, awaiting their ack
+	settleQ     []settling[T]
 	lanesDone   bool // every lane goroutine has returned: the settler flushes and returns
 
 	laneWG, settleWG sync.WaitGroup
 	settleWake       chan struct{} // cap 1: settleQ grew, or lanesDone
 	progress         chan struct{} // cap 1: items left flight; the dispatcher may have room
-	rescan           chan struct{} // cap 1: a scan is owed (a partition taken, a commit not handed over)
-	drained          chan struct{} // cap 1: a draining hold has nothing in flight any more
+	rescan           chan struct{} // cap 1: a scan is owed (a partition taken, a commit not handed over, a fire time come)
+	drained          chan struct{} // cap 1: a draining or ended hold has nothing in flight any more
 	soonChanged      chan struct{} // cap 1: the earliest fire time waiting may have changed
 }
 
-func newSession[T any, K comparable](r *runner[T, K], parent, settleBase context.Context) *session[T, K] {
+func newSession[T any, K comparable](r *runner[T, K], handlerBase, ackBase, leaseBase context.Context) *session[T, K] {
 	s := &session[T, K]{r: r, ledger: newLedger[K](),
 		retries: newRetries(r.opts.RetryMin, r.opts.RetryMax), lanes: make([]lane[T], r.opts.Lanes),
-		holds: map[int]*hold{}, committing: map[string]int{}, ackedDuring: map[string]map[K]bool{},
+		holds: map[int]*hold{}, ghosts: map[int]*hold{}, lost: map[int]time.Time{}, committing: map[string]int{},
+		ackedDuring: map[string]map[K]bool{}, unconfirmed: map[K]T{},
 		settleWake: make(chan struct{}, 1), progress: make(chan struct{}, 1), rescan: make(chan struct{}, 1),
 		drained: make(chan struct{}, 1), soonChanged: make(chan struct{}, 1)}
-	s.ctx, s.end = context.WithCancelCause(parent)
-	s.parent = parent
-	s.settleCtx, s.cancelSettle = context.WithCancel(settleBase)
+	s.ctx, s.end = context.WithCancelCause(handlerBase)
+	s.parent = handlerBase
+	s.ackCtx, s.cancelAck = context.WithCancel(ackBase)
+	s.leaseCtx, s.endLease = context.WithCancel(leaseBase)
 	return s
+}
+
+// releaseCtx is the context of a lease's release: the lease context's values, bounded by
+// StopTimeout, never cancelled by the end of the run.
+func (s *session[T, K]) releaseCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(s.leaseCtx), s.r.opts.StopTimeout)
 }
 
 // run runs the session until stop is closed or it ends, then shuts it down (see the type's
@@ -84,9 +121,8 @@ func (s *session[T, K]) run(stop <-chan struct{}) error {
 		}
 		s.mu.Unlock()
 	}
-	manageCtx, stopManaging := context.WithCancel(s.ctx)
 	var manager sync.WaitGroup
-	manager.Go(func() { s.manage(manageCtx) })
+	manager.Go(func() { s.manage(s.leaseCtx) })
 	s.settleWG.Go(s.settleLoop)
 
 	s.dispatch(stop)
@@ -101,17 +137,23 @@ func (s *session[T, K]) run(stop <-chan struct{}) error {
 		s.release(item)
 	}
 	s.soon = nil
+	for k, item := range s.unconfirmed {
+		delete(s.unconfirmed, k)
+		s.release(item)
+	}
 	s.mu.Unlock()
 	s.laneWG.Wait()
-	giveUp := time.AfterFunc(s.r.opts.StopTimeout, s.cancelSettle)
+	giveUp := time.AfterFunc(s.r.opts.StopTimeout, s.cancelAck)
 	s.mu.Lock()
 	s.lanesDone = true
 	s.mu.Unlock()
 	poke(s.settleWake)
 	s.settleWG.Wait()
 	giveUp.Stop()
-	s.cancelSettle()
-	stopManaging()
+	s.cancelAck()
+	// Every handler of the session has returned and what they finished is settled: the
+	// leases may go.
+	s.endLease()
 	manager.Wait()
 	s.releaseAll()
 
@@ -125,19 +167,26 @@ func (s *session[T, K]) run(stop <-chan struct{}) error {
 	return cause
 }
 
-// handing reports whether an item taken under h may be handed out now. The caller holds mu.
+// handing reports whether an item taken under h may be handed out now: the session is
+// delivering, h is the partition's hold and active, and its lease is live. The caller
+// holds mu.
 func (s *session[T, K]) handing(h *hold) bool {
-	return h != nil && !s.stopping && s.ctx.Err() == nil && s.holds[h.part] == h && !h.draining &&
-		h.ctx.Err() == nil && h.lease.live()
+	return h != nil && h.state == holdActive && !s.stopping && s.ctx.Err() == nil && s.holds[h.part] == h &&
+		h.lease.live()
 }
 
 // partOf is the partition of the execution whose document holds item.
 func (s *session[T, K]) partOf(item T) int { return s.r.partOf(s.r.kind.source(item)) }
 
+// laneOf is the lane of lane key lk.
+func (s *session[T, K]) laneOf(lk string) *lane[T] {
+	return &s.lanes[maphash.String(s.r.seed, lk)%uint64(len(s.lanes))]
+}
+
 // route queues item, of lane key lk, on its lane, and starts the lane's goroutine if it has
 // none. The caller holds mu.
 func (s *session[T, K]) route(lk string, item T) {
-	l := &s.lanes[maphash.String(s.r.seed, lk)%uint64(len(s.lanes))]
+	l := s.laneOf(lk)
 	l.push(item, time.Now())
 	if !l.running {
 		l.running = true
@@ -164,7 +213,9 @@ func (s *session[T, K]) take(h *hold, item T) {
 	s.route(s.r.kind.lane(item), item)
 }
 
-// fireDue routes the items whose fire time has come, earliest first. The caller holds mu.
+// fireDue moves the items whose fire time has come to the unconfirmed ones, and asks for
+// the scan that confirms them: a commit of another process may have cancelled or re-armed
+// them since they were read. The caller holds mu.
 func (s *session[T, K]) fireDue() {
 	now := s.r.opts.Clock()
 	n := 0
@@ -178,13 +229,13 @@ func (s *session[T, K]) fireDue() {
 	s.soon = s.soon[n:]
 	for _, item := range due {
 		h := s.ledger.holdOf(s.r.kind.key(item))
-		lk := s.r.kind.lane(item)
-		if !s.handing(h) || s.retries.holds(lk, time.Now()) {
+		if !s.handing(h) {
 			s.release(item)
 			continue
 		}
-		s.route(lk, item)
+		s.unconfirmed[s.r.kind.key(item)] = item
 	}
+	poke(s.rescan)
 }
 
 // nextFire is the earliest fire time waiting, zero for none. The caller holds mu.
@@ -196,22 +247,40 @@ func (s *session[T, K]) nextFire() time.Time {
 }
 
 // release records item as no longer in flight, not acked: it stays pending in the store. Its
-// source's next commits are not handed over until a scan found it again. The caller holds mu.
+// source is soiled, so that its next commits are not handed over until a scan found it
+// again. The caller holds mu.
 func (s *session[T, K]) release(item T) {
 	h := s.ledger.release(s.r.kind.key(item))
 	s.r.stats.inFlight.Add(-1)
 	if h != nil {
-		h.soil(s.r.kind.source(item), s.ledger.scans)
+		h.sources.soil(s.r.kind.source(item), s.ledger.scans)
 		s.left(h)
 	}
 	poke(s.progress)
 }
 
+// releaseAfter releases item and the items of its execution queued behind it in its lane:
+// they must come again after it, and a scan returns them in that order. The caller holds mu.
+func (s *session[T, K]) releaseAfter(item T) {
+	lk := s.r.kind.lane(item)
+	s.release(item)
+	s.releaseBehind(s.laneOf(lk), lk)
+}
+
 // left notes that an item taken under h left flight: a draining hold with nothing in flight
-// any more may be released. The caller holds mu.
+// any more may be released, and an ended one's partition held again. The caller holds mu.
 func (s *session[T, K]) left(h *hold) {
-	if h.draining && h.inFlight == 0 {
+	if h.inFlight > 0 {
+		return
+	}
+	switch h.state {
+	case holdDraining:
 		poke(s.drained)
+	case holdEnded:
+		if s.ghosts[h.part] == h {
+			delete(s.ghosts, h.part)
+			poke(s.drained)
+		}
 	}
 }
 

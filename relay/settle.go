@@ -2,21 +2,39 @@ package relay
 
 import (
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/execstore/execstore"
 )
 
-// settleLoop acks, in batches, the items whose handler returned nil: one batch at a time,
-// the next gathering while one is in flight, and, with Options.ScanGap, for at least that
-// long after the last was sent, unless Batch items wait or the lanes are done (the relay is
-// stopping). An ack that completed is
-// recorded in the ledger (against the scans started, see ledger) and the item leaves flight.
-// A failed ack is retried with back-off while the item stays in flight, so no scan hands it
-// out again; it is given up (released, to be delivered again: at least once) when the
-// settle context ends or the store is closed, which also ends the term.
+// ackGiveUp is how many failed acks of an item whose hold is no longer active (being handed
+// over, or ended) the settler tries before it gives the item up: released, pending in the
+// store, to be delivered again by the partition's next holder. An active hold's item is
+// retried for as long as the session runs.
+const ackGiveUp = 3
+
+// settling is an item whose handler returned, waiting for what it settles: its ack (fail
+// nil), or the record of its failed delivery in a DeadLetters store (dead.go).
+type settling[T any] struct {
+	item      T
+	fail      *execstore.Failure
+	cause     error     // the handler's error, for OnDead
+	tries     int       // failed writes so far
+	notBefore time.Time // when the next write may be sent, after a failed one
+}
+
+// settleLoop writes, in batches, what the handlers settled: the acks of the items whose
+// handler returned nil, and the failures of the others (dead.go). One batch is in flight at a
+// time, and the next gathers meanwhile; with Options.ScanGap, at least that long after the
+// last was sent, unless Batch items wait or the lanes are done (the relay is stopping). An
+// ack that completed is recorded in the ledger (against the scans started, see ledger) and
+// the item leaves flight. A failed ack is retried after a back-off of its own, while the
+// item stays in flight, so no scan hands it out again; the other items' acks go on
+// meanwhile. It is given up (released, to be delivered again: at least once) when the ack
+// context ends, when the store is closed (which also ends the session), or after ackGiveUp
+// failures once the item's hold is no longer active.
 func (s *session[T, K]) settleLoop() {
-	b := newBackoff(s.r.opts.RetryMin, s.r.opts.RetryMax)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var lastSent time.Time
@@ -27,61 +45,127 @@ func (s *session[T, K]) settleLoop() {
 			<-s.settleWake
 			s.mu.Lock()
 		}
-		if wait := time.Until(lastSent.Add(s.r.opts.ScanGap)); wait > 0 && len(s.settleQ) < s.r.opts.Batch &&
-			!s.lanesDone && s.settleCtx.Err() == nil {
+		if len(s.settleQ) == 0 { // the lanes are done and everything is settled
+			s.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		if s.ackCtx.Err() != nil {
+			s.giveUpAll()
+			s.mu.Unlock()
+			continue
+		}
+		var ready []settling[T]
+		wait := time.Until(lastSent.Add(s.r.opts.ScanGap))
+		if wait <= 0 || len(s.settleQ) >= s.r.opts.Batch || s.lanesDone {
+			ready, wait = s.readyToSettle(now)
+		}
+		if len(ready) == 0 {
 			s.mu.Unlock()
 			timer.Reset(wait)
 			select {
 			case <-timer.C:
-			case <-s.settleWake: // more to ack, or the lanes are done: look again
-			case <-s.settleCtx.Done():
+			case <-s.settleWake: // more to settle, or the lanes are done: look again
+			case <-s.ackCtx.Done():
 			}
 			continue
 		}
+		s.mu.Unlock()
 		lastSent = time.Now()
-		batch := s.settleQ
-		s.settleQ = nil
-		s.mu.Unlock()
-		if len(batch) == 0 {
-			return // the lanes are done and everything is settled
-		}
-
-		errs := s.r.kind.settle(s.settleCtx, batch)
-		failed, first := s.settled(batch, errs)
-		if len(failed) == 0 {
-			b.Reset()
-			continue
-		}
-		s.r.stats.ackErrors.Add(int64(len(failed)))
-		closed := errors.Is(first.Err, execstore.ErrClosed)
-		if s.settleCtx.Err() == nil {
-			s.r.opts.OnError(first)
-		}
-		if closed || s.settleCtx.Err() != nil {
-			s.mu.Lock()
-			for _, item := range failed {
-				s.release(item)
-			}
-			s.mu.Unlock()
-			if closed {
-				s.end(first)
-			}
-			continue
-		}
-		s.mu.Lock()
-		s.settleQ = append(failed, s.settleQ...)
-		s.mu.Unlock()
-		timer.Reset(b.NextBackOff())
-		select {
-		case <-s.settleCtx.Done():
-		case <-timer.C:
-		}
+		s.settleBatch(ready)
 	}
 }
 
+// readyToSettle takes from settleQ the items whose write may be sent at now, and returns
+// them with how long until the next of the others may be. The caller holds mu.
+func (s *session[T, K]) readyToSettle(now time.Time) (ready []settling[T], wait time.Duration) {
+	wait = time.Hour
+	kept := s.settleQ[:0]
+	for _, st := range s.settleQ {
+		if st.notBefore.After(now) {
+			wait = min(wait, st.notBefore.Sub(now))
+			kept = append(kept, st)
+			continue
+		}
+		ready = append(ready, st)
+	}
+	clear(s.settleQ[len(kept):])
+	s.settleQ = kept
+	return ready, wait
+}
+
+// giveUpAll releases every item waiting to be settled: the ack context ended. The caller
+// holds mu.
+func (s *session[T, K]) giveUpAll() {
+	for _, st := range s.settleQ {
+		s.release(st.item)
+	}
+	s.settleQ = nil
+}
+
+// settleBatch sends the acks of batch in one settle call and its failures' records, and
+// applies what came back.
+func (s *session[T, K]) settleBatch(batch []settling[T]) {
+	var acks []T
+	var ackOf, failures []settling[T]
+	for _, st := range batch {
+		if st.fail == nil {
+			acks = append(acks, st.item)
+			ackOf = append(ackOf, st)
+		} else {
+			failures = append(failures, st)
+		}
+	}
+	if len(failures) > 0 {
+		s.recordFailures(failures)
+	}
+	if len(acks) == 0 {
+		return
+	}
+	errs := s.r.kind.settle(s.ackCtx, acks)
+	failed, first := s.settled(acks, errs)
+	if len(failed) == 0 {
+		return
+	}
+	s.r.stats.ackErrors.Add(int64(len(failed)))
+	closed := errors.Is(first.Err, execstore.ErrClosed)
+	if s.ackCtx.Err() == nil {
+		s.r.opts.OnError(first)
+	}
+	now := time.Now()
+	s.mu.Lock()
+	for _, i := range failed {
+		st := ackOf[i]
+		st.tries++
+		h := s.ledger.holdOf(s.r.kind.key(st.item))
+		if closed || s.ackCtx.Err() != nil || h == nil || h.state != holdActive && st.tries >= ackGiveUp {
+			s.release(st.item)
+			continue
+		}
+		st.notBefore = now.Add(s.backoff(st.tries))
+		s.settleQ = append(s.settleQ, st)
+	}
+	s.mu.Unlock()
+	poke(s.settleWake)
+	if closed {
+		s.end(first)
+	}
+}
+
+// backoff is the wait before a write that failed tries times is sent again: RetryMin
+// doubled per failure, at most RetryMax, with ±20% jitter.
+func (s *session[T, K]) backoff(tries int) time.Duration {
+	d := s.r.opts.RetryMin
+	for i := 1; i < tries && d < s.r.opts.RetryMax; i++ {
+		d *= 2
+	}
+	d = min(d, s.r.opts.RetryMax)
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
 // settled records the acks of batch that succeeded (errs nil, or a nil error) and returns
-// the items whose ack failed, with the first failure.
-func (s *session[T, K]) settled(batch []T, errs []error) (failed []T, first *Error) {
+// the indexes of the items whose ack failed, with the first failure.
+func (s *session[T, K]) settled(batch []T, errs []error) (failed []int, first *Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	acked := 0
@@ -90,23 +174,30 @@ func (s *session[T, K]) settled(batch []T, errs []error) (failed []T, first *Err
 			if first == nil {
 				first = &Error{Op: OpAck, Item: s.r.kind.describe(item), Err: errs[i]}
 			}
-			failed = append(failed, item)
+			failed = append(failed, i)
 			continue
 		}
-		key := s.r.kind.key(item)
-		if h := s.ledger.ack(key); h != nil {
-			s.left(h)
-		}
-		if src := s.r.kind.source(item); s.committing[src] > 0 {
-			if s.ackedDuring[src] == nil {
-				s.ackedDuring[src] = map[K]bool{}
-			}
-			s.ackedDuring[src][key] = true
-		}
+		s.gone(item)
 		acked++
 	}
 	s.r.stats.acked.Add(int64(acked))
-	s.r.stats.inFlight.Add(-int64(acked))
 	poke(s.progress)
 	return failed, first
+}
+
+// gone records that item left the store's pending items by this relay's write (acked, or
+// moved to dead): it leaves flight, and neither a late scan nor a hand-over hands it out
+// again. The caller holds mu.
+func (s *session[T, K]) gone(item T) {
+	key := s.r.kind.key(item)
+	if h := s.ledger.ack(key); h != nil {
+		s.left(h)
+	}
+	s.r.stats.inFlight.Add(-1)
+	if src := s.r.kind.source(item); s.committing[src] > 0 {
+		if s.ackedDuring[src] == nil {
+			s.ackedDuring[src] = map[K]bool{}
+		}
+		s.ackedDuring[src][key] = true
+	}
 }

@@ -22,9 +22,17 @@ type Stats struct {
 	Withheld      int64 // handler calls that returned ErrLeavePending
 	Acked         int64 // items acked (timers deleted) after their handler returned nil
 	AckErrors     int64
+	// Cancelled counts timers read ahead that a commit cancelled or re-armed before their
+	// fire time: dropped, not fired.
+	Cancelled int64
+	// Dead counts items moved to dead (Options.MaxAttempts, ErrPermanent), and
+	// FailureErrors the failed deliveries whose record could not be written.
+	Dead          int64
+	FailureErrors int64
 	Leases        int64 // leases taken
 	TakeOvers     int64 // of which taken over from a holder whose lease had lapsed
-	LeasesLost    int64 // leases lost before the relay stopped: fenced, or not renewed in time
+	ReTakes       int64 // of which this relay's own, taken again after it ran out
+	LeasesLost    int64 // leases lost before the relay stopped: fenced, or run out unrenewed
 	InFlight      int64 // gauge: items held now (waiting for their fire time, queued in a lane, in a handler, or awaiting the ack)
 	Holding       bool  // gauge: delivering now (holding a partition)
 	Partitions    int   // gauge: partitions held now
@@ -34,8 +42,9 @@ type Stats struct {
 type counters struct {
 	scans, scanErrors, wakeups, skipped, handedOver atomic.Int64
 	delivered, handlerErrors, withheld              atomic.Int64
-	acked, ackErrors                                atomic.Int64
-	leases, takeOvers, leasesLost                   atomic.Int64
+	acked, ackErrors, cancelled                     atomic.Int64
+	dead, failureErrors                             atomic.Int64
+	leases, takeOvers, reTakes, leasesLost          atomic.Int64
 	inFlight, partitions                            atomic.Int64
 	holding                                         atomic.Bool
 }
@@ -45,7 +54,8 @@ func (c *counters) snapshot() Stats {
 		Scans: c.scans.Load(), ScanErrors: c.scanErrors.Load(), Wakeups: c.wakeups.Load(), HandedOver: c.handedOver.Load(),
 		Skipped: c.skipped.Load(), Delivered: c.delivered.Load(), HandlerErrors: c.handlerErrors.Load(),
 		Withheld: c.withheld.Load(), Acked: c.acked.Load(), AckErrors: c.ackErrors.Load(),
-		Leases: c.leases.Load(), TakeOvers: c.takeOvers.Load(), LeasesLost: c.leasesLost.Load(),
+		Cancelled: c.cancelled.Load(), Dead: c.dead.Load(), FailureErrors: c.failureErrors.Load(),
+		Leases: c.leases.Load(), TakeOvers: c.takeOvers.Load(), ReTakes: c.reTakes.Load(), LeasesLost: c.leasesLost.Load(),
 		InFlight: c.inFlight.Load(), Holding: c.holding.Load(), Partitions: int(c.partitions.Load()),
 	}
 }

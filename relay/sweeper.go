@@ -71,6 +71,12 @@ func (timerKind) chained() bool { return false }
 
 func (timerKind) version(execstore.DueTimer) int64 { return 0 }
 
+func (timerKind) ref(t execstore.DueTimer) execstore.ItemRef {
+	return execstore.ItemRef{Kind: execstore.TimerItem, ExecutionID: t.ExecutionID, Path: t.Path, FireAt: t.FireAt}
+}
+
+func (timerKind) attempts(t execstore.DueTimer) int { return t.Attempts.Count }
+
 func (timerKind) dueAt(t execstore.DueTimer) time.Time { return t.FireAt }
 
 // scan reads the timers due by now+ahead, earliest first. Those not due yet wait in memory

@@ -65,6 +65,7 @@ type Telemetry struct {
 	unknown  metric.Int64Counter
 	batch    metric.Int64Histogram
 	lag      metric.Float64Histogram // a relay's
+	dead     metric.Int64Counter     // a relay's
 	meter    metric.Meter
 }
 
@@ -146,8 +147,9 @@ func placeholder(p any) bool {
 // NewRelay returns the instruments of a relay.Relay or relay.Sweeper (component "relay" or
 // "sweeper"): a span per handled item ("execstore.relay.deliver", "execstore.sweeper.fire"),
 // of kind consumer, with the item and its outcome ("ok", "withheld", or a failure's); the
-// metrics execstore.relay.handle.duration and execstore.relay.lag (seconds from the scan
-// that found an item to its handler's start), by component, and execstore.relay.in_flight
+// metrics execstore.relay.handle.duration, execstore.relay.lag (seconds from the scan
+// that found an item to its handler's start) and execstore.relay.dead (items moved to
+// dead), by component, and execstore.relay.in_flight
 // (a gauge, from inFlight); nil when both providers are OpenTelemetry's no-op ones.
 func NewRelay(component string, tp trace.TracerProvider, mp metric.MeterProvider, inFlight func() int64) *Telemetry {
 	tp, mp, ok := providers(tp, mp)
@@ -160,6 +162,8 @@ func NewRelay(component string, tp trace.TracerProvider, mp metric.MeterProvider
 		metric.WithDescription("Duration of a relay's or sweeper's handler calls."))
 	t.lag, _ = t.meter.Float64Histogram("execstore.relay.lag", metric.WithUnit("s"),
 		metric.WithDescription("Time from the scan that found an item to its handler's start."))
+	t.dead, _ = t.meter.Int64Counter("execstore.relay.dead",
+		metric.WithDescription("Items moved to dead after their deliveries failed."))
 	t.unknown, _ = t.meter.Int64Counter("execstore.outcome.unknown")
 	t.batch, _ = t.meter.Int64Histogram("execstore.batch.size")
 	_, _ = t.meter.Int64ObservableGauge("execstore.relay.in_flight",
@@ -177,6 +181,14 @@ func (t *Telemetry) Lag(d time.Duration) {
 		return
 	}
 	t.lag.Record(context.Background(), d.Seconds(), metric.WithAttributes(t.measured...))
+}
+
+// Dead records that an item was moved to dead.
+func (t *Telemetry) Dead() {
+	if t == nil || t.dead == nil {
+		return
+	}
+	t.dead.Add(context.Background(), 1, metric.WithAttributes(t.measured...))
 }
 
 // Meter returns the meter, for a store's own instruments; nil for a nil Telemetry.

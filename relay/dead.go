@@ -1,0 +1,91 @@
+package relay
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/execstore/execstore"
+)
+
+// DeadEvent is an item moved to dead by a relay or sweeper: its deliveries failed
+// Options.MaxAttempts times, or its handler returned an error wrapping ErrPermanent.
+type DeadEvent struct {
+	Item     execstore.ItemRef
+	Attempts execstore.Attempts // as recorded by the write that moved it, this failure included
+	Err      error              // the handler's error of the last delivery
+}
+
+// failure is what the relay writes of a handler's failure of item, for a DeadLetters
+// store: one more attempt, dead when it is the MaxAttempts-th or the error is permanent.
+// It returns nil when the store keeps no failures. The caller holds mu.
+func (s *session[T, K]) failure(item T, err error) *execstore.Failure {
+	if s.r.dead == nil {
+		return nil
+	}
+	attempts := s.r.kind.attempts(item) + 1
+	return &execstore.Failure{Error: err.Error(), At: time.Now(),
+		Dead: attempts >= s.r.opts.MaxAttempts || errors.Is(err, ErrPermanent)}
+}
+
+// recordFailures writes the failures of batch, each one single-document update of its
+// DeadLetters store, up to ackFanOut at once. An item recorded as dead left the store's
+// pending items, as if acked: its execution's later items go on at once. An item recorded
+// as failed is released, and retried after its execution's back-off. An item the store no
+// longer holds pending (acked by another relay, a timer re-armed) and an item whose record
+// failed are released too: a scan tells.
+func (s *session[T, K]) recordFailures(batch []settling[T]) {
+	type result struct {
+		attempts execstore.Attempts
+		pending  bool
+		err      error
+	}
+	results := make([]result, len(batch))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, ackFanOut)
+	for i, st := range batch {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			a, ok, err := s.r.dead.Fail(s.ackCtx, s.r.kind.ref(st.item), *st.fail)
+			results[i] = result{a, ok, err}
+		})
+	}
+	wg.Wait()
+	var dead []DeadEvent
+	var reports []error
+	s.mu.Lock()
+	for i, st := range batch {
+		res := results[i]
+		switch {
+		case res.err != nil:
+			s.r.stats.failureErrors.Add(1)
+			if s.ackCtx.Err() == nil {
+				reports = append(reports, &Error{Op: OpFail, Item: s.r.kind.describe(st.item), Err: res.err})
+			}
+			s.release(st.item)
+		case res.pending && st.fail.Dead:
+			s.gone(st.item)
+			s.retries.succeeded(s.r.kind.lane(st.item))
+			s.r.stats.dead.Add(1)
+			dead = append(dead, DeadEvent{Item: s.r.kind.ref(st.item), Attempts: res.attempts, Err: st.cause})
+			poke(s.rescan) // its execution's later items, released behind it, go on
+		default:
+			s.release(st.item)
+		}
+	}
+	s.mu.Unlock()
+	for _, err := range reports {
+		s.r.opts.OnError(err)
+	}
+	for _, ev := range dead {
+		if s.r.tel != nil {
+			s.r.tel.Dead()
+		}
+		if s.r.opts.Logger != nil {
+			s.r.opts.Logger.Warn("relay: item moved to dead after its deliveries failed: it is delivered no more until revived; its execution's later items go on",
+				"item", ev.Item, "attempts", ev.Attempts.Count, "error", ev.Attempts.LastError)
+		}
+		s.r.opts.OnDead(ev)
+	}
+}

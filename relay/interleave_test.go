@@ -1,0 +1,402 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/wake"
+	"github.com/execstore/execstore/memstore"
+)
+
+// harness drives a session by hand, over a memstore: the test sends the scans, tells the
+// session of commits (Begin, End) and of lease changes at the points it chooses, and holds
+// handlers until it lets them return. No dispatcher and no lease store run: nothing happens
+// that the test does not do, but for the lanes' and the settler's goroutines.
+type harness[T any, K comparable] struct {
+	t     *testing.T
+	store *memstore.Store
+	r     *runner[T, K]
+	s     *session[T, K]
+	exes  map[string]*execstore.Execution
+
+	mu      sync.Mutex
+	calls   []string                 // every handler call, in order, by describe
+	gates   map[string]chan error    // a handler call of the item waits for its result here
+	entered map[string]chan struct{} // closed when the item's handler is called
+}
+
+func newHarness[T any, K comparable](t *testing.T, k func(execstore.Store) kind[T, K], opts Options) *harness[T, K] {
+	store := memstore.New(memstore.Options{Partitions: 4})
+	t.Cleanup(func() { _ = store.Close(context.Background()) })
+	b := &harness[T, K]{t: t, store: store, exes: map[string]*execstore.Execution{},
+		gates: map[string]chan error{}, entered: map[string]chan struct{}{}}
+	kd := k(store)
+	opts.RetryMin, opts.RetryMax = time.Millisecond, 5*time.Millisecond
+	b.r = newRunner[T, K](kd, store, b.handle, opts.withDefaults(relayLeaseKey), "relay", "deliver")
+	ctx := context.Background()
+	b.s = newSession(b.r, ctx, ctx, ctx)
+	b.s.settleWG.Go(b.s.settleLoop)
+	t.Cleanup(b.stop)
+	return b
+}
+
+func (b *harness[T, K]) handle(_ context.Context, item T) error {
+	id := b.r.kind.describe(item)
+	b.mu.Lock()
+	b.calls = append(b.calls, id)
+	gate := b.gates[id]
+	delete(b.gates, id)
+	if c := b.entered[id]; c != nil {
+		close(c)
+		delete(b.entered, id)
+	}
+	b.mu.Unlock()
+	if gate != nil {
+		return <-gate
+	}
+	return nil
+}
+
+// gate makes the next handler call of item id wait for the error sent on the returned
+// channel; entered is closed once the call began.
+func (b *harness[T, K]) gate(id string) (result chan error, entered chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	result, entered = make(chan error, 1), make(chan struct{})
+	b.gates[id], b.entered[id] = result, entered
+	return result, entered
+}
+
+func (b *harness[T, K]) stop() {
+	s := b.s
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	s.laneWG.Wait()
+	giveUp := time.AfterFunc(time.Second, s.cancelAck) // as Run does after StopTimeout
+	defer giveUp.Stop()
+	s.mu.Lock()
+	s.lanesDone = true
+	s.mu.Unlock()
+	poke(s.settleWake)
+	s.settleWG.Wait()
+}
+
+// lease is a lease held for dur from now, in no lease store.
+func (b *harness[T, K]) lease() *lease {
+	ls := &lease{key: "harness", dur: 10 * time.Second, base: time.Now()}
+	ls.until.Store(int64(ls.dur))
+	return ls
+}
+
+// pause makes ls not live, though not run out: a renewal is late.
+func pause(ls *lease) { ls.until.Store(int64(time.Since(ls.base) + ls.margin()/2)) }
+
+// resume makes ls live again: the late renewal came back.
+func resume(ls *lease) { ls.until.Store(int64(time.Since(ls.base) + ls.dur)) }
+
+// hold makes the session hold execution id's partition under ls.
+func (b *harness[T, K]) hold(id string, ls *lease) *hold {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	return b.s.addHold(b.r.partOf(id), ls)
+}
+
+// commit commits c on execution id, as another process would (the session is told
+// nothing), and returns what it wrote as a hand-over would carry it.
+func (b *harness[T, K]) commit(id string, c execstore.Commit) *wake.Committed {
+	exe := b.exes[id]
+	if exe == nil {
+		exe = &execstore.Execution{ID: id, DefinitionID: "harness", Status: execstore.Running}
+		b.exes[id] = exe
+	}
+	seqs, err := b.store.Commit(context.Background(), exe, c)
+	require.NoError(b.t, err)
+	out := &wake.Committed{ExecutionID: id, Version: exe.Version, Timers: c.Timers}
+	for i, e := range c.Emits {
+		out.Outbox = append(out.Outbox, execstore.OutboxEntry{Seq: seqs[i], SourceID: id, Version: exe.Version,
+			TargetID: e.TargetID, Event: e.Event})
+	}
+	return out
+}
+
+// emit commits one outbox entry of source to target through this process: Begin, the
+// commit, and End with what it wrote (nil when unknown, to say its outcome is unknown).
+func (b *harness[T, K]) emit(source, target string, unknown bool) *wake.Committed {
+	begun := b.s.Begin(source)
+	c := b.commit(source, execstore.Commit{Emits: []execstore.Emit{{TargetID: target, Event: []byte("e")}}})
+	if unknown {
+		b.s.End(source, begun, nil)
+	} else {
+		b.s.End(source, begun, c)
+	}
+	return c
+}
+
+// scan sends one scan of every partition held, as the dispatcher does.
+func (b *harness[T, K]) scan() {
+	b.s.mu.Lock()
+	parts, holds := b.s.scannable()
+	// A paused hold is scanned as the dispatcher would have when it sent the scan before
+	// the pause: its answer comes while the lease is not live.
+	for p, h := range b.s.holds {
+		if holds[p] == nil {
+			parts = append(parts, p)
+			holds[p] = h
+		}
+	}
+	b.s.mu.Unlock()
+	_, _, err := b.s.scan(parts, holds, b.r.opts.Clock())
+	require.NoError(b.t, err)
+}
+
+func (b *harness[T, K]) held() int {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	return b.s.ledger.held()
+}
+
+// settledAll waits until nothing is in flight.
+func (b *harness[T, K]) settledAll() {
+	require.Eventually(b.t, func() bool { return b.held() == 0 }, 10*time.Second, time.Millisecond, "nothing left in flight")
+}
+
+func (b *harness[T, K]) handled() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.calls...)
+}
+
+func newOutboxHarness(t *testing.T) *harness[execstore.OutboxEntry, entryKey] {
+	return newHarness(t, func(s execstore.Store) kind[execstore.OutboxEntry, entryKey] { return outboxKind{store: s} }, Options{})
+}
+
+func entryName(c *wake.Committed) string { return fmt.Sprintf("%s/%d", c.ExecutionID, c.Outbox[0].Seq) }
+
+// Two renewals answered late, within their timeouts: the lease stops being live, then is
+// live again, and nothing was lost. e1, committed in that gap, is not handed over: its
+// source is soiled. A scan answered in the gap hands nothing out, and must teach nothing
+// either: the source stays soiled, so its next commit e2 is not handed over ahead of e1,
+// and the next scan returns both, in commit order.
+func TestScanWhileTheLeaseIsNotLiveTeachesNothing(t *testing.T) {
+	b := newOutboxHarness(t)
+	ls := b.lease()
+	b.hold("S", ls)
+	pause(ls)
+	e1 := b.emit("S", "T", false)
+	b.scan() // answered in the gap
+	assert.Zero(t, b.held(), "nothing handed out while the lease is not live")
+	resume(ls)
+	e2 := b.emit("S", "T", false)
+	assert.Zero(t, b.held(), "e2 not handed over while e1 is pending in the store")
+	b.scan()
+	b.settledAll()
+	assert.Equal(t, []string{entryName(e1), entryName(e2)}, b.handled())
+}
+
+// A commit whose outcome is unknown may have written anything: its execution's next commit
+// is not handed over, and a scan returns both in commit order.
+func TestCommitOfUnknownOutcomeIsNotFollowed(t *testing.T) {
+	b := newOutboxHarness(t)
+	b.hold("S", b.lease())
+	e1 := b.emit("S", "T", false)
+	b.settledAll()
+	e2 := b.emit("S", "T", true)
+	e3 := b.emit("S", "T", false)
+	assert.Zero(t, b.held(), "e3 not handed over while e2 may be pending in the store")
+	b.scan()
+	b.settledAll()
+	assert.Equal(t, []string{entryName(e1), entryName(e2), entryName(e3)}, b.handled())
+}
+
+// The lease is lost while e1's handler runs (it ignores its context). The partition is not
+// held again while e1 is in flight; once e1's handler failed, it is, and e2, committed
+// under the new hold, is not handed over ahead of e1: the new hold knows nothing of S, and
+// the scan returns e1 before e2.
+func TestPartitionHeldAgainOnlyOnceItsItemsLeftFlight(t *testing.T) {
+	b := newOutboxHarness(t)
+	ls := b.lease()
+	h1 := b.hold("S", ls)
+	e1 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
+	result, entered := b.gate(entryName(e1))
+	b.scan()
+	<-entered
+	b.s.lose(h1, errLeaseLost)
+	p := b.r.partOf("S")
+	b.s.mu.Lock()
+	claimable := b.s.claimable(p)
+	b.s.mu.Unlock()
+	assert.False(t, claimable, "the partition is not claimed again while e1 is in flight")
+
+	result <- errors.New("failed after its hold ended")
+	require.Eventually(t, func() bool {
+		b.s.mu.Lock()
+		defer b.s.mu.Unlock()
+		return b.s.ghosts[p] == nil
+	}, 10*time.Second, time.Millisecond, "e1 left flight")
+	b.hold("S", b.lease())
+	e2 := b.emit("S", "T", false)
+	e3 := b.emit("S", "T", false)
+	assert.Zero(t, b.held(), "nothing handed over: the new hold knows nothing of S")
+	b.scan()
+	b.settledAll()
+	assert.Equal(t, []string{entryName(e1), entryName(e1), entryName(e2), entryName(e3)}, b.handled())
+}
+
+// An item that leaves flight without its ack takes its execution's items queued behind it
+// out of flight too, whatever hold they were taken under: e2, taken under another
+// partition's hold (another source, the same target), queued behind e1 in T's lane, is
+// released with e1 when e1's hold ends under its handler.
+func TestReleaseTakesTheItemsBehindIt(t *testing.T) {
+	b := newOutboxHarness(t)
+	// Two sources in two partitions, the same target.
+	src1, src2 := "S", ""
+	for i := 0; src2 == ""; i++ {
+		if id := fmt.Sprintf("S%d", i); b.r.partOf(id) != b.r.partOf(src1) {
+			src2 = id
+		}
+	}
+	h1 := b.hold(src1, b.lease())
+	b.hold(src2, b.lease())
+	e1 := b.commit(src1, execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
+	result, entered := b.gate(entryName(e1))
+	b.scan()
+	<-entered
+	e2 := b.commit(src2, execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
+	b.scan()
+	require.Equal(t, 2, b.held())
+	b.s.lose(h1, errLeaseLost)
+	result <- context.Canceled
+	require.Eventually(t, func() bool { return b.held() == 0 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, []string{entryName(e1)}, b.handled(), "e2 was not handed out behind the released e1")
+	_ = e2
+}
+
+// poisonAck is a store whose ack of one entry always fails.
+type poisonAck struct {
+	execstore.Store
+	mu     sync.Mutex
+	seq    int64
+	failed int
+}
+
+func (p *poisonAck) AckOutbox(ctx context.Context, source string, seq int64) error {
+	p.mu.Lock()
+	if seq == p.seq {
+		p.failed++
+		p.mu.Unlock()
+		return errors.New("poisoned")
+	}
+	p.mu.Unlock()
+	return p.Store.AckOutbox(ctx, source, seq)
+}
+
+// A failed ack waits for its own back-off: an ack after it is sent at once. Once its hold
+// is handed over, it is given up after ackGiveUp tries, so the hand-over is not held up.
+func TestFailedAckWaitsAlone(t *testing.T) {
+	var poison *poisonAck
+	b := newHarness(t, func(s execstore.Store) kind[execstore.OutboxEntry, entryKey] {
+		poison = &poisonAck{Store: s, seq: -1}
+		return outboxKind{store: poison}
+	}, Options{})
+	b.r.opts.RetryMin, b.r.opts.RetryMax = time.Hour, time.Hour
+	h := b.hold("S", b.lease())
+	e1 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
+	poison.mu.Lock()
+	poison.seq = e1.Outbox[0].Seq
+	poison.mu.Unlock()
+	b.scan()
+	require.Eventually(t, func() bool { return b.r.stats.ackErrors.Load() == 1 }, 10*time.Second, time.Millisecond, "the poisoned ack failed")
+	e2 := b.emit("S", "V", false)
+	require.Eventually(t, func() bool { return b.r.stats.acked.Load() == 1 }, 10*time.Second, time.Millisecond,
+		"the next ack went out without waiting for the failed one's back-off")
+	p, err := b.store.PendingOutbox(context.Background(), 0)
+	require.NoError(t, err)
+	require.Len(t, p, 1)
+	assert.Equal(t, e1.Outbox[0].Seq, p[0].Seq)
+	assert.NotEqual(t, e2.Outbox[0].Seq, p[0].Seq)
+
+	b.s.mu.Lock()
+	h.state = holdDraining
+	require.Len(t, b.s.settleQ, 1)
+	b.s.settleQ[0].notBefore = time.Time{}
+	b.s.mu.Unlock()
+	b.r.opts.RetryMin, b.r.opts.RetryMax = time.Millisecond, time.Millisecond
+	b.s.mu.Lock()
+	b.s.settleQ[0].notBefore = time.Time{}
+	b.s.mu.Unlock()
+	poke(b.s.settleWake)
+	require.Eventually(t, func() bool { return b.held() == 0 }, 10*time.Second, time.Millisecond, "given up: the hold drains")
+	poison.mu.Lock()
+	defer poison.mu.Unlock()
+	assert.Equal(t, ackGiveUp, poison.failed)
+	assert.Equal(t, 1, len(p))
+}
+
+func newTimerHarness(t *testing.T) *harness[execstore.DueTimer, timerKey] {
+	return newHarness(t, func(s execstore.Store) kind[execstore.DueTimer, timerKey] { return timerKind{store: s} }, Options{})
+}
+
+// A timer read ahead waits in memory; another process cancels it before its fire time. It
+// does not fire: the scan that confirms it, sent after its fire time, does not return it.
+func TestTimerCancelledElsewhereBeforeItsFireTimeDoesNotFire(t *testing.T) {
+	b := newTimerHarness(t)
+	b.hold("X", b.lease())
+	fire := time.Now().Add(200 * time.Millisecond)
+	b.commit("X", execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
+	b.scan()
+	require.Equal(t, 1, b.held(), "read ahead, waiting for its fire time")
+	b.commit("X", execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("p")}})
+	time.Sleep(time.Until(fire))
+	b.s.mu.Lock()
+	b.s.fireDue()
+	b.s.mu.Unlock()
+	b.scan()
+	assert.Zero(t, b.held())
+	assert.Empty(t, b.handled(), "the cancelled timer did not fire")
+	assert.EqualValues(t, 1, b.r.stats.cancelled.Load())
+}
+
+// A timer handed over by a local commit waits in memory; a later local commit cancels it,
+// and its outcome is unknown. The timer does not fire unless the scan that confirms it
+// returns it: here it does not, the cancel was applied.
+func TestTimerCancelledByACommitOfUnknownOutcomeDoesNotFire(t *testing.T) {
+	b := newTimerHarness(t)
+	b.hold("X", b.lease())
+	fire := time.Now().Add(200 * time.Millisecond)
+	begun := b.s.Begin("X")
+	c := b.commit("X", execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
+	c.Timers[0].FireAt = c.Timers[0].FireAt.UTC()
+	b.s.End("X", begun, c)
+	require.Equal(t, 1, b.held(), "handed over, waiting for its fire time")
+	begun = b.s.Begin("X")
+	b.commit("X", execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("p")}})
+	b.s.End("X", begun, nil)
+	time.Sleep(time.Until(fire))
+	b.s.mu.Lock()
+	b.s.fireDue()
+	b.s.mu.Unlock()
+	b.scan()
+	assert.Zero(t, b.held())
+	assert.Empty(t, b.handled(), "the cancelled timer did not fire")
+
+	// One that still stands fires once confirmed.
+	fire = time.Now().Add(100 * time.Millisecond)
+	b.commit("X", execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("q", fire)}})
+	b.scan()
+	time.Sleep(time.Until(fire))
+	b.s.mu.Lock()
+	b.s.fireDue()
+	b.s.mu.Unlock()
+	b.scan()
+	b.settledAll()
+	assert.Len(t, b.handled(), 1)
+}
