@@ -1,0 +1,225 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/testserver"
+	"github.com/execstore/execstore/memstore"
+	"github.com/execstore/execstore/relay"
+)
+
+// blocking is a handler that holds the entry it is given until the test lets it go,
+// whatever its context says, and counts its calls.
+type blocking struct {
+	mu      sync.Mutex
+	calls   int
+	entered chan string
+	release chan struct{}
+}
+
+func newBlocking() *blocking {
+	return &blocking{entered: make(chan string, 256), release: make(chan struct{})}
+}
+
+func (b *blocking) handle(_ context.Context, e execstore.OutboxEntry) error {
+	b.mu.Lock()
+	b.calls++
+	b.mu.Unlock()
+	b.entered <- entryID(e.SourceID, e.Seq)
+	<-b.release
+	return nil
+}
+
+// The end of Run's context stops the handing out at once, but the relay keeps renewing its
+// lease while a handler that ignores its context still runs: the standby does not take the
+// partition over during that time, though it is many times the lease's length. Once the
+// handler returned, the lease is released and the standby takes it at once.
+func TestLeaseKeptUntilTheHandlersReturned(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { _ = store.Close(bg) })
+	leaseDB := testserver.Database(t, "lease")
+	leasesA, _ := openLeases(t, leaseDB)
+	leasesB, _ := openLeases(t, leaseDB)
+	optsA := leaseOptions(leasesA)
+	optsA.LeaseDuration = 600 * time.Millisecond
+	h := newBlocking()
+	rA := relay.New(unpartitioned(t, store), h.handle, optsA)
+	stopA := run(t, rA)
+	eventually(t, func() bool { return rA.Stats().Holding }, "A holds the lease")
+	newEmitter(t, store).emit("s", "t", "x")
+	<-h.entered
+
+	optsB := leaseOptions(leasesB)
+	optsB.LeaseDuration = 600 * time.Millisecond
+	rB := relay.New(unpartitioned(t, store), func(context.Context, execstore.OutboxEntry) error { return nil }, optsB)
+	stopB := run(t, rB)
+	stopped := make(chan error, 1)
+	go func() { stopped <- stopA() }() // Run's context ends; the handler does not return
+	time.Sleep(5 * optsA.LeaseDuration)
+	assert.Zero(t, rB.Stats().Leases, "B took no lease while A's handler ran")
+	assert.Zero(t, rA.Stats().LeasesLost)
+	close(h.release)
+	require.NoError(t, <-stopped)
+	eventually(t, func() bool { return rB.Stats().Holding }, "B took the released lease")
+	require.NoError(t, stopB())
+	assert.Zero(t, rB.Stats().TakeOvers, "released, not lapsed")
+	assert.Empty(t, pendingIDs(t, store), "the entry A's handler finished was acked")
+}
+
+// pendingIDs lists the pending entries.
+func pendingIDs(t *testing.T, store execstore.Store) []string {
+	p, err := store.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	var ids []string
+	for _, e := range p {
+		ids = append(ids, entryID(e.SourceID, e.Seq))
+	}
+	return ids
+}
+
+// Relays of one lease key whose stores count different partitions would each deliver what
+// it thinks is its share: entries twice, others never. The relay that registers last sees
+// the other and gives way before it claims anything: Run returns ErrPartitionsDisagree. The
+// first goes on delivering everything.
+func TestRelaysThatDisagreeOnThePartitions(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { _ = store.Close(bg) })
+	nine := memstore.New(memstore.Options{Partitions: 9})
+	t.Cleanup(func() { _ = nine.Close(bg) })
+	leaseDB := testserver.Database(t, "lease")
+	leasesA, _ := openLeases(t, leaseDB)
+	leasesB, _ := openLeases(t, leaseDB)
+	d := newDeliveries(t, newAckLog())
+	rA := relay.New(store, d.handle, leaseOptions(leasesA))
+	stopA := run(t, rA)
+	eventually(t, func() bool { return rA.Stats().Partitions == execstore.DefaultPartitions }, "A holds every partition")
+	for _, c := range []struct {
+		name  string
+		store execstore.Store
+		want  string
+	}{
+		{"not partitioned", unpartitioned(t, store), "this relay has 1 partitions"},
+		{"9 partitions", nine, "this relay has 9 partitions"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var errs []error
+			var mu sync.Mutex
+			opts := leaseOptions(leasesB)
+			opts.OnError = func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }
+			rB := relay.New(c.store, func(context.Context, execstore.OutboxEntry) error {
+				t.Error("B delivered")
+				return nil
+			}, opts)
+			ctx, cancel := context.WithTimeout(bg, waitLong)
+			defer cancel()
+			err := rB.Run(ctx)
+			require.ErrorIs(t, err, relay.ErrPartitionsDisagree)
+			assert.ErrorContains(t, err, c.want)
+			assert.ErrorContains(t, err, fmt.Sprintf("has %d", execstore.DefaultPartitions))
+			assert.Zero(t, rB.Stats().Leases, "B claimed no partition")
+		})
+	}
+	em := newEmitter(t, store)
+	ids := emitMany(em, "x", 20, 5)
+	eventually(t, func() bool { return rA.Stats().Acked == 20 }, "A delivered every entry")
+	require.NoError(t, stopA())
+	for _, id := range ids {
+		assert.Equal(t, 1, d.handled[id], id)
+	}
+	d.check()
+}
+
+// One of the relay's 64 leases is fenced (taken by another holder): the renewal drops that
+// partition alone, and the relay keeps the 63 others.
+func TestFencedLeaseDroppedAlone(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { _ = store.Close(bg) })
+	leaseDB := testserver.Database(t, "lease")
+	leases, _ := openLeases(t, leaseDB)
+	other, _ := openLeases(t, leaseDB)
+	opts := leaseOptions(leases)
+	opts.LeaseDuration = 3 * time.Second
+	r := relay.New(store, func(context.Context, execstore.OutboxEntry) error { return nil }, opts)
+	stop := run(t, r)
+	eventually(t, func() bool { return r.Stats().Partitions == execstore.DefaultPartitions }, "every partition held")
+
+	// Another holder takes partition 5's lease: its record is removed, as a lease store's
+	// reaper or an operator would, and claimed anew.
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Disconnect(bg) })
+	key := "execstore/relay/outbox/partitions/5"
+	res, err := client.Database(leaseDB).Collection("idempotency").DeleteOne(bg, bson.D{{Key: "_id", Value: key}})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.DeletedCount)
+	c, err := other.Claim(bg, key, "execstore/relay/lease", 1, time.Hour)
+	require.NoError(t, err)
+	require.True(t, c.Held())
+
+	eventually(t, func() bool { return r.Stats().LeasesLost == 1 }, "the fenced lease dropped")
+	time.Sleep(2 * opts.LeaseDuration) // renewals go on
+	st := r.Stats()
+	assert.EqualValues(t, 1, st.LeasesLost, "no other lease lost")
+	assert.Equal(t, execstore.DefaultPartitions-1, st.Partitions)
+	require.NoError(t, stop())
+}
+
+// A relay closed while it hands partitions over (a relay joined, and a handler of each
+// partition still runs) releases those leases once the handlers returned, on a context the
+// stop did not cancel: the newcomer takes them as released, not as lapsed.
+func TestCloseDuringAHandOverReleasesTheLeases(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { _ = store.Close(bg) })
+	leaseDB := testserver.Database(t, "lease")
+	leasesA, _ := openLeases(t, leaseDB)
+	leasesB, _ := openLeases(t, leaseDB)
+	opts := leaseOptions(leasesA)
+	opts.StopTimeout = 0
+	h := newBlocking()
+	rA := relay.New(store, h.handle, opts)
+	resA := make(chan error, 1)
+	go func() { resA <- rA.Run(bg) }()
+	eventually(t, func() bool { return rA.Stats().Partitions == execstore.DefaultPartitions }, "A holds every partition")
+	// One entry in each partition, each in flight: in its handler, or queued behind one.
+	em := newEmitter(t, store)
+	covered := map[int]bool{}
+	for i := 0; len(covered) < execstore.DefaultPartitions; i++ {
+		id := fmt.Sprintf("s%d", i)
+		if p := execstore.PartitionOf(id, execstore.DefaultPartitions); !covered[p] {
+			covered[p] = true
+			em.emit(id, id, "x")
+		}
+	}
+	eventually(t, func() bool { return rA.Stats().InFlight == execstore.DefaultPartitions }, "an entry of each partition in flight")
+	optsB := opts
+	optsB.Lease = leasesB
+	rB := relay.New(store, func(context.Context, execstore.OutboxEntry) error { return nil }, optsB)
+	stopB := run(t, rB)
+	eventually(t, func() bool {
+		recs, err := leasesB.List(bg, "execstore/relay/outbox/members/", 0)
+		require.NoError(t, err)
+		return len(recs) == 2
+	}, "B registered")
+	time.Sleep(opts.LeaseDuration / 2) // A's next looks: it hands B's share over, and waits for its handlers
+	assert.Zero(t, rB.Stats().Leases, "nothing released while the handlers run")
+	closed := make(chan error, 1)
+	go func() { closed <- rA.Close(bg) }()
+	close(h.release)
+	require.NoError(t, <-closed)
+	require.NoError(t, <-resA)
+	eventually(t, func() bool { return rB.Stats().Partitions == execstore.DefaultPartitions }, "B took every partition")
+	require.NoError(t, stopB())
+	assert.Zero(t, rB.Stats().TakeOvers, "every lease released, none lapsed")
+	assert.Empty(t, pendingIDs(t, store))
+}
