@@ -400,3 +400,37 @@ func TestTimerCancelledByACommitOfUnknownOutcomeDoesNotFire(t *testing.T) {
 	b.settledAll()
 	assert.Len(t, b.handled(), 1)
 }
+
+// A partition claimed again after the relay's own lease of it ran out is a re-take; one
+// whose lapsed lease was another holder's is a take-over. The two are counted apart.
+func TestReTakeCountedApartFromTakeOver(t *testing.T) {
+	b := newOutboxHarness(t)
+	var events []PartitionEvent
+	b.r.opts.OnPartition = func(e PartitionEvent) { events = append(events, e) }
+	mine := b.lease()
+	mine.claimedAt = time.Now().Add(-time.Minute)
+	mine.takeOver = false
+	h := b.hold("S", mine)
+	b.s.lose(h, errLeaseLost)
+	p := b.r.partOf("S")
+
+	again := b.lease()
+	again.takeOver = true
+	b.s.took(p, again, mine.claimedAt) // the lapsed lease it reclaimed was claimed when this relay's was
+	other := 0
+	for b.r.partOf(fmt.Sprintf("o%d", other)) == p {
+		other++
+	}
+	theirs := b.lease()
+	theirs.takeOver = true
+	b.s.took(b.r.partOf(fmt.Sprintf("o%d", other)), theirs, time.Now().Add(-time.Second))
+
+	st := b.r.stats.snapshot()
+	assert.EqualValues(t, 1, st.ReTakes)
+	assert.EqualValues(t, 1, st.TakeOvers)
+	require.Len(t, events, 3) // lost, re-taken, taken over
+	assert.True(t, events[1].ReTake)
+	assert.False(t, events[1].TakeOver)
+	assert.True(t, events[2].TakeOver)
+	assert.False(t, events[2].ReTake)
+}

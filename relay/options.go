@@ -92,9 +92,11 @@ type Options struct {
 	// Clock is the Sweeper's clock. A timer is due when its fire time is at or before
 	// Clock(). A Relay does not use it. Default time.Now.
 	Clock func() time.Time
-	// Logger receives the events an operator must see. They are a lease taken over from a
-	// holder whose lease had lapsed (level info) and a lease lost while delivering (level
-	// warn), each with the lease key. Default nil: nothing is logged.
+	// Logger receives the events an operator must see, each saying what happens next and
+	// what to tune: a lease taken over from a holder whose lease had lapsed, or taken again
+	// after the relay's own ran out (level info); a lease renewal that failed, a lease lost
+	// (fenced, or run out unrenewed), and an item moved to dead (level warn). Each names the
+	// lease key and partition, or the item. Default nil: nothing is logged.
 	Logger *slog.Logger
 	// TracerProvider and MeterProvider receive a span per handler call
 	// ("execstore.relay.deliver", "execstore.sweeper.fire", with the item and its outcome).
