@@ -14,6 +14,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/aiotest"
 	"github.com/execstore/execstore/internal/testserver"
 	"github.com/execstore/execstore/memstore"
 	"github.com/execstore/execstore/relay"
@@ -222,4 +224,35 @@ func TestCloseDuringAHandOverReleasesTheLeases(t *testing.T) {
 	require.NoError(t, stopB())
 	assert.Zero(t, rB.Stats().TakeOvers, "every lease released, none lapsed")
 	assert.Empty(t, pendingIDs(t, store))
+}
+
+// The execution store's server stalls (every data command held) for several lease lengths
+// while the lease store, a store of its own, answers: the relay's scans and acks wait, but
+// its leases are renewed all along, and none is lost. Once the store answers again, what
+// was committed is delivered.
+func TestLeasesHoldWhileTheStoreStalls(t *testing.T) {
+	proxy, proxied := testserver.Proxied(t, srv.URI, "")
+	var opts aio.Options
+	opts.Database = testserver.Database(t, "relay")
+	store, _ := aiotest.Open(t, proxied, opts)
+	leases, _ := openLeases(t, testserver.Database(t, "lease"))
+	lo := leaseOptions(leases)
+	lo.LeaseDuration = time.Second
+	r := relay.New(store, func(context.Context, execstore.OutboxEntry) error { return nil }, lo)
+	stop := run(t, r)
+	eventually(t, func() bool { return r.Stats().Partitions == execstore.DefaultPartitions }, "every partition held")
+	em := newEmitter(t, store)
+	em.emit("s", "t", "x")
+	eventually(t, func() bool { return r.Stats().Acked == 1 }, "delivered")
+
+	proxy.Stalled.Store(true)
+	time.Sleep(4 * lo.LeaseDuration)
+	st := r.Stats()
+	proxy.Stalled.Store(false)
+	assert.Zero(t, st.LeasesLost, "no lease lost while the store stalled")
+	assert.Equal(t, execstore.DefaultPartitions, st.Partitions)
+	em.emit("s", "t", "y")
+	eventually(t, func() bool { return r.Stats().Acked == 2 }, "delivered once the store answers")
+	require.NoError(t, stop())
+	assert.Zero(t, r.Stats().LeasesLost)
 }
