@@ -61,7 +61,7 @@ func (r *runner[T, K]) partitionKey(p int) string {
 	return r.partitionsPrefix() + strconv.Itoa(p)
 }
 
-// manage keeps the session's partitions until ctx ends. Without a lease store there is
+// manage keeps the session's partitions until leaseCtx ends. Without a lease store there is
 // nothing to keep: the session holds every partition for the whole run. With one, every
 // LeaseDuration/4 it registers the relay (its member lease), lists the live relays, and
 // wants the partitions p for which the relay is the (p mod n)-th of the n live relays in key
@@ -71,39 +71,39 @@ func (r *runner[T, K]) partitionKey(p int) string {
 // released it or its lease lapsed. It renews every lease it holds every LeaseDuration/3
 // (LeaseDuration/12 after a failure), and drops a partition whose lease is fenced or runs
 // out: nothing more of it is handed out, and its handlers' context is cancelled.
-func (s *session[T, K]) manage(ctx context.Context) {
+func (s *session[T, K]) manage(leaseCtx context.Context) {
 	if s.r.lease.store == nil {
 		return // the session holds every partition from its start
 	}
 	// The renewals run apart from the claims, so that a slow round of claims never keeps a
 	// lease from being renewed.
 	var wg sync.WaitGroup
-	wg.Go(func() { s.keepRenewing(ctx) })
-	s.keepAssigning(ctx)
+	wg.Go(func() { s.keepRenewing(leaseCtx) })
+	s.keepAssigning(leaseCtx)
 	wg.Wait()
 }
 
 // keepAssigning looks at the live relays and claims or hands over partitions every
 // LeaseDuration/4, and releases the partitions handed over once nothing of them is in
-// flight, until ctx ends.
-func (s *session[T, K]) keepAssigning(ctx context.Context) {
+// flight, until leaseCtx ends.
+func (s *session[T, K]) keepAssigning(leaseCtx context.Context) {
 	dur := s.r.opts.LeaseDuration
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var lastAssign time.Time
 	for {
 		select {
-		case <-ctx.Done():
+		case <-leaseCtx.Done():
 			return
 		case <-timer.C:
 		case <-s.drained:
 		}
 		if lastAssign.IsZero() || time.Since(lastAssign) >= dur/4 {
 			lastAssign = time.Now()
-			if err := s.assign(ctx); err != nil {
+			if err := s.assign(leaseCtx); err != nil {
 				var fatal *Error
 				if errors.As(err, &fatal) {
-					s.end(fatal)
+					s.endSession(fatal)
 					return
 				}
 			}
@@ -114,8 +114,8 @@ func (s *session[T, K]) keepAssigning(ctx context.Context) {
 }
 
 // keepRenewing renews every lease the session holds every LeaseDuration/3 (LeaseDuration/12
-// after a failure), and drops the partitions whose lease is no longer live, until ctx ends.
-func (s *session[T, K]) keepRenewing(ctx context.Context) {
+// after a failure), and drops the partitions whose lease is no longer live, until leaseCtx ends.
+func (s *session[T, K]) keepRenewing(leaseCtx context.Context) {
 	dur := s.r.opts.LeaseDuration
 	step := max(dur/12, time.Millisecond)
 	timer := time.NewTimer(step)
@@ -124,7 +124,7 @@ func (s *session[T, K]) keepRenewing(ctx context.Context) {
 	renewFailed := false
 	for {
 		select {
-		case <-ctx.Done():
+		case <-leaseCtx.Done():
 			return
 		case <-timer.C:
 		}
@@ -132,9 +132,9 @@ func (s *session[T, K]) keepRenewing(ctx context.Context) {
 		if time.Since(lastRenew) >= dur/3 || renewFailed && time.Since(lastRenew) >= step {
 			lastRenew = time.Now()
 			var fatal error
-			renewFailed, fatal = s.renewAll(ctx)
+			renewFailed, fatal = s.renewAll(leaseCtx)
 			if fatal != nil {
-				s.end(fatal)
+				s.endSession(fatal)
 				return
 			}
 		}
@@ -144,7 +144,7 @@ func (s *session[T, K]) keepRenewing(ctx context.Context) {
 
 // addHold makes partition p held under ls. The caller holds mu.
 func (s *session[T, K]) addHold(p int, ls *lease) *hold {
-	h := newHold(s.ctx, p, ls)
+	h := newHold(s.sessionCtx, p, ls)
 	s.holds[p] = h
 	s.r.stats.partitions.Add(1)
 	s.r.stats.holding.Store(true)
@@ -232,7 +232,7 @@ func (s *session[T, K]) lose(h *hold, cause error) {
 // renewAll renews the member lease and every partition's, in one write. It reports whether
 // the renewal failed (to be retried soon), and returns an *Error when the lease store is
 // closed. A partition whose lease was fenced is dropped alone.
-func (s *session[T, K]) renewAll(ctx context.Context) (failed bool, fatal error) {
+func (s *session[T, K]) renewAll(leaseCtx context.Context) (failed bool, fatal error) {
 	s.mu.Lock()
 	leases := make([]*lease, 0, len(s.holds)+1)
 	for _, h := range s.holds {
@@ -248,7 +248,7 @@ func (s *session[T, K]) renewAll(ctx context.Context) (failed bool, fatal error)
 		leases = append(leases, member)
 	}
 	s.mu.Unlock()
-	renewed, err := s.r.lease.renewAll(ctx, leases)
+	renewed, err := s.r.lease.renewAll(leaseCtx, leases)
 	switch {
 	case errors.As(err, new(*Error)):
 		return true, err
@@ -273,7 +273,7 @@ func (s *session[T, K]) renewAll(ctx context.Context) (failed bool, fatal error)
 
 // register claims the relay's member lease, when it holds none, under the fingerprint that
 // names its partitioning: the relays of a lease key agree on it.
-func (s *session[T, K]) register(ctx context.Context) (*lease, error) {
+func (s *session[T, K]) register(leaseCtx context.Context) (*lease, error) {
 	r := s.r
 	s.mu.Lock()
 	member := s.member
@@ -281,9 +281,9 @@ func (s *session[T, K]) register(ctx context.Context) (*lease, error) {
 	if member != nil {
 		return member, nil
 	}
-	m, err := r.lease.claimAs(ctx, r.memberKey(), r.memberFingerprint())
+	m, err := r.lease.claimAs(leaseCtx, r.memberKey(), r.memberFingerprint())
 	if err != nil {
-		if !errors.As(err, new(*Error)) && ctx.Err() == nil {
+		if !errors.As(err, new(*Error)) && leaseCtx.Err() == nil {
 			r.opts.OnError(&Error{Op: OpClaim, Item: r.memberKey(), Err: err})
 		}
 		return nil, err
@@ -304,11 +304,11 @@ func (s *session[T, K]) register(ctx context.Context) (*lease, error) {
 // included, in name order. A live relay that partitions otherwise is refused: when it
 // registered first (or at once), this relay gives way, and Run returns an *Error matching
 // ErrPartitionsDisagree; otherwise it is reported, and left out of the share.
-func (s *session[T, K]) members(ctx context.Context) ([]string, error) {
+func (s *session[T, K]) members(leaseCtx context.Context) ([]string, error) {
 	r := s.r
-	recs, err := r.opts.Lease.List(ctx, r.membersPrefix(), 0)
+	recs, err := r.opts.Lease.List(leaseCtx, r.membersPrefix(), 0)
 	if err != nil {
-		if ctx.Err() == nil {
+		if leaseCtx.Err() == nil {
 			r.opts.OnError(&Error{Op: OpClaim, Item: r.membersPrefix(), Err: err})
 		}
 		return nil, err
@@ -342,12 +342,12 @@ func (s *session[T, K]) members(ctx context.Context) ([]string, error) {
 // and does not want, and claims those it wants and does not hold. A store that is not
 // partitioned has one partition, which every relay wants: the first claim wins it. A
 // partition whose previous hold here still has items in flight is not claimed yet.
-func (s *session[T, K]) assign(ctx context.Context) error {
+func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	r := s.r
-	if _, err := s.register(ctx); err != nil {
+	if _, err := s.register(leaseCtx); err != nil {
 		return err
 	}
-	members, err := s.members(ctx)
+	members, err := s.members(leaseCtx)
 	if err != nil {
 		return err
 	}
@@ -386,9 +386,9 @@ func (s *session[T, K]) assign(ctx context.Context) error {
 	}
 	// Claim only what no live holder has: one read spares the claims bound to fail. It also
 	// tells a lapsed lease of this relay's own from another's.
-	recs, err := r.opts.Lease.List(ctx, r.leasesPrefix(), 0)
+	recs, err := r.opts.Lease.List(leaseCtx, r.leasesPrefix(), 0)
 	if err != nil {
-		if ctx.Err() == nil {
+		if leaseCtx.Err() == nil {
 			r.opts.OnError(&Error{Op: OpClaim, Item: r.leasesPrefix(), Err: err})
 		}
 		return err
@@ -410,14 +410,14 @@ func (s *session[T, K]) assign(ctx context.Context) error {
 	got := 0
 	fanOut(len(missing), func(i int) {
 		p := missing[i]
-		ls, err := r.lease.claim(ctx, r.partitionKey(p))
+		ls, err := r.lease.claim(leaseCtx, r.partitionKey(p))
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
 		case errors.As(err, new(*Error)):
 			fatal = err
 		case err != nil:
-			if ctx.Err() == nil {
+			if leaseCtx.Err() == nil {
 				r.opts.OnError(&Error{Op: OpClaim, Item: r.partitionKey(p), Err: err})
 			}
 		case ls != nil:
@@ -447,8 +447,8 @@ func (s *session[T, K]) took(p int, ls *lease, prev time.Time) {
 	s.mu.Lock()
 	if s.stopping || !s.claimable(p) {
 		s.mu.Unlock()
-		ctx, cancel := s.releaseCtx()
-		r.lease.release(ctx, ls)
+		releaseCtx, cancel := s.releaseCtx()
+		r.lease.release(releaseCtx, ls)
 		cancel()
 		return
 	}
@@ -490,15 +490,15 @@ func (s *session[T, K]) releaseDrained() {
 	if len(done) == 0 {
 		return
 	}
-	ctx, cancel := s.releaseCtx()
+	releaseCtx, cancel := s.releaseCtx()
 	defer cancel()
-	fanOut(len(done), func(i int) { s.giveUp(ctx, done[i]) })
+	fanOut(len(done), func(i int) { s.giveUp(releaseCtx, done[i]) })
 }
 
 // releaseAll releases every lease the session holds, once it stopped: its handlers are done
 // and what they finished is acked.
 func (s *session[T, K]) releaseAll() {
-	ctx, cancel := s.releaseCtx()
+	releaseCtx, cancel := s.releaseCtx()
 	defer cancel()
 	s.mu.Lock()
 	holds := make([]*hold, 0, len(s.holds))
@@ -509,16 +509,16 @@ func (s *session[T, K]) releaseAll() {
 	member := s.member
 	s.member = nil
 	s.mu.Unlock()
-	fanOut(len(holds), func(i int) { s.giveUp(ctx, holds[i]) })
+	fanOut(len(holds), func(i int) { s.giveUp(releaseCtx, holds[i]) })
 	if member != nil {
-		s.r.lease.release(ctx, member)
+		s.r.lease.release(releaseCtx, member)
 	}
 }
 
 // giveUp releases h's lease and says so.
-func (s *session[T, K]) giveUp(ctx context.Context, h *hold) {
+func (s *session[T, K]) giveUp(releaseCtx context.Context, h *hold) {
 	if h.lease != nil {
-		s.r.lease.release(ctx, h.lease)
+		s.r.lease.release(releaseCtx, h.lease)
 	}
 	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt, Local: h.stoppedAt})
 }

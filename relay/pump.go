@@ -103,7 +103,7 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 				owed = res.full || capped
 				followUp = owed
 			case errors.Is(err, execstore.ErrClosed):
-				s.end(&Error{Op: OpScan, Err: err})
+				s.endSession(&Error{Op: OpScan, Err: err})
 			default:
 				retryScan = time.Now().Add(scanRetry.NextBackOff())
 			}
@@ -119,7 +119,7 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 		select {
 		case <-stop:
 			return
-		case <-s.ctx.Done():
+		case <-s.sessionCtx.Done():
 			return
 		case <-s.rescan:
 			owed = true
@@ -189,12 +189,12 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, now time.Time) (r
 	limit := s.ledger.held() + s.heldBack + s.r.opts.Batch
 	s.mu.Unlock()
 	s.r.stats.scans.Add(1)
-	res, err = s.r.kind.scan(s.ctx, parts, now, s.lookAhead(), limit)
+	res, err = s.r.kind.scan(s.sessionCtx, parts, now, s.lookAhead(), limit)
 	if err != nil {
 		s.mu.Lock()
 		s.ledger.finishScan(n)
 		s.mu.Unlock()
-		if s.ctx.Err() == nil {
+		if s.sessionCtx.Err() == nil {
 			s.r.stats.scanErrors.Add(1)
 			s.r.opts.OnError(&Error{Op: OpScan, Err: err})
 		}

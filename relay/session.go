@@ -24,12 +24,12 @@ import (
 // it, so that they come again after it.
 //
 // The contexts, by role:
-//   - ctx, the session's life: scans get it. It ends when Run's context ends, or with the
+//   - sessionCtx, the session's life: scans get it. It ends when Run's context ends, or with the
 //     cause of a fatal failure.
-//   - each hold's handlerCtx, derived from ctx: the handlers of the hold's items get it. It
+//   - each hold's handlerCtx, derived from sessionCtx: the handlers of the hold's items get it. It
 //     also ends when the hold does (lease lost, handed over, stopped).
 //   - ackCtx: acks and failure records. An ack after the handler returned nil is always
-//     right, lease or no lease, so it outlives ctx. It ends StopTimeout after the lanes
+//     right, lease or no lease, so it outlives sessionCtx. It ends StopTimeout after the lanes
 //     stopped, or when Close's context ends.
 //   - leaseCtx: claims and renewals. It outlives every handler and ack of the session: the
 //     leases are kept until they are done, so that no other relay takes a partition over
@@ -42,10 +42,10 @@ import (
 // finished is acked, within Options.StopTimeout; and only then are the leases no longer
 // renewed, and released.
 type session[T any, K comparable] struct {
-	r      *runner[T, K]
-	ctx    context.Context
-	end    context.CancelCauseFunc
-	parent context.Context // ctx's parent: the handlers' base of the run
+	r           *runner[T, K]
+	sessionCtx  context.Context
+	endSession  context.CancelCauseFunc
+	handlerBase context.Context // sessionCtx's parent: the run's handlers' base
 
 	ackCtx    context.Context
 	cancelAck context.CancelFunc
@@ -94,8 +94,8 @@ func newSession[T any, K comparable](r *runner[T, K], handlerBase, ackBase, leas
 		ackedDuring: map[string]map[K]bool{}, unconfirmed: map[K]T{},
 		settleWake: make(chan struct{}, 1), progress: make(chan struct{}, 1), rescan: make(chan struct{}, 1),
 		drained: make(chan struct{}, 1), soonChanged: make(chan struct{}, 1)}
-	s.ctx, s.end = context.WithCancelCause(handlerBase)
-	s.parent = handlerBase
+	s.sessionCtx, s.endSession = context.WithCancelCause(handlerBase)
+	s.handlerBase = handlerBase
 	s.ackCtx, s.cancelAck = context.WithCancel(ackBase)
 	s.leaseCtx, s.endLease = context.WithCancel(leaseBase)
 	return s
@@ -160,10 +160,10 @@ func (s *session[T, K]) run(stop <-chan struct{}) error {
 	// The session's own cause (a fatal failure), not the one its parent was cancelled with:
 	// whatever a caller cancels Run's context with, Run returns nil for it.
 	var cause error
-	if c := context.Cause(s.ctx); s.ctx.Err() != nil && (s.parent.Err() == nil || c != context.Cause(s.parent)) {
+	if c := context.Cause(s.sessionCtx); s.sessionCtx.Err() != nil && (s.handlerBase.Err() == nil || c != context.Cause(s.handlerBase)) {
 		cause = c
 	}
-	s.end(nil)
+	s.endSession(nil)
 	return cause
 }
 
@@ -171,7 +171,7 @@ func (s *session[T, K]) run(stop <-chan struct{}) error {
 // delivering, h is the partition's hold and active, and its lease is live. The caller
 // holds mu.
 func (s *session[T, K]) handing(h *hold) bool {
-	return h != nil && h.state == holdActive && !s.stopping && s.ctx.Err() == nil && s.holds[h.part] == h &&
+	return h != nil && h.state == holdActive && !s.stopping && s.sessionCtx.Err() == nil && s.holds[h.part] == h &&
 		h.lease.live()
 }
 

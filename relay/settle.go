@@ -148,7 +148,7 @@ func (s *session[T, K]) settleBatch(batch []settling[T]) {
 	s.mu.Unlock()
 	poke(s.settleWake)
 	if closed {
-		s.end(first)
+		s.endSession(first)
 	}
 }
 
