@@ -44,6 +44,7 @@ func newFirings(t *testing.T) *firings {
 }
 
 func (f *firings) handle(ctx context.Context, tm execstore.DueTimer) error {
+	tm.Attempts = execstore.Attempts{} // a timer is known by its execution, path and fire time
 	f.mu.Lock()
 	if f.busy[tm.ExecutionID] {
 		f.errs = append(f.errs, fmt.Sprintf("%v: fired while another timer of its execution was in a handler", tm))
