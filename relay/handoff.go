@@ -61,7 +61,7 @@ func (s *session[T, K]) End(id string, begun any, c *wake.Committed) {
 		s.owe(h, id)
 		return
 	}
-	now := time.Now()
+	now, asOf := time.Now(), s.r.opts.Clock()
 	for _, item := range items {
 		if s.retries.holds(s.r.kind.lane(item), now) {
 			s.owe(h, id) // its execution waits for a retry: a scan hands it out after
@@ -72,7 +72,7 @@ func (s *session[T, K]) End(id string, begun any, c *wake.Committed) {
 		// A scan may have read the commit's items already: those in flight or acked are
 		// not handed out again.
 		if key := s.r.kind.key(item); !s.ledger.holding(key) && !acked[key] {
-			s.take(h, item)
+			s.take(h, item, asOf)
 			s.r.stats.handedOver.Add(1)
 		}
 	}

@@ -344,7 +344,7 @@ func (s *session[T, K]) members(leaseCtx context.Context) ([]string, error) {
 // partition whose previous hold here still has items in flight is not claimed yet.
 func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	r := s.r
-	if _, err := s.register(leaseCtx); err != nil {
+	if m, err := s.register(leaseCtx); m == nil {
 		return err
 	}
 	members, err := s.members(leaseCtx)

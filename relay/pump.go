@@ -264,7 +264,7 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, res 
 			h.sources.soil(src, n)
 			continue
 		}
-		s.take(h, item)
+		s.take(h, item, now)
 	}
 	if !capped && !res.full {
 		for h := range handing {

@@ -195,12 +195,13 @@ func (s *session[T, K]) route(lk string, item T) {
 	}
 }
 
-// take records item as in flight under h, and routes it to its lane, or to the items
-// waiting for their fire time. The caller holds mu.
-func (s *session[T, K]) take(h *hold, item T) {
+// take records item as in flight under h, and routes it to its lane when it was due by
+// asOf, the moment the store was read (by Options.Clock). An item due later waits for its
+// fire time, and then for the scan that confirms it. The caller holds mu.
+func (s *session[T, K]) take(h *hold, item T, asOf time.Time) {
 	s.ledger.take(s.r.kind.key(item), h)
 	s.r.stats.inFlight.Add(1)
-	if at := s.r.kind.dueAt(item); !at.IsZero() && at.After(s.r.opts.Clock()) {
+	if at := s.r.kind.dueAt(item); !at.IsZero() && at.After(asOf) {
 		i := sort.Search(len(s.soon), func(i int) bool { return s.r.kind.dueAt(s.soon[i]).After(at) })
 		s.soon = append(s.soon, item)
 		copy(s.soon[i+1:], s.soon[i:])
