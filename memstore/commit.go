@@ -189,6 +189,7 @@ func (s *Store) apply(r *record, pc *preparedCommit) (seqs []int64, firstSpawn i
 	}
 	r.dedupe.record(s.dedupeWindow, version, pc.processed)
 	for _, op := range pc.timers { // in order: the last op on a path wins
+		delete(r.timerFails, op.Path) // a timer armed or cancelled anew starts with no failure
 		if op.Cancel {
 			delete(r.timers, op.Path)
 		} else {

@@ -20,6 +20,13 @@
 //     come in commit order. Acks remove exactly that entry and are idempotent.
 //   - The store is execstore.Partitioned, into Options.Partitions partitions. A scan of some
 //     partitions returns the whole scan restricted to their executions, in the same order.
+//   - The store is an execstore.DeadLetters. Fail, ListDead, CountDead and Revive each run
+//     under the store-wide lock, so a commit or an ack never lands in the middle of one. Fail
+//     changes only an item still pending (a timer still at the fire time named), and with
+//     Failure.Dead moves it, with what it held, from pending to dead at once. A commit never
+//     drops a dead item. A timer armed or cancelled anew starts with no attempts. Revive
+//     puts an entry back under its seq, so in its source's order, and refuses a timer whose
+//     path is armed again (execstore.ErrConflict). Neither changes the version.
 //   - The dedupe set, with Options.DedupeWindow, keeps exactly the event ids the MongoDB
 //     store keeps with the same window. The trace keeps the last Options.TraceMax steps,
 //     stamped with a per-execution index that only grows.
@@ -43,5 +50,6 @@
 // memory. Commit costs the copy of what it writes, plus the BSON encoding of its spawn
 // contexts and trace step. DueTimers scans every timer of the store. PendingOutbox and
 // PendingSpawns cost what they return. An ack costs a binary search and the shift of the
-// later entries. List costs the executions it steps over.
+// later entries. List costs the executions it steps over. Fail costs a binary search (an
+// entry) or a map look-up (a timer); ListDead sorts every dead item of the store.
 package memstore

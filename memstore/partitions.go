@@ -33,7 +33,7 @@ func (s *Store) PendingOutboxIn(ctx context.Context, partitions []int, limit int
 		}
 		if in(e.source) {
 			out = append(out, execstore.OutboxEntry{Seq: e.seq, SourceID: e.source, Version: e.item.version,
-				TargetID: e.item.targetID, Event: cloneBytes(e.item.event)})
+				TargetID: e.item.targetID, Event: cloneBytes(e.item.event), Attempts: e.attempts})
 		}
 	}
 	return out, nil
@@ -62,7 +62,7 @@ func (s *Store) PendingSpawnsIn(ctx context.Context, partitions []int, limit int
 		if err != nil {
 			return nil, err // never: the store encoded it
 		}
-		out = append(out, execstore.SpawnEntry{Seq: e.seq, ParentID: e.source, ChildID: e.item.childID,
+		out = append(out, execstore.SpawnEntry{Seq: e.seq, ParentID: e.source, ChildID: e.item.childID, Attempts: e.attempts,
 			RootPath: e.item.rootPath, Context: m})
 	}
 	return out, nil
@@ -89,7 +89,7 @@ func (s *Store) DueTimersIn(ctx context.Context, partitions []int, now time.Time
 		}
 		for path, at := range r.timers {
 			if fireAt, _ := contract.TimeFromStored(at); !fireAt.After(now) {
-				due = append(due, execstore.DueTimer{ExecutionID: id, Path: path, FireAt: fireAt})
+				due = append(due, execstore.DueTimer{ExecutionID: id, Path: path, FireAt: fireAt, Attempts: r.timerAttempts(path, at)})
 			}
 		}
 	}

@@ -21,9 +21,10 @@ type relayQueue[T any] struct {
 
 // queued is one pending entry.
 type queued[T any] struct {
-	seq    int64
-	source string // the execution whose commit wrote it
-	item   T
+	seq      int64
+	source   string // the execution whose commit wrote it
+	item     T
+	attempts execstore.Attempts // its failed deliveries recorded (dead.go)
 }
 
 // push appends item, written by a commit of source, and returns its seq.
@@ -76,7 +77,7 @@ func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]execstore.Outbo
 	out := make([]execstore.OutboxEntry, len(entries))
 	for i, e := range entries {
 		out[i] = execstore.OutboxEntry{Seq: e.seq, SourceID: e.source, Version: e.item.version,
-			TargetID: e.item.targetID, Event: cloneBytes(e.item.event)}
+			TargetID: e.item.targetID, Event: cloneBytes(e.item.event), Attempts: e.attempts}
 	}
 	return out, nil
 }
@@ -112,7 +113,7 @@ func (s *Store) PendingSpawns(ctx context.Context, limit int) ([]execstore.Spawn
 		if err != nil {
 			return nil, err // never: the store encoded it
 		}
-		out[i] = execstore.SpawnEntry{Seq: e.seq, ParentID: e.source, ChildID: e.item.childID,
+		out[i] = execstore.SpawnEntry{Seq: e.seq, ParentID: e.source, ChildID: e.item.childID, Attempts: e.attempts,
 			RootPath: e.item.rootPath, Context: m}
 	}
 	return out, nil

@@ -46,6 +46,7 @@ type Store struct {
 	ids    []string // the ids of execs, sorted: List pages through them
 	outbox relayQueue[outboxItem]
 	spawns relayQueue[spawnItem]
+	dead   map[contract.DeadKey]execstore.DeadItem // the dead items (dead.go)
 }
 
 var _ execstore.Store = (*Store)(nil)
@@ -57,12 +58,15 @@ type record struct {
 	exe    execstore.Execution
 	dedupe dedupeSet
 	timers map[string]float64 // fire time by path, stored as package aio stores it (seconds)
+	// timerFails are the failed deliveries of timers, by path, each of the fire time it
+	// failed at: a timer armed or cancelled anew starts with none.
+	timerFails map[string]timerFail
 	trace  []traceEntry       // oldest first, at most Store.traceMax
 }
 
 // New returns an empty store.
 func New(opts Options) *Store {
-	s := &Store{traceMax: opts.TraceMax, execs: map[string]*record{}}
+	s := &Store{traceMax: opts.TraceMax, execs: map[string]*record{}, dead: map[contract.DeadKey]execstore.DeadItem{}}
 	if s.traceMax <= 0 {
 		s.traceMax = contract.DefaultTraceMax
 	}

@@ -29,7 +29,7 @@ func (s *Store) DueTimers(ctx context.Context, now time.Time, limit int) ([]exec
 	for id, r := range s.execs {
 		for path, at := range r.timers {
 			if fireAt, _ := contract.TimeFromStored(at); !fireAt.After(now) {
-				due = append(due, execstore.DueTimer{ExecutionID: id, Path: path, FireAt: fireAt})
+				due = append(due, execstore.DueTimer{ExecutionID: id, Path: path, FireAt: fireAt, Attempts: r.timerAttempts(path, at)})
 			}
 		}
 	}
@@ -83,5 +83,6 @@ func (s *Store) deleteTimer(id, path string, fireAt time.Time) bool {
 		return false
 	}
 	delete(r.timers, path)
+	delete(r.timerFails, path)
 	return true
 }

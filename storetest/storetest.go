@@ -31,13 +31,15 @@ import (
 // t.Cleanup. Run closes only the stores it uses to check Close itself. When the stores
 // implement execstore.Partitioned, Run also checks that a scan of some partitions is the
 // whole scan restricted to them, in the same order, that a partition out of range is
-// refused with execstore.ErrInvalid, and that a scan of no partition returns nothing.
+// refused with execstore.ErrInvalid, and that a scan of no partition returns nothing. When
+// they implement execstore.DeadLetters, Run also runs RunDeadLetters.
 func Run(t *testing.T, open func(t *testing.T) execstore.Store) {
 	t.Helper()
 	for _, b := range behaviours {
 		t.Run(b.name, func(t *testing.T) { b.check(t, open(t)) })
 	}
 	runPartitioned(t, open)
+	runDeadLetters(t, open)
 }
 
 // Windows is how RunWindows asks for a store to be configured.

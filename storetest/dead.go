@@ -1,0 +1,308 @@
+package storetest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore"
+)
+
+type deadBehaviour struct {
+	name  string
+	check func(t *testing.T, s execstore.DeadLetters)
+}
+
+// deadBehaviours lists what Run checks of a store that implements execstore.DeadLetters.
+var deadBehaviours = []deadBehaviour{
+	{"FailRecordsAttemptsWithThePendingItem", failRecordsAttempts},
+	{"DeadItemLeavesThePendingOnes", deadLeavesPending},
+	{"FailOfAnItemNotPendingWritesNothing", failNotPending},
+	{"ReviveIsIdempotent", reviveIdempotent},
+	{"ReviveOfATimerWhosePathIsArmedIsAConflict", reviveTimerConflict},
+	{"ListDeadFiltersAndPages", listDeadPages},
+	{"DeadLettersRefuseBadInput", deadBadInput},
+}
+
+// RunDeadLetters checks a store that implements execstore.DeadLetters: failures recorded
+// with the pending items, dead items out of every pending scan and listed with what they
+// were, their execution's later items still pending, Fail of an item no longer pending and
+// Revive of an item not dead writing nothing, a dead timer whose path was armed again staying
+// dead, listing with filters and cursors, and bad input refused. open must return a new,
+// empty store each time it is called, and release it with t.Cleanup. Run runs it already
+// for stores that are DeadLetters.
+func RunDeadLetters(t *testing.T, open func(t *testing.T) execstore.DeadLetters) {
+	t.Helper()
+	for _, b := range deadBehaviours {
+		t.Run(b.name, func(t *testing.T) { b.check(t, open(t)) })
+	}
+}
+
+// runDeadLetters runs RunDeadLetters when the stores open makes are DeadLetters.
+func runDeadLetters(t *testing.T, open func(t *testing.T) execstore.Store) {
+	t.Helper()
+	if _, ok := open(t).(execstore.DeadLetters); !ok {
+		return
+	}
+	RunDeadLetters(t, func(t *testing.T) execstore.DeadLetters { return open(t).(execstore.DeadLetters) })
+}
+
+// failAt is a failure's time: whole milliseconds, as every store keeps them.
+var failAt = time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
+
+// failRecordsAttempts: each Fail adds one attempt to the pending item, with its text and
+// time, and the pending scans return them; the item stays pending.
+func failRecordsAttempts(t *testing.T, s execstore.DeadLetters) {
+	exe := newExe("dl-attempts")
+	fire := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	seqs := mustCommit(t, s, exe, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("e")}},
+		Spawns: []execstore.Spawn{{ChildID: "c", RootPath: "A"}}, Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
+	long := strings.Repeat("é", execstore.MaxFailureBytes) // 2 bytes a rune: cut on a boundary
+	for i, f := range []execstore.Failure{{Error: "first", At: failAt}, {Error: long, At: failAt.Add(time.Second)}} {
+		a, ok, err := s.Fail(bg, execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: seqs[0]}, f)
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, i+1, a.Count)
+	}
+	p, err := s.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	require.Len(t, p, 1)
+	assert.Equal(t, 2, p[0].Attempts.Count)
+	assert.Equal(t, strings.Repeat("é", execstore.MaxFailureBytes/2), p[0].Attempts.LastError)
+	assert.True(t, p[0].Attempts.LastAt.Equal(failAt.Add(time.Second)))
+
+	spawns, err := s.PendingSpawns(bg, 0)
+	require.NoError(t, err)
+	_, ok, err := s.Fail(bg, execstore.ItemRef{Kind: execstore.SpawnItem, ExecutionID: exe.ID, Seq: spawns[0].Seq},
+		execstore.Failure{Error: "no", At: failAt})
+	require.NoError(t, err)
+	require.True(t, ok)
+	spawns, err = s.PendingSpawns(bg, 0)
+	require.NoError(t, err)
+	assert.Equal(t, 1, spawns[0].Attempts.Count)
+
+	due, err := s.DueTimers(bg, fire, 0)
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+	_, ok, err = s.Fail(bg, execstore.ItemRef{Kind: execstore.TimerItem, ExecutionID: exe.ID, Path: "p", FireAt: due[0].FireAt},
+		execstore.Failure{Error: "late", At: failAt})
+	require.NoError(t, err)
+	require.True(t, ok)
+	due, err = s.DueTimers(bg, fire, 0)
+	require.NoError(t, err)
+	assert.Equal(t, 1, due[0].Attempts.Count)
+	assert.Equal(t, "late", due[0].Attempts.LastError)
+
+	got, err := s.Load(bg, exe.ID)
+	require.NoError(t, err)
+	assert.Equal(t, exe.Version, got.Version, "a failure is no commit")
+}
+
+// deadLeavesPending: a dead item is in no pending scan, its execution's later items are, and
+// ListDead returns it with what it was and its attempts. A commit after it keeps it dead.
+func deadLeavesPending(t *testing.T, s execstore.DeadLetters) {
+	exe := newExe("dl-dead")
+	first := mustCommit(t, s, exe, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("one")}}})
+	later := mustCommit(t, s, exe, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("two")}}})
+	ref := execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: first[0]}
+	_, _, err := s.Fail(bg, ref, execstore.Failure{Error: "bad", At: failAt})
+	require.NoError(t, err)
+	a, ok, err := s.Fail(bg, ref, execstore.Failure{Error: "worse", At: failAt.Add(time.Second), Dead: true})
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, 2, a.Count)
+	p, err := s.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	require.Len(t, p, 1)
+	assert.Equal(t, later[0], p[0].Seq)
+	if ps, ok := s.(execstore.Partitioned); ok {
+		p, err := ps.PendingOutboxIn(bg, []int{execstore.PartitionOf(exe.ID, ps.Partitions())}, 0)
+		require.NoError(t, err)
+		require.Len(t, p, 1)
+	}
+	mustCommit(t, s, exe, execstore.Commit{})
+	page, err := s.ListDead(bg, execstore.DeadQuery{})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 1)
+	d := page.Items[0]
+	assert.Equal(t, ref, d.ItemRef)
+	assert.Equal(t, "t", d.TargetID)
+	assert.Equal(t, []byte("one"), d.Event)
+	assert.Equal(t, int64(1), d.Version)
+	assert.Equal(t, 2, d.Count)
+	assert.Equal(t, "worse", d.LastError)
+	assert.True(t, d.DeadAt.Equal(failAt.Add(time.Second)))
+	counts, err := s.CountDead(bg)
+	require.NoError(t, err)
+	assert.Equal(t, map[execstore.ItemKind]int64{execstore.OutboxItem: 1}, counts)
+}
+
+// failNotPending: Fail of an acked entry, an unknown one, one already dead, and a timer
+// re-armed or cancelled since reports false and writes nothing.
+func failNotPending(t *testing.T, s execstore.DeadLetters) {
+	exe := newExe("dl-gone")
+	fire := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	seqs := mustCommit(t, s, exe, execstore.Commit{Emits: []execstore.Emit{{Event: []byte("a")}, {Event: []byte("b")}},
+		Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
+	require.NoError(t, s.AckOutbox(bg, exe.ID, seqs[0]))
+	f := execstore.Failure{Error: "x", At: failAt, Dead: true}
+	for _, ref := range []execstore.ItemRef{
+		{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: seqs[0]},
+		{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: seqs[1] + 1000},
+		{Kind: execstore.OutboxItem, ExecutionID: "dl-nobody", Seq: seqs[1]},
+		{Kind: execstore.TimerItem, ExecutionID: exe.ID, Path: "p", FireAt: fire.Add(time.Second)},
+		{Kind: execstore.TimerItem, ExecutionID: exe.ID, Path: "q", FireAt: fire},
+	} {
+		_, ok, err := s.Fail(bg, ref, f)
+		require.NoError(t, err)
+		assert.False(t, ok, "%+v", ref)
+	}
+	dead := execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: seqs[1]}
+	_, ok, err := s.Fail(bg, dead, f)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, ok, err = s.Fail(bg, dead, f)
+	require.NoError(t, err)
+	assert.False(t, ok, "already dead")
+	mustCommit(t, s, exe, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire.Add(time.Hour))}})
+	_, ok, err = s.Fail(bg, execstore.ItemRef{Kind: execstore.TimerItem, ExecutionID: exe.ID, Path: "p", FireAt: fire}, f)
+	require.NoError(t, err)
+	assert.False(t, ok, "re-armed since")
+	page, err := s.ListDead(bg, execstore.DeadQuery{})
+	require.NoError(t, err)
+	assert.Len(t, page.Items, 1)
+	due, err := s.DueTimers(bg, fire.Add(time.Hour), 0)
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+	assert.Zero(t, due[0].Attempts)
+}
+
+// reviveIdempotent: Revive puts a dead entry back under its seq with no attempts, and a dead
+// timer back at its fire time; a second Revive reports false.
+func reviveIdempotent(t *testing.T, s execstore.DeadLetters) {
+	exe := newExe("dl-revive")
+	fire := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	seqs := mustCommit(t, s, exe, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("a")}},
+		Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
+	refs := []execstore.ItemRef{
+		{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: seqs[0]},
+		{Kind: execstore.TimerItem, ExecutionID: exe.ID, Path: "p", FireAt: fire},
+	}
+	for _, ref := range refs {
+		_, ok, err := s.Fail(bg, ref, execstore.Failure{Error: "x", At: failAt, Dead: true})
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	for _, ref := range refs {
+		ok, err := s.Revive(bg, ref)
+		require.NoError(t, err)
+		assert.True(t, ok)
+		ok, err = s.Revive(bg, ref)
+		require.NoError(t, err)
+		assert.False(t, ok, "revived already")
+	}
+	p, err := s.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	require.Len(t, p, 1)
+	assert.Equal(t, seqs[0], p[0].Seq)
+	assert.Equal(t, []byte("a"), p[0].Event)
+	assert.Zero(t, p[0].Attempts)
+	due, err := s.DueTimers(bg, fire, 0)
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+	assert.True(t, due[0].FireAt.Equal(fire))
+	page, err := s.ListDead(bg, execstore.DeadQuery{})
+	require.NoError(t, err)
+	assert.Empty(t, page.Items)
+}
+
+// reviveTimerConflict: a dead timer whose path was armed again stays dead, and Revive says
+// so with an error matching ErrConflict.
+func reviveTimerConflict(t *testing.T, s execstore.DeadLetters) {
+	exe := newExe("dl-conflict")
+	fire := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	mustCommit(t, s, exe, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
+	ref := execstore.ItemRef{Kind: execstore.TimerItem, ExecutionID: exe.ID, Path: "p", FireAt: fire}
+	_, ok, err := s.Fail(bg, ref, execstore.Failure{Error: "x", At: failAt, Dead: true})
+	require.NoError(t, err)
+	require.True(t, ok)
+	mustCommit(t, s, exe, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire.Add(time.Hour))}})
+	ok, err = s.Revive(bg, ref)
+	assert.False(t, ok)
+	assert.True(t, errors.Is(err, execstore.ErrConflict), "%v", err)
+	page, err := s.ListDead(bg, execstore.DeadQuery{})
+	require.NoError(t, err)
+	assert.Len(t, page.Items, 1)
+}
+
+// listDeadPages: ListDead filters by kind and execution, and pages with cursors in order.
+func listDeadPages(t *testing.T, s execstore.DeadLetters) {
+	fire := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var want []execstore.ItemRef
+	for _, id := range []string{"dl-b", "dl-a"} {
+		exe := newExe(id)
+		seqs := mustCommit(t, s, exe, execstore.Commit{Emits: []execstore.Emit{{Event: []byte("1")}, {Event: []byte("2")}},
+			Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
+		for _, ref := range []execstore.ItemRef{
+			{Kind: execstore.TimerItem, ExecutionID: id, Path: "p", FireAt: fire},
+			{Kind: execstore.OutboxItem, ExecutionID: id, Seq: seqs[1]},
+			{Kind: execstore.OutboxItem, ExecutionID: id, Seq: seqs[0]},
+		} {
+			_, ok, err := s.Fail(bg, ref, execstore.Failure{Error: "x", At: failAt, Dead: true})
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+		want = append(want, execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: id, Seq: seqs[0]},
+			execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: id, Seq: seqs[1]},
+			execstore.ItemRef{Kind: execstore.TimerItem, ExecutionID: id, Path: "p", FireAt: fire})
+	}
+	want = append(want[3:], want[:3]...) // dl-a first
+	var got []execstore.ItemRef
+	q := execstore.DeadQuery{Limit: 2}
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 10)
+		page, err := s.ListDead(bg, q)
+		require.NoError(t, err)
+		for _, d := range page.Items {
+			got = append(got, d.ItemRef)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		q.Cursor = page.NextCursor
+	}
+	assert.Equal(t, want, got)
+	page, err := s.ListDead(bg, execstore.DeadQuery{Kinds: []execstore.ItemKind{execstore.TimerItem}, ExecutionID: "dl-b"})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 1)
+	assert.Equal(t, want[5], page.Items[0].ItemRef)
+	counts, err := s.CountDead(bg)
+	require.NoError(t, err)
+	assert.Equal(t, map[execstore.ItemKind]int64{execstore.OutboxItem: 4, execstore.TimerItem: 2}, counts)
+}
+
+// deadBadInput: bad refs, failures and queries are ErrInvalid before any I/O.
+func deadBadInput(t *testing.T, s execstore.DeadLetters) {
+	good := execstore.Failure{Error: "x", At: failAt}
+	for _, ref := range []execstore.ItemRef{
+		{Kind: "job", ExecutionID: "x", Seq: 1},
+		{Kind: execstore.OutboxItem, Seq: 1},
+		{Kind: execstore.TimerItem, ExecutionID: "x", FireAt: failAt},
+		{Kind: execstore.TimerItem, ExecutionID: "x", Path: "p"},
+	} {
+		_, _, err := s.Fail(bg, ref, good)
+		assert.ErrorIs(t, err, execstore.ErrInvalid, "%+v", ref)
+		_, err = s.Revive(bg, ref)
+		assert.ErrorIs(t, err, execstore.ErrInvalid, "%+v", ref)
+	}
+	_, _, err := s.Fail(bg, execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: "x", Seq: 1}, execstore.Failure{Error: "x"})
+	assert.ErrorIs(t, err, execstore.ErrInvalid, "a failure without a time")
+	for _, q := range []execstore.DeadQuery{{Limit: -1}, {Limit: 10001}, {Cursor: "nonsense"}, {Kinds: []execstore.ItemKind{"job"}}} {
+		_, err := s.ListDead(bg, q)
+		assert.ErrorIs(t, err, execstore.ErrInvalid, "%+v", q)
+	}
+}
