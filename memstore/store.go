@@ -61,7 +61,7 @@ type record struct {
 	// timerFails are the failed deliveries of timers, by path, each of the fire time it
 	// failed at: a timer armed or cancelled anew starts with none.
 	timerFails map[string]timerFail
-	trace  []traceEntry       // oldest first, at most Store.traceMax
+	trace      []traceEntry // oldest first, at most Store.traceMax
 }
 
 // New returns an empty store.
