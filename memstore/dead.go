@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
@@ -29,7 +30,7 @@ func (r *record) timerAttempts(path string, at float64) execstore.Attempts {
 
 // record adds one failure to a.
 func addFailure(a execstore.Attempts, f execstore.Failure) execstore.Attempts {
-	return execstore.Attempts{Count: a.Count + 1, LastError: contract.FailureText(f.Error), LastAt: f.At.UTC()}
+	return execstore.Attempts{Count: a.Count + 1, LastError: contract.FailureText(f.Error), LastAt: f.At.UTC().Truncate(time.Millisecond)}
 }
 
 // find returns the index of entry seq of source, -1 when it is not pending.
@@ -61,7 +62,7 @@ func (s *Store) Fail(ctx context.Context, ref execstore.ItemRef, f execstore.Fai
 	}
 	defer s.mu.Unlock()
 	ref = contract.NormalRef(ref)
-	dead := execstore.DeadItem{ItemRef: ref, DeadAt: f.At.UTC()}
+	dead := execstore.DeadItem{ItemRef: ref, DeadAt: f.At.UTC().Truncate(time.Millisecond)}
 	var a execstore.Attempts
 	switch ref.Kind {
 	case execstore.OutboxItem:

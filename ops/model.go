@@ -1,6 +1,10 @@
 package ops
 
-import "github.com/execstore/execstore/server"
+import (
+	"time"
+
+	"github.com/execstore/execstore/server"
+)
 
 // Collection names. Every execution is one document of ExecutionsCollection; the seq counters
 // (see OutboxCounter) are documents of CountersCollection.
@@ -66,6 +70,15 @@ type OutboxDoc struct {
 	Version  int64   `bson:"v"` // the version of the commit that emitted it
 	TargetID *string `bson:"target_id"`
 	Event    []byte  `bson:"event"`
+	Failures `bson:",inline"`
+}
+
+// Failures are the failed deliveries recorded of a pending entry or intent (FailCommand):
+// absent until the first.
+type Failures struct {
+	Attempts  int64     `bson:"attempts,omitempty"`
+	LastError string    `bson:"last_error,omitempty"`
+	LastAt    time.Time `bson:"last_at,omitempty"`
 }
 
 // SpawnDoc is one spawn intent as stored under FieldSpawns, keyed by its decimal seq. The
@@ -76,6 +89,7 @@ type SpawnDoc struct {
 	ChildID  string `bson:"child_id"`
 	RootPath string `bson:"root_path"`
 	Context  []byte `bson:"context"`
+	Failures `bson:",inline"`
 }
 
 // TraceDoc is one trace step as stored under FieldTrace. The step's fields are kept as

@@ -21,7 +21,8 @@ func PendingOutbox(ctx context.Context, env Env, partitions []int, limit int) ([
 		for _, d := range docs {
 			order = append(order, ordered{source: source, version: d.Version, seq: d.Seq, pos: len(all)})
 			all = append(all, execstore.OutboxEntry{
-				Seq: d.Seq, SourceID: source, Version: d.Version, TargetID: deref(d.TargetID), Event: nonNil(d.Event)})
+				Seq: d.Seq, SourceID: source, Version: d.Version, TargetID: deref(d.TargetID), Event: nonNil(d.Event),
+				Attempts: attemptsOf(d.Failures)})
 		}
 	}
 	order = limitTo(relayOrder(order), limit)

@@ -49,7 +49,8 @@ func DueTimers(ctx context.Context, env Env, partitions []int, now time.Time, li
 	nowStored := contract.StoredTime(now)
 	scan := ops.DueScan(partitions, now)
 	cur, err := env.Executions.Find(ctx, scan.Filter, options.Find().
-		SetProjection(bson.D{{Key: ops.FieldTimers, Value: 1}, {Key: ops.FieldTimerMin, Value: 1}, {Key: ops.FieldVersion, Value: 1}}).
+		SetProjection(bson.D{{Key: ops.FieldTimers, Value: 1}, {Key: ops.FieldTimerMin, Value: 1}, {Key: ops.FieldVersion, Value: 1},
+			{Key: ops.FieldTimerFails, Value: 1}}).
 		SetSort(scan.Sort).SetHint(scan.Hint))
 	if err != nil {
 		return nil, outcome.ReadFailure("due timers", "", err)
@@ -65,10 +66,11 @@ func DueTimers(ctx context.Context, env Env, partitions []int, now time.Time, li
 	var repairs []stale
 	for cur.Next(ctx) {
 		var doc struct {
-			ID       string             `bson:"_id"`
-			Timers   map[string]float64 `bson:"timers"`
-			TimerMin float64            `bson:"timer_min"`
-			Version  int64              `bson:"version"`
+			ID       string                      `bson:"_id"`
+			Timers   map[string]float64          `bson:"timers"`
+			TimerMin float64                     `bson:"timer_min"`
+			Fails    map[string]ops.TimerFailDoc `bson:"timer_fails"`
+			Version  int64                       `bson:"version"`
 		}
 		if err := cur.Decode(&doc); err != nil {
 			return nil, outcome.ReadFailure("due timers", "", err)
@@ -93,7 +95,11 @@ func DueTimers(ctx context.Context, env Env, partitions []int, now time.Time, li
 			if fireAt.After(now) {
 				continue // stored as now is, read back a little later: due at its FireAt
 			}
-			out = append(out, execstore.DueTimer{ExecutionID: doc.ID, Path: path, FireAt: fireAt})
+			t := execstore.DueTimer{ExecutionID: doc.ID, Path: path, FireAt: fireAt}
+			if f, ok := doc.Fails[key]; ok && f.At == at {
+				t.Attempts = attemptsOf(f.Failures)
+			}
+			out = append(out, t)
 			due++
 		}
 		if due == 0 && worthRepair(doc.Timers, nowStored) {

@@ -1,0 +1,65 @@
+package aio
+
+import (
+	"context"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/opsrun"
+)
+
+var _ execstore.DeadLetters = (*Store)(nil)
+
+// Fail records one failed delivery of the pending item ref, and with f.Dead moves it to
+// dead. Cost: one find of the item at the primary and one guarded single-document update
+// (again when another process's failure record came in between). A write whose answer was
+// lost is an *execstore.OutcomeUnknownError.
+func (s *Store) Fail(ctx context.Context, ref execstore.ItemRef, f execstore.Failure) (execstore.Attempts, bool, error) {
+	if err := contract.ValidateItemRef(ref); err != nil {
+		return execstore.Attempts{}, false, err
+	}
+	if err := contract.ValidateFailure(f); err != nil {
+		return execstore.Attempts{}, false, err
+	}
+	ref = contract.NormalRef(ref)
+	type result struct {
+		a  execstore.Attempts
+		ok bool
+	}
+	r, err := submit(ctx, s, opFail, ref.ExecutionID, func(ctx context.Context) (result, error) {
+		a, ok, err := opsrun.Fail(ctx, s.env, ref, f)
+		return result{a, ok}, err
+	}).Wait(ctx)
+	return r.a, r.ok, err
+}
+
+// ListDead returns one page of dead items matching q. Cost: one find of the documents that
+// hold dead items, by _id, reading until the page is full.
+func (s *Store) ListDead(ctx context.Context, q execstore.DeadQuery) (execstore.DeadPage, error) {
+	if err := contract.ValidateDeadQuery(&q); err != nil {
+		return execstore.DeadPage{}, err
+	}
+	return submit(ctx, s, opListDead, q.ExecutionID, func(ctx context.Context) (execstore.DeadPage, error) {
+		return opsrun.ListDead(ctx, s.env, q)
+	}).Wait(ctx)
+}
+
+// CountDead returns the number of dead items of each kind. Cost: one find of every document
+// that holds dead items.
+func (s *Store) CountDead(ctx context.Context) (map[execstore.ItemKind]int64, error) {
+	return submit(ctx, s, opListDead, "", func(ctx context.Context) (map[execstore.ItemKind]int64, error) {
+		return opsrun.CountDead(ctx, s.env)
+	}).Wait(ctx)
+}
+
+// Revive puts the dead item ref back to pending. Cost: one find and one guarded
+// single-document update.
+func (s *Store) Revive(ctx context.Context, ref execstore.ItemRef) (bool, error) {
+	if err := contract.ValidateItemRef(ref); err != nil {
+		return false, err
+	}
+	ref = contract.NormalRef(ref)
+	return submit(ctx, s, opRevive, ref.ExecutionID, func(ctx context.Context) (bool, error) {
+		return opsrun.Revive(ctx, s.env, ref)
+	}).Wait(ctx)
+}

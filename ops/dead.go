@@ -1,0 +1,178 @@
+package ops
+
+import (
+	"strconv"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/execstore/execstore"
+)
+
+// Field names of the dead letters (execstore.DeadLetters). A dead item is a DeadDoc under
+// FieldDead, keyed by DeadKey, with the count fDeadN beside it. A timer's failed deliveries
+// are a TimerFailDoc under FieldTimerFails, keyed as its timer is under FieldTimers; an
+// entry's or intent's are its Failures.
+const (
+	FieldDead       = "dead"
+	FieldTimerFails = "timer_fails"
+	fDeadN          = "dead_n"
+)
+
+// DeadDoc is one dead item as stored under FieldDead.
+type DeadDoc struct {
+	Kind     string    `bson:"kind"`
+	Seq      int64     `bson:"seq,omitempty"`
+	Path     string    `bson:"path,omitempty"`
+	FireAt   float64   `bson:"fire_at,omitempty"` // stored seconds, as under FieldTimers
+	Version  int64     `bson:"v,omitempty"`
+	TargetID *string   `bson:"target_id,omitempty"`
+	Event    []byte    `bson:"event,omitempty"`
+	ChildID  string    `bson:"child_id,omitempty"`
+	RootPath string    `bson:"root_path,omitempty"`
+	Context  []byte    `bson:"context,omitempty"`
+	Failures `bson:",inline"`
+	DeadAt   time.Time `bson:"dead_at"`
+}
+
+// TimerFailDoc is what is kept of a timer's failed deliveries: the fire time they failed at
+// (stored seconds) and the Failures. It counts only while the timer still fires then.
+type TimerFailDoc struct {
+	At       float64 `bson:"at"`
+	Failures `bson:",inline"`
+}
+
+// DeadKey is the key of a dead item under FieldDead: "o<seq>" for an outbox entry, "s<seq>"
+// for a spawn intent, "t<encoded path>" for a timer (a later dead timer of the same path
+// replaces an earlier one).
+func DeadKey(ref execstore.ItemRef) string {
+	switch ref.Kind {
+	case execstore.OutboxItem:
+		return "o" + strconv.FormatInt(ref.Seq, 10)
+	case execstore.SpawnItem:
+		return "s" + strconv.FormatInt(ref.Seq, 10)
+	}
+	return "t" + EncodeKey(ref.Path)
+}
+
+// PendingItemPath is the path of the pending item ref in its execution's document: the entry
+// or intent under its seq, or the timer under its encoded path.
+func PendingItemPath(ref execstore.ItemRef) string {
+	switch ref.Kind {
+	case execstore.OutboxItem:
+		return FieldOutbox + "." + strconv.FormatInt(ref.Seq, 10)
+	case execstore.SpawnItem:
+		return FieldSpawns + "." + strconv.FormatInt(ref.Seq, 10)
+	}
+	return FieldTimers + "." + EncodeKey(ref.Path)
+}
+
+// pendingCount is the count beside the pending items of ref's kind, "" for timers.
+func pendingCount(k execstore.ItemKind) string {
+	switch k {
+	case execstore.OutboxItem:
+		return fOutboxN
+	case execstore.SpawnItem:
+		return fSpawnsN
+	}
+	return ""
+}
+
+// FailGuard is the filter of a Fail's write: ref's document, ref still pending as it was
+// read (a timer at the fire time stored), with the attempts read (0: none recorded).
+func FailGuard(ref execstore.ItemRef, fireAt float64, attempts int64) bson.D {
+	item := PendingItemPath(ref)
+	filter := bson.D{{Key: fID, Value: ref.ExecutionID}}
+	var counted string
+	if ref.Kind == execstore.TimerItem {
+		filter = append(filter, bson.E{Key: item, Value: fireAt})
+		counted = FieldTimerFails + "." + EncodeKey(ref.Path)
+	} else {
+		filter = append(filter, bson.E{Key: item + ".seq", Value: ref.Seq})
+		counted = item
+	}
+	if attempts == 0 {
+		return append(filter, bson.E{Key: counted + ".attempts", Value: bson.D{{Key: "$exists", Value: false}}})
+	}
+	if ref.Kind == execstore.TimerItem {
+		filter = append(filter, bson.E{Key: counted + ".at", Value: fireAt})
+	}
+	return append(filter, bson.E{Key: counted + ".attempts", Value: attempts})
+}
+
+// FailCommand is the updateOne that records one more failed delivery of the pending item ref,
+// whose attempts were read as attempts: the guard (FailGuard) and the new Failures. A timer
+// whose attempts were recorded at another fire time is guarded on those (fails names the
+// fire time they were recorded at, 0 for none) and starts again from one.
+func FailCommand(ref execstore.ItemRef, fireAt float64, read TimerFailDoc, f Failures) (filter, update bson.D) {
+	if ref.Kind == execstore.TimerItem {
+		key := FieldTimerFails + "." + EncodeKey(ref.Path)
+		filter = bson.D{{Key: fID, Value: ref.ExecutionID}, {Key: PendingItemPath(ref), Value: fireAt}}
+		if read.Attempts == 0 {
+			filter = append(filter, bson.E{Key: key + ".attempts", Value: bson.D{{Key: "$exists", Value: false}}})
+		} else {
+			filter = append(filter, bson.E{Key: key + ".at", Value: read.At}, bson.E{Key: key + ".attempts", Value: read.Attempts})
+		}
+		return filter, bson.D{{Key: "$set", Value: bson.D{{Key: key, Value: TimerFailDoc{At: fireAt, Failures: f}}}}}
+	}
+	item := PendingItemPath(ref)
+	return FailGuard(ref, 0, read.Attempts), bson.D{{Key: "$set", Value: bson.D{
+		{Key: item + ".attempts", Value: f.Attempts},
+		{Key: item + ".last_error", Value: f.LastError},
+		{Key: item + ".last_at", Value: f.LastAt},
+	}}}
+}
+
+// DeadCommand is the updateOne that moves the pending item ref, read as dead says and with
+// the attempts read, from pending to dead: one write of its document, so the item is pending
+// or dead, never both nor neither. The guard is FailCommand's.
+func DeadCommand(ref execstore.ItemRef, fireAt float64, read TimerFailDoc, dead DeadDoc) (filter, update bson.D) {
+	filter, _ = FailCommand(ref, fireAt, read, Failures{})
+	unset := bson.D{{Key: PendingItemPath(ref), Value: ""}}
+	inc := bson.D{{Key: fDeadN, Value: int64(1)}}
+	if ref.Kind == execstore.TimerItem {
+		unset = append(unset, bson.E{Key: FieldTimerFails + "." + EncodeKey(ref.Path), Value: ""})
+	} else {
+		inc = append(bson.D{{Key: pendingCount(ref.Kind), Value: int64(-1)}}, inc...)
+	}
+	return filter, bson.D{
+		{Key: "$unset", Value: unset},
+		{Key: "$inc", Value: inc},
+		{Key: "$set", Value: bson.D{{Key: FieldDead + "." + DeadKey(ref), Value: dead}}},
+	}
+}
+
+// ReviveCommand is the updateOne that puts the dead item ref back to pending, with no
+// attempts: an entry or intent under its seq (pending is its OutboxDoc or SpawnDoc), a timer
+// at its fire time, guarded by its path holding no timer. One write of its document.
+func ReviveCommand(ref execstore.ItemRef, dead DeadDoc, pending any) (filter, update bson.D) {
+	key := FieldDead + "." + DeadKey(ref)
+	filter = bson.D{{Key: fID, Value: ref.ExecutionID}, {Key: key + ".kind", Value: string(ref.Kind)}}
+	set := bson.D{}
+	inc := bson.D{{Key: fDeadN, Value: int64(-1)}}
+	update = bson.D{{Key: "$unset", Value: bson.D{{Key: key, Value: ""}}}}
+	if ref.Kind == execstore.TimerItem {
+		filter = append(filter, bson.E{Key: key + ".fire_at", Value: dead.FireAt},
+			bson.E{Key: PendingItemPath(ref), Value: bson.D{{Key: "$exists", Value: false}}})
+		set = append(set, bson.E{Key: PendingItemPath(ref), Value: dead.FireAt})
+		update = append(update, bson.E{Key: "$min", Value: bson.D{{Key: FieldTimerMin, Value: dead.FireAt}}})
+	} else {
+		filter = append(filter, bson.E{Key: key + ".seq", Value: ref.Seq})
+		set = append(set, bson.E{Key: PendingItemPath(ref), Value: pending})
+		inc = append(bson.D{{Key: pendingCount(ref.Kind), Value: int64(1)}}, inc...)
+	}
+	return filter, append(update, bson.E{Key: "$inc", Value: inc}, bson.E{Key: "$set", Value: set})
+}
+
+// DeadFilter selects the documents that hold dead items, of execution id when it is not "",
+// from after on by _id.
+func DeadFilter(id, after string) bson.D {
+	filter := bson.D{{Key: fDeadN, Value: bson.D{{Key: "$gt", Value: 0}}}}
+	switch {
+	case id != "":
+		filter = append(filter, bson.E{Key: fID, Value: id})
+	case after != "":
+		filter = append(filter, bson.E{Key: fID, Value: bson.D{{Key: "$gte", Value: after}}})
+	}
+	return filter
+}
