@@ -21,16 +21,16 @@ const (
 
 // DeadDoc is one dead item as stored under FieldDead.
 type DeadDoc struct {
-	Kind     string    `bson:"kind"`
-	Seq      int64     `bson:"seq,omitempty"`
-	Path     string    `bson:"path,omitempty"`
-	FireAt   float64   `bson:"fire_at,omitempty"` // stored seconds, as under FieldTimers
-	Version  int64     `bson:"v,omitempty"`
-	TargetID *string   `bson:"target_id,omitempty"`
-	Event    []byte    `bson:"event,omitempty"`
-	ChildID  string    `bson:"child_id,omitempty"`
-	RootPath string    `bson:"root_path,omitempty"`
-	Context  []byte    `bson:"context,omitempty"`
+	Kind     string  `bson:"kind"`
+	Seq      int64   `bson:"seq,omitempty"`
+	Path     string  `bson:"path,omitempty"`
+	FireAt   float64 `bson:"fire_at,omitempty"` // stored seconds, as under FieldTimers
+	Version  int64   `bson:"v,omitempty"`
+	TargetID *string `bson:"target_id,omitempty"`
+	Event    []byte  `bson:"event,omitempty"`
+	ChildID  string  `bson:"child_id,omitempty"`
+	RootPath string  `bson:"root_path,omitempty"`
+	Context  []byte  `bson:"context,omitempty"`
 	Failures `bson:",inline"`
 	DeadAt   time.Time `bson:"dead_at"`
 }
