@@ -1,0 +1,55 @@
+package ops_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/ops"
+)
+
+// The dead letters' commands, as documents: each a single-document update guarded by the
+// item as it was read.
+func TestDeadLetterCommands(t *testing.T) {
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	entry := execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: "x", Seq: 7}
+	filter, update := ops.FailCommand(entry, 0, ops.TimerFailDoc{Failures: ops.Failures{Attempts: 2}},
+		ops.Failures{Attempts: 3, LastError: "e", LastAt: at})
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "outbox.7.seq", Value: int64(7)}, {Key: "outbox.7.attempts", Value: int64(2)}}, filter)
+	assert.Equal(t, bson.D{{Key: "$set", Value: bson.D{{Key: "outbox.7.attempts", Value: int64(3)},
+		{Key: "outbox.7.last_error", Value: "e"}, {Key: "outbox.7.last_at", Value: at}}}}, update)
+
+	dead := ops.DeadDoc{Kind: "outbox", Seq: 7, Failures: ops.Failures{Attempts: 1}, DeadAt: at}
+	filter, update = ops.DeadCommand(entry, 0, ops.TimerFailDoc{}, dead)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "outbox.7.seq", Value: int64(7)},
+		{Key: "outbox.7.attempts", Value: bson.D{{Key: "$exists", Value: false}}}}, filter)
+	assert.Equal(t, bson.D{
+		{Key: "$unset", Value: bson.D{{Key: "outbox.7", Value: ""}}},
+		{Key: "$inc", Value: bson.D{{Key: "outbox_n", Value: int64(-1)}, {Key: "dead_n", Value: int64(1)}}},
+		{Key: "$set", Value: bson.D{{Key: "dead.o7", Value: dead}}},
+	}, update)
+
+	timer := execstore.ItemRef{Kind: execstore.TimerItem, ExecutionID: "x", Path: "a.b", FireAt: at}
+	filter, update = ops.DeadCommand(timer, 1.5e9, ops.TimerFailDoc{At: 1.5e9, Failures: ops.Failures{Attempts: 1}},
+		ops.DeadDoc{Kind: "timer", Path: "a.b", FireAt: 1.5e9, DeadAt: at})
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers.a%2Eb", Value: 1.5e9},
+		{Key: "timer_fails.a%2Eb.at", Value: 1.5e9}, {Key: "timer_fails.a%2Eb.attempts", Value: int64(1)}}, filter)
+	assert.Equal(t, bson.D{
+		{Key: "$unset", Value: bson.D{{Key: "timers.a%2Eb", Value: ""}, {Key: "timer_fails.a%2Eb", Value: ""}}},
+		{Key: "$inc", Value: bson.D{{Key: "dead_n", Value: int64(1)}}},
+		{Key: "$set", Value: bson.D{{Key: "dead.ta%2Eb", Value: ops.DeadDoc{Kind: "timer", Path: "a.b", FireAt: 1.5e9, DeadAt: at}}}},
+	}, update)
+
+	filter, update = ops.ReviveCommand(timer, ops.DeadDoc{Kind: "timer", Path: "a.b", FireAt: 1.5e9}, nil)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "dead.ta%2Eb.kind", Value: "timer"},
+		{Key: "dead.ta%2Eb.fire_at", Value: 1.5e9}, {Key: "timers.a%2Eb", Value: bson.D{{Key: "$exists", Value: false}}}}, filter)
+	assert.Equal(t, bson.D{
+		{Key: "$unset", Value: bson.D{{Key: "dead.ta%2Eb", Value: ""}}},
+		{Key: "$min", Value: bson.D{{Key: "timer_min", Value: 1.5e9}}},
+		{Key: "$inc", Value: bson.D{{Key: "dead_n", Value: int64(-1)}}},
+		{Key: "$set", Value: bson.D{{Key: "timers.a%2Eb", Value: 1.5e9}}},
+	}, update)
+}
