@@ -58,6 +58,17 @@
 //     scans also read documents with no partition. So a document that an earlier-version
 //     process still creates is delivered by partition 0's holder until the next Open moves
 //     it. That move is the only time a document changes partition.
+//   - The store is an execstore.DeadLetters. Fail reads the item at the primary, then sends
+//     one single-document update guarded by the item as read: still pending (a timer still
+//     at that fire time), with the attempts read. A commit, an ack or another relay's Fail
+//     that lands in between makes the update match nothing, and Fail reads again: so a
+//     failure is never counted twice nor lost, and an item acked meanwhile is not moved. The
+//     move to dead is that same one update: the entry leaves the pending field and its count
+//     and enters the dead ones at once, atomic on MongoDB and under the row's lock on a
+//     row-locking engine, so it is pending or dead, never both nor neither. Entries are
+//     never changed once written but by Fail, so what the read saw is what is moved.
+//     Revive is guarded the same way, and a timer only onto a path that holds no timer. A
+//     commit touches none of the dead fields. Cost: one find and one update per failure.
 //   - Close stops new calls (execstore.ErrClosed), drains queued and in-flight work within its
 //     context, and leaves no goroutine behind.
 //
