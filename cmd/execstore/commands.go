@@ -100,6 +100,28 @@ execution with pending entries (one find).`,
 		},
 	},
 	{
+		name: "dead", collection: ops.ExecutionsCollection,
+		summary: "the dead items: outbox entries, spawn intents and timers whose deliveries failed",
+		detail: `Prints one page of the items a relay moved to dead, by execution, kind, then seq or path:
+what each was, its failed deliveries, the last error and when it died. -cursor resumes
+where the last page ended. One find of the executions holding dead items.`,
+		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
+			limit := fs.Int("limit", 100, "print at most `N` items")
+			kinds := fs.String("kind", "", "only these `kinds`, comma-separated: outbox, spawn, timer")
+			exe := fs.String("execution", "", "only the dead items of execution `ID`")
+			cursor := fs.String("cursor", "", "resume after the page that printed `CURSOR`")
+			return func(_ []string, out output, coll string) (runner, error) {
+				if err := checkLimit(*limit, 10_000); err != nil {
+					return nil, err
+				}
+				o := deadOptions{output: out, Collection: coll, Kinds: parseKinds(*kinds), ExecutionID: *exe, Limit: *limit, Cursor: *cursor}
+				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
+					return listDead(ctx, db, w, o)
+				}, nil
+			}
+		},
+	},
+	{
 		name: "timers", collection: ops.ExecutionsCollection,
 		summary: "the earliest timers across executions: the due ones, then the next",
 		detail: `Prints the earliest timers across executions by fire time (RFC 3339, UTC, to the
