@@ -57,6 +57,11 @@ func (s *session[T, K]) recordFailures(batch []settling[T]) {
 	s.mu.Lock()
 	for i, st := range batch {
 		res := results[i]
+		if lk := s.r.kind.lane(st.item); s.failing[lk] <= 1 {
+			delete(s.failing, lk)
+		} else {
+			s.failing[lk]--
+		}
 		switch {
 		case res.err != nil:
 			s.r.stats.failureErrors.Add(1)

@@ -63,7 +63,7 @@ func (s *session[T, K]) End(id string, begun any, c *wake.Committed) {
 	}
 	now, asOf := time.Now(), s.r.opts.Clock()
 	for _, item := range items {
-		if s.retries.holds(s.r.kind.lane(item), now) {
+		if s.waits(s.r.kind.lane(item), now) {
 			s.owe(h, id) // its execution waits for a retry: a scan hands it out after
 			return
 		}

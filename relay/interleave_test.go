@@ -434,3 +434,41 @@ func TestReTakeCountedApartFromTakeOver(t *testing.T) {
 	assert.True(t, events[2].TakeOver)
 	assert.False(t, events[2].ReTake)
 }
+
+// heldFail is a DeadLetters store whose Fail waits until the test lets it go.
+type heldFail struct {
+	execstore.DeadLetters
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *heldFail) Fail(ctx context.Context, ref execstore.ItemRef, f execstore.Failure) (execstore.Attempts, bool, error) {
+	h.entered <- struct{}{}
+	<-h.release
+	return h.DeadLetters.Fail(ctx, ref, f)
+}
+
+// While e1's failure is being recorded, e1 is still ahead of its execution's later items,
+// though its back-off is long over: e2, committed meanwhile, is neither handed over nor
+// taken by a scan, and comes after e1's next delivery.
+func TestItemsWaitWhileAFailureIsRecorded(t *testing.T) {
+	b := newOutboxHarness(t)
+	held := &heldFail{DeadLetters: b.store, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	b.r.dead = held
+	b.hold("S", b.lease())
+	e1 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
+	result, entered := b.gate(entryName(e1))
+	b.scan()
+	<-entered
+	result <- errors.New("failed")
+	<-held.entered
+	time.Sleep(10 * b.r.opts.RetryMax) // the back-off is over
+	e2 := b.emit("S", "T", false)
+	b.scan()
+	assert.Equal(t, 1, b.held(), "only e1 in flight, its failure being recorded")
+	close(held.release)
+	require.Eventually(t, func() bool { return b.held() == 0 }, 10*time.Second, time.Millisecond, "e1 released")
+	b.scan()
+	b.settledAll()
+	assert.Equal(t, []string{entryName(e1), entryName(e1), entryName(e2)}, b.handled())
+}

@@ -100,6 +100,7 @@ func (s *session[T, K]) deliver(l *lane[T]) {
 			report = &Error{Op: OpHandle, Item: k.describe(item), Err: err}
 			if f := s.failure(item, err); f != nil {
 				// In flight until its failure is recorded; the items behind it go back.
+				s.failing[lk]++
 				s.releaseBehind(l, lk)
 				s.settleQ = append(s.settleQ, settling[T]{item: item, fail: f, cause: err})
 				poke(s.settleWake)

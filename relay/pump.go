@@ -242,7 +242,7 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, res 
 			if !k.dueAt(u).After(now) {
 				returned[key] = true
 				delete(s.unconfirmed, key)
-				if s.retries.holds(lk, at) {
+				if s.waits(lk, at) || s.fence[lk] >= n {
 					s.release(u)
 				} else {
 					s.route(lk, u)
@@ -258,7 +258,7 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, res 
 			skipped++
 			continue
 		}
-		if s.retries.holds(lk, at) {
+		if s.waits(lk, at) || s.fence[lk] >= n {
 			heldBack++
 			partial[src] = true
 			h.sources.soil(src, n)
@@ -281,6 +281,11 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, res 
 		}
 	}
 	s.heldBack = heldBack
+	for lk, at := range s.fence {
+		if at <= n { // every later scan began after that release
+			delete(s.fence, lk)
+		}
+	}
 	s.ledger.finishScan(n)
 	s.r.stats.skipped.Add(int64(skipped))
 	return capped

@@ -75,6 +75,13 @@ type session[T any, K comparable] struct {
 	// complete one does not (a commit of another process cancelled or re-armed them).
 	unconfirmed map[K]T
 	heldBack    int  // items the last scan held back for their execution's retry
+	// failing counts, by lane key (execution), the items whose failure is being recorded
+	// (dead.go): in flight still, and ahead of the execution's later items.
+	failing map[string]int
+	// fence holds, by lane key, the scans started when an item of the execution was last
+	// released: a scan started no later may have skipped it as in flight, so it hands out
+	// none of the execution's items (they would come ahead of it).
+	fence map[string]uint64
 	stopping    bool // no more deliveries: lanes release what they pop
 	settleQ     []settling[T]
 	lanesDone   bool // every lane goroutine has returned: the settler flushes and returns
@@ -91,7 +98,7 @@ func newSession[T any, K comparable](r *runner[T, K], handlerBase, ackBase, leas
 	s := &session[T, K]{r: r, ledger: newLedger[K](),
 		retries: newRetries(r.opts.RetryMin, r.opts.RetryMax), lanes: make([]lane[T], r.opts.Lanes),
 		holds: map[int]*hold{}, ghosts: map[int]*hold{}, lost: map[int]time.Time{}, committing: map[string]int{},
-		ackedDuring: map[string]map[K]bool{}, unconfirmed: map[K]T{},
+		ackedDuring: map[string]map[K]bool{}, unconfirmed: map[K]T{}, failing: map[string]int{}, fence: map[string]uint64{},
 		settleWake: make(chan struct{}, 1), progress: make(chan struct{}, 1), rescan: make(chan struct{}, 1),
 		drained: make(chan struct{}, 1), soonChanged: make(chan struct{}, 1)}
 	s.sessionCtx, s.endSession = context.WithCancelCause(handlerBase)
@@ -251,6 +258,7 @@ func (s *session[T, K]) nextFire() time.Time {
 // source is soiled, so that its next commits are not handed over until a scan found it
 // again. The caller holds mu.
 func (s *session[T, K]) release(item T) {
+	s.fence[s.r.kind.lane(item)] = s.ledger.scans
 	h := s.ledger.release(s.r.kind.key(item))
 	s.r.stats.inFlight.Add(-1)
 	if h != nil {
@@ -283,6 +291,12 @@ func (s *session[T, K]) left(h *hold) {
 			poke(s.drained)
 		}
 	}
+}
+
+// waits reports whether execution lk's items are held back now: it waits for a retry, or an
+// item of it is having its failure recorded. The caller holds mu.
+func (s *session[T, K]) waits(lk string, now time.Time) bool {
+	return s.failing[lk] > 0 || s.retries.holds(lk, now)
 }
 
 // poke sends on a channel of capacity 1 without waiting: a pending signal is enough.
