@@ -74,17 +74,17 @@ type session[T any, K comparable] struct {
 	// handed out once a scan sent after their fire time returns them, and dropped when a
 	// complete one does not (a commit of another process cancelled or re-armed them).
 	unconfirmed map[K]T
-	heldBack    int  // items the last scan held back for their execution's retry
+	heldBack    int // items the last scan held back for their execution's retry
 	// failing counts, by lane key (execution), the items whose failure is being recorded
 	// (dead.go): in flight still, and ahead of the execution's later items.
 	failing map[string]int
 	// fence holds, by lane key, the scans started when an item of the execution was last
 	// released: a scan started no later may have skipped it as in flight, so it hands out
 	// none of the execution's items (they would come ahead of it).
-	fence map[string]uint64
-	stopping    bool // no more deliveries: lanes release what they pop
-	settleQ     []settling[T]
-	lanesDone   bool // every lane goroutine has returned: the settler flushes and returns
+	fence     map[string]uint64
+	stopping  bool // no more deliveries: lanes release what they pop
+	settleQ   []settling[T]
+	lanesDone bool // every lane goroutine has returned: the settler flushes and returns
 
 	laneWG, settleWG sync.WaitGroup
 	settleWake       chan struct{} // cap 1: settleQ grew, or lanesDone
