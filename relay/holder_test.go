@@ -237,7 +237,7 @@ func TestLeasesHoldWhileTheStoreStalls(t *testing.T) {
 	store, _ := aiotest.Open(t, proxied, opts)
 	leases, _ := openLeases(t, testserver.Database(t, "lease"))
 	lo := leaseOptions(leases)
-	lo.LeaseDuration = time.Second
+	lo.LeaseDuration = 3 * time.Second
 	r := relay.New(store, func(context.Context, execstore.OutboxEntry) error { return nil }, lo)
 	stop := run(t, r)
 	eventually(t, func() bool { return r.Stats().Partitions == execstore.DefaultPartitions }, "every partition held")
@@ -246,7 +246,7 @@ func TestLeasesHoldWhileTheStoreStalls(t *testing.T) {
 	eventually(t, func() bool { return r.Stats().Acked == 1 }, "delivered")
 
 	proxy.Stalled.Store(true)
-	time.Sleep(4 * lo.LeaseDuration)
+	time.Sleep(2 * lo.LeaseDuration)
 	st := r.Stats()
 	proxy.Stalled.Store(false)
 	assert.Zero(t, st.LeasesLost, "no lease lost while the store stalled")
