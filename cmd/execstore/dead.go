@@ -6,11 +6,13 @@ import (
 	"io"
 	"strings"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/opsrun"
+	"github.com/execstore/execstore/ops"
 )
 
 // deadOptions select the dead items `dead` prints.
@@ -55,16 +57,38 @@ func listDead(ctx context.Context, db *mongo.Database, w io.Writer, o deadOption
 	if err != nil {
 		return fmt.Errorf("reading the dead items of %s.%s: %w", db.Name(), o.Collection, err)
 	}
-	r := &deadReport{Items: []deadItem{}, NextCursor: page.NextCursor}
-	for _, d := range page.Items {
+	r := &deadReport{Items: deadItems(page.Items), NextCursor: page.NextCursor}
+	return emit(w, o.output, r)
+}
+
+// deadItems are items as `dead` prints them.
+func deadItems(items []execstore.DeadItem) []deadItem {
+	out := []deadItem{}
+	for _, d := range items {
 		it := deadItem{Kind: string(d.Kind), Execution: d.ExecutionID, Seq: d.Seq, Path: d.Path, Target: d.TargetID,
 			ChildID: d.ChildID, EventSize: len(d.Event), Attempts: d.Count, LastError: d.LastError, DeadAt: formatTime(d.DeadAt)}
 		if d.Kind == execstore.TimerItem {
 			it.FireAt = formatTime(d.FireAt)
 		}
-		r.Items = append(r.Items, it)
+		out = append(out, it)
 	}
-	return emit(w, o.output, r)
+	return out
+}
+
+// deadOf reads the dead items of an executions document, in the listing's order.
+func deadOf(doc bson.Raw) ([]deadItem, error) {
+	id, _ := doc.Lookup("_id").StringValueOK()
+	if _, err := doc.LookupErr(ops.FieldDead); err != nil {
+		return nil, nil
+	}
+	page, err := opsrun.DeadOf(id, doc)
+	if err != nil {
+		return nil, err
+	}
+	if len(page) == 0 {
+		return nil, nil
+	}
+	return deadItems(page), nil
 }
 
 func (r *deadReport) writeText(w io.Writer) error {

@@ -56,4 +56,24 @@ func TestDead(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(f.inspect(t, "dead", "-json", "-limit", "1", "-cursor", page.NextCursor)), &page))
 	require.Len(t, page.Items, 1)
 	require.Contains(t, f.inspect(t, "dead"), "dead: 2 items\n")
+
+	// show: the execution's dead items, and the attempts of a pending entry.
+	_, ok, err = store.Fail(ctx, execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: p[1].SourceID, Seq: p[1].Seq},
+		execstore.Failure{Error: "retrying", At: at})
+	require.NoError(t, err)
+	require.True(t, ok)
+	var shown showReport
+	require.NoError(t, json.Unmarshal([]byte(f.inspect(t, "show", p[0].SourceID, "-json")), &shown))
+	require.NotEmpty(t, shown.Dead)
+	require.Equal(t, "cannot ship", shown.Dead[0].LastError)
+	var found bool
+	for _, e := range shown.Outbox {
+		if e.Seq == p[1].Seq {
+			found = true
+			require.EqualValues(t, 1, e.Attempts)
+			require.Equal(t, "retrying", e.LastError)
+		}
+	}
+	require.True(t, found)
+	require.Contains(t, f.inspect(t, "show", p[0].SourceID), "cannot ship")
 }

@@ -41,7 +41,10 @@ type outboxEntry struct {
 	Version int64   `json:"version"`          // the version of the commit that emitted it
 	Target  string  `json:"target,omitempty"` // absent for none
 	Event   payload `json:"event"`
-	preview preview // the event's start, for text output
+	// Attempts and LastError are the failed deliveries recorded of the entry, absent when none.
+	Attempts  int64  `json:"attempts,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+	preview   preview // the event's start, for text output
 }
 
 // outboxOf reads the outbox entries of an executions document, by seq.
@@ -53,7 +56,7 @@ func outboxOf(doc bson.Raw) ([]outboxEntry, error) {
 			target = *d.TargetID
 		}
 		out = append(out, outboxEntry{Seq: d.Seq, Version: d.Version, Target: target,
-			Event: describePayload(d.Event), preview: previewPayload(d.Event)})
+			Event: describePayload(d.Event), preview: previewPayload(d.Event), Attempts: d.Attempts, LastError: d.LastError})
 	})
 	slices.SortFunc(out, func(a, b outboxEntry) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, err

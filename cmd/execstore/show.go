@@ -43,6 +43,8 @@ type showReport struct {
 	// asked (-dedupe), else it is absent.
 	DedupeSize int      `json:"dedupe_size"`
 	Dedupe     []string `json:"dedupe,omitzero"`
+	// Dead are the execution's dead items, absent when it has none.
+	Dead []deadItem `json:"dead,omitempty"`
 }
 
 // notFoundError is what the commands return for an id or key no document has.
@@ -97,6 +99,9 @@ func readExecution(ctx context.Context, db *mongo.Database, o showOptions) (*sho
 		return nil, err
 	}
 	if r.Spawns, err = spawnsOf(doc); err != nil {
+		return nil, err
+	}
+	if r.Dead, err = deadOf(doc); err != nil {
 		return nil, err
 	}
 	trace, err := traceOf(doc)
@@ -168,6 +173,13 @@ func (r *showReport) writeText(w io.Writer) error {
 				orDash(s.RootPath), string(s.Context)}
 		}
 		if err := table(w, "  ", []string{"SEQ", "VERSION", "CHILD", "ROOT PATH", "CONTEXT"}, rows); err != nil {
+			return err
+		}
+	}
+
+	if len(r.Dead) > 0 {
+		fmt.Fprintln(w)
+		if err := (&deadReport{Items: r.Dead}).writeText(w); err != nil {
 			return err
 		}
 	}

@@ -235,6 +235,30 @@ func readDead(ctx context.Context, env Env, filter bson.D, after contract.DeadKe
 	return out, nil
 }
 
+// DeadOf returns the dead items of execution id's document doc, in the listing's order.
+func DeadOf(id string, doc bson.Raw) ([]execstore.DeadItem, error) {
+	var d struct {
+		Dead map[string]ops.DeadDoc `bson:"dead"`
+	}
+	if err := bson.Unmarshal(doc, &d); err != nil {
+		return nil, err
+	}
+	var entries []deadEntry
+	for _, dd := range d.Dead {
+		it, err := deadItem(id, dd)
+		if err != nil {
+			continue // not written by this store
+		}
+		entries = append(entries, deadEntry{key: contract.KeyOf(it.ItemRef), item: it})
+	}
+	slices.SortFunc(entries, func(a, b deadEntry) int { return a.key.Compare(b.key) })
+	out := make([]execstore.DeadItem, len(entries))
+	for i, e := range entries {
+		out[i] = e.item
+	}
+	return out, nil
+}
+
 // deadItem is d, a dead item of execution id, as execstore returns it.
 func deadItem(id string, d ops.DeadDoc) (execstore.DeadItem, error) {
 	it := execstore.DeadItem{ItemRef: execstore.ItemRef{Kind: execstore.ItemKind(d.Kind), ExecutionID: id},
