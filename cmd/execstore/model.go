@@ -42,8 +42,8 @@ type outboxEntry struct {
 	Target  string  `json:"target,omitempty"` // absent for none
 	Event   payload `json:"event"`
 	// Attempts and LastError are the failed deliveries recorded of the entry, absent when none.
-	Attempts  int64  `json:"attempts,omitempty"`
-	LastError string `json:"last_error,omitempty"`
+	Attempts  int64   `json:"attempts,omitempty"`
+	LastError string  `json:"last_error,omitempty"`
 	preview   preview // the event's start, for text output
 }
 
