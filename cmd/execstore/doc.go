@@ -15,6 +15,7 @@
 //	execstore list             executions, filtered (-status, -definition, -roots), a page at
 //	                           a time (-limit, -after CURSOR or ID)
 //	execstore outbox           the oldest pending outbox entries (-limit)
+//	execstore dead             the dead items (-kind, -execution, -limit, -cursor)
 //	execstore timers           the due timers and the next ones (-limit)
 //	execstore idem get KEY     one idempotency record (-body prints the response's body)
 //	execstore journal show ID  one invocation's metadata, never its sealed payloads
