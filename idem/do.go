@@ -14,7 +14,11 @@ type Result struct {
 	Replayed bool
 }
 
-// Do runs fn at most once per key, for as long as its record is retained. The first caller
+// Do runs fn at most once at a time per key. It runs fn again when the runner died, or stalled
+// past its lease, before storing a response, once that lease lapsed. A completed key's
+// response is replayed, and fn not run, for as long as its record is retained. So a side
+// effect of fn that must not repeat must be idempotent itself: keyed by the key downstream,
+// or written with Claim and Complete under a guard on the claim's token. The first caller
 // claims the key (Options.Lease), runs fn with the lease kept alive in the background, and
 // stores fn's response for Options.Retention. A later caller gets the stored response with
 // Replayed set, without running fn. A caller that finds fn running elsewhere waits for its

@@ -52,6 +52,18 @@
 //     still claimed with its token. Its statements are in key order, so two holders' bulk
 //     renewals on a row-locking engine never wait on each other in a cycle. A claim taken
 //     over in between makes its statement match nothing, and RenewAll reports it false.
+//     When the write matches fewer claims than it holds, one read of their records (by _id)
+//     tells which: a claim is true when its record is still claimed with its token. That is
+//     right whatever another process writes between the write and the read. A record matches
+//     a token's guard over one unbroken span, from the claim that wrote the token until a
+//     complete, release or take-over: tokens are random and never written again. The caller
+//     holds the token, so the span began before the write. A record the read finds claimed
+//     with the token was so when the write ran, so the write renewed it. A record the read
+//     finds otherwise is no longer held, and false says so, even when the write renewed it
+//     just before another holder reclaimed it. On a row-locking engine the read starts after
+//     the bulk's reply, so after every statement committed, and reads the last committed
+//     version of each row without waiting on a lock. MongoDB's read at the primary sees
+//     every write acknowledged before it.
 //     List is one read: it decides nothing, and a claim decides again.
 //   - Bad input (empty or oversized keys, non-positive leases, oversized bodies) is refused
 //     with execstore.ErrInvalid before any I/O.

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -9,6 +10,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/execstore/execstore/internal/outcome"
 )
 
 // Held is a claim its holder keeps: its key, and the token its Claim handed out.
@@ -18,12 +21,17 @@ type Held struct {
 
 // RenewAll renews each of claims as Renew does, in one bulk write: renewed[i] reports
 // whether claims[i] was renewed (false: it was fenced or completed). When the write matches
-// fewer claims than it holds, each claim is renewed again alone, to tell which were fenced
-// (renewing twice is harmless). A bad token or lease is execstore.ErrInvalid before any
-// I/O. When the bulk write is unanswered, the error matches execstore.ErrOutcomeUnknown for
-// every claim.
+// fewer claims than it holds, one read of their records tells which still hold: a record
+// still claimed with the claim's token was renewed by the write (the package doc says why).
+// A claim the read finds fenced or completed is false, even when the write renewed it just
+// before. A bad token or lease is execstore.ErrInvalid before any I/O. When the bulk write
+// is unanswered, the error matches execstore.ErrOutcomeUnknown for every claim. When the read
+// fails, RenewAll returns its error: the write may have renewed any of the claims, and
+// renewing them again is harmless.
 //
-// Cost: one update command for all the claims, plus one per claim when some were fenced.
+// Cost: one update command for all the claims, plus one find of their records when some
+// were fenced or completed, whatever their number: two round trips at most. With the
+// FerretDB formulation, plus a reading of the server's clock when the last one is stale.
 func (s *Store) RenewAll(ctx context.Context, claims []Held, lease time.Duration) ([]bool, error) {
 	for _, c := range claims {
 		if err := validateToken(c.Key, c.Token); err != nil {
@@ -33,28 +41,74 @@ func (s *Store) RenewAll(ctx context.Context, claims []Held, lease time.Duration
 	if err := validateDuration("lease", lease); err != nil {
 		return nil, err
 	}
-	renewed := make([]bool, len(claims))
 	if len(claims) == 0 {
-		return renewed, nil
+		return []bool{}, nil
 	}
-	matched, err := submit(ctx, s, opRenew, claims[0].Key, func(ctx context.Context) (int64, error) {
-		return s.form.renewAll(ctx, claims, lease)
-	})
-	if err != nil {
-		return nil, err
-	}
-	if matched == int64(len(claims)) {
-		for i := range renewed {
-			renewed[i] = true
-		}
-		return renewed, nil
-	}
-	for i, c := range claims {
-		if renewed[i], err = s.Renew(ctx, c.Key, c.Token, lease); err != nil {
+	return submit(ctx, s, opRenew, claims[0].Key, func(ctx context.Context) ([]bool, error) {
+		matched, err := s.form.renewAll(ctx, claims, lease)
+		if err != nil {
 			return nil, err
 		}
+		renewed := make([]bool, len(claims))
+		if matched == int64(len(claims)) {
+			for i := range renewed {
+				renewed[i] = true
+			}
+			return renewed, nil
+		}
+		if s.afterRenewWrite != nil {
+			s.afterRenewWrite()
+		}
+		tokens, err := s.recs.claimedTokens(ctx, claims)
+		if err != nil {
+			return nil, err
+		}
+		for i, c := range claims {
+			renewed[i] = tokens[c.Key] == c.Token
+		}
+		return renewed, nil
+	})
+}
+
+// claimedTokens returns the token of each of claims' records that is claimed, by key, as
+// the primary has them now: one find of the records by _id, projecting only their tokens.
+// The find's filter is the bulk write's statements' filters (heldFilter) without their
+// tokens, which RenewAll compares: a claim maps to its own token exactly when its record
+// matches heldFilter for it (claims write string tokens only).
+func (r *records) claimedTokens(ctx context.Context, claims []Held) (map[string]string, error) {
+	keys := make([]string, 0, len(claims))
+	for _, c := range claims {
+		keys = append(keys, c.Key)
 	}
-	return renewed, nil
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	coll := r.primary
+	if coll == nil {
+		coll = r.coll
+	}
+	// One record at most per key, so a batch of one more than that holds them all: the whole
+	// answer comes in the find's reply, and the server closes the cursor, exhausted. (A
+	// single batch would cut an answer past the reply's 16 MiB; this one goes on instead.)
+	n := len(keys)
+	cur, err := coll.Find(ctx,
+		bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}, {Key: fState, Value: string(Claimed)}},
+		options.Find().SetProjection(bson.D{{Key: fToken, Value: 1}}).SetBatchSize(int32(min(n+1, math.MaxInt32))))
+	if err != nil {
+		return nil, outcome.ReadFailureOf(outcome.NounIdempotencyKey, "renew", keys[0], err)
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	tokens := make(map[string]string, n)
+	for cur.Next(ctx) {
+		key, okKey := cur.Current.Lookup("_id").StringValueOK()
+		token, okToken := cur.Current.Lookup(fToken).StringValueOK()
+		if okKey && okToken {
+			tokens[key] = token
+		}
+	}
+	if err := cur.Err(); err != nil {
+		return nil, outcome.ReadFailureOf(outcome.NounIdempotencyKey, "renew", keys[0], err)
+	}
+	return tokens, nil
 }
 
 // renewModels are the bulk write's statements, one guarded update per claim, in key order:

@@ -31,6 +31,9 @@ type Store struct {
 	tel        *telemetry.Telemetry // nil: no-op providers
 	stopReap   context.CancelFunc
 	reaping    sync.WaitGroup
+	// afterRenewWrite, when set, runs between RenewAll's write and its read: the tests use it
+	// to change a record in between.
+	afterRenewWrite func()
 }
 
 // Open connects to the server at uri and returns a store. It first refuses, before any I/O,
