@@ -2,7 +2,6 @@ package idem
 
 import (
 	"context"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -29,8 +28,10 @@ type Held struct {
 // fails, RenewAll returns its error: the write may have renewed any of the claims, and
 // renewing them again is harmless.
 //
-// Cost: one update command for all the claims, plus one find of their records when some
-// were fenced or completed, whatever their number: two round trips at most. With the
+// Cost: one update command for all the claims (with the FerretDB formulation, one per 96
+// claims), plus, when some were fenced or completed,
+// one find of their records per 100 claims, whatever the number fenced: two round trips for
+// up to 100 claims. With the
 // FerretDB formulation, plus a reading of the server's clock when the last one is stale.
 func (s *Store) RenewAll(ctx context.Context, claims []Held, lease time.Duration) ([]bool, error) {
 	for _, c := range claims {
@@ -86,18 +87,28 @@ func (r *records) claimedTokens(ctx context.Context, claims []Held) (map[string]
 	if coll == nil {
 		coll = r.coll
 	}
-	// One record at most per key, so a batch of one more than that holds them all: the whole
-	// answer comes in the find's reply, and the server closes the cursor, exhausted. (A
-	// single batch would cut an answer past the reply's 16 MiB; this one goes on instead.)
-	n := len(keys)
+	tokens := make(map[string]string, len(keys))
+	for chunk := range slices.Chunk(keys, tokenReadChunk) {
+		if err := r.readTokens(ctx, coll, chunk, tokens); err != nil {
+			return nil, err
+		}
+	}
+	return tokens, nil
+}
+
+// tokenReadChunk bounds the keys of one find of claimedTokens: with a batch of one more, the
+// whole answer comes in the find's reply, with no getMore.
+const tokenReadChunk = 100
+
+// readTokens adds to tokens the token of each of keys' records that is claimed: one find.
+func (r *records) readTokens(ctx context.Context, coll *mongo.Collection, keys []string, tokens map[string]string) error {
 	cur, err := coll.Find(ctx,
 		bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}, {Key: fState, Value: string(Claimed)}},
-		options.Find().SetProjection(bson.D{{Key: fToken, Value: 1}}).SetBatchSize(int32(min(n+1, math.MaxInt32))))
+		options.Find().SetProjection(bson.D{{Key: fToken, Value: 1}}).SetBatchSize(int32(len(keys)+1)))
 	if err != nil {
-		return nil, outcome.ReadFailureOf(outcome.NounIdempotencyKey, "renew", keys[0], err)
+		return outcome.ReadFailureOf(outcome.NounIdempotencyKey, "renew", keys[0], err)
 	}
 	defer cur.Close(context.WithoutCancel(ctx))
-	tokens := make(map[string]string, n)
 	for cur.Next(ctx) {
 		key, okKey := cur.Current.Lookup("_id").StringValueOK()
 		token, okToken := cur.Current.Lookup(fToken).StringValueOK()
@@ -106,9 +117,9 @@ func (r *records) claimedTokens(ctx context.Context, claims []Held) (map[string]
 		}
 	}
 	if err := cur.Err(); err != nil {
-		return nil, outcome.ReadFailureOf(outcome.NounIdempotencyKey, "renew", keys[0], err)
+		return outcome.ReadFailureOf(outcome.NounIdempotencyKey, "renew", keys[0], err)
 	}
-	return tokens, nil
+	return nil
 }
 
 // renewModels are the bulk write's statements, one guarded update per claim, in key order:
@@ -140,10 +151,19 @@ func (f *ferretForm) renewAll(ctx context.Context, claims []Held, lease time.Dur
 	}
 	end := until(now, eps, lease)
 	update := bson.D{{Key: "$set", Value: bson.D{{Key: fLeaseUntil, Value: end}, {Key: fExpireAt, Value: end.Add(f.grace)}}}}
-	res, err := f.coll.BulkWrite(ctx, renewModels(claims, update), options.BulkWrite().SetOrdered(false))
-	if err != nil {
-		werr, _ := writeFailure(ctx, "renew", claims[0].Key, err)
-		return 0, werr
+	var matched int64
+	// FerretDB 1.x never answers a bulk write of 100 updates or more: the renewals go in
+	// bulks of fewer, in key order still.
+	for chunk := range slices.Chunk(renewModels(claims, update), ferretRenewChunk) {
+		res, err := f.coll.BulkWrite(ctx, chunk, options.BulkWrite().SetOrdered(false))
+		if err != nil {
+			werr, _ := writeFailure(ctx, "renew", claims[0].Key, err)
+			return 0, werr
+		}
+		matched += res.MatchedCount
 	}
-	return res.MatchedCount, nil
+	return matched, nil
 }
+
+// ferretRenewChunk bounds the statements of one bulk renewal of the FerretDB formulation.
+const ferretRenewChunk = 96
