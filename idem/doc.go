@@ -1,7 +1,9 @@
 // Package idem is an asynchronous MongoDB store of idempotency keys. It is for APIs and
 // workflow engines that must run a request once however often it is retried. The first
 // caller of a key claims it under a lease, runs the request and stores its response. Every
-// later caller with the same key gets that response replayed. Do does this for Go functions,
+// later caller with the same key gets that response replayed. A request whose runner dies
+// (or stalls past its lease) before storing its response is run again by the next caller
+// once the lease lapsed: at most once at a time, not at most once. Do does this for Go functions,
 // and Middleware for net/http (following draft-ietf-httpapi-idempotency-key-header-07).
 //
 // There is one record per key (_id), with an expiry for reaping. A CLAIMED record holds the

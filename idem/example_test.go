@@ -14,8 +14,8 @@ import (
 	"github.com/execstore/execstore/server"
 )
 
-// Do runs a payment once per key: the retry gets the stored response, and the function
-// does not run again.
+// Do runs a payment once per key while its runner lives: the retry gets the stored response,
+// and the function does not run again.
 func ExampleStore_Do() {
 	ctx := context.Background()
 	// A MongoDB-compatible server inside the process; use your MongoDB's URI instead.

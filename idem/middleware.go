@@ -85,7 +85,9 @@ type errNotStored struct{ resp Response }
 func (errNotStored) Error() string { return "idem: response not stored" }
 
 // Middleware makes a handler idempotent by the request's Idempotency-Key header
-// (draft-ietf-httpapi-idempotency-key-header-07), with Do:
+// (draft-ietf-httpapi-idempotency-key-header-07), with Do. As Do's function, the handler
+// runs at most once at a time per key, and again after its runner died or stalled past the
+// lease before the response was stored:
 //
 //   - the first request with a key runs the handler; its response is stored (unless it is a
 //     5xx: the claim is then released, so a retry runs again) and sent;
