@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"math"
 	"strconv"
 	"time"
 
@@ -144,8 +145,12 @@ func DeadCommand(ref execstore.ItemRef, fireAt float64, read TimerFailDoc, dead 
 
 // ReviveCommand is the updateOne that puts the dead item ref back to pending, with no
 // attempts: an entry or intent under its seq (pending is its OutboxDoc or SpawnDoc), a timer
-// at its fire time, guarded by its path holding no timer. One write of its document.
-func ReviveCommand(ref execstore.ItemRef, dead DeadDoc, pending any) (filter, update bson.D) {
+// at its fire time, guarded by its path holding no timer. One write of its document. A timer
+// also moves the hint (FieldTimerMin) below both its fire time and the hint read (hint, nil
+// for none), guarded by that hint: a sweep's repair of the hint that read the document before
+// the revival (a guarded update that takes only commits to add timers) then matches nothing,
+// and cannot set the hint past the revived timer.
+func ReviveCommand(ref execstore.ItemRef, dead DeadDoc, pending any, hint *float64) (filter, update bson.D) {
 	key := FieldDead + "." + DeadKey(ref)
 	filter = bson.D{{Key: fID, Value: ref.ExecutionID}, {Key: key + ".kind", Value: string(ref.Kind)}}
 	set := bson.D{}
@@ -154,8 +159,15 @@ func ReviveCommand(ref execstore.ItemRef, dead DeadDoc, pending any) (filter, up
 	if ref.Kind == execstore.TimerItem {
 		filter = append(filter, bson.E{Key: key + ".fire_at", Value: dead.FireAt},
 			bson.E{Key: PendingItemPath(ref), Value: bson.D{{Key: "$exists", Value: false}}})
-		set = append(set, bson.E{Key: PendingItemPath(ref), Value: dead.FireAt})
-		update = append(update, bson.E{Key: "$min", Value: bson.D{{Key: FieldTimerMin, Value: dead.FireAt}}})
+		below := dead.FireAt
+		if hint != nil {
+			filter = append(filter, bson.E{Key: FieldTimerMin, Value: *hint})
+			below = min(below, *hint)
+		} else {
+			filter = append(filter, bson.E{Key: FieldTimerMin, Value: bson.D{{Key: "$exists", Value: false}}})
+		}
+		set = append(set, bson.E{Key: PendingItemPath(ref), Value: dead.FireAt},
+			bson.E{Key: FieldTimerMin, Value: math.Nextafter(below, math.Inf(-1))})
 	} else {
 		filter = append(filter, bson.E{Key: key + ".seq", Value: ref.Seq})
 		set = append(set, bson.E{Key: PendingItemPath(ref), Value: pending})

@@ -1,6 +1,7 @@
 package ops_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -43,13 +44,19 @@ func TestDeadLetterCommands(t *testing.T) {
 		{Key: "$set", Value: bson.D{{Key: "dead.ta%2Eb", Value: ops.DeadDoc{Kind: "timer", Path: "a.b", FireAt: 1.5e9, DeadAt: at}}}},
 	}, update)
 
-	filter, update = ops.ReviveCommand(timer, ops.DeadDoc{Kind: "timer", Path: "a.b", FireAt: 1.5e9}, nil)
+	hint := 1.6e9
+	filter, update = ops.ReviveCommand(timer, ops.DeadDoc{Kind: "timer", Path: "a.b", FireAt: 1.5e9}, nil, &hint)
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "dead.ta%2Eb.kind", Value: "timer"},
-		{Key: "dead.ta%2Eb.fire_at", Value: 1.5e9}, {Key: "timers.a%2Eb", Value: bson.D{{Key: "$exists", Value: false}}}}, filter)
+		{Key: "dead.ta%2Eb.fire_at", Value: 1.5e9}, {Key: "timers.a%2Eb", Value: bson.D{{Key: "$exists", Value: false}}},
+		{Key: "timer_min", Value: 1.6e9}}, filter)
 	assert.Equal(t, bson.D{
 		{Key: "$unset", Value: bson.D{{Key: "dead.ta%2Eb", Value: ""}}},
-		{Key: "$min", Value: bson.D{{Key: "timer_min", Value: 1.5e9}}},
 		{Key: "$inc", Value: bson.D{{Key: "dead_n", Value: int64(-1)}}},
-		{Key: "$set", Value: bson.D{{Key: "timers.a%2Eb", Value: 1.5e9}}},
+		{Key: "$set", Value: bson.D{{Key: "timers.a%2Eb", Value: 1.5e9}, {Key: "timer_min", Value: math.Nextafter(1.5e9, math.Inf(-1))}}},
 	}, update)
+	// Revived later than the hint: the hint still moves (below itself), so a repair that read
+	// it before misses its guard.
+	hint = 1.4e9
+	_, update = ops.ReviveCommand(timer, ops.DeadDoc{Kind: "timer", Path: "a.b", FireAt: 1.5e9}, nil, &hint)
+	assert.Equal(t, bson.E{Key: "timer_min", Value: math.Nextafter(1.4e9, math.Inf(-1))}, update[2].Value.(bson.D)[1])
 }

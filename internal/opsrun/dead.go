@@ -136,7 +136,7 @@ func Revive(ctx context.Context, env Env, ref execstore.ItemRef) (bool, error) {
 	for range failTries {
 		proj := bson.D{{Key: ops.FieldDead + "." + key, Value: 1}}
 		if ref.Kind == execstore.TimerItem {
-			proj = append(proj, bson.E{Key: ops.PendingItemPath(ref), Value: 1})
+			proj = append(proj, bson.E{Key: ops.PendingItemPath(ref), Value: 1}, bson.E{Key: ops.FieldTimerMin, Value: 1})
 		}
 		raw, err := env.primary().FindOne(ctx, bson.D{{Key: fID, Value: ref.ExecutionID}}, options.FindOne().SetProjection(proj)).Raw()
 		if errors.Is(err, mongo.ErrNoDocuments) {
@@ -175,7 +175,13 @@ func Revive(ctx context.Context, env Env, ref execstore.ItemRef) (bool, error) {
 					execstore.ErrConflict, ref.Path, ref.ExecutionID, found.Format("2006-01-02T15:04:05.999999999Z07:00"))
 			}
 		}
-		filter, update := ops.ReviveCommand(ref, d, pending)
+		var hint *float64
+		if h, err := raw.LookupErr(ops.FieldTimerMin); err == nil {
+			if v, ok := h.DoubleOK(); ok {
+				hint = &v
+			}
+		}
+		filter, update := ops.ReviveCommand(ref, d, pending, hint)
 		res, err := env.Executions.UpdateOne(ctx, filter, update)
 		if err != nil {
 			return false, outcome.WriteFailure("revive", ref.ExecutionID, err)
