@@ -95,3 +95,48 @@ func ExampleStore_Middleware() {
 	// 422 "Idempotency-Key reused with a different request" location= replayed=
 	// 400 "Idempotency-Key header required" location= replayed=
 }
+
+// The handler behind the middleware reads the request's key, parsed from its sf-string,
+// for instance to pass it on to a payment provider.
+func ExampleKeyFromContext() {
+	ctx := context.Background()
+	srv, err := embedded.Start(ctx, embedded.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	store, err := idem.Open(ctx, srv.URI(), idem.Options{Connection: server.Connection{Database: "example_key"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close(ctx)
+
+	pay := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, ok := idem.KeyFromContext(r.Context())
+		fmt.Printf("handler: key %q, %v\n", key, ok)
+		w.WriteHeader(http.StatusCreated)
+	})
+	api := httptest.NewServer(store.Middleware(idem.MiddlewareOptions{})(pay))
+	defer api.Close()
+
+	for _, key := range []string{`"pay-\"42\""`, ""} {
+		req, _ := http.NewRequest(http.MethodPost, api.URL+"/payments", strings.NewReader("{}"))
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := api.Client().Do(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode)
+	}
+	_, ok := idem.KeyFromContext(ctx)
+	fmt.Println("a plain context:", ok)
+	// Output:
+	// handler: key "pay-\"42\"", true
+	// 201
+	// handler: key "", false
+	// 201
+	// a plain context: false
+}

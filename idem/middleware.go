@@ -100,7 +100,10 @@ func (errNotStored) Error() string { return "idem: response not stored" }
 //   - a store failure before the handler ran gets 503 with Retry-After, or with FailOpen runs
 //     the handler without idempotency. A response whose storing failed is still sent.
 //
-// The key is an sf-string ("…"); a bare value is accepted too.
+// The key is an sf-string ("…"); a bare value is accepted too. The handler reads it parsed
+// (unquoted, unescaped) with KeyFromContext on the request's context. A request the
+// middleware passes through without a key (another method, or no Idempotency-Key when not
+// Required) carries none. A handler that FailOpen runs without idempotency still gets it.
 func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 	opts = opts.withDefaults()
 	return func(next http.Handler) http.Handler {
@@ -123,6 +126,7 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 				http.Error(w, "malformed Idempotency-Key", http.StatusBadRequest)
 				return
 			}
+			r = r.WithContext(context.WithValue(r.Context(), keyContextKey{}, key))
 			body, err := io.ReadAll(io.LimitReader(r.Body, opts.MaxRequestBytes+1))
 			if err != nil {
 				http.Error(w, "reading the request body failed", http.StatusBadRequest)
@@ -167,6 +171,18 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 			}
 		})
 	}
+}
+
+// keyContextKey is the context key under which Middleware puts the parsed Idempotency-Key.
+type keyContextKey struct{}
+
+// KeyFromContext returns the Idempotency-Key that Middleware parsed from the request whose
+// context ctx is (or derives from), and whether there is one. It is false for a request
+// the middleware passed through without a key, and for any context the middleware did
+// not set.
+func KeyFromContext(ctx context.Context) (string, bool) {
+	key, ok := ctx.Value(keyContextKey{}).(string)
+	return key, ok
 }
 
 func retryAfter(d time.Duration) string {

@@ -177,6 +177,42 @@ func TestMiddlewareStoreFailure(t *testing.T) {
 	assert.Equal(t, int64(1), h.runs.Load())
 }
 
+// The handler gets the parsed key from the request's context; a request passed through
+// without a key, and a plain context, get none.
+func TestKeyFromContext(t *testing.T) {
+	s := openStore(t, Options{})
+	type seen struct {
+		key string
+		ok  bool
+	}
+	got := make(chan seen, 1)
+	srv := serve(t, s, MiddlewareOptions{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, ok := KeyFromContext(r.Context())
+		got <- seen{key, ok}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	resp, _ := post(t, srv, `"order-\"7\""`, "x")
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	assert.Equal(t, seen{`order-"7"`, true}, <-got, "an sf-string, unquoted and unescaped")
+	resp, _ = post(t, srv, "bare-key", "x")
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	assert.Equal(t, seen{"bare-key", true}, <-got)
+	resp, _ = post(t, srv, "", "x")
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	assert.Equal(t, seen{}, <-got, "no key, not required: passed through without one")
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/orders", nil)
+	require.NoError(t, err)
+	req.Header.Set(HeaderKey, `"k"`)
+	get, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	require.NoError(t, get.Body.Close())
+	assert.Equal(t, http.StatusCreated, get.StatusCode)
+	assert.Equal(t, seen{}, <-got, "a GET passes through: the middleware parses no key")
+	key, ok := KeyFromContext(bg)
+	assert.False(t, ok)
+	assert.Empty(t, key)
+}
+
 func TestParseKey(t *testing.T) {
 	for in, want := range map[string]string{`"abc"`: "abc", `"a\"b"`: `a"b`, `plain-uuid`: "plain-uuid", ` "x" `: "x"} {
 		got, ok := parseKey(in)

@@ -206,6 +206,19 @@ func lookupCommand(args []string) (*command, []string, bool) {
 	return nil, nil, false
 }
 
+// groupCommands returns the commands of the group named word: those whose name is word
+// followed by more words ("idem get"), in the order the usage lists them. It returns none
+// when word names no group.
+func groupCommands(word string) []*command {
+	var group []*command
+	for i := range commands {
+		if first, _, more := strings.Cut(commands[i].name, " "); more && first == word {
+			group = append(group, &commands[i])
+		}
+	}
+	return group
+}
+
 // nargs is how many arguments the command takes.
 func (c *command) nargs() int {
 	if c.args == "" {

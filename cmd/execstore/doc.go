@@ -31,7 +31,10 @@
 //   - -json for one JSON document with stable field names instead of aligned text.
 //   - -timeout D (default 10s), which bounds connecting and every read.
 //
-// "execstore -h" and "execstore COMMAND -h" print the flags.
+// "execstore -h" and "execstore COMMAND -h" print the flags. A command group, the commands
+// whose names share a first word ("execstore idem -h", "execstore help journal"), prints each
+// of its commands with its summary and flags. The group's name alone is bad usage: its usage
+// on standard error, exit status 2.
 //
 // With -json, absent fields (no parent, no target, a record's missing parts) are left out.
 // Every opaque payload (a snapshot, an outbox event, a response body) has one shape,

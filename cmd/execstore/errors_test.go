@@ -40,6 +40,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`, "Usage: execstore [flags] COMMAND"},
 		{[]string{"frobnicate", "order-1"}, `unknown command "frobnicate"`, "Usage: execstore [flags] COMMAND"},
 		{[]string{"idem", "put"}, `unknown command "idem put"`, "Usage: execstore [flags] COMMAND"},
+		{[]string{"idem"}, "idem takes a subcommand; got none", "Usage: execstore idem SUBCOMMAND [flags] [ARG]"},
+		{[]string{"journal"}, "journal takes a subcommand; got none", "Usage: execstore journal SUBCOMMAND [flags] [ARG]"},
 		{append([]string{"show"}, uri...), "show takes one argument, ID; got 0", "Usage: execstore show [flags] ID"},
 		{append([]string{"show", "a", "b"}, uri...), "show takes one argument, ID; got 2", "Usage: execstore show [flags] ID"},
 		{append([]string{"list", "x"}, uri...), `list takes no argument, got ["x"]`, "Usage: execstore list [flags]"},
@@ -80,6 +82,57 @@ func TestHelp(t *testing.T) {
 	r = cli(t, "help", "outbox")
 	require.Equal(t, 0, r.code)
 	require.Contains(t, r.stdout, "An entry records no time, so there is no age to\nshow")
+}
+
+// TestGroupHelp checks -h, -help and --help after a command group's name, and the help
+// command with it: the group's usage on standard output, each of its commands with its
+// summary and its own flags, exit status 0. A command of the group given -h still prints
+// its own usage.
+func TestGroupHelp(t *testing.T) {
+	for _, args := range [][]string{{"idem", "-h"}, {"idem", "-help"}, {"idem", "--help"}, {"help", "idem"}, {"-db", "x", "idem", "-h"}} {
+		r := cli(t, args...)
+		require.Equal(t, result{stdout: r.stdout, code: 0}, r, args)
+		for _, want := range []string{"Usage: execstore idem SUBCOMMAND [flags] [ARG]\n", "\n  idem get KEY  one idempotency record\n",
+			"-body", "print the stored response's body", "Flags of every command", "-uri URI", `Run "execstore idem SUBCOMMAND -h"`} {
+			require.Contains(t, r.stdout, want, args)
+		}
+		require.NotContains(t, r.stdout, "journal show", args)
+		require.NotContains(t, r.stdout, "show ID", args)
+	}
+	r := cli(t, "journal", "-h")
+	require.Equal(t, 0, r.code)
+	require.Contains(t, r.stdout, "Usage: execstore journal SUBCOMMAND [flags] [ARG]\n")
+	require.Contains(t, r.stdout, "\n  journal show ID  one journal invocation's metadata, never its sealed payloads\n")
+	require.NotContains(t, r.stdout, "idem get")
+
+	r = cli(t, "idem", "get", "-h")
+	require.Equal(t, result{stdout: r.stdout, code: 0}, r)
+	require.True(t, strings.HasPrefix(r.stdout, "Usage: execstore idem get [flags] KEY\n\nPrints the record of KEY"), r.stdout)
+}
+
+// TestGroupsFromNames checks that every command group is found from the commands' names
+// alone: each first word shared by commands of more than one word prints a usage listing
+// each of them.
+func TestGroupsFromNames(t *testing.T) {
+	groups := map[string][]string{}
+	for _, c := range commands {
+		if first, _, more := strings.Cut(c.name, " "); more {
+			groups[first] = append(groups[first], c.name)
+		}
+	}
+	require.Contains(t, groups, "idem")
+	require.Contains(t, groups, "journal")
+	for group, names := range groups {
+		r := cli(t, group, "-h")
+		require.Equal(t, 0, r.code, group)
+		for _, name := range names {
+			require.Contains(t, r.stdout, "\n  "+name, group)
+		}
+		require.Equal(t, r.stdout, cli(t, "help", group).stdout, group)
+		bare := cli(t, group)
+		require.Equal(t, 2, bare.code, group)
+		require.Equal(t, "execstore: "+group+" takes a subcommand; got none\n\n"+r.stdout, bare.stderr, group)
+	}
 }
 
 // TestConnectionErrors checks a bad URI, an unreachable server and a missing data

@@ -35,11 +35,12 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.timeout, "timeout", defaultTimeout, "give up after `D`: bounds connecting and every read")
 }
 
-// usageError is bad usage: the command prints it with the usage of cmd (of the whole command
-// when nil) and exits with status 2.
+// usageError is bad usage: the command prints it with the usage of cmd, or of the command
+// group named group, or of the whole command when neither is set, and exits with status 2.
 type usageError struct {
-	msg string
-	cmd *command
+	msg   string
+	cmd   *command
+	group string
 }
 
 func (e *usageError) Error() string { return e.msg }

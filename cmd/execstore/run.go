@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -35,9 +34,12 @@ func run(ctx context.Context, args []string, env environment) int {
 	var usage *usageError
 	switch {
 	case errors.As(err, &help):
-		if help.cmd != nil {
+		switch {
+		case help.cmd != nil:
 			writeCommandUsage(env.stdout, help.cmd)
-		} else {
+		case help.group != "":
+			writeGroupUsage(env.stdout, help.group)
+		default:
 			writeUsage(env.stdout)
 		}
 		return exitOK
@@ -70,9 +72,12 @@ type invocation struct {
 	conn   connection
 }
 
-// helpRequest is -h, -help or the help command: print the usage of cmd (of the whole
-// command when nil).
-type helpRequest struct{ cmd *command }
+// helpRequest is -h, -help or the help command: print the usage of cmd, or of the command
+// group named group ("idem"), or of the whole command when neither is set.
+type helpRequest struct {
+	cmd   *command
+	group string
+}
 
 func (*helpRequest) Error() string { return "help requested" }
 
@@ -91,11 +96,24 @@ func parse(args []string, env environment) (*invocation, error) {
 		return nil, usagef("no command")
 	}
 	if rest[0] == "help" {
-		cmd, _, _ := lookupCommand(rest[1:])
-		return nil, &helpRequest{cmd: cmd}
+		if cmd, _, ok := lookupCommand(rest[1:]); ok {
+			return nil, &helpRequest{cmd: cmd}
+		}
+		if len(rest) > 1 && len(groupCommands(rest[1])) > 0 {
+			return nil, &helpRequest{group: rest[1]}
+		}
+		return nil, &helpRequest{}
 	}
 	cmd, cmdArgs, ok := lookupCommand(rest)
 	if !ok {
+		if len(groupCommands(rest[0])) > 0 {
+			switch {
+			case len(rest) == 1:
+				return nil, &usageError{msg: rest[0] + " takes a subcommand; got none", group: rest[0]}
+			case isHelpFlag(rest[1]):
+				return nil, &helpRequest{group: rest[0]}
+			}
+		}
 		return nil, usagef("unknown command %q", commandWords(rest))
 	}
 
@@ -147,14 +165,21 @@ func checkArgs(cmd *command, positional []string) error {
 }
 
 // commandWords is the unknown command's name, for the error: its first word, and the
-// second when the first begins a command of two words (idem, journal).
+// second when the first names a command group (idem, journal).
 func commandWords(rest []string) string {
-	for _, c := range commands {
-		if first, _, two := strings.Cut(c.name, " "); two && first == rest[0] && len(rest) > 1 {
-			return rest[0] + " " + rest[1]
-		}
+	if len(rest) > 1 && len(groupCommands(rest[0])) > 0 {
+		return rest[0] + " " + rest[1]
 	}
 	return rest[0]
+}
+
+// isHelpFlag reports whether arg asks for help as the flag package reads it.
+func isHelpFlag(arg string) bool {
+	switch arg {
+	case "-h", "--h", "-help", "--help":
+		return true
+	}
+	return false
 }
 
 // flagError is a flag package error as a helpRequest or a usageError of cmd.
@@ -193,13 +218,16 @@ func failure(w io.Writer, err error) int {
 	return exitError
 }
 
-// usageFailure prints bad usage with the usage of its command (of the whole command when it
-// has none) and returns exitUsage.
+// usageFailure prints bad usage with the usage of its command or command group (of the
+// whole command when it has neither) and returns exitUsage.
 func usageFailure(w io.Writer, err *usageError) int {
 	fmt.Fprintf(w, "execstore: %s\n\n", err.msg)
-	if err.cmd != nil {
+	switch {
+	case err.cmd != nil:
 		writeCommandUsage(w, err.cmd)
-	} else {
+	case err.group != "":
+		writeGroupUsage(w, err.group)
+	default:
 		writeUsage(w)
 	}
 	return exitUsage

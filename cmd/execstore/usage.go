@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -19,7 +20,8 @@ journal invocations. It only reads: it sends no write command of any kind.
 const usageOutro = `
 Exit status: 0 on success; 1 when the command fails (a bad URI, an unreachable server, an
 unknown id or key); 2 on bad flags or arguments.
-Run "execstore COMMAND -h" for a command's own flags.
+Run "execstore COMMAND -h" for a command's own flags, and "execstore idem -h" (or
+journal -h) for each command of the group with its flags.
 `
 
 // writeUsage writes the whole command's usage.
@@ -60,6 +62,29 @@ func writeCommandUsage(w io.Writer, c *command) {
 	if c.collection != "" {
 		fmt.Fprintf(w, "\nIts collection is %q unless -collection names another.\n", c.collection)
 	}
+}
+
+// writeGroupUsage writes the usage of the command group named group: each of its commands
+// with its summary and its own flags.
+func writeGroupUsage(w io.Writer, group string) {
+	fmt.Fprintf(w, "Usage: execstore %s SUBCOMMAND [flags] [ARG]\n\nCommands:\n", group)
+	for _, c := range groupCommands(group) {
+		name := c.name
+		if c.args != "" {
+			name += " " + c.args
+		}
+		fmt.Fprintf(w, "  %s  %s\n", name, c.summary)
+		own := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		c.setup(own)
+		var flags strings.Builder
+		own.SetOutput(&flags)
+		own.PrintDefaults()
+		for line := range strings.Lines(flags.String()) {
+			fmt.Fprint(w, "  "+line)
+		}
+	}
+	writeCommonFlags(w)
+	fmt.Fprintf(w, "\nRun \"execstore %s SUBCOMMAND -h\" for a command's whole usage.\n", group)
 }
 
 // writeCommonFlags writes the flags every command takes.
