@@ -55,7 +55,22 @@ const (
 //     partition is held by two processes at once, and the killed process's partitions are
 //     taken over within LeaseDuration×5/4 of its death, plus takeOverMargin for scheduling.
 //     With one lease for everything, the same holds of the one lease.
-func TestProcesses(t *testing.T) {
+func TestProcesses(t *testing.T) { runProcesses(t, false) }
+
+// TestProcessesUnderLoad is TestProcesses while CPU hogs the test starts (one per core, see
+// startHogs) keep the machine's cores busy, from before the relay processes start until the
+// checks. Its checks are TestProcesses's, and one more: no relay process that lived to the
+// end lost a lease (its last Stats say LeasesLost 0), for a live relay keeps its leases
+// until they run out and renews them while they hold, however slow its renewals.
+func TestProcessesUnderLoad(t *testing.T) { runProcesses(t, true) }
+
+// runProcesses is TestProcesses, under CPU hogs when underLoad is set.
+func runProcesses(t *testing.T, underLoad bool) {
+	if underLoad {
+		h := startHogs(t)
+		t.Logf("%d CPU hogs run", h.Len())
+		defer h.Stop() // before the checks' reading of the logs, not to slow it down
+	}
 	var opts aio.Options
 	opts.Database = testserver.Database(t, "relay")
 	store, _ := aiotest.Open(t, srv.URI, opts)
@@ -138,6 +153,41 @@ func TestProcesses(t *testing.T) {
 	checkNotAfterAck(t, logs)
 	checkOrder(t, w, logs)
 	checkPartitions(t, logs, victim.name, killedAt, n)
+	checkLeasesKept(t, logs, victim.name, underLoad)
+}
+
+// checkLeasesKept logs each process's last Stats of its Relay and its Sweeper (TakeOvers,
+// ReTakes, LeasesLost), and, when must is set, checks that no process but the killed one lost
+// a lease.
+func checkLeasesKept(t logChecker, logs map[string][]logLine, victim string, must bool) {
+	procs := make([]string, 0, len(logs))
+	for proc := range logs {
+		procs = append(procs, proc)
+	}
+	sort.Strings(procs)
+	for _, proc := range procs {
+		last := map[string]logLine{}
+		for _, l := range logs[proc] {
+			if l.Kind == "stats" {
+				last[l.Of] = l
+			}
+		}
+		for _, of := range []string{"outbox", "timers"} {
+			s, ok := last[of]
+			if !ok {
+				t.Errorf("%s logged no Stats of its %s", proc, of)
+				continue
+			}
+			role := "stopped"
+			if proc == victim {
+				role = "killed"
+			}
+			t.Logf("%s (%s), %s: TakeOvers %d, ReTakes %d, LeasesLost %d", proc, role, of, s.TakeOvers, s.ReTakes, s.LeasesLost)
+			if must && proc != victim && s.LeasesLost != 0 {
+				t.Errorf("%s, which lived to the end, lost %d leases of the %s", proc, s.LeasesLost, of)
+			}
+		}
+	}
 }
 
 // procWorkload commits the executions' entries and timers, and remembers them.
