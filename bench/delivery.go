@@ -230,7 +230,13 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 	if err != nil {
 		return run, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() {
+		if cfg.keep {
+			fmt.Fprintf(os.Stderr, "bench: the relay processes' logs of %s are in %s\n", db, dir)
+		} else {
+			_ = os.RemoveAll(dir)
+		}
+	}()
 	var children []*relayChild
 	defer func() {
 		for _, c := range children {

@@ -36,8 +36,9 @@ const (
 
 // deliveryLine is one line of a relay process's log: a handler call ("deliver", Start to
 // End) or an ack that returned nil ("ack", at End), "ready" once the relay runs, "took" and
-// "released" (Seq: the partition), and "stats" once the relay stopped: its Stats' LeasesLost,
-// TakeOvers and ReTakes. Times are Unix nanoseconds of the machine's clock, which every
+// "released" (Seq: the partition), "stopping" when its standard input closed, and "stats":
+// its Stats' LeasesLost, TakeOvers and ReTakes, whenever LeasesLost changed and once the
+// relay stopped. Times are Unix nanoseconds of the machine's clock, which every
 // process shares.
 type deliveryLine struct {
 	Kind       string `json:"kind"`
@@ -144,17 +145,40 @@ func deliveryProcess() int {
 	runErr := make(chan error, 1)
 	go func() { runErr <- r.Run(ctx) }()
 	log.write(deliveryLine{Kind: "ready", End: time.Now().UnixNano()})
+	stats := func() {
+		st := r.Stats()
+		log.write(deliveryLine{Kind: "stats", End: time.Now().UnixNano(), LeasesLost: st.LeasesLost, TakeOvers: st.TakeOvers, ReTakes: reTakes(st)})
+	}
+	watchDone, watchStop := make(chan struct{}), make(chan struct{})
+	go func() { // a line whenever a lease is lost, to say when
+		defer close(watchDone)
+		var lost int64
+		for {
+			select {
+			case <-watchStop:
+				return
+			case <-time.After(deliveryLook):
+			}
+			if st := r.Stats(); st.LeasesLost != lost {
+				lost = st.LeasesLost
+				stats()
+			}
+		}
+	}()
 
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	stopCtx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
-	if err := r.Close(stopCtx); err != nil {
-		return fail(err)
+	log.write(deliveryLine{Kind: "stopping", End: time.Now().UnixNano()})
+	closeErr := r.Close(stopCtx)
+	close(watchStop)
+	<-watchDone
+	if closeErr != nil {
+		return fail(closeErr)
 	}
 	if err := <-runErr; err != nil {
 		return fail(err)
 	}
-	st := r.Stats()
-	log.write(deliveryLine{Kind: "stats", End: time.Now().UnixNano(), LeasesLost: st.LeasesLost, TakeOvers: st.TakeOvers, ReTakes: reTakes(st)})
+	stats()
 	return 0
 }
