@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/execstore/execstore"
@@ -34,14 +35,28 @@ const (
 )
 
 // deliveryLine is one line of a relay process's log: a handler call ("deliver", Start to
-// End) or an ack that returned nil ("ack", at End), or "ready" once the relay runs. Times
-// are Unix nanoseconds of the machine's clock, which every process shares.
+// End) or an ack that returned nil ("ack", at End), "ready" once the relay runs, "took" and
+// "released" (Seq: the partition), "stopping" when its standard input closed, and "stats":
+// its Stats' LeasesLost, TakeOvers and ReTakes, whenever LeasesLost changed and once the
+// relay stopped. Times are Unix nanoseconds of the machine's clock, which every
+// process shares.
 type deliveryLine struct {
-	Kind   string `json:"kind"`
-	Source string `json:"source,omitempty"`
-	Seq    int64  `json:"seq,omitempty"`
-	Start  int64  `json:"start,omitempty"`
-	End    int64  `json:"end"`
+	Kind       string `json:"kind"`
+	Source     string `json:"source,omitempty"`
+	Seq        int64  `json:"seq,omitempty"`
+	Start      int64  `json:"start,omitempty"`
+	End        int64  `json:"end"`
+	LeasesLost int64  `json:"leasesLost,omitempty"`
+	TakeOvers  int64  `json:"takeOvers,omitempty"`
+	ReTakes    int64  `json:"reTakes,omitempty"`
+}
+
+// reTakes returns Stats.ReTakes, or 0 for a relay whose Stats have none.
+func reTakes(s relay.Stats) int64 {
+	if f := reflect.ValueOf(s).FieldByName("ReTakes"); f.IsValid() {
+		return f.Int()
+	}
+	return 0
 }
 
 // lineLog appends lines to a file opened with O_APPEND, one write each: a process killed
@@ -130,15 +145,40 @@ func deliveryProcess() int {
 	runErr := make(chan error, 1)
 	go func() { runErr <- r.Run(ctx) }()
 	log.write(deliveryLine{Kind: "ready", End: time.Now().UnixNano()})
+	stats := func() {
+		st := r.Stats()
+		log.write(deliveryLine{Kind: "stats", End: time.Now().UnixNano(), LeasesLost: st.LeasesLost, TakeOvers: st.TakeOvers, ReTakes: reTakes(st)})
+	}
+	watchDone, watchStop := make(chan struct{}), make(chan struct{})
+	go func() { // a line whenever a lease is lost, to say when
+		defer close(watchDone)
+		var lost int64
+		for {
+			select {
+			case <-watchStop:
+				return
+			case <-time.After(deliveryLook):
+			}
+			if st := r.Stats(); st.LeasesLost != lost {
+				lost = st.LeasesLost
+				stats()
+			}
+		}
+	}()
 
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	stopCtx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
-	if err := r.Close(stopCtx); err != nil {
-		return fail(err)
+	log.write(deliveryLine{Kind: "stopping", End: time.Now().UnixNano()})
+	closeErr := r.Close(stopCtx)
+	close(watchStop)
+	<-watchDone
+	if closeErr != nil {
+		return fail(closeErr)
 	}
 	if err := <-runErr; err != nil {
 		return fail(err)
 	}
+	stats()
 	return 0
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -29,6 +30,9 @@ type deliveryReport struct {
 	server   string
 	runs     []deliveryRun
 	takeOver *deliveryRun
+	// loaded and loadedTakeOver are runs again while CPU hogs kept every core busy (-load).
+	loaded         []deliveryRun
+	loadedTakeOver *deliveryRun
 }
 
 // deliveryResult is one row of the delivery section in bench-results.json.
@@ -46,9 +50,26 @@ type deliveryResult struct {
 	Limit        string   `json:"limit"`                 // "lanes" or "server"
 	TakeOverS    *float64 `json:"take_over_s,omitempty"` // the killed row only
 	WallS        float64  `json:"wall_s"`
-	Server       string   `json:"server"`
-	ChecksPassed bool     `json:"checks_passed"`
-	FailedChecks []string `json:"failed_checks,omitempty"`
+	// UnderLoad says CPUHogs busy loops, one per core, ran meanwhile; RatioToIdle is then
+	// EventsPerS over the idle row's of as many processes.
+	UnderLoad   bool     `json:"under_load"`
+	CPUHogs     int      `json:"cpu_hogs,omitempty"`
+	RatioToIdle *float64 `json:"ratio_to_idle,omitempty"`
+	// Relays are each relay process's Stats of its leases once it stopped.
+	Relays       []relayLeases `json:"relay_processes"`
+	Server       string        `json:"server"`
+	ChecksPassed bool          `json:"checks_passed"`
+	FailedChecks []string      `json:"failed_checks,omitempty"`
+}
+
+// relayLeases is one relay process's Stats of its leases, in bench-results.json; a killed
+// process reported none.
+type relayLeases struct {
+	Name       string `json:"name"`
+	Killed     bool   `json:"killed"`
+	LeasesLost int64  `json:"leases_lost"`
+	TakeOvers  int64  `json:"take_overs"`
+	ReTakes    int64  `json:"re_takes"`
 }
 
 // lanesCeiling is the events/s n processes' lanes allow.
@@ -65,25 +86,41 @@ func limit(r deliveryRun) string {
 	return "lanes"
 }
 
-// rows returns the report's rows, the killed run last.
+// rows returns the report's rows: the idle runs, the idle take-over, then the runs under
+// load and their take-over.
 func (d *deliveryReport) rows() []deliveryResult {
 	if d == nil {
 		return nil
 	}
 	var one float64
+	idle := map[int]float64{}
 	row := func(r deliveryRun, killed bool) deliveryResult {
 		out := deliveryResult{Workload: workloadDelivery, Processes: r.processes, Entries: r.entries, Killed: killed,
 			EventsPerS: round(r.rate, 1), LanesCeiling: round(lanesCeiling(r.processes), 1), Limit: limit(r),
-			WallS: round(r.wall.Seconds(), 3), Server: d.server, ChecksPassed: true}
-		if !killed && r.processes == 1 {
+			WallS: round(r.wall.Seconds(), 3), UnderLoad: r.hogs > 0, CPUHogs: r.hogs, Server: d.server, ChecksPassed: true}
+		switch {
+		case killed:
+		case r.hogs > 0:
+			if base := idle[r.processes]; base > 0 {
+				ratio := round(r.rate/base, 2)
+				out.RatioToIdle = &ratio
+			}
+		case r.processes == 1:
 			one = r.rate
-		} else if !killed && one > 0 {
+		case one > 0:
 			ratio := round(r.rate/one, 2)
 			out.RatioToOne = &ratio
+		}
+		if !killed && r.hogs == 0 {
+			idle[r.processes] = r.rate
 		}
 		if killed {
 			s := round(r.takeOver.Seconds(), 3)
 			out.TakeOverS = &s
+		}
+		for _, p := range r.procs {
+			out.Relays = append(out.Relays, relayLeases{Name: p.name, Killed: p.killed, LeasesLost: p.leasesLost,
+				TakeOvers: p.takeOvers, ReTakes: p.reTakes})
 		}
 		for _, c := range r.checks {
 			if !c.ok {
@@ -100,7 +137,30 @@ func (d *deliveryReport) rows() []deliveryResult {
 	if d.takeOver != nil {
 		out = append(out, row(*d.takeOver, true))
 	}
+	for _, r := range d.loaded {
+		out = append(out, row(r, false))
+	}
+	if d.loadedTakeOver != nil {
+		out = append(out, row(*d.loadedTakeOver, true))
+	}
 	return out
+}
+
+// leasesCell is a row's relay processes' leases: lost/take-overs/re-takes of each, "killed"
+// for a killed one.
+func leasesCell(r deliveryResult) string {
+	var cells []string
+	for _, p := range r.Relays {
+		if p.Killed {
+			cells = append(cells, p.Name+" killed")
+			continue
+		}
+		cells = append(cells, fmt.Sprintf("%s %d/%d/%d", p.Name, p.LeasesLost, p.TakeOvers, p.ReTakes))
+	}
+	if len(cells) == 0 {
+		return "-"
+	}
+	return strings.Join(cells, " ")
 }
 
 // goals judges the delivery's scaling goals: 2 and 4 processes over 1.
@@ -110,7 +170,7 @@ func (d *deliveryReport) goals() []targetResult {
 	}
 	ratios := map[int]*float64{}
 	for _, r := range d.rows() {
-		if !r.Killed {
+		if !r.Killed && !r.UnderLoad {
 			ratios[r.Processes] = r.RatioToOne
 		}
 	}
@@ -135,11 +195,39 @@ func (d *deliveryReport) goals() []targetResult {
 		}
 		out = append(out, t)
 	}
+	var runs []deliveryRun
+	runs = append(runs, d.runs...)
+	runs = append(runs, d.loaded...)
+	for _, r := range []*deliveryRun{d.takeOver, d.loadedTakeOver} {
+		if r != nil {
+			runs = append(runs, *r)
+		}
+	}
+	if len(runs) > 0 {
+		t := targetResult{Workload: workloadDeliveryGoal, Target: "no lease lost by a live relay process"}
+		kept := true
+		var details []string
+		for _, r := range runs {
+			if c := leasesKept(r.procs); !c.ok {
+				kept = false
+				details = append(details, fmt.Sprintf("%d processes%s: %s", r.processes, map[bool]string{true: " under load", false: ""}[r.hogs > 0], c.detail))
+			}
+		}
+		t.Met = &kept
+		gap := 0.0
+		t.Gap = &gap
+		t.Measured = "none lost"
+		if !kept {
+			t.Measured = strings.Join(details, "; ")
+			t.gapText = "not met"
+		}
+		out = append(out, t)
+	}
 	return out
 }
 
-// writeTable prints the delivery section: events/s by relay processes, the lanes' ceiling
-// and what bound each run, then the take-over.
+// writeTable prints the delivery section: events/s by relay processes, the lanes' ceiling,
+// what bound each run and each process's leases, then the take-over; then the same under load.
 func (d *deliveryReport) writeTable(out io.Writer) {
 	rows := d.rows()
 	if len(rows) == 0 {
@@ -147,37 +235,58 @@ func (d *deliveryReport) writeTable(out io.Writer) {
 	}
 	fmt.Fprintf(out, "\ndelivery: %d outbox entries committed across %d executions, then delivered by relay processes "+
 		"(each Lanes %d, a %v handler, lease %v)\n", d.entries, min(d.entries, deliveryExecutions), deliveryLanes, deliveryWait, deliveryLease)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "processes\tevents/s\t×1 process\tlanes' ceiling/s\tbound by\twall s\tchecks\t")
-	for _, r := range rows {
-		if r.Killed {
+	for _, loaded := range []bool{false, true} {
+		var these []deliveryResult
+		for _, r := range rows {
+			if r.UnderLoad == loaded {
+				these = append(these, r)
+			}
+		}
+		if len(these) == 0 {
 			continue
 		}
-		ratio := "-"
-		if r.RatioToOne != nil {
-			ratio = fmt.Sprintf("%.2f×", *r.RatioToOne)
+		if loaded {
+			fmt.Fprintf(out, "under load: the same while %d CPU hogs (busy loops, one per core) ran\n", these[0].CPUHogs)
 		}
-		fmt.Fprintf(tw, "%d\t%.1f\t%s\t%.0f\t%s\t%.2f\t%s\t\n", r.Processes, r.EventsPerS, ratio, r.LanesCeiling,
-			r.Limit, r.WallS, checksCell(r.ChecksPassed))
-	}
-	tw.Flush()
-	for _, r := range rows {
-		if r.Limit == "server" && !r.Killed {
-			fmt.Fprintf(out, "  %d %s below %.0f%% of the lanes' ceiling: the server's scans, acks and lease calls bound the delivery\n",
-				r.Processes, plural(r.Processes, "process is", "processes are"), serverBound*100)
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		ratioHead := "×1 process"
+		if loaded {
+			ratioHead = "×idle"
 		}
-	}
-	for _, r := range rows {
-		if !r.Killed {
-			continue
+		fmt.Fprintf(tw, "processes\tevents/s\t%s\tlanes' ceiling/s\tbound by\twall s\tchecks\t  leases lost/take-overs/re-takes\n", ratioHead)
+		for _, r := range these {
+			if r.Killed {
+				continue
+			}
+			ratio := "-"
+			if r.RatioToOne != nil {
+				ratio = fmt.Sprintf("%.2f×", *r.RatioToOne)
+			}
+			if r.RatioToIdle != nil {
+				ratio = fmt.Sprintf("%.2f×", *r.RatioToIdle)
+			}
+			fmt.Fprintf(tw, "%d\t%.1f\t%s\t%.0f\t%s\t%.2f\t%s\t  %s\n", r.Processes, r.EventsPerS, ratio, r.LanesCeiling,
+				r.Limit, r.WallS, checksCell(r.ChecksPassed), leasesCell(r))
 		}
-		took := "its share was not delivered again by the other process"
-		if r.TakeOverS != nil && *r.TakeOverS > 0 {
-			took = fmt.Sprintf("its share delivered again %.2f s after its death", *r.TakeOverS)
+		tw.Flush()
+		for _, r := range these {
+			if r.Limit == "server" && !r.Killed {
+				fmt.Fprintf(out, "  %d %s below %.0f%% of the lanes' ceiling: the server's scans, acks and lease calls bound the delivery\n",
+					r.Processes, plural(r.Processes, "process is", "processes are"), serverBound*100)
+			}
 		}
-		fmt.Fprintf(out, "  take-over: one of %d processes killed with SIGKILL mid-delivery; %s "+
-			"(bound: LeaseDuration×5/4 = %v after its last renewal); checks %s\n",
-			r.Processes, took, deliveryLease*5/4, checksCell(r.ChecksPassed))
+		for _, r := range these {
+			if !r.Killed {
+				continue
+			}
+			took := "its share was not delivered again by the other process"
+			if r.TakeOverS != nil && *r.TakeOverS > 0 {
+				took = fmt.Sprintf("its share delivered again %.2f s after its death", *r.TakeOverS)
+			}
+			fmt.Fprintf(out, "  take-over: one of %d processes killed with SIGKILL mid-delivery; %s "+
+				"(bound: LeaseDuration×5/4 = %v after its last renewal); leases %s; checks %s\n",
+				r.Processes, took, deliveryLease*5/4, leasesCell(r), checksCell(r.ChecksPassed))
+		}
 	}
 }
 
@@ -214,6 +323,9 @@ func (d *deliveryReport) checked() []checkedRows {
 		label := fmt.Sprintf("delivery ×%d", r.Processes)
 		if r.Killed {
 			label += " (one killed)"
+		}
+		if r.UnderLoad {
+			label += " under load"
 		}
 		for _, f := range r.FailedChecks {
 			c.failures = append(c.failures, fmt.Sprintf("%s: %s", label, f))

@@ -34,10 +34,17 @@ func TestDeliveryReport(t *testing.T) {
 	assert.InDelta(t, 2.0, *rows[3].TakeOverS, 1e-9)
 
 	goals := rep.goals()
-	require.Len(t, goals, 2)
+	require.Len(t, goals, 3)
 	assert.True(t, *goals[0].Met)
 	assert.False(t, *goals[1].Met)
 	assert.InDelta(t, 1.0, *goals[1].Gap, 1e-9)
+	assert.Equal(t, "no lease lost by a live relay process", goals[2].Target)
+	assert.True(t, *goals[2].Met, "no process in these runs lost a lease")
+	// A live process that lost leases misses the goal, and the run still passes its checks.
+	rep.runs[1].procs = []procLeases{{name: "r1", leasesLost: 3}, {name: "r2"}}
+	goals = rep.goals()
+	assert.False(t, *goals[2].Met)
+	assert.Equal(t, "2 processes: r1 lost 3", goals[2].Measured)
 
 	var out bytes.Buffer
 	rep.writeTable(&out)

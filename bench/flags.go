@@ -66,6 +66,10 @@ type config struct {
 	// processes; 0: the section is not run.
 	deliveryEntries int
 	deliverySet     bool // -delivery was given
+	// deliveryLoad are the numbers of relay processes whose delivery runs again while CPU
+	// hogs keep every core busy (-load); loadTakeOver runs the take-over again too.
+	deliveryLoad []int
+	loadTakeOver bool
 
 	scaling      bool
 	scalingSizes []int
@@ -78,7 +82,7 @@ type config struct {
 // package go to out.
 func parseFlags(args []string, defaultURI string, out io.Writer) (config, error) {
 	var cfg config
-	var concurrency, variants, sizes, idemDesigns, idemConcurrency, journalDesigns, journalConcurrency string
+	var concurrency, variants, sizes, idemDesigns, idemConcurrency, journalDesigns, journalConcurrency, load string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	// The default is applied after parsing, so that -h never prints a URI's credentials.
@@ -122,6 +126,8 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 		"callers of the journal workload: a comma-separated list of levels, each measured")
 	fs.IntVar(&cfg.deliveryEntries, "delivery", defaultDeliveryEntries,
 		"outbox entries of the delivery section, delivered by 1, 2 and 4 relay processes (150 on the embedded server unless set); 0 to skip it")
+	fs.StringVar(&load, "load", "none",
+		"delivery runs repeated while CPU hogs keep every core busy: relay processes, comma-separated (1,2,4), all (those and the take-over), or none")
 	fs.BoolVar(&cfg.scaling, "scaling", false, "measure the timer sweep at several collection sizes instead of the workload")
 	fs.StringVar(&sizes, "scaling-sizes", "1000,100000", "collection sizes for -scaling, comma-separated")
 	fs.IntVar(&cfg.scalingDue, "scaling-due", 20, "due timers in the collection for -scaling")
@@ -138,6 +144,9 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	cfg.deliverySet = isSet(fs, "delivery")
 	var err error
 	if cfg.concurrency, err = parseInts("-concurrency", concurrency); err != nil {
+		return config{}, err
+	}
+	if cfg.deliveryLoad, cfg.loadTakeOver, err = parseLoad(load); err != nil {
 		return config{}, err
 	}
 	if cfg.scalingSizes, err = parseInts("-scaling-sizes", sizes); err != nil {
@@ -319,4 +328,25 @@ func parseJournalDesigns(s string) ([]string, error) {
 		return nil, nil
 	}
 	return parseChoices("-journal", "design", s, allJournalDesigns)
+}
+
+// parseLoad parses -load: the numbers of relay processes whose delivery runs again under
+// the CPU hogs, each one of deliveryProcesses, and whether the take-over does.
+func parseLoad(s string) ([]int, bool, error) {
+	switch strings.TrimSpace(s) {
+	case "none", "":
+		return nil, false, nil
+	case "all":
+		return append([]int(nil), deliveryProcesses...), true, nil
+	}
+	ns, err := parseInts("-load", s)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, n := range ns {
+		if !slices.Contains(deliveryProcesses, n) {
+			return nil, false, fmt.Errorf("-load: %d relay processes: the delivery runs with %v", n, deliveryProcesses)
+		}
+	}
+	return ns, false, nil
 }

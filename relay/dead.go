@@ -69,6 +69,7 @@ func (s *session[T, K]) recordFailures(batch []settling[T]) {
 				reports = append(reports, &Error{Op: OpFail, Item: s.r.kind.describe(st.item), Err: res.err})
 			}
 			s.release(st.item)
+			poke(s.rescan) // back in the store: a scan finds it once its back-off is over
 		case res.pending && st.fail.Dead:
 			s.gone(st.item)
 			s.retries.succeeded(s.r.kind.lane(st.item))
@@ -77,6 +78,7 @@ func (s *session[T, K]) recordFailures(batch []settling[T]) {
 			poke(s.rescan) // its execution's later items, released behind it, go on
 		default:
 			s.release(st.item)
+			poke(s.rescan) // back in the store: a scan finds it once its back-off is over
 		}
 	}
 	s.mu.Unlock()

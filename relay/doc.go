@@ -96,9 +96,10 @@
 //     when it was sent, so one slow call pauses the handing out at worst, and loses nothing.
 //     A partition whose renew finds its lease taken over (fenced) is dropped alone; one whose
 //     lease runs out unrenewed is dropped too: nothing more of it is handed out, and its
-//     handlers' context is cancelled. The partition is claimed again only once nothing taken
-//     under its dropped hold is in flight, so a relay never holds a partition twice at once.
-//     A partition taken again after the relay's own lease of it ran out counts as a re-take
+//     handlers' context is cancelled. A partition claimed again starts a new hold that
+//     knows nothing of its sources: an item of the dropped hold still in a handler comes
+//     ahead of its execution's items queued behind it, and takes them back to the store
+//     with it when it fails. A partition taken again after the relay's own lease of it ran out counts as a re-take
 //     (Stats.ReTakes), not a take-over.
 //   - The relays of a lease key agree on the partitions: each registers under a
 //     fingerprint that names its number of partitions (1 for a store that is not an

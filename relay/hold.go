@@ -14,8 +14,7 @@ const (
 	// holdDraining: the partition is being handed over to another relay. Nothing more of it
 	// is handed out, and its lease is released once nothing taken under it is in flight.
 	holdDraining
-	// holdEnded: lost, released or stopped. Nothing more is handed out. While items taken
-	// under it are still in flight the partition is not held again (session.assign).
+	// holdEnded: lost, released or stopped. Nothing more is handed out.
 	holdEnded
 )
 

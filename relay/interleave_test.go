@@ -217,35 +217,30 @@ func TestCommitOfUnknownOutcomeIsNotFollowed(t *testing.T) {
 	assert.Equal(t, []string{entryName(e1), entryName(e2), entryName(e3)}, b.handled())
 }
 
-// The lease is lost while e1's handler runs (it ignores its context). The partition is not
-// held again while e1 is in flight; once e1's handler failed, it is, and e2, committed
-// under the new hold, is not handed over ahead of e1: the new hold knows nothing of S, and
-// the scan returns e1 before e2.
-func TestPartitionHeldAgainOnlyOnceItsItemsLeftFlight(t *testing.T) {
+// The lease is lost while e1's handler runs (it ignores its context), and the relay takes
+// the partition back at once. The new hold knows nothing of S: e2, committed under it, is
+// found by a scan, which skips e1 (in flight) and queues e2 behind it in T's lane; e3 is
+// handed over behind them. e1's handler then fails: it takes e2 and e3 back to the store
+// with it, and the next scan returns all three in commit order.
+func TestPartitionTakenBackWhileAnItemIsInItsHandler(t *testing.T) {
 	b := newOutboxHarness(t)
-	ls := b.lease()
-	h1 := b.hold("S", ls)
+	h1 := b.hold("S", b.lease())
 	e1 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
 	result, entered := b.gate(entryName(e1))
 	b.scan()
 	<-entered
 	b.s.lose(h1, errLeaseLost)
-	p := b.r.partOf("S")
-	b.s.mu.Lock()
-	claimable := b.s.claimable(p)
-	b.s.mu.Unlock()
-	assert.False(t, claimable, "the partition is not claimed again while e1 is in flight")
-
-	result <- errors.New("failed after its hold ended")
-	require.Eventually(t, func() bool {
-		b.s.mu.Lock()
-		defer b.s.mu.Unlock()
-		return b.s.ghosts[p] == nil
-	}, 10*time.Second, time.Millisecond, "e1 left flight")
 	b.hold("S", b.lease())
 	e2 := b.emit("S", "T", false)
+	assert.Equal(t, 1, b.held(), "e2 not handed over: the new hold knows nothing of S")
+	b.scan()
 	e3 := b.emit("S", "T", false)
-	assert.Zero(t, b.held(), "nothing handed over: the new hold knows nothing of S")
+	assert.Equal(t, 3, b.held(), "e2 taken by the scan, e3 handed over, both behind e1")
+
+	result <- errors.New("failed after its hold ended")
+	require.Eventually(t, func() bool { return b.held() == 0 }, 10*time.Second, time.Millisecond,
+		"e1 back in the store, with e2 and e3")
+	assert.Equal(t, []string{entryName(e1)}, b.handled(), "nothing handed out behind e1")
 	b.scan()
 	b.settledAll()
 	assert.Equal(t, []string{entryName(e1), entryName(e1), entryName(e2), entryName(e3)}, b.handled())

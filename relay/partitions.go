@@ -152,9 +152,9 @@ func (s *session[T, K]) addHold(p int, ls *lease) *hold {
 }
 
 // removeHold ends h: it is no longer the partition's hold, its handlers' context is
-// cancelled with cause, and its items waiting for their fire time are released. While items
-// taken under it are still in flight it stays a ghost, and the partition is not held again.
-// The caller holds mu.
+// cancelled with cause, and its items waiting for their fire time are released. Its items
+// in lanes are released as they come up, with their executions' items behind them; those in
+// handlers are acked or released when they return. The caller holds mu.
 func (s *session[T, K]) removeHold(h *hold, cause error) {
 	if s.holds[h.part] != h {
 		return
@@ -164,9 +164,6 @@ func (s *session[T, K]) removeHold(h *hold, cause error) {
 	h.stop(time.Now())
 	h.cancel(cause)
 	s.dropSoon(h)
-	if h.inFlight > 0 {
-		s.ghosts[h.part] = h
-	}
 	s.r.stats.partitions.Add(-1)
 	s.r.stats.holding.Store(len(s.holds) > 0)
 }
@@ -431,9 +428,10 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	return fatal
 }
 
-// claimable reports whether partition p may be claimed: the session does not hold it, and
-// nothing taken under an earlier hold of it is in flight. The caller holds mu.
-func (s *session[T, K]) claimable(p int) bool { return s.holds[p] == nil && s.ghosts[p] == nil }
+// claimable reports whether partition p may be claimed: the session does not hold it. An
+// earlier hold's items still in flight keep their order by their lanes: an item that leaves
+// flight unacked takes its execution's items queued behind it along. The caller holds mu.
+func (s *session[T, K]) claimable(p int) bool { return s.holds[p] == nil }
 
 // took makes partition p held under ls, just claimed; when the session is stopping it
 // releases the lease at once instead. prev is when the lapsed lease it reclaimed was

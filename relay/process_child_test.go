@@ -45,7 +45,8 @@ const (
 //   - "ack" (Source, Seq) and "delete" (Exec, Path, FireAt): an ack or a timer's delete that
 //     returned nil, logged once it had. End is when it returned.
 //   - "partition" (Of, Partition, Held, TakeOver, At): an Options.OnPartition event.
-//   - "stats" (Of, Holding, Partitions, TakeOvers, LeasesLost): a relay's Stats at End.
+//   - "stats" (Of, Holding, Partitions, TakeOvers, ReTakes, LeasesLost): a relay's Stats at
+//     End. A process that stops cleanly logs its last ones after its relays stopped.
 //   - "error" (Of, Path: the relay.Op, Target: the item, Result): an Options.OnError call.
 //   - "stop": the process stopped cleanly, at End.
 //
@@ -72,6 +73,7 @@ type logLine struct {
 	Holding    bool  `json:"holding,omitempty"`
 	Partitions int   `json:"partitions,omitempty"`
 	TakeOvers  int64 `json:"takeOvers,omitempty"`
+	ReTakes    int64 `json:"reTakes,omitempty"`
 	LeasesLost int64 `json:"leasesLost,omitempty"`
 }
 
@@ -179,6 +181,14 @@ func partitionsHeld(s relay.Stats) int {
 	return 0
 }
 
+// reTakes returns Stats.ReTakes, or 0 for a relay whose Stats have none.
+func reTakes(s relay.Stats) int64 {
+	if f := reflect.ValueOf(s).FieldByName("ReTakes"); f.IsValid() {
+		return f.Int()
+	}
+	return 0
+}
+
 // TestProcessChild is a relay process of TestProcesses: it runs only when started by it,
 // with the environment above. It runs a Relay and a Sweeper over the parent's database, with
 // leases, until its standard input closes, then stops them cleanly.
@@ -244,7 +254,7 @@ func TestProcessChild(t *testing.T) {
 		now := time.Now().UnixNano()
 		for of, s := range map[string]relay.Stats{"outbox": r.Stats(), "timers": sw.Stats()} {
 			log.write(logLine{Kind: "stats", Of: of, Holding: s.Holding, Partitions: partitionsHeld(s),
-				TakeOvers: s.TakeOvers, LeasesLost: s.LeasesLost, End: now})
+				TakeOvers: s.TakeOvers, ReTakes: reTakes(s), LeasesLost: s.LeasesLost, End: now})
 		}
 	}
 	wg.Go(func() {

@@ -138,6 +138,41 @@ func TestProcesses(t *testing.T) {
 	checkNotAfterAck(t, logs)
 	checkOrder(t, w, logs)
 	checkPartitions(t, logs, victim.name, killedAt, n)
+	checkLeasesKept(t, logs, victim.name, false)
+}
+
+// checkLeasesKept logs each process's last Stats of its Relay and its Sweeper (TakeOvers,
+// ReTakes, LeasesLost), and, when must is set, checks that no process but the killed one lost
+// a lease.
+func checkLeasesKept(t logChecker, logs map[string][]logLine, victim string, must bool) {
+	procs := make([]string, 0, len(logs))
+	for proc := range logs {
+		procs = append(procs, proc)
+	}
+	sort.Strings(procs)
+	for _, proc := range procs {
+		last := map[string]logLine{}
+		for _, l := range logs[proc] {
+			if l.Kind == "stats" {
+				last[l.Of] = l
+			}
+		}
+		for _, of := range []string{"outbox", "timers"} {
+			s, ok := last[of]
+			if !ok {
+				t.Errorf("%s logged no Stats of its %s", proc, of)
+				continue
+			}
+			role := "stopped"
+			if proc == victim {
+				role = "killed"
+			}
+			t.Logf("%s (%s), %s: TakeOvers %d, ReTakes %d, LeasesLost %d", proc, role, of, s.TakeOvers, s.ReTakes, s.LeasesLost)
+			if must && proc != victim && s.LeasesLost != 0 {
+				t.Errorf("%s, which lived to the end, lost %d leases of the %s", proc, s.LeasesLost, of)
+			}
+		}
+	}
 }
 
 // procWorkload commits the executions' entries and timers, and remembers them.

@@ -57,11 +57,8 @@ type session[T any, K comparable] struct {
 	retries retries
 	lanes   []lane[T]
 	holds   map[int]*hold // the partitions held now
-	// ghosts are the holds that ended with items still in flight: their partitions are not
-	// held again until those items left flight.
-	ghosts map[int]*hold
-	member *lease    // the relay's registration, nil until it is claimed
-	joined time.Time // when its first registration was claimed, by the lease server's clock
+	member  *lease        // the relay's registration, nil until it is claimed
+	joined  time.Time     // when its first registration was claimed, by the lease server's clock
 	// lost holds, for each partition whose lease this relay lost, when that lease was
 	// claimed: claiming it again is a re-take, not a take-over.
 	lost       map[int]time.Time
@@ -97,7 +94,7 @@ type session[T any, K comparable] struct {
 func newSession[T any, K comparable](r *runner[T, K], handlerBase, ackBase, leaseBase context.Context) *session[T, K] {
 	s := &session[T, K]{r: r, ledger: newLedger[K](),
 		retries: newRetries(r.opts.RetryMin, r.opts.RetryMax), lanes: make([]lane[T], r.opts.Lanes),
-		holds: map[int]*hold{}, ghosts: map[int]*hold{}, lost: map[int]time.Time{}, committing: map[string]int{},
+		holds: map[int]*hold{}, lost: map[int]time.Time{}, committing: map[string]int{},
 		ackedDuring: map[string]map[K]bool{}, unconfirmed: map[K]T{}, failing: map[string]int{}, fence: map[string]uint64{},
 		settleWake: make(chan struct{}, 1), progress: make(chan struct{}, 1), rescan: make(chan struct{}, 1),
 		drained: make(chan struct{}, 1), soonChanged: make(chan struct{}, 1)}
@@ -277,19 +274,13 @@ func (s *session[T, K]) releaseAfter(item T) {
 }
 
 // left notes that an item taken under h left flight: a draining hold with nothing in flight
-// any more may be released, and an ended one's partition held again. The caller holds mu.
+// any more may be released. The caller holds mu.
 func (s *session[T, K]) left(h *hold) {
 	if h.inFlight > 0 {
 		return
 	}
-	switch h.state {
-	case holdDraining:
+	if h.state == holdDraining {
 		poke(s.drained)
-	case holdEnded:
-		if s.ghosts[h.part] == h {
-			delete(s.ghosts, h.part)
-			poke(s.drained)
-		}
 	}
 }
 

@@ -26,9 +26,7 @@ const sourcesLimit = 1 << 14
 // item of the source, and each is now in flight, or was in flight or acked already. Such a
 // scan also makes the source known up to the latest commit whose items it read.
 //
-// A hold starts with every source unknown, and a partition is held again only once nothing
-// taken under its previous hold is in flight (see session.assign): so what a hold knows was
-// learned under it alone.
+// A hold starts with every source unknown: what a hold knows was learned under it alone.
 type sources struct {
 	known  map[string]int64  // source → the version up to which nothing is pending outside the flight
 	soiled map[string]uint64 // source → the scans started when some of its items were left in the store
