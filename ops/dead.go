@@ -79,32 +79,21 @@ func pendingCount(k execstore.ItemKind) string {
 	return ""
 }
 
-// FailGuard is the filter of a Fail's write: ref's document, ref still pending as it was
-// read (a timer at the fire time stored), with the attempts read (0: none recorded).
-func FailGuard(ref execstore.ItemRef, fireAt float64, attempts int64) bson.D {
+// entryFailGuard is the filter of a Fail's write of an entry or intent: ref's document, ref
+// still pending, with the attempts read (0: none recorded).
+func entryFailGuard(ref execstore.ItemRef, attempts int64) bson.D {
 	item := PendingItemPath(ref)
-	filter := bson.D{{Key: fID, Value: ref.ExecutionID}}
-	var counted string
-	if ref.Kind == execstore.TimerItem {
-		filter = append(filter, bson.E{Key: item, Value: fireAt})
-		counted = FieldTimerFails + "." + EncodeKey(ref.Path)
-	} else {
-		filter = append(filter, bson.E{Key: item + ".seq", Value: ref.Seq})
-		counted = item
-	}
+	filter := bson.D{{Key: fID, Value: ref.ExecutionID}, {Key: item + ".seq", Value: ref.Seq}}
 	if attempts == 0 {
-		return append(filter, bson.E{Key: counted + ".attempts", Value: bson.D{{Key: "$exists", Value: false}}})
+		return append(filter, bson.E{Key: item + ".attempts", Value: bson.D{{Key: "$exists", Value: false}}})
 	}
-	if ref.Kind == execstore.TimerItem {
-		filter = append(filter, bson.E{Key: counted + ".at", Value: fireAt})
-	}
-	return append(filter, bson.E{Key: counted + ".attempts", Value: attempts})
+	return append(filter, bson.E{Key: item + ".attempts", Value: attempts})
 }
 
-// FailCommand is the updateOne that records one more failed delivery of the pending item ref,
-// whose attempts were read as attempts: the guard (FailGuard) and the new Failures. A timer
-// whose attempts were recorded at another fire time is guarded on those (fails names the
-// fire time they were recorded at, 0 for none) and starts again from one.
+// FailCommand is the updateOne that records f, one more failed delivery of the pending item
+// ref: guarded by the item as read (a timer at its stored fire time fireAt) with the attempts
+// read (read; of a timer, with the fire time they were recorded at, read.At), it sets f. A
+// timer's attempts recorded at another fire time count for nothing: f starts from one.
 func FailCommand(ref execstore.ItemRef, fireAt float64, read TimerFailDoc, f Failures) (filter, update bson.D) {
 	if ref.Kind == execstore.TimerItem {
 		key := FieldTimerFails + "." + EncodeKey(ref.Path)
@@ -117,7 +106,7 @@ func FailCommand(ref execstore.ItemRef, fireAt float64, read TimerFailDoc, f Fai
 		return filter, bson.D{{Key: "$set", Value: bson.D{{Key: key, Value: TimerFailDoc{At: fireAt, Failures: f}}}}}
 	}
 	item := PendingItemPath(ref)
-	return FailGuard(ref, 0, read.Attempts), bson.D{{Key: "$set", Value: bson.D{
+	return entryFailGuard(ref, read.Attempts), bson.D{{Key: "$set", Value: bson.D{
 		{Key: item + ".attempts", Value: f.Attempts},
 		{Key: item + ".last_error", Value: f.LastError},
 		{Key: item + ".last_at", Value: f.LastAt},
