@@ -6,8 +6,8 @@
 // one document can both match it, and one of them is lost. When 20 callers race one
 // compare-and-set update, several of them are told they matched in most rounds while the
 // document keeps the change of only one; 16 writers of 25 $inc each have left 25 of 400.
-// The front is a wire-protocol proxy that lets one write command at a time into FerretDB,
-// so that through URI:
+// The front is a wire-protocol proxy that lets one write command per database at a time
+// into FerretDB, so that through URI:
 //
 //   - concurrent writes to one document are serialized: a single-document update is atomic,
 //     and a compare-and-set filter such as {_id, version} matches for exactly one of the
@@ -26,11 +26,15 @@
 //     TTL and partial indexes, …) behave as they do on FerretDB. In particular, a bulk
 //     write of 100 updates or more is never answered. FerretDB then answers no command on
 //     that collection, from any client (other databases still work). Through URI, every
-//     write waits behind it until its client gives up, and five minutes more.
+//     write to its database waits behind it until its client gives up, and five minutes
+//     more.
 //   - provide transactions, change streams, replica-set or sharding behaviour. The server
 //     is one standalone node, and FerretDB has none of these.
-//   - make writes concurrent. Writes from all clients queue for one slot, so write
-//     throughput is that of one writer (FerretDB's own ceiling on SQLite is hardly higher).
+//   - make writes to one database concurrent. Writes from all clients to one database
+//     queue for its slot, so a database's write throughput is that of one writer
+//     (FerretDB's own ceiling on SQLite is hardly higher). Writes to different databases
+//     run side by side: a store whose leases live in a database of their own renews them
+//     without waiting behind its data writes.
 //   - protect connections made to BareURI, which goes straight to FerretDB.
 package embedded
 

@@ -16,19 +16,25 @@ import (
 // 1.24.2 applies an update by reading the matching documents, changing them in memory and
 // writing them back, with nothing holding the documents in between: two concurrent updates
 // of one document can both match it, and one of them is lost. The front restores MongoDB's
-// single-document atomicity by letting at most one write command be inside FerretDB at a
-// time.
+// single-document atomicity by letting at most one write command per database be inside
+// FerretDB at a time.
+//
+// Writes to different databases run side by side. FerretDB keeps each database in a SQLite
+// file of its own, and a command changes documents of the database it names ($db) only
+// (FerretDB refuses a renameCollection across databases), so two writes to different
+// databases never touch one document. A write waits for writes to its own database only:
+// a database that holds leases is not held up by another's stream of data writes.
 //
 // What always holds:
 //
-//   - The write slot is held by at most one request in the whole front. A request that is
-//     not known to be a read (see classify) takes it before its first byte is forwarded to
-//     FerretDB, and keeps it until FerretDB is known to have finished with it: FerretDB's
+//   - Each database's write slot is held by at most one request in the whole front. A
+//     request that is not known to be a read (see classify) takes the slot of the database
+//     it names before its first byte is forwarded to FerretDB, and keeps it until FerretDB is known to have finished with it: FerretDB's
 //     final reply to it has been read, or FerretDB has closed the connection the request
 //     went on. Nothing the client does shortens that: a client that resets, closes or
 //     times out while its write is inside FerretDB does not free the slot, because FerretDB
 //     does not cancel a command whose client went away; it finishes it. So no two writes
-//     ever overlap inside FerretDB. There are two exceptions: close, after which no write
+//     to one database ever overlap inside FerretDB. There are two exceptions: close, after which no write
 //     enters through this front, and a write FerretDB has still not finished drainTimeout
 //     after its client went away (see below). Reads never wait for the slot.
 //   - Messages are forwarded whole, unchanged and in order in both directions; the front
@@ -65,7 +71,7 @@ import (
 // guarantee exactly then. The bound is there for a write FerretDB never answers (a bulk
 // write of 100 updates or more: FerretDB then answers nothing more on that collection,
 // while other databases still work), which would otherwise keep the slot, and so every
-// write to any database, until close. When it passes, the link logs a warning, closes
+// write to its database, until close. When it passes, the link logs a warning, closes
 // FerretDB's connection and gives the slot back; this is the one case in which the next
 // write may enter while a write is still inside FerretDB. A drain that lasts more than
 // drainWarnAfter is logged.
@@ -89,16 +95,16 @@ type front struct {
 	upstream string // FerretDB's address
 	log      *slog.Logger
 
-	// slot is the write slot: a request holds it while it has put the channel's one
-	// element in, and gives it back by taking it out.
-	slot chan struct{}
-
 	ctx    context.Context // canceled by close
 	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	links  map[*link]struct{}
 	closed bool
+	// slots holds each database's write slot, made when a write first names the database:
+	// a request holds a slot while it has put the channel's one element in, and gives it
+	// back by taking it out.
+	slots map[string]chan struct{}
 
 	// drainTimeout bounds how long a link whose client went away waits for FerretDB to
 	// finish its write before it gives the slot back regardless.
@@ -137,7 +143,7 @@ func startFront(ln net.Listener, upstream string, drainTimeout time.Duration, lo
 		ln:           ln,
 		upstream:     upstream,
 		log:          log,
-		slot:         make(chan struct{}, 1),
+		slots:        make(map[string]chan struct{}),
 		ctx:          ctx,
 		cancel:       cancel,
 		links:        make(map[*link]struct{}),
@@ -216,17 +222,31 @@ func (f *front) unregister(l *link) {
 	f.mu.Unlock()
 }
 
-// acquire takes the write slot, or gives up and reports false when the link's client side
-// ends first or the front is closing. close ends the links one after the other, so a link
-// it has not reached yet may be handed the slot by one it has closed: such a write is not
-// forwarded.
-func (f *front) acquire(clientDone <-chan struct{}) bool {
+// slotOf returns the write slot of database.
+func (f *front) slotOf(database string) chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	slot, ok := f.slots[database]
+	if !ok {
+		slot = make(chan struct{}, 1)
+		f.slots[database] = slot
+	}
+	return slot
+}
+
+// acquire takes the write slot of req's database and records it in req, or gives up and
+// reports false when the link's client side ends first or the front is closing. close ends
+// the links one after the other, so a link it has not reached yet may be handed the slot by
+// one it has closed: such a write is not forwarded.
+func (f *front) acquire(req *request, clientDone <-chan struct{}) bool {
+	slot := f.slotOf(req.database)
 	select {
-	case f.slot <- struct{}{}:
+	case slot <- struct{}{}:
 		if f.ctx.Err() != nil {
-			f.release()
+			release(slot)
 			return false
 		}
+		req.slot = slot
 		return true
 	case <-clientDone:
 		return false
@@ -235,8 +255,8 @@ func (f *front) acquire(clientDone <-chan struct{}) bool {
 	}
 }
 
-// release gives the write slot back.
-func (f *front) release() { <-f.slot }
+// release gives a write slot back.
+func release(slot chan struct{}) { <-slot }
 
 // link is one client connection and the FerretDB connection that serves it.
 type link struct {
@@ -254,7 +274,7 @@ type link struct {
 
 	mu sync.Mutex
 	// awaiting holds the forwarded requests whose final reply has not been read yet,
-	// oldest first. An entry with write set holds the write slot. A request is added
+	// oldest first. An entry with write set holds its database's write slot. A request is added
 	// before its first byte is written to FerretDB, so one that was written only in part
 	// stays here until FerretDB closes the connection.
 	awaiting []request
@@ -310,8 +330,8 @@ func (l *link) run() {
 	// slot, or closed the connection (so runs none of them), or the front is closing, or
 	// the drain timed out.
 	for _, req := range l.awaiting {
-		if req.write {
-			l.f.release()
+		if req.slot != nil {
+			release(req.slot)
 		}
 	}
 	l.awaiting = nil
@@ -366,11 +386,11 @@ func (l *link) waitDrained(downDone <-chan struct{}) {
 	}
 }
 
-// holdsSlot reports whether one of the awaiting requests holds the write slot. l.mu must
+// holdsSlot reports whether one of the awaiting requests holds a write slot. l.mu must
 // be held.
 func (l *link) holdsSlot() bool {
 	for _, req := range l.awaiting {
-		if req.write {
+		if req.slot != nil {
 			return true
 		}
 	}
@@ -411,9 +431,9 @@ func (l *link) up() {
 			l.f.log.Warn("front: dropping client connection", "err", err)
 			return
 		}
-		l.f.log.Debug("front: request", "op", req.opCode, "command", req.command, "write", req.write,
+		l.f.log.Debug("front: request", "op", req.opCode, "command", req.command, "database", req.database, "write", req.write,
 			"more_to_come", req.moreToCome, "request_id", req.requestID)
-		if req.write && !l.f.acquire(l.clientDone) {
+		if req.write && !l.f.acquire(&req, l.clientDone) {
 			return
 		}
 		l.mu.Lock()
@@ -511,8 +531,8 @@ func (l *link) pair(reply []byte) (req request, drained bool, err error) {
 	drained = l.draining && !l.holdsSlot()
 	l.mu.Unlock()
 
-	if final && req.write {
-		l.f.release()
+	if final && req.slot != nil {
+		release(req.slot)
 	}
 	if !final {
 		l.f.log.Debug("front: reply with moreToCome", "response_to", h.responseTo, "command", req.command)

@@ -217,12 +217,18 @@ func dialClient(t *testing.T, addr string) *wireClient {
 	return &wireClient{t: t, c: c, r: bufio.NewReader(c)}
 }
 
-// send sends the command name with flags and returns its request id.
+// send sends the command name with flags on database "test" and returns its request id.
 func (w *wireClient) send(name string, flags wiremessage.MsgFlag) int32 {
+	w.t.Helper()
+	return w.sendTo("test", name, flags)
+}
+
+// sendTo sends the command name with flags on database and returns its request id.
+func (w *wireClient) sendTo(database, name string, flags wiremessage.MsgFlag) int32 {
 	w.t.Helper()
 	w.nextID++
 	require.NoError(w.t, w.c.SetWriteDeadline(time.Now().Add(ioTimeout)))
-	_, err := w.c.Write(command(w.nextID, flags, doc(name)))
+	_, err := w.c.Write(command(w.nextID, flags, docIn(database, name)))
 	require.NoError(w.t, err)
 	return w.nextID
 }
@@ -355,6 +361,37 @@ func TestFrontReadsPassWrites(t *testing.T) {
 	assert.Equal(t, []string{"start hold", "start find", "end find", "end hold", "start update", "end update"}, u.eventLog())
 }
 
+// A write to another database does not wait for one inside FerretDB: each database has a
+// write slot of its own. A write to the held one's database still waits.
+func TestFrontWritesOfOtherDatabasesPass(t *testing.T) {
+	u := newFakeUpstream(t)
+	f := startTestFront(t, u)
+	addr := f.addr().String()
+
+	writer := dialClient(t, addr)
+	holdID := writer.sendTo("data", "hold", 0)
+	waitFor(t, "the held write to reach the server", hasEvent(u, "start hold"))
+
+	same := dialClient(t, addr)
+	sameID := same.sendTo("data", "update", 0) // waits for the slot of "data"
+	other := dialClient(t, addr)
+	otherID := other.sendTo("leases", "insert", 0)
+	h, err := other.recv()
+	require.NoError(t, err, "the write to another database is answered while the held one runs")
+	assert.Equal(t, otherID, h.responseTo)
+	time.Sleep(50 * time.Millisecond) // time for a wrongly forwarded write to arrive
+	assert.Equal(t, []string{"start hold", "start insert", "end insert"}, u.eventLog())
+
+	u.unhold()
+	h, err = writer.recv()
+	require.NoError(t, err)
+	assert.Equal(t, holdID, h.responseTo)
+	h, err = same.recv()
+	require.NoError(t, err)
+	assert.Equal(t, sameID, h.responseTo)
+	assert.Equal(t, []string{"start hold", "start insert", "end insert", "end hold", "start update", "end update"}, u.eventLog())
+}
+
 // reset ends the client's connection with a TCP reset, as a client that crashes or a
 // middlebox that gives up does.
 func (w *wireClient) reset() {
@@ -422,7 +459,7 @@ func TestFrontKeepsSlotUntilServerAnswers(t *testing.T) {
 
 			time.Sleep(50 * time.Millisecond) // time for a wrongly freed slot to let the update in
 			assert.Equal(t, []string{"start hold"}, u.eventLog(), "a write entered the server beside the held one")
-			assert.Len(t, f.slot, 1, "the slot is held")
+			assert.Len(t, f.slotOf("test"), 1, "the slot is held")
 
 			u.unhold()
 			h, err := waiter.recv()
@@ -626,9 +663,12 @@ func isConnError(err error) bool {
 func TestFrontClosingHandsNoSlot(t *testing.T) {
 	u := newFakeUpstream(t)
 	f := startTestFront(t, u)
-	require.True(t, f.acquire(make(chan struct{})))
-	f.release()
+	req := request{database: "test", write: true}
+	require.True(t, f.acquire(&req, make(chan struct{})))
+	release(req.slot)
 	f.cancel() // what close does first
-	assert.False(t, f.acquire(make(chan struct{})))
-	assert.Empty(t, f.slot, "the slot is free")
+	req = request{database: "test", write: true}
+	assert.False(t, f.acquire(&req, make(chan struct{})))
+	assert.Nil(t, req.slot)
+	assert.Empty(t, f.slotOf("test"), "the slot is free")
 }

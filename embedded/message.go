@@ -13,8 +13,9 @@ import (
 
 // This file reads MongoDB wire messages off a stream and classifies requests as reads or
 // writes. It looks at no more than the front needs: the 16-byte header every message starts
-// with, the OP_MSG flags, the section kinds, and the first key of the command document (the
-// command name). Everything else passes through untouched.
+// with, the OP_MSG flags, the section kinds, the first key of the command document (the
+// command name) and the database the command names ($db, or an OP_QUERY's namespace).
+// Everything else passes through untouched.
 
 const (
 	// headerLen is the size of the header that frames every message in both directions:
@@ -92,8 +93,12 @@ type request struct {
 	requestID  int32
 	opCode     wiremessage.OpCode
 	command    string // the command name; "" when there is none (an unknown opcode)
-	write      bool   // whether it must hold the write slot
+	database   string // the database the command runs on; "" when it names none
+	write      bool   // whether it must hold its database's write slot
 	moreToCome bool   // OP_MSG sent with moreToCome: the client reads no reply to it
+
+	// slot is the write slot the request holds, set by the front when it takes it.
+	slot chan struct{}
 }
 
 // classify tells what msg, a whole request message, is. Requests that cannot be parsed
@@ -117,7 +122,7 @@ func classify(msg []byte) (request, error) {
 		req.moreToCome = moreToCome(msg)
 		doc, err = msgCommand(msg[headerLen:])
 	case opCodeQuery:
-		doc, err = queryCommand(msg[headerLen:])
+		doc, req.database, err = queryCommand(msg[headerLen:])
 	default:
 		return request{}, fmt.Errorf("%w: unsupported opcode %d", errMalformed, h.opCode)
 	}
@@ -132,6 +137,9 @@ func classify(msg []byte) (request, error) {
 	req.command, err = firstKey(doc)
 	if err != nil {
 		return request{}, err
+	}
+	if h.opCode == wiremessage.OpMsg {
+		req.database, _ = doc.Lookup("$db").StringValueOK()
 	}
 	req.write = isWrite(req.command, doc)
 	return req, nil
@@ -183,29 +191,30 @@ func msgCommand(body []byte) (bsoncore.Document, error) {
 }
 
 // queryCommand returns the command document of an OP_QUERY body (the message after its
-// header): int32 flags, cstring fullCollectionName, int32 numberToSkip, int32
-// numberToReturn, query document, optional field selector. Only a query on a
+// header) and the database its namespace names: int32 flags, cstring fullCollectionName,
+// int32 numberToSkip, int32 numberToReturn, query document, optional field selector. Only a query on a
 // "<db>.$cmd" namespace is a command; for any other it returns a nil document. A command
 // wrapped as {$query: {...}, $readPreference: ...} is unwrapped.
-func queryCommand(body []byte) (bsoncore.Document, error) {
+func queryCommand(body []byte) (bsoncore.Document, string, error) {
 	if len(body) < 4 {
-		return nil, fmt.Errorf("%w: OP_QUERY without flags", errMalformed)
+		return nil, "", fmt.Errorf("%w: OP_QUERY without flags", errMalformed)
 	}
 	ns, rem, ok := bsoncore.ReadKey(body[4:])
 	if !ok || len(rem) < 8 {
-		return nil, fmt.Errorf("%w: OP_QUERY namespace truncated", errMalformed)
+		return nil, "", fmt.Errorf("%w: OP_QUERY namespace truncated", errMalformed)
 	}
 	doc, _, ok := bsoncore.ReadDocument(rem[8:])
 	if !ok {
-		return nil, fmt.Errorf("%w: OP_QUERY query truncated", errMalformed)
+		return nil, "", fmt.Errorf("%w: OP_QUERY query truncated", errMalformed)
 	}
+	db, _, _ := strings.Cut(ns, ".")
 	if !strings.HasSuffix(ns, ".$cmd") {
-		return nil, nil
+		return nil, db, nil
 	}
 	if inner, ok := doc.Lookup("$query").DocumentOK(); ok {
 		doc = inner
 	}
-	return doc, nil
+	return doc, db, nil
 }
 
 // firstKey returns the name of the first element of doc: a command's name.

@@ -69,11 +69,16 @@ func opQuery(requestID int32, ns string, query bsoncore.Document) []byte {
 
 // doc builds {name: 1, $db: "test", extra...}.
 func doc(name string, extra ...func(*bsoncore.DocumentBuilder)) bsoncore.Document {
+	return docIn("test", name, extra...)
+}
+
+// docIn builds the command document {name: 1, extra..., $db: database}.
+func docIn(database, name string, extra ...func(*bsoncore.DocumentBuilder)) bsoncore.Document {
 	b := bsoncore.NewDocumentBuilder().AppendInt32(name, 1)
 	for _, e := range extra {
 		e(b)
 	}
-	return b.AppendString("$db", "test").Build()
+	return b.AppendString("$db", database).Build()
 }
 
 // pipeline adds a pipeline of one-key stages to an aggregate command.
@@ -203,6 +208,29 @@ func TestClassify(t *testing.T) {
 			assert.Equal(t, tt.command, req.command)
 			assert.Equal(t, tt.write, req.write)
 			assert.Equal(t, int32(1), req.requestID)
+		})
+	}
+}
+
+// classify reads the database a command names: an OP_MSG's $db, an OP_QUERY's namespace.
+func TestClassifyDatabase(t *testing.T) {
+	noDB := bsoncore.NewDocumentBuilder().AppendInt32("insert", 1).Build()
+	tests := []struct {
+		name     string
+		msg      []byte
+		database string
+	}{
+		{"OP_MSG", command(1, 0, docIn("leases", "update")), "leases"},
+		{"OP_MSG read", command(1, 0, docIn("data", "find")), "data"},
+		{"OP_MSG without $db", command(1, 0, noDB), ""},
+		{"OP_QUERY command", opQuery(1, "admin.$cmd", noDB), "admin"},
+		{"OP_QUERY on a collection", opQuery(1, "data.coll", bsoncore.NewDocumentBuilder().Build()), "data"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := classify(tt.msg)
+			require.NoError(t, err)
+			assert.Equal(t, tt.database, req.database)
 		})
 	}
 }
