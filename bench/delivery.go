@@ -153,7 +153,7 @@ func (e *environment) runDelivery(ctx context.Context, cfg config, stamp string)
 		run.hogs = hogs
 		if !cfg.keep {
 			cctx, cancel := cleanupContext(ctx)
-			err = errors.Join(err, e.dropDatabase(cctx, db))
+			err = errors.Join(err, e.dropDatabase(cctx, db), e.dropDatabase(cctx, db+"_leases"))
 			cancel()
 		}
 		if err != nil {

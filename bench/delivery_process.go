@@ -110,7 +110,9 @@ func deliveryProcess() int {
 		return fail(err)
 	}
 	defer store.Close(ctx)
-	leases, err := idem.Open(ctx, os.Getenv(envRelayURI), idem.Options{Connection: conn})
+	// The leases on a database of their own: their renewals never wait behind the acks, on
+	// the embedded server either, which runs one write per database at a time.
+	leases, err := idem.Open(ctx, os.Getenv(envRelayURI), idem.Options{Connection: server.Connection{Database: conn.Database + "_leases"}})
 	if err != nil {
 		return fail(err)
 	}

@@ -6,7 +6,7 @@
 // share the delivery: each holds some of the store's partitions.
 //
 // A relay over a MongoDB store (database db of the server at uri), with its lease in an idem
-// store beside it (Example_lease runs it). deliver is the engine's own handling of one event:
+// store of its own (Example_lease runs it). deliver is the engine's own handling of one event:
 // load the target execution, advance it, commit.
 //
 //	store, err := aio.Open(ctx, uri, aio.Options{Connection: server.Connection{Database: db}}) // the executions
@@ -14,7 +14,7 @@
 //		log.Fatal(err)
 //	}
 //	defer store.Close(ctx)
-//	leases, err := idem.Open(ctx, uri, idem.Options{Connection: server.Connection{Database: db}}) // the relays' leases
+//	leases, err := idem.Open(ctx, uri, idem.Options{Connection: server.Connection{Database: db + "_leases"}}) // the relays' leases
 //	if err != nil {
 //		log.Fatal(err)
 //	}
@@ -209,7 +209,9 @@
 // relay registers itself under LeaseKey/members/<name> and holds partition p under
 // LeaseKey/partitions/<p>; a store that is not partitioned has the one lease LeaseKey.
 // Give Options.Lease an idem store of its own, with no Pool shared with the execution
-// store: its calls then never wait behind the store's data traffic.
+// store, on a database of its own (the example's db+"_leases"): its calls then never wait
+// behind the store's data traffic, neither in the process nor on a server that runs one
+// write per database at a time, as the embedded server does.
 //
 // # Errors
 //

@@ -43,7 +43,7 @@ func Example_lease() {
 		log.Fatal(err)
 	}
 	defer store.Close(ctx)
-	leases, err := idem.Open(ctx, uri, idem.Options{Connection: server.Connection{Database: db}}) // the relays' leases
+	leases, err := idem.Open(ctx, uri, idem.Options{Connection: server.Connection{Database: db + "_leases"}}) // the relays' leases
 	if err != nil {
 		log.Fatal(err)
 	}

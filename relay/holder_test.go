@@ -10,11 +10,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/idem"
 	"github.com/execstore/execstore/internal/aiotest"
 	"github.com/execstore/execstore/internal/testserver"
 	"github.com/execstore/execstore/memstore"
@@ -255,4 +257,105 @@ func TestLeasesHoldWhileTheStoreStalls(t *testing.T) {
 	eventually(t, func() bool { return r.Stats().Acked == 2 }, "delivered once the store answers")
 	require.NoError(t, stop())
 	assert.Zero(t, r.Stats().LeasesLost)
+}
+
+// updateGate is a command monitor that holds every update command of a lease store while
+// it is shut (renewals are updates: RenewAll's bulk write), and counts the claims' writes
+// (insert, findAndModify) started while it is shut.
+type updateGate struct {
+	mu      sync.Mutex
+	shut    chan struct{} // nil: open
+	held    int           // updates being held now
+	claims  int           // claim writes started while shut
+	monitor *event.CommandMonitor
+}
+
+func newUpdateGate() *updateGate {
+	g := &updateGate{}
+	g.monitor = &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		g.mu.Lock()
+		shut := g.shut
+		switch {
+		case shut == nil:
+		case e.CommandName == "update":
+			g.held++
+		case e.CommandName == "insert" || e.CommandName == "findAndModify":
+			g.claims++
+		}
+		g.mu.Unlock()
+		if shut != nil && e.CommandName == "update" {
+			<-shut // the driver sends the command once Started returns
+			g.mu.Lock()
+			g.held--
+			g.mu.Unlock()
+		}
+	}}
+	return g
+}
+
+func (g *updateGate) close() {
+	g.mu.Lock()
+	g.shut = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *updateGate) open() {
+	g.mu.Lock()
+	if g.shut != nil {
+		close(g.shut)
+		g.shut = nil
+	}
+	g.mu.Unlock()
+}
+
+func (g *updateGate) state() (held, claims int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held, g.claims
+}
+
+// A relay whose renewal is late claims nothing until it is answered: on a lease server that
+// runs one write at a time, a claim would queue ahead of the renewal that keeps the relay's
+// own leases. A and B share the partitions; A's renewal is held at the lease store's
+// client; B stops, releasing its half. While A's renewal is held (well within A's leases'
+// validity), A sends no claim, though the free half is its share now; once the renewal is
+// answered it claims them all.
+func TestClaimsWaitForALateRenewal(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { _ = store.Close(bg) })
+	leaseDB := testserver.Database(t, "lease")
+	gate := newUpdateGate()
+	var idemOpts idem.Options
+	idemOpts.Database = leaseDB
+	idemOpts.ClientOptions = options.Client().SetMonitor(gate.monitor)
+	leasesA, err := idem.Open(bg, srv.URI, idemOpts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = leasesA.Close(bg) })
+	leasesB, _ := openLeases(t, leaseDB)
+
+	const dur = 8 * time.Second // renewals every 2.67s, late after 1.33s, looks every 2s
+	optsA, optsB := leaseOptions(leasesA), leaseOptions(leasesB)
+	optsA.LeaseDuration, optsB.LeaseDuration = dur, dur
+	handle := func(context.Context, execstore.OutboxEntry) error { return nil }
+	rA, rB := relay.New(store, handle, optsA), relay.New(store, handle, optsB)
+	stopA := run(t, rA)
+	stopB := run(t, rB)
+	half := execstore.DefaultPartitions / 2
+	eventually(t, func() bool { return rA.Stats().Partitions == half && rB.Stats().Partitions == half }, "A and B hold half each")
+
+	gate.close()
+	eventually(t, func() bool { held, _ := gate.state(); return held > 0 }, "A's renewal is held")
+	shutAt := time.Now()
+	time.Sleep(dur/6 + 100*time.Millisecond) // the renewal is late
+	require.NoError(t, stopB())              // B releases its half
+	time.Sleep(dur/4 + 200*time.Millisecond) // A looks at least once meanwhile
+	_, claims := gate.state()
+	assert.Zero(t, claims, "A claimed while its renewal was held")
+	assert.Equal(t, half, rA.Stats().Partitions, "A kept its own half, and took no other")
+	assert.Less(t, time.Since(shutAt), dur*2/3-dur/6, "the test looked while A's leases were valid and live")
+	gate.open()
+
+	eventually(t, func() bool { return rA.Stats().Partitions == execstore.DefaultPartitions }, "A claims the free half once its renewal is answered")
+	assert.Zero(t, rA.Stats().LeasesLost)
+	require.NoError(t, stopA())
 }

@@ -19,8 +19,10 @@ var (
 	errStopped    = errors.New("relay: stopped")
 )
 
-// claimFanOut bounds the lease calls (claims, renewals) a relay has in flight at once.
-const claimFanOut = 8
+// claimFanOut bounds the claims a relay has in flight at once. The lease server may run
+// one write at a time (the embedded server does, per database): every claim queued there
+// ahead of a renewal delays it, so the relays' claims together must stay few.
+const claimFanOut = 4
 
 // memberKey is the key under which the relay registers itself, and partitionKey the key of
 // partition p's lease. A store that is not partitioned has one lease, Options.LeaseKey.
@@ -132,7 +134,7 @@ func (s *session[T, K]) keepRenewing(leaseCtx context.Context) {
 		if time.Since(lastRenew) >= dur/3 || renewFailed && time.Since(lastRenew) >= step {
 			lastRenew = time.Now()
 			var fatal error
-			renewFailed, fatal = s.renewAll(leaseCtx)
+			renewFailed, fatal = s.renewWatched(leaseCtx)
 			if fatal != nil {
 				s.endSession(fatal)
 				return
@@ -224,6 +226,24 @@ func (s *session[T, K]) lose(h *hold, cause error) {
 			"last_renewal", h.lease.lastRoundTrip())
 	}
 	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt, Local: h.stoppedAt})
+}
+
+// renewWatched is renewAll, with renewLate set while it is in flight for longer than a lease's
+// margin, and after it failed until one succeeds. A renewal that waits is most often
+// queued on the lease server behind other lease writes: the session's claims, which would
+// add to that queue, wait until it is answered (assign).
+func (s *session[T, K]) renewWatched(leaseCtx context.Context) (failed bool, fatal error) {
+	late := time.AfterFunc(s.r.opts.LeaseDuration/6, func() {
+		s.mu.Lock()
+		s.renewLate = true
+		s.mu.Unlock()
+	})
+	failed, fatal = s.renewAll(leaseCtx)
+	late.Stop()
+	s.mu.Lock()
+	s.renewLate = failed
+	s.mu.Unlock()
+	return failed, fatal
 }
 
 // renewAll renews the member lease and every partition's, in one write. It reports whether
@@ -376,9 +396,17 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 			s.left(h)
 		}
 	}
-	stopping := s.stopping
+	stopping, late := s.stopping, s.renewLate
 	s.mu.Unlock()
 	if stopping || len(missing) == 0 {
+		return nil
+	}
+	if late {
+		// The leases held come first: a claim now would queue ahead of their renewal.
+		if log := r.opts.Logger; log != nil {
+			log.Info("relay: claims wait: this relay's lease renewal is late or failed; it claims its share once the lease server answers it",
+				"partitions_wanted", len(missing), "lease_duration", r.opts.LeaseDuration)
+		}
 		return nil
 	}
 	// Claim only what no live holder has: one read spares the claims bound to fail. It also

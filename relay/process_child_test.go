@@ -24,14 +24,14 @@ import (
 // The environment a relay process of TestProcesses is started with. It also gets MONGODB_URI,
 // the parent's server, so that its TestMain starts no server of its own.
 const (
-	envChildName = "EXECSTORE_RELAY_PROCESS"     // the process's name in the logs
-	envChildDB   = "EXECSTORE_RELAY_PROCESS_DB"  // the database of the executions and the leases
-	envChildLog  = "EXECSTORE_RELAY_PROCESS_LOG" // the file it appends its log lines to
+	envChildName  = "EXECSTORE_RELAY_PROCESS"       // the process's name in the logs
+	envChildDB    = "EXECSTORE_RELAY_PROCESS_DB"    // the database of the executions; the leases' is it with "_leases"
+	envChildLog   = "EXECSTORE_RELAY_PROCESS_LOG"   // the file it appends its log lines to
+	envChildLease = "EXECSTORE_RELAY_PROCESS_LEASE" // its relays' LeaseDuration (a time.Duration)
 )
 
 // How every relay process runs its Relay and its Sweeper.
 const (
-	childLease  = 4 * time.Second // LeaseDuration: a dead process's share is taken over within 5s; long enough for renewals on a loaded server
 	childLanes  = 4
 	childPoll   = 250 * time.Millisecond // no commit of these processes wakes them: they poll
 	childHandle = 3 * time.Millisecond   // a handler's wait, as a downstream call's
@@ -199,6 +199,8 @@ func TestProcessChild(t *testing.T) {
 	}
 	ctx := context.Background()
 	uri, db := os.Getenv("MONGODB_URI"), os.Getenv(envChildDB)
+	lease, err := time.ParseDuration(os.Getenv(envChildLease))
+	require.NoError(t, err)
 	f, err := os.OpenFile(os.Getenv(envChildLog), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	require.NoError(t, err)
 	defer f.Close()
@@ -207,14 +209,14 @@ func TestProcessChild(t *testing.T) {
 	store, err := aio.Open(ctx, uri, aio.Options{Connection: server.Connection{Database: db}})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, store.Close(ctx)) }()
-	leases, err := idem.Open(ctx, uri, idem.Options{Connection: server.Connection{Database: db}})
+	leases, err := idem.Open(ctx, uri, idem.Options{Connection: server.Connection{Database: db + "_leases"}})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, leases.Close(ctx)) }()
 	relayStore, unregister := recording(store, log)
 	defer unregister()
 
 	options := func(of string) relay.Options {
-		opts := relay.Options{Lease: leases, LeaseDuration: childLease, Lanes: childLanes, PollInterval: childPoll,
+		opts := relay.Options{Lease: leases, LeaseDuration: lease, Lanes: childLanes, PollInterval: childPoll,
 			RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 			OnError: func(err error) {
 				line := logLine{Kind: "error", Of: of, Result: err.Error(), End: time.Now().UnixNano()}

@@ -54,23 +54,23 @@ func TestProcessesPartitionCheck(t *testing.T) {
 	victimLog := []logLine{take("p1", 3, at(1)), {Kind: "deliver", Start: at(9), End: at(10)}}
 
 	f := checked(func(c logChecker) {
-		checkPartitions(c, map[string][]logLine{"p1": victimLog, "p2": {take("p2", 3, at(30)), give("p2", 3, at(40))}}, "p1", killedAt, 64)
+		checkPartitions(c, map[string][]logLine{"p1": victimLog, "p2": {take("p2", 3, at(30)), give("p2", 3, at(40))}}, "p1", killedAt, 64, idleLeases)
 	})
 	assert.Empty(t, f.errors, "a take-over 2s after the death")
 	assert.Len(t, f.logs, 1)
 
 	f = checked(func(c logChecker) {
-		checkPartitions(c, map[string][]logLine{"p1": victimLog, "p2": {take("p2", 3, at(5)), give("p2", 3, at(40))}}, "p1", killedAt, 64)
+		checkPartitions(c, map[string][]logLine{"p1": victimLog, "p2": {take("p2", 3, at(5)), give("p2", 3, at(40))}}, "p1", killedAt, 64, idleLeases)
 	})
 	assert.NotEmpty(t, f.errors, "p2 took partition 3 while p1 held it")
 
 	f = checked(func(c logChecker) {
-		checkPartitions(c, map[string][]logLine{"p1": victimLog, "p2": {take("p2", 4, at(30))}}, "p1", killedAt, 64)
+		checkPartitions(c, map[string][]logLine{"p1": victimLog, "p2": {take("p2", 4, at(30))}}, "p1", killedAt, 64, idleLeases)
 	})
 	assert.NotEmpty(t, f.errors, "partition 3 was never taken over")
 
 	f = checked(func(c logChecker) {
-		checkPartitions(c, map[string][]logLine{"p1": victimLog, "p2": {take("p2", 3, at(200))}}, "p1", killedAt, 64)
+		checkPartitions(c, map[string][]logLine{"p1": victimLog, "p2": {take("p2", 3, at(200))}}, "p1", killedAt, 64, idleLeases)
 	})
 	assert.NotEmpty(t, f.errors, "taken over 19s after the death")
 }

@@ -58,7 +58,11 @@ type session[T any, K comparable] struct {
 	lanes   []lane[T]
 	holds   map[int]*hold // the partitions held now
 	member  *lease        // the relay's registration, nil until it is claimed
-	joined  time.Time     // when its first registration was claimed, by the lease server's clock
+	// renewLate is set while a renewal of the session's leases is in flight for longer
+	// than a lease's margin, or the last one failed: the session claims nothing meanwhile
+	// (partitions.go).
+	renewLate bool
+	joined    time.Time // when its first registration was claimed, by the lease server's clock
 	// lost holds, for each partition whose lease this relay lost, when that lease was
 	// claimed: claiming it again is a re-take, not a take-over.
 	lost       map[int]time.Time
