@@ -228,22 +228,26 @@ func (s *session[T, K]) lose(h *hold, cause error) {
 	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt, Local: h.stoppedAt})
 }
 
-// renewWatched is renewAll, with renewLate set while it is in flight for longer than a lease's
-// margin, and after it failed until one succeeds. A renewal that waits is most often
-// queued on the lease server behind other lease writes: the session's claims, which would
-// add to that queue, wait until it is answered (assign).
+// renewWatched is renewAll, recording while it is in flight, and whether it failed, for
+// claimsWait.
 func (s *session[T, K]) renewWatched(leaseCtx context.Context) (failed bool, fatal error) {
-	late := time.AfterFunc(s.r.opts.LeaseDuration/6, func() {
-		s.mu.Lock()
-		s.renewLate = true
-		s.mu.Unlock()
-	})
-	failed, fatal = s.renewAll(leaseCtx)
-	late.Stop()
 	s.mu.Lock()
-	s.renewLate = failed
+	s.renewSent = time.Now()
+	s.mu.Unlock()
+	failed, fatal = s.renewAll(leaseCtx)
+	s.mu.Lock()
+	s.renewSent, s.renewFailed = time.Time{}, failed
 	s.mu.Unlock()
 	return failed, fatal
+}
+
+// claimsWait reports whether the session's renewal is late (in flight for longer than a
+// lease's margin, LeaseDuration/6) or the last one failed. A renewal that waits is most
+// often queued on the lease server behind other lease writes: claims, which would add to
+// that queue, wait until it is answered. The caller holds mu.
+func (s *session[T, K]) claimsWait() bool {
+	inFlight := !s.renewSent.IsZero() && time.Since(s.renewSent) > s.r.opts.LeaseDuration/6
+	return s.renewFailed || inFlight
 }
 
 // renewAll renews the member lease and every partition's, in one write. It reports whether
@@ -396,7 +400,7 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 			s.left(h)
 		}
 	}
-	stopping, late := s.stopping, s.renewLate
+	stopping, late := s.stopping, s.claimsWait()
 	s.mu.Unlock()
 	if stopping || len(missing) == 0 {
 		return nil

@@ -58,11 +58,12 @@ type session[T any, K comparable] struct {
 	lanes   []lane[T]
 	holds   map[int]*hold // the partitions held now
 	member  *lease        // the relay's registration, nil until it is claimed
-	// renewLate is set while a renewal of the session's leases is in flight for longer
-	// than a lease's margin, or the last one failed: the session claims nothing meanwhile
-	// (partitions.go).
-	renewLate bool
-	joined    time.Time // when its first registration was claimed, by the lease server's clock
+	// renewSent is when the renewal of the session's leases in flight was sent (zero: none
+	// is), renewFailed whether the last one failed: while the one in flight is late or the
+	// last failed, the session claims nothing (claimsWait).
+	renewSent   time.Time
+	renewFailed bool
+	joined      time.Time // when its first registration was claimed, by the lease server's clock
 	// lost holds, for each partition whose lease this relay lost, when that lease was
 	// claimed: claiming it again is a re-take, not a take-over.
 	lost       map[int]time.Time
