@@ -46,9 +46,10 @@
 // lists the live relays and wants partition p when it is the (p mod n)-th of the n live
 // relays, in the order of their names. It claims each partition it wants under a lease of
 // its own, which succeeds once the previous holder released it or its lease lapsed, at most
-// 4 claims at a time, and none while its own renewal is late (unanswered after
-// LeaseDuration/6) or failed: the leases it holds come first, and on a lease server that
-// runs one write at a time a claim would queue ahead of their renewal. It hands
+// 4 claims at a time. A look that finds its own renewal late (unanswered after
+// LeaseDuration/6) or failed claims nothing, unless the look before it did the same: the
+// leases it holds come first, and on a lease server that runs one write at a time a claim
+// would queue ahead of their renewal. It hands
 // over each partition it holds and no longer wants: it stops handing the partition's items
 // out, waits for its handlers and acks, and releases the lease. A store that is not
 // partitioned has one partition, and one relay of many holds it.

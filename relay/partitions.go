@@ -244,7 +244,7 @@ func (s *session[T, K]) renewWatched(leaseCtx context.Context) (failed bool, fat
 // claimsWait reports whether the session's renewal is late (in flight for longer than a
 // lease's margin, LeaseDuration/6) or the last one failed. A renewal that waits is most
 // often queued on the lease server behind other lease writes: claims, which would add to
-// that queue, wait until it is answered. The caller holds mu.
+// that queue, wait a look. The caller holds mu.
 func (s *session[T, K]) claimsWait() bool {
 	inFlight := !s.renewSent.IsZero() && time.Since(s.renewSent) > s.r.opts.LeaseDuration/6
 	return s.renewFailed || inFlight
@@ -405,10 +405,15 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	if stopping || len(missing) == 0 {
 		return nil
 	}
-	if late {
-		// The leases held come first: a claim now would queue ahead of their renewal.
+	s.mu.Lock()
+	wait := late && !s.claimsWaited
+	s.claimsWaited = wait
+	s.mu.Unlock()
+	if wait {
+		// The leases held come first: a claim now would queue ahead of their renewal. It
+		// waits one look only, so that a relay whose renewals are always slow still claims.
 		if log := r.opts.Logger; log != nil {
-			log.Info("relay: claims wait: this relay's lease renewal is late or failed; it claims its share once the lease server answers it",
+			log.Info("relay: claims wait: this relay's lease renewal is late or failed; it claims its share at its next look",
 				"partitions_wanted", len(missing), "lease_duration", r.opts.LeaseDuration)
 		}
 		return nil

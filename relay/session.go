@@ -63,7 +63,10 @@ type session[T any, K comparable] struct {
 	// last failed, the session claims nothing (claimsWait).
 	renewSent   time.Time
 	renewFailed bool
-	joined      time.Time // when its first registration was claimed, by the lease server's clock
+	// claimsWaited is set when the last look claimed nothing for a late renewal: the next
+	// claims all the same.
+	claimsWaited bool
+	joined       time.Time // when its first registration was claimed, by the lease server's clock
 	// lost holds, for each partition whose lease this relay lost, when that lease was
 	// claimed: claiming it again is a re-take, not a take-over.
 	lost       map[int]time.Time
