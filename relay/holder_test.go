@@ -261,31 +261,43 @@ func TestLeasesHoldWhileTheStoreStalls(t *testing.T) {
 	assert.Zero(t, r.Stats().LeasesLost)
 }
 
-// updateGate is a command monitor that holds every update command of a lease store while
-// it is shut (renewals are updates: RenewAll's bulk write), and counts the claims' writes
-// (insert, findAndModify) started while it is shut.
+// updateGate is a command monitor on a lease store's client. Once armed, it lets renewals
+// (RenewAll's bulk update) pass until pick chooses one, sent at a moment it likes relative
+// to the relay's last look (the read of the members' records); from then on it holds every
+// renewal until opened, and counts the claims' writes (insert, findAndModify, replacing
+// update) started meanwhile.
 type updateGate struct {
-	mu      sync.Mutex
-	shut    chan struct{} // nil: open
-	held    int           // updates being held now
-	claims  int           // claim writes started while shut
-	monitor *event.CommandMonitor
+	mu       sync.Mutex
+	pick     func(now, lastLook time.Time) bool // nil: not armed
+	shut     chan struct{}                      // nil: updates pass
+	shutAt   time.Time                          // when the first held update was sent
+	lastLook time.Time
+	held     int // updates being held now
+	claims   int // claim writes started while shut
+	monitor  *event.CommandMonitor
 }
 
 func newUpdateGate() *updateGate {
 	g := &updateGate{}
 	g.monitor = &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		now := time.Now()
+		renewal := e.CommandName == "update" && !isReplacement(e.Command)
 		g.mu.Lock()
-		shut := g.shut
 		switch {
-		case shut == nil:
-		case e.CommandName == "update":
-			g.held++
-		case e.CommandName == "insert" || e.CommandName == "findAndModify":
+		case isMembersList(e.Command):
+			g.lastLook = now
+		case renewal && g.shut == nil && g.pick != nil && !g.lastLook.IsZero() && g.pick(now, g.lastLook):
+			g.shut, g.shutAt, g.pick = make(chan struct{}), now, nil
+		case !renewal && g.shut != nil && (e.CommandName == "insert" || e.CommandName == "findAndModify" || e.CommandName == "update"):
 			g.claims++
 		}
+		shut := g.shut
+		hold := shut != nil && renewal
+		if hold {
+			g.held++
+		}
 		g.mu.Unlock()
-		if shut != nil && e.CommandName == "update" {
+		if hold {
 			<-shut // the driver sends the command once Started returns
 			g.mu.Lock()
 			g.held--
@@ -295,14 +307,43 @@ func newUpdateGate() *updateGate {
 	return g
 }
 
-func (g *updateGate) close() {
+// isReplacement reports whether the update command cmd replaces its document, as the claim
+// of a lapsed or released record does where the server's clock is read apart (a renewal
+// sets fields, or runs a pipeline).
+func isReplacement(cmd bson.Raw) bool {
+	u, err := cmd.LookupErr("updates", "0", "u")
+	if err != nil {
+		return false
+	}
+	doc, ok := u.DocumentOK()
+	if !ok {
+		return false // a pipeline
+	}
+	first, err := doc.IndexErr(0)
+	return err == nil && !strings.HasPrefix(first.Key(), "$")
+}
+
+// isMembersList reports whether cmd reads the members' records by their prefix: a find, or
+// an aggregate that matches first.
+func isMembersList(cmd bson.Raw) bool {
+	from, ok := cmd.Lookup("filter", "_id", "$gte").StringValueOK()
+	if !ok {
+		from, ok = cmd.Lookup("pipeline", "0", "$match", "_id", "$gte").StringValueOK()
+	}
+	return ok && strings.HasSuffix(from, "/members/")
+}
+
+// closeWhen arms the gate: the first update for which pick returns true, and every one
+// after it, is held.
+func (g *updateGate) closeWhen(pick func(now, lastLook time.Time) bool) {
 	g.mu.Lock()
-	g.shut = make(chan struct{})
+	g.pick = pick
 	g.mu.Unlock()
 }
 
 func (g *updateGate) open() {
 	g.mu.Lock()
+	g.pick = nil
 	if g.shut != nil {
 		close(g.shut)
 		g.shut = nil
@@ -310,10 +351,12 @@ func (g *updateGate) open() {
 	g.mu.Unlock()
 }
 
-func (g *updateGate) state() (held, claims int) {
+// state says how many updates are held now, how many claims were sent since the gate shut,
+// and when it shut (zero: not yet).
+func (g *updateGate) state() (held, claims int, shutAt time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.held, g.claims
+	return g.held, g.claims, g.shutAt
 }
 
 // A relay whose renewal is late lets it go first: the look that finds it late claims
@@ -321,8 +364,16 @@ func (g *updateGate) state() (held, claims int) {
 // renewal that keeps the relay's own leases), and the next claims all the same, so that a
 // relay whose renewals are always slow still takes its share. A and B share the partitions;
 // A's renewal is held at the lease store's client; B stops, releasing its half. A's first
-// look after that sends no claim; a later one takes the free half while the renewal is
-// still held (well within A's leases' validity).
+// look after that sends no claim; the next takes the free half while the renewal is still
+// held, within A's leases' validity.
+//
+// Timing, with the lease at 8s: A renews every 2.67s and looks every 2s; a renewal is late
+// after 1.33s, and A's leases run out 5.33s after the held renewal was sent (8s after the
+// one before it). The look that waits (W) must come after the renewal is late and B's half
+// is free, and the one after it (W+2s) must claim before the leases run out; so the gate
+// holds a renewal sent 1.45–2.15s before W (one in two or three is: the phase of renewals
+// against looks shifts by 0.67–0.85s a renewal). B stops 0.25s after it, once any
+// look just before W's predecessor is over.
 func TestClaimsWaitALookForALateRenewal(t *testing.T) {
 	store := memstore.New(memstore.Options{})
 	t.Cleanup(func() { _ = store.Close(bg) })
@@ -336,11 +387,17 @@ func TestClaimsWaitALookForALateRenewal(t *testing.T) {
 	t.Cleanup(func() { _ = leasesA.Close(bg) })
 	leasesB, _ := openLeases(t, leaseDB)
 
-	const dur = 8 * time.Second // renewals every 2.67s, late after 1.33s, looks every 2s
+	const dur = 8 * time.Second
+	const lookEvery, lateAfter = dur / 4, dur / 6
 	var logA lockedLog
 	optsA, optsB := leaseOptions(leasesA), leaseOptions(leasesB)
 	optsA.LeaseDuration, optsB.LeaseDuration = dur, dur
 	optsA.Logger = slog.New(slog.NewTextHandler(&logA, nil))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("A's log:\n%s", logA.String())
+		}
+	})
 	handle := func(context.Context, execstore.OutboxEntry) error { return nil }
 	rA, rB := relay.New(store, handle, optsA), relay.New(store, handle, optsB)
 	stopA := run(t, rA)
@@ -349,22 +406,32 @@ func TestClaimsWaitALookForALateRenewal(t *testing.T) {
 	half := execstore.DefaultPartitions / 2
 	eventually(t, func() bool { return rA.Stats().Partitions == half && rB.Stats().Partitions == half }, "A and B hold half each")
 
-	gate.close()
-	eventually(t, func() bool { held, _ := gate.state(); return held > 0 }, "A's renewal is held")
-	shutAt := time.Now()
-	time.Sleep(dur/6 + 100*time.Millisecond) // the renewal is late
-	require.NoError(t, stopB())              // B releases its half
+	gate.closeWhen(func(now, lastLook time.Time) bool {
+		w := lastLook // the first look more than lateAfter+0.12s after now
+		for !w.After(now.Add(lateAfter + 120*time.Millisecond)) {
+			w = w.Add(lookEvery)
+		}
+		t.Logf("a renewal sent %v after a look: the look that would wait in %v", now.Sub(lastLook).Round(time.Millisecond), w.Sub(now).Round(time.Millisecond))
+		return w.Sub(now) < lateAfter+820*time.Millisecond
+	})
+	var shutAt time.Time
+	require.Eventually(t, func() bool { held, _, at := gate.state(); shutAt = at; return held > 0 },
+		6*dur, 5*time.Millisecond, "A's renewal is held")
+	time.Sleep(time.Until(shutAt.Add(250 * time.Millisecond)))
 	const waits = "relay: claims wait"
 	before := strings.Count(logA.String(), waits)
-	rarely(t, func() bool { return strings.Count(logA.String(), waits) > before }, "A looks, and its claims wait")
-	_, claims := gate.state()
+	require.NoError(t, stopB()) // B releases its half
+	eventually(t, func() bool { return strings.Count(logA.String(), waits) > before }, "A looks, and its claims wait")
+	_, claims, _ := gate.state()
 	assert.Zero(t, claims, "A claimed at the look that found its renewal late")
 	assert.Equal(t, half, rA.Stats().Partitions, "A kept its own half, and took no other yet")
+	assert.Greater(t, time.Since(shutAt), lateAfter, "A's renewal was late at that look")
 
-	rarely(t, func() bool { return rA.Stats().Partitions == execstore.DefaultPartitions }, "A's next look claims the free half")
-	held, _ := gate.state()
+	eventually(t, func() bool { return rA.Stats().Partitions == execstore.DefaultPartitions }, "A's next look claims the free half")
+	t.Logf("A held all %d partitions %v after its renewal was held", execstore.DefaultPartitions, time.Since(shutAt).Round(time.Millisecond))
+	held, _, _ := gate.state()
 	assert.Positive(t, held, "the renewal was still held")
-	assert.Less(t, time.Since(shutAt), dur*2/3, "the test looked while A's leases were valid")
+	assert.Less(t, time.Since(shutAt), dur*2/3, "A claimed while its leases were valid")
 	gate.open()
 	require.NoError(t, stopA())
 	assert.Zero(t, rA.Stats().LeasesLost)
