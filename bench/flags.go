@@ -10,17 +10,18 @@ import (
 	"time"
 )
 
-// Sizes of a run when none is given: quick ones, which keep the default run within a minute
-// on a 2-core machine with the embedded server, and full ones (-quick=false).
+// Sizes of a run when none is given: quick ones, which keep the default run within 90 s on
+// an idle 2-core machine with the embedded server (bench/README.md has the time measured),
+// and full ones (-quick=false).
 const (
 	quickExecutions = 64
 	quickEvents     = 100
 	fullExecutions  = 128
 	fullEvents      = 1000
-	quickIdemKeys   = 200
+	quickIdemKeys   = 100
 	fullIdemKeys    = 2000
 
-	quickJournalInvocations = 100
+	quickJournalInvocations = 50
 	fullJournalInvocations  = 1000
 
 	// The memory variant's budget: it has no server, so a run as small as the others would
@@ -101,7 +102,7 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	fs.IntVar(&cfg.memoryEvents, "memory-events", 0,
 		fmt.Sprintf("events each run of the memory variant processes (default %d, or %d with -quick=false)", quickMemoryEvents, fullMemoryEvents))
 	fs.BoolVar(&cfg.quick, "quick", true,
-		"size the runs so that the default run finishes within a minute on 2 cores; -quick=false for larger runs")
+		"size the runs so that the default run finishes within 90 s on 2 idle cores; -quick=false for larger runs")
 	fs.StringVar(&cfg.out, "out", "bench-out", "directory for bench-results.json and bench.png (bench-scaling.json with -scaling)")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of every random choice of the workload")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (the embedded server included) to this file")
