@@ -49,11 +49,19 @@
 //     execstore.ErrOutcomeUnknown), unless a read settles it exactly. A claim whose token
 //     (chosen before sending) is read back is the caller's (Claim.Settled). A complete is
 //     settled when the record shows it done, or fenced.
-//   - RenewAll and List change nothing that Renew and Get do not. RenewAll is one bulk
-//     write of the guarded updates Renew sends, one per claim, each matching only its key
-//     still claimed with its token. Its statements are in key order, so two holders' bulk
-//     renewals on a row-locking engine never wait on each other in a cycle. A claim taken
-//     over in between makes its statement match nothing, and RenewAll reports it false.
+//   - RenewAll and List change nothing that Renew and Get do not. RenewAll is one write
+//     that matches each claim's record only while it is claimed with that claim's token:
+//     with MongoDB's formulation a bulk write of the guarded updates Renew sends, one per
+//     claim, in key order, so two holders' bulk renewals on a row-locking engine never wait
+//     on each other in a cycle; with the FerretDB formulation one updateMany per 96 claims
+//     whose filter is the same guards joined by $or, under an _id $in that a row-locking
+//     engine serves from its _id index. Each record is matched and updated alone,
+//     atomically, as by Renew. On a row-locking engine two holders' renewals lock only
+//     records that carry their own tokens, so one waits for the other only on a record
+//     taken over from it meanwhile; a cycle would need two such take-overs in opposite
+//     directions at once, and the engine would end it by failing one write, an error the
+//     holder retries. A claim taken over in between makes it match nothing, and RenewAll
+//     reports it false.
 //     When the write matches fewer claims than it holds, one read of their records (by _id)
 //     tells which: a claim is true when its record is still claimed with its token. That is
 //     right whatever another process writes between the write and the read. A record matches
@@ -63,7 +71,7 @@
 //     with the token was so when the write ran, so the write renewed it. A record the read
 //     finds otherwise is no longer held, and false says so, even when the write renewed it
 //     just before another holder reclaimed it. On a row-locking engine the read starts after
-//     the bulk's reply, so after every statement committed, and reads the last committed
+//     the write's reply, so after every record it updated committed, and reads the last committed
 //     version of each row without waiting on a lock. MongoDB's read at the primary sees
 //     every write acknowledged before it.
 //     List is one read: it decides nothing, and a claim decides again.

@@ -18,18 +18,19 @@ type Held struct {
 	Key, Token string
 }
 
-// RenewAll renews each of claims as Renew does, in one bulk write: renewed[i] reports
+// RenewAll renews each of claims as Renew does, in one write: renewed[i] reports
 // whether claims[i] was renewed (false: it was fenced or completed). When the write matches
 // fewer claims than it holds, one read of their records tells which still hold: a record
 // still claimed with the claim's token was renewed by the write (the package doc says why).
 // A claim the read finds fenced or completed is false, even when the write renewed it just
-// before. A bad token or lease is execstore.ErrInvalid before any I/O. When the bulk write
+// before. A bad token or lease is execstore.ErrInvalid before any I/O. When the write
 // is unanswered, the error matches execstore.ErrOutcomeUnknown for every claim. When the read
 // fails, RenewAll returns its error: the write may have renewed any of the claims, and
 // renewing them again is harmless.
 //
-// Cost: one update command for all the claims (with the FerretDB formulation, one per 96
-// claims), plus, when some were fenced or completed,
+// Cost: one update command for all the claims (MongoDB's formulation: a bulk write of one
+// guarded update per claim; the FerretDB formulation: one updateMany per 96 claims, whose
+// filter names each claim's key with its token), plus, when some were fenced or completed,
 // one find of their records per 100 claims, whatever the number fenced: two round trips for
 // up to 100 claims. With the
 // FerretDB formulation, plus a reading of the server's clock when the last one is stale.
@@ -126,8 +127,7 @@ func (r *records) readTokens(ctx context.Context, coll *mongo.Collection, keys [
 // the global order of statements, so that two holders' bulk renewals on a row-locking engine
 // never wait on each other in a cycle.
 func renewModels(claims []Held, update any) []mongo.WriteModel {
-	sorted := slices.Clone(claims)
-	slices.SortFunc(sorted, func(a, b Held) int { return strings.Compare(a.Key, b.Key) })
+	sorted := sortedClaims(claims)
 	models := make([]mongo.WriteModel, len(sorted))
 	for i, c := range sorted {
 		models[i] = mongo.NewUpdateOneModel().SetFilter(heldFilter(c.Key, c.Token)).SetUpdate(update)
@@ -152,10 +152,8 @@ func (f *ferretForm) renewAll(ctx context.Context, claims []Held, lease time.Dur
 	end := until(now, eps, lease)
 	update := bson.D{{Key: "$set", Value: bson.D{{Key: fLeaseUntil, Value: end}, {Key: fExpireAt, Value: end.Add(f.grace)}}}}
 	var matched int64
-	// FerretDB 1.x never answers a bulk write of 100 updates or more: the renewals go in
-	// bulks of fewer, in key order still.
-	for chunk := range slices.Chunk(renewModels(claims, update), ferretRenewChunk) {
-		res, err := f.coll.BulkWrite(ctx, chunk, options.BulkWrite().SetOrdered(false))
+	for chunk := range slices.Chunk(sortedClaims(claims), ferretRenewChunk) {
+		res, err := f.coll.UpdateMany(ctx, heldAnyFilter(chunk), update)
 		if err != nil {
 			werr, _ := writeFailure(ctx, "renew", claims[0].Key, err)
 			return 0, werr
@@ -165,5 +163,32 @@ func (f *ferretForm) renewAll(ctx context.Context, claims []Held, lease time.Dur
 	return matched, nil
 }
 
-// ferretRenewChunk bounds the statements of one bulk renewal of the FerretDB formulation.
+// heldAnyFilter matches each of claims' records that is still claimed with its claim's
+// token, as heldFilter does for one: the FerretDB formulation's renewal is one updateMany
+// with it. FerretDB 1.x narrows a statement to one record by its _id only when the filter is
+// that _id alone, and otherwise reads every record of the collection to evaluate it: one
+// statement per claim read the whole collection once per claim, this one reads it once.
+// The _id $in lets a server with an _id index read the claims' records alone.
+func heldAnyFilter(claims []Held) bson.D {
+	keys := make([]string, len(claims))
+	each := make(bson.A, len(claims))
+	for i, c := range claims {
+		keys[i] = c.Key
+		each[i] = bson.D{{Key: "_id", Value: c.Key}, {Key: fToken, Value: c.Token}}
+	}
+	return bson.D{
+		{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}},
+		{Key: fState, Value: string(Claimed)},
+		{Key: "$or", Value: each},
+	}
+}
+
+// sortedClaims is claims in key order.
+func sortedClaims(claims []Held) []Held {
+	sorted := slices.Clone(claims)
+	slices.SortFunc(sorted, func(a, b Held) int { return strings.Compare(a.Key, b.Key) })
+	return sorted
+}
+
+// ferretRenewChunk bounds the claims of one renewal of the FerretDB formulation.
 const ferretRenewChunk = 96

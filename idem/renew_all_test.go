@@ -51,6 +51,18 @@ func TestRenewAll(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []bool{true, true}, renewed, name)
 		assert.LessOrEqual(t, s.Stats().ServerCommands-before, int64(2), "%s: one write (and a reading of the clock) renews both", name)
+
+		// Each token renews its own claim only: a and c's tokens swapped renew neither, though
+		// the write names both keys and both tokens.
+		recA, err := s.Get(bg, held[0].Key)
+		require.NoError(t, err)
+		swapped := []Held{{Key: held[0].Key, Token: held[2].Token}, {Key: held[2].Key, Token: held[0].Token}}
+		renewed, err = s.RenewAll(bg, swapped, 2*longLease)
+		require.NoError(t, err)
+		assert.Equal(t, []bool{false, false}, renewed, "%s: swapped tokens", name)
+		after, err := s.Get(bg, held[0].Key)
+		require.NoError(t, err)
+		assert.Equal(t, recA.Until, after.Until, "%s: a's lease is not renewed by c's token", name)
 	}
 	s := openStore(t, Options{Connection: server.Connection{Database: db}})
 	_, err := s.RenewAll(bg, []Held{{Key: "x", Token: ""}}, longLease)
