@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,10 +34,14 @@ const (
 
 // How every relay process runs its Relay and its Sweeper.
 const (
-	childLanes  = 4
-	childPoll   = 250 * time.Millisecond // no commit of these processes wakes them: they poll
-	childHandle = 3 * time.Millisecond   // a handler's wait, as a downstream call's
-	childStats  = 50 * time.Millisecond  // how often a process logs its relays' Stats
+	childLanes = 4
+	// childPoll is the relays' PollInterval, the default: no commit of these processes wakes
+	// them, they poll. At 250ms, on the embedded server under CPU hogs, the scans of the
+	// three relay processes (each reads every execution there) and their acks kept the
+	// server's CPU busy, lease renewals came back late, and live relays lost leases.
+	childPoll   = time.Second
+	childHandle = 3 * time.Millisecond  // a handler's wait, as a downstream call's
+	childStats  = 50 * time.Millisecond // how often a process logs its relays' Stats
 )
 
 // logLine is one line of a relay process's log. Kind says which fields are set:
@@ -205,6 +211,11 @@ func TestProcessChild(t *testing.T) {
 	require.NoError(t, err)
 	defer f.Close()
 	log := &processLog{name: name, f: f}
+	// The relays' own log (Options.Logger) goes beside it, for a failed run to be read.
+	relayLogFile, err := os.OpenFile(strings.TrimSuffix(os.Getenv(envChildLog), ".log")+".relay.log", os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	require.NoError(t, err)
+	defer relayLogFile.Close()
+	relayLog := slog.New(slog.NewJSONHandler(relayLogFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 	store, err := aio.Open(ctx, uri, aio.Options{Connection: server.Connection{Database: db}})
 	require.NoError(t, err)
@@ -217,6 +228,7 @@ func TestProcessChild(t *testing.T) {
 
 	options := func(of string) relay.Options {
 		opts := relay.Options{Lease: leases, LeaseDuration: lease, Lanes: childLanes, PollInterval: childPoll,
+			Logger:   relayLog.With("of", of),
 			RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 			OnError: func(err error) {
 				line := logLine{Kind: "error", Of: of, Result: err.Error(), End: time.Now().UnixNano()}
