@@ -28,10 +28,14 @@ const (
 
 // How every relay process of the delivery section runs its Relay.
 const (
-	deliveryLease = 2 * time.Second        // LeaseDuration: a dead process's share is taken over within 2.5s
-	deliveryLanes = 1                      // few enough that one process is bound by its lanes, and 4 processes not by the server
-	deliveryWait  = 8 * time.Millisecond   // a handler's wait, as a downstream call's
-	deliveryPoll  = 100 * time.Millisecond // no commit of the process wakes it: it polls
+	deliveryLease = 2 * time.Second      // LeaseDuration: a dead process's share is taken over within 2.5s
+	deliveryLanes = 1                    // few enough that one process is bound by its lanes, and 4 processes not by the server
+	deliveryWait  = 8 * time.Millisecond // a handler's wait, as a downstream call's
+	// deliveryPoll is relay's default PollInterval: no commit of the process wakes it, it
+	// polls. At 100ms the scans of the embedded server, each reading every execution, bound
+	// the delivery: 1s delivered more (1 process 66.8 events/s against 47.9, 2 processes
+	// 87.9 against 38.3), and under load no live process lost a lease (one lost 32 at 100ms).
+	deliveryPoll = time.Second
 )
 
 // deliveryLine is one line of a relay process's log: a handler call ("deliver", Start to
