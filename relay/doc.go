@@ -51,7 +51,10 @@
 // leases it holds come first, and on a lease server that runs one write at a time a claim
 // would queue ahead of their renewal. It hands
 // over each partition it holds and no longer wants: it stops handing the partition's items
-// out, waits for its handlers and acks, and releases the lease. A store that is not
+// out, waits for its handlers and acks, and releases the lease. Handlers still running
+// LeaseDuration after the hand-over began have their context cancelled (what they leave
+// unfinished stays pending, for the next holder); the lease is kept until they returned,
+// whatever they do with their context. A store that is not
 // partitioned has one partition, and one relay of many holds it.
 //
 // A scan reads the pending items of every partition the relay holds, oldest first:

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/execstore/execstore/internal/telemetry"
@@ -112,6 +113,26 @@ func (s *session[T, K]) deliver(l *lane[T]) {
 			s.mu.Unlock()
 			s.r.opts.OnError(report)
 			s.mu.Lock()
+		}
+	}
+}
+
+// releaseQueued releases the items taken under h that wait in a lane, with the items of
+// their executions queued there: a hold that stopped handing items out hands out none of
+// them, and they would otherwise stay in flight behind the handlers of other holds. The
+// caller holds mu.
+func (s *session[T, K]) releaseQueued(h *hold) {
+	k := s.r.kind
+	for i := range s.lanes {
+		l := &s.lanes[i]
+		var of []string
+		for _, q := range l.queue[l.head:] {
+			if lk := k.lane(q.item); s.ledger.holdOf(k.key(q.item)) == h && !slices.Contains(of, lk) {
+				of = append(of, lk)
+			}
+		}
+		for _, lk := range of {
+			s.releaseBehind(l, lk)
 		}
 	}
 }

@@ -166,6 +166,7 @@ func (s *session[T, K]) removeHold(h *hold, cause error) {
 	h.stop(time.Now())
 	h.cancel(cause)
 	s.dropSoon(h)
+	s.releaseQueued(h)
 	s.r.stats.partitions.Add(-1)
 	s.r.stats.holding.Store(len(s.holds) > 0)
 }
@@ -361,8 +362,7 @@ func (s *session[T, K]) members(leaseCtx context.Context) ([]string, error) {
 
 // assign registers the relay, works out the partitions it wants, hands over those it holds
 // and does not want, and claims those it wants and does not hold. A store that is not
-// partitioned has one partition, which every relay wants: the first claim wins it. A
-// partition whose previous hold here still has items in flight is not claimed yet.
+// partitioned has one partition, which every relay wants: the first claim wins it.
 func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	r := s.r
 	if m, err := s.register(leaseCtx); m == nil {
@@ -397,6 +397,7 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 			h.state = holdDraining
 			h.stop(now)
 			s.dropSoon(h)
+			s.releaseQueued(h)
 			s.left(h)
 		}
 	}
@@ -511,14 +512,20 @@ func (s *session[T, K]) took(p int, ls *lease, prev time.Time) {
 		At: ls.claimedAt, Local: local})
 }
 
-// releaseDrained releases the leases of the draining holds with nothing in flight.
+// releaseDrained releases the leases of the draining holds with nothing in flight, and
+// cancels the handlers of those that have drained for LeaseDuration (drainBound).
 func (s *session[T, K]) releaseDrained() {
 	s.mu.Lock()
 	var done []*hold
+	now := time.Now()
 	for _, h := range s.holds {
-		if h.state == holdDraining && h.inFlight == 0 {
+		switch {
+		case h.state != holdDraining:
+		case h.inFlight == 0:
 			done = append(done, h)
 			s.removeHold(h, errHandedOver)
+		case now.Sub(h.stoppedAt) >= s.drainBound():
+			h.cancel(errHandedOver) // what they leave unfinished is released, pending
 		}
 	}
 	s.mu.Unlock()
@@ -529,6 +536,11 @@ func (s *session[T, K]) releaseDrained() {
 	defer cancel()
 	fanOut(len(done), func(i int) { s.giveUp(releaseCtx, done[i]) })
 }
+
+// drainBound is how long a hand-over waits for the handlers of the partition's items to
+// return by themselves before it cancels their context: LeaseDuration. The lease is kept,
+// and renewed, until they returned, whatever they do with their context.
+func (s *session[T, K]) drainBound() time.Duration { return s.r.opts.LeaseDuration }
 
 // releaseAll releases every lease the session holds, once it stopped: its handlers are done
 // and what they finished is acked.
