@@ -72,7 +72,7 @@ func (s *session[T, K]) deliver(l *lane[T]) {
 			ctx, span = s.r.tel.Start(ctx, s.r.op, k.describe(item))
 			s.r.tel.Lag(time.Since(q.at))
 		}
-		err := s.r.handler(ctx, item)
+		err := s.r.handle(ctx, item)
 		if errors.Is(err, ErrLeavePending) {
 			span.EndAs("withheld", nil)
 		} else {

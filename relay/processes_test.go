@@ -85,7 +85,8 @@ func TestProcesses(t *testing.T) { runProcesses(t, false) }
 // It runs when EXECSTORE_UNDER_LOAD=1, as CI's lane on FerretDB 2.5/DocumentDB sets it. On
 // the embedded server it passed 10 runs in 10 once its relays polled at the default
 // PollInterval and idem renewed leases in one updateMany (see childPoll and idem.RenewAll);
-// with either missing, 1 and 6 runs in 10 (bench/README).
+// polling at 1s with the renewal of one update per lease, 7 and 6 in 10; at 250ms, 1 in 9
+// (bench/README).
 func TestProcessesUnderLoad(t *testing.T) {
 	if os.Getenv("EXECSTORE_UNDER_LOAD") != "1" {
 		t.Skip("set EXECSTORE_UNDER_LOAD=1 to run the relay processes under CPU hogs")

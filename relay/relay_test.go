@@ -499,3 +499,49 @@ func (c *ackCounter) AckOutbox(ctx context.Context, source string, seq int64) er
 	time.Sleep(time.Millisecond) // the acks of one batch overlap
 	return c.Store.AckOutbox(ctx, source, seq)
 }
+
+// A handler that panics fails the delivery as an error would, with the panic's value: the
+// relay goes on, the entry is retried and acked once the handler returns nil, and a panic
+// with an error wrapping ErrPermanent moves its entry to dead.
+func TestHandlerPanicIsAFailedDelivery(t *testing.T) {
+	store := newMemstore(t)
+	em := newEmitter(t, store)
+	em.emit("s", "t", "once")
+	em.emit("p", "t", "permanent")
+	var mu sync.Mutex
+	calls := map[string]int{}
+	var reported []error
+	r := relay.New(store, func(_ context.Context, e execstore.OutboxEntry) error {
+		mu.Lock()
+		calls[e.SourceID]++
+		n := calls[e.SourceID]
+		mu.Unlock()
+		switch {
+		case e.SourceID == "p":
+			panic(fmt.Errorf("bad event: %w", relay.ErrPermanent))
+		case n == 1:
+			panic("first try")
+		}
+		return nil
+	}, relay.Options{RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond, OnError: func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reported = append(reported, err)
+	}})
+	stop := run(t, r)
+	eventually(t, func() bool { s := r.Stats(); return s.Acked == 1 && s.Dead == 1 }, "one entry acked, the other dead")
+	require.NoError(t, stop())
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 2, calls["s"], "retried once after its panic")
+	assert.Equal(t, 1, calls["p"], "dead at its first panic")
+	require.Len(t, reported, 2)
+	for _, err := range reported {
+		assert.ErrorContains(t, err, "the handler panicked")
+	}
+	dead, err := store.ListDead(bg, execstore.DeadQuery{})
+	require.NoError(t, err)
+	require.Len(t, dead.Items, 1)
+	assert.Equal(t, "p", dead.Items[0].ExecutionID)
+	assert.Contains(t, dead.Items[0].LastError, "bad event")
+}
