@@ -198,15 +198,7 @@ func TestCloseDuringAHandOverReleasesTheLeases(t *testing.T) {
 	go func() { resA <- rA.Run(bg) }()
 	eventually(t, func() bool { return rA.Stats().Partitions == execstore.DefaultPartitions }, "A holds every partition")
 	// One entry in each partition, each in flight: in its handler, or queued behind one.
-	em := newEmitter(t, store)
-	covered := map[int]bool{}
-	for i := 0; len(covered) < execstore.DefaultPartitions; i++ {
-		id := fmt.Sprintf("s%d", i)
-		if p := execstore.PartitionOf(id, execstore.DefaultPartitions); !covered[p] {
-			covered[p] = true
-			em.emit(id, id, "x")
-		}
-	}
+	emitOnePerPartition(t, store)
 	eventually(t, func() bool { return rA.Stats().InFlight == execstore.DefaultPartitions }, "an entry of each partition in flight")
 	optsB := opts
 	optsB.Lease = leasesB
@@ -478,15 +470,7 @@ func TestHandOverCancelsHandlersThatOutlastALease(t *testing.T) {
 	}, opts)
 	stopA := run(t, rA)
 	eventually(t, func() bool { return rA.Stats().Partitions == execstore.DefaultPartitions }, "A holds every partition")
-	em := newEmitter(t, store)
-	covered := map[int]bool{}
-	for i := 0; len(covered) < execstore.DefaultPartitions; i++ {
-		id := fmt.Sprintf("s%d", i)
-		if p := execstore.PartitionOf(id, execstore.DefaultPartitions); !covered[p] {
-			covered[p] = true
-			em.emit(id, id, "x")
-		}
-	}
+	emitOnePerPartition(t, store)
 	eventually(t, func() bool { return rA.Stats().InFlight == execstore.DefaultPartitions }, "an entry of each partition in A's handlers")
 
 	var mu sync.Mutex
@@ -525,4 +509,18 @@ func TestHandOverCancelsHandlersThatOutlastALease(t *testing.T) {
 	assert.Zero(t, rB.Stats().TakeOvers, "released by A, not lapsed")
 	require.NoError(t, stopA())
 	assert.Zero(t, rA.Stats().LeasesLost)
+}
+
+// emitOnePerPartition commits one entry in each of the store's DefaultPartitions partitions,
+// each from an execution of its own to itself.
+func emitOnePerPartition(t *testing.T, store execstore.Store) {
+	em := newEmitter(t, store)
+	covered := map[int]bool{}
+	for i := 0; len(covered) < execstore.DefaultPartitions; i++ {
+		id := fmt.Sprintf("s%d", i)
+		if p := execstore.PartitionOf(id, execstore.DefaultPartitions); !covered[p] {
+			covered[p] = true
+			em.emit(id, id, "x")
+		}
+	}
 }
