@@ -205,8 +205,10 @@
 //     partitions over at once. No goroutine outlives Run.
 //   - A failing ack slows no other: it is retried after a back-off of its own while the
 //     item stays in flight, and the other acks go on. Once the item's partition is being
-//     handed over or was dropped, it is given up after a few tries (released: delivered
-//     again by the next holder), so a hand-over never waits on it for ever.
+//     handed over or was dropped, it is tried again at once, whatever back-off it had
+//     reached, then every RetryMin or LeaseDuration/12, whichever is shorter, and given up
+//     after a few tries (released: delivered again by the next holder), so a hand-over
+//     never waits on it long.
 //
 // # Defaults
 //

@@ -336,6 +336,30 @@ func TestFailedAckWaitsAlone(t *testing.T) {
 	assert.Equal(t, 1, len(p))
 }
 
+// A failed ack that reached a long back-off while its hold was active is tried again at once
+// when the hold stops (here its lease is lost), then every drainRetry, and given up after
+// ackGiveUp tries: the back-off of an hour does not hold the partition.
+func TestFailedAckHurriedOnceItsHoldStops(t *testing.T) {
+	var poison *poisonAck
+	b := newHarness(t, func(s execstore.Store) kind[execstore.OutboxEntry, entryKey] {
+		poison = &poisonAck{Store: s, seq: -1}
+		return outboxKind{store: poison}
+	}, Options{})
+	b.r.opts.RetryMin, b.r.opts.RetryMax = time.Hour, time.Hour
+	h := b.hold("S", b.lease())
+	e1 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
+	poison.mu.Lock()
+	poison.seq = e1.Outbox[0].Seq
+	poison.mu.Unlock()
+	b.scan()
+	require.Eventually(t, func() bool { return b.r.stats.ackErrors.Load() == 1 }, 10*time.Second, time.Millisecond, "the poisoned ack failed")
+	b.s.lose(h, errLeaseLost)
+	require.Eventually(t, func() bool { return b.held() == 0 }, 10*time.Second, time.Millisecond, "given up within a few drainRetry")
+	poison.mu.Lock()
+	defer poison.mu.Unlock()
+	assert.Equal(t, ackGiveUp, poison.failed)
+}
+
 func newTimerHarness(t *testing.T) *harness[execstore.DueTimer, timerKey] {
 	return newHarness(t, func(s execstore.Store) kind[execstore.DueTimer, timerKey] { return timerKind{store: s} }, Options{})
 }

@@ -167,6 +167,7 @@ func (s *session[T, K]) removeHold(h *hold, cause error) {
 	h.cancel(cause)
 	s.dropSoon(h)
 	s.releaseQueued(h)
+	s.hurrySettling(h)
 	s.r.stats.partitions.Add(-1)
 	s.r.stats.holding.Store(len(s.holds) > 0)
 }
@@ -398,6 +399,7 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 			h.stop(now)
 			s.dropSoon(h)
 			s.releaseQueued(h)
+			s.hurrySettling(h)
 			s.left(h)
 		}
 	}

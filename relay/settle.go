@@ -11,8 +11,31 @@ import (
 // ackGiveUp is how many failed acks of an item whose hold is no longer active (being handed
 // over, or ended) the settler tries before it gives the item up: released, pending in the
 // store, to be delivered again by the partition's next holder. An active hold's item is
-// retried for as long as the session runs.
+// retried for as long as the session runs. Once its hold stopped, an item is tried again at
+// once, whatever back-off it reached, and then every drainRetry (hurrySettling).
 const ackGiveUp = 3
+
+// drainRetry is the wait between the tries of an ack whose hold is no longer active: the
+// shorter of RetryMin and LeaseDuration/12, so that a hand-over waits for no long back-off.
+func (s *session[T, K]) drainRetry() time.Duration {
+	return max(min(s.r.opts.RetryMin, s.r.opts.LeaseDuration/12), time.Millisecond)
+}
+
+// hurrySettling makes the writes of h's items waiting in settleQ due now: h stopped handing
+// items out, and a back-off reached while it was active no longer holds them. The caller
+// holds mu.
+func (s *session[T, K]) hurrySettling(h *hold) {
+	hurried := false
+	for i := range s.settleQ {
+		st := &s.settleQ[i]
+		if s.ledger.holdOf(s.r.kind.key(st.item)) == h && !st.notBefore.IsZero() {
+			st.notBefore, hurried = time.Time{}, true
+		}
+	}
+	if hurried {
+		poke(s.settleWake)
+	}
+}
 
 // settling is an item whose handler returned, waiting for what it settles: its ack (fail
 // nil), or the record of its failed delivery in a DeadLetters store (dead.go).
@@ -142,7 +165,11 @@ func (s *session[T, K]) settleBatch(batch []settling[T]) {
 			s.release(st.item)
 			continue
 		}
-		st.notBefore = now.Add(s.backoff(st.tries))
+		if h.state == holdActive {
+			st.notBefore = now.Add(s.backoff(st.tries))
+		} else {
+			st.notBefore = now.Add(s.drainRetry())
+		}
 		s.settleQ = append(s.settleQ, st)
 	}
 	s.mu.Unlock()
