@@ -294,9 +294,9 @@ func (p *poisonAck) AckOutbox(ctx context.Context, source string, seq int64) err
 	return p.Store.AckOutbox(ctx, source, seq)
 }
 
-// A failed ack waits for its own back-off: an ack after it is sent at once. Once its hold
-// is handed over, it is given up after ackGiveUp tries, so the hand-over is not held up.
-func TestFailedAckWaitsAlone(t *testing.T) {
+// poisonedAck is a harness whose relay holds S's partition, with retries an hour apart, and
+// an entry of S whose ack always fails: the first failure has happened.
+func poisonedAck(t *testing.T) (*harness[execstore.OutboxEntry, entryKey], *poisonAck, *hold, *wake.Committed) {
 	var poison *poisonAck
 	b := newHarness(t, func(s execstore.Store) kind[execstore.OutboxEntry, entryKey] {
 		poison = &poisonAck{Store: s, seq: -1}
@@ -310,6 +310,13 @@ func TestFailedAckWaitsAlone(t *testing.T) {
 	poison.mu.Unlock()
 	b.scan()
 	require.Eventually(t, func() bool { return b.r.stats.ackErrors.Load() == 1 }, 10*time.Second, time.Millisecond, "the poisoned ack failed")
+	return b, poison, h, e1
+}
+
+// A failed ack waits for its own back-off: an ack after it is sent at once. Once its hold
+// is handed over, it is given up after ackGiveUp tries, so the hand-over is not held up.
+func TestFailedAckWaitsAlone(t *testing.T) {
+	b, poison, h, e1 := poisonedAck(t)
 	e2 := b.emit("S", "V", false)
 	require.Eventually(t, func() bool { return b.r.stats.acked.Load() == 1 }, 10*time.Second, time.Millisecond,
 		"the next ack went out without waiting for the failed one's back-off")
@@ -340,19 +347,7 @@ func TestFailedAckWaitsAlone(t *testing.T) {
 // when the hold stops (here its lease is lost), then every drainRetry, and given up after
 // ackGiveUp tries: the back-off of an hour does not hold the partition.
 func TestFailedAckHurriedOnceItsHoldStops(t *testing.T) {
-	var poison *poisonAck
-	b := newHarness(t, func(s execstore.Store) kind[execstore.OutboxEntry, entryKey] {
-		poison = &poisonAck{Store: s, seq: -1}
-		return outboxKind{store: poison}
-	}, Options{})
-	b.r.opts.RetryMin, b.r.opts.RetryMax = time.Hour, time.Hour
-	h := b.hold("S", b.lease())
-	e1 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
-	poison.mu.Lock()
-	poison.seq = e1.Outbox[0].Seq
-	poison.mu.Unlock()
-	b.scan()
-	require.Eventually(t, func() bool { return b.r.stats.ackErrors.Load() == 1 }, 10*time.Second, time.Millisecond, "the poisoned ack failed")
+	b, poison, h, _ := poisonedAck(t)
 	b.s.lose(h, errLeaseLost)
 	require.Eventually(t, func() bool { return b.held() == 0 }, 10*time.Second, time.Millisecond, "given up within a few drainRetry")
 	poison.mu.Lock()
