@@ -387,9 +387,16 @@ func TestClaimsWaitALookForALateRenewal(t *testing.T) {
 	optsA, optsB := leaseOptions(leasesA), leaseOptions(leasesB)
 	optsA.LeaseDuration, optsB.LeaseDuration = dur, dur
 	optsA.Logger = slog.New(slog.NewTextHandler(&logA, nil))
+	// B's releases at its stop are what frees its half: they get the default StopTimeout,
+	// not leaseOptions' short one, and what failed of them is told. (A release that fails
+	// leaves the lease to lapse, a LeaseDuration later, and A's claim comes after that.)
+	optsB.StopTimeout = 0
+	var errsB lockedLog
+	optsB.OnError = func(err error) { fmt.Fprintln(&errsB, err) }
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("A's log:\n%s", logA.String())
+			t.Logf("B's errors:\n%s", errsB.String())
 		}
 	})
 	handle := func(context.Context, execstore.OutboxEntry) error { return nil }
@@ -415,6 +422,7 @@ func TestClaimsWaitALookForALateRenewal(t *testing.T) {
 	const waits = "relay: claims wait"
 	before := strings.Count(logA.String(), waits)
 	require.NoError(t, stopB()) // B releases its half
+	require.Empty(t, errsB.String(), "B released every lease it held")
 	eventually(t, func() bool { return strings.Count(logA.String(), waits) > before }, "A looks, and its claims wait")
 	_, claims, _ := gate.state()
 	assert.Zero(t, claims, "A claimed at the look that found its renewal late")
