@@ -3,6 +3,8 @@ package aio_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/server"
 	"github.com/execstore/execstore/storetest"
 )
 
@@ -134,7 +137,86 @@ func TestOpenAssignsMissingPartitions(t *testing.T) {
 		names = append(names, s.Name)
 	}
 	assert.NotContains(t, names, "outbox_pending")
-	assert.Contains(t, names, ops.IndexOutboxByPartition)
+	assert.Contains(t, names, ops.IndexPendingOutbox)
+}
+
+// Open replaces the indexes of the previous version by ops.Indexes, without a manual step:
+// the database has exactly those of the previous version (the same keys, whole, under their
+// names), and after Open exactly ops.Indexes, each partial where the server builds partial
+// indexes, and the scans find what is pending.
+func TestOpenReplacesTheIndexesOfTheLastVersion(t *testing.T) {
+	const n = 4
+	h := newHarness(t, aio.Options{Partitions: n})
+	executions := h.db.Collection(ops.ExecutionsCollection)
+	for _, spec := range ops.Indexes() {
+		require.NoError(t, executions.Indexes().DropOne(bg, spec.Name))
+	}
+	previous := map[string]bson.D{
+		"outbox_by_partition": {{Key: ops.FieldPartition, Value: 1}, {Key: "outbox_n", Value: 1}},
+		"spawns_by_partition": {{Key: ops.FieldPartition, Value: 1}, {Key: "spawns_n", Value: 1}},
+		"timers_by_partition": {{Key: ops.FieldPartition, Value: 1}, {Key: ops.FieldTimerMin, Value: 1}},
+		"list_definition":     {{Key: ops.FieldDefinitionID, Value: 1}, {Key: "_id", Value: 1}},
+		"list_status":         {{Key: ops.FieldStatus, Value: 1}, {Key: "_id", Value: 1}},
+		"list_parent":         {{Key: ops.FieldParentID, Value: 1}, {Key: "_id", Value: 1}},
+	}
+	for name, key := range previous {
+		_, err := executions.Indexes().CreateOne(bg, mongo.IndexModel{Keys: key, Options: options.Index().SetName(name)})
+		require.NoError(t, err, name)
+	}
+	pending := map[string]bool{}
+	for i := range 12 {
+		id := fmt.Sprintf("u%02d", i)
+		c := execstore.Commit{}
+		if i%2 == 0 {
+			c.Emits = []execstore.Emit{{Event: []byte(id)}}
+			c.Timers = []execstore.TimerOp{execstore.ScheduleTimer("T", time.Unix(1000, 0))}
+			pending[id] = true
+		}
+		mustCommit(t, h.store, newExe(id), c)
+	}
+
+	again := h.reopen(t, aio.Options{})
+	cur, err := executions.Indexes().List(bg)
+	require.NoError(t, err)
+	var specs []struct {
+		Name    string `bson:"name"`
+		Partial bson.D `bson:"partialFilterExpression"`
+	}
+	require.NoError(t, cur.All(bg, &specs))
+	got := map[string]bson.D{}
+	for _, s := range specs {
+		got[s.Name] = s.Partial
+	}
+	want := []string{"_id_"}
+	for _, spec := range ops.Indexes() {
+		want = append(want, spec.Name)
+	}
+	assert.ElementsMatch(t, want, slices.Collect(maps.Keys(got)), "Open left the indexes %v", slices.Collect(maps.Keys(got)))
+	partial := h.store.Server().Family != server.FamilyFerretDB1 // FerretDB 1.x refuses partial indexes
+	for _, spec := range ops.Indexes() {
+		filter, ok := got[spec.Name]
+		if !ok {
+			continue
+		}
+		if partial && spec.Partial != nil {
+			assert.Equal(t, fmt.Sprint(spec.Partial), fmt.Sprint(filter), spec.Name)
+		} else {
+			assert.Nil(t, filter, spec.Name)
+		}
+	}
+	var all []int
+	for p := range n {
+		all = append(all, p)
+	}
+	entries, err := again.PendingOutboxIn(bg, all, 0)
+	require.NoError(t, err)
+	due, err := again.DueTimersIn(bg, all, time.Unix(2000, 0), 0)
+	require.NoError(t, err)
+	assert.Len(t, entries, len(pending))
+	assert.Len(t, due, len(pending))
+	for _, e := range entries {
+		assert.True(t, pending[e.SourceID], e.SourceID)
+	}
 }
 
 // A partitioned scan refuses a partition out of range and an empty list returns nothing,

@@ -17,13 +17,6 @@ import (
 // A document written without a partition (by an earlier version of the module) is in
 // partition 0's scans until it is given its own (AssignPartitionCommand).
 
-// The names of the partitioned scans' indexes (see Indexes).
-const (
-	IndexOutboxByPartition = "outbox_by_partition"
-	IndexSpawnsByPartition = "spawns_by_partition"
-	IndexTimersByPartition = "timers_by_partition"
-)
-
 // Scan is the find of a partitioned scan: its filter, its sort (nil for none) and the name of
 // the index it is hinted to.
 type Scan struct {
@@ -33,22 +26,22 @@ type Scan struct {
 }
 
 // PendingOutboxScan selects the documents of partitions that hold at least one outbox entry,
-// on the index outbox_by_partition. partitions must be distinct and in [0, n) for the
+// on IndexPendingOutbox. partitions must be distinct and in [0, n) for the
 // database's n.
 func PendingOutboxScan(partitions []int) Scan {
-	return Scan{Filter: append(bson.D{InPartitions(partitions)}, PendingOutboxFilter()...), Hint: IndexOutboxByPartition}
+	return Scan{Filter: append(bson.D{InPartitions(partitions)}, PendingOutboxFilter()...), Hint: IndexPendingOutbox}
 }
 
-// PendingSpawnsScan is PendingOutboxScan for the spawn intents, on spawns_by_partition.
+// PendingSpawnsScan is PendingOutboxScan for the spawn intents, on IndexPendingSpawns.
 func PendingSpawnsScan(partitions []int) Scan {
-	return Scan{Filter: append(bson.D{InPartitions(partitions)}, PendingSpawnsFilter()...), Hint: IndexSpawnsByPartition}
+	return Scan{Filter: append(bson.D{InPartitions(partitions)}, PendingSpawnsFilter()...), Hint: IndexPendingSpawns}
 }
 
 // DueScan selects the documents of partitions whose timer hint is due at now (see DueFilter),
-// in hint order, on timers_by_partition.
+// in hint order, on IndexPendingTimers.
 func DueScan(partitions []int, now time.Time) Scan {
 	return Scan{Filter: append(bson.D{InPartitions(partitions)}, DueFilter(now)...),
-		Sort: bson.D{{Key: FieldTimerMin, Value: 1}}, Hint: IndexTimersByPartition}
+		Sort: bson.D{{Key: FieldTimerMin, Value: 1}}, Hint: IndexPendingTimers}
 }
 
 // InPartitions is the condition {partition: {$in: partitions}}, the partitions in increasing

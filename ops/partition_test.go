@@ -6,7 +6,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/server"
@@ -21,38 +20,41 @@ func TestPartitionedScanCommands(t *testing.T) {
 	}
 	assert.Equal(t, Scan{
 		Filter: bson.D{in(int32(0), int32(2), int32(5), nil), {Key: "outbox_n", Value: bson.D{{Key: "$gt", Value: 0}}}},
-		Hint:   "outbox_by_partition",
+		Hint:   "pending_outbox_by_partition",
 	}, PendingOutboxScan([]int{5, 0, 2}))
 	assert.Equal(t, Scan{
 		Filter: bson.D{in(int32(7)), {Key: "spawns_n", Value: bson.D{{Key: "$gt", Value: 0}}}},
-		Hint:   "spawns_by_partition",
+		Hint:   "pending_spawns_by_partition",
 	}, PendingSpawnsScan([]int{7}))
 	assert.Equal(t, Scan{
-		Filter: bson.D{in(int32(1), int32(3)), {Key: "timer_min", Value: bson.D{{Key: "$lte", Value: 100.0}}}},
+		Filter: bson.D{in(int32(1), int32(3)), {Key: "timer_min", Value: bson.D{{Key: "$exists", Value: true}, {Key: "$lte", Value: 100.0}}}},
 		Sort:   bson.D{{Key: "timer_min", Value: 1}},
-		Hint:   "timers_by_partition",
+		Hint:   "pending_timers_by_partition",
 	}, DueScan([]int{3, 1}, unixAt(100)))
 	assert.Equal(t, bson.E{Key: "partition", Value: bson.D{{Key: "$in", Value: bson.A{}}}}, InPartitions(nil))
 }
 
 // Each scan is hinted to an index of Indexes whose first key is the partition and whose
-// second is the field the scan's own condition is on; the indexes of the scans without
-// partitions are obsolete.
+// second is the field the scan's own condition is on, partial on a condition the scan's
+// implies; the indexes of the scans without partitions, and those Indexes replaced, are
+// obsolete.
 func TestScansHaveTheirIndexes(t *testing.T) {
-	keys := map[string]bson.D{}
-	for _, m := range Indexes() {
-		var o options.IndexOptions
-		for _, set := range m.Options.List() {
-			require.NoError(t, set(&o))
-		}
-		keys[*o.Name] = m.Keys.(bson.D)
+	keys := map[string]IndexSpec{}
+	for _, spec := range Indexes() {
+		keys[spec.Name] = spec
+	}
+	implied := map[string]bson.D{
+		IndexPendingOutbox: {{Key: "outbox_n", Value: bson.D{{Key: "$gt", Value: 0}}}},
+		IndexPendingSpawns: {{Key: "spawns_n", Value: bson.D{{Key: "$gt", Value: 0}}}},
+		IndexPendingTimers: {{Key: "timer_min", Value: bson.D{{Key: "$exists", Value: true}}}},
 	}
 	for _, scan := range []Scan{PendingOutboxScan([]int{0}), PendingSpawnsScan([]int{0}), DueScan([]int{0}, unixAt(1))} {
-		k, ok := keys[scan.Hint]
+		spec, ok := keys[scan.Hint]
 		require.True(t, ok, "no index %s", scan.Hint)
-		require.Len(t, k, 2)
-		assert.Equal(t, bson.E{Key: "partition", Value: 1}, k[0], scan.Hint)
-		assert.Equal(t, bson.E{Key: scan.Filter[1].Key, Value: 1}, k[1], scan.Hint)
+		require.Len(t, spec.Key, 2)
+		assert.Equal(t, bson.E{Key: "partition", Value: 1}, spec.Key[0], scan.Hint)
+		assert.Equal(t, bson.E{Key: scan.Filter[1].Key, Value: 1}, spec.Key[1], scan.Hint)
+		assert.Equal(t, implied[scan.Hint], spec.Partial, scan.Hint)
 	}
 	for _, old := range ObsoleteIndexes() {
 		assert.NotContains(t, keys, old)

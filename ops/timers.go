@@ -14,9 +14,12 @@ import (
 // and is never raised by a cancel or a delete. So it may be early, never late: every document
 // with a due timer matches. DueScan adds the partitions to it, and its index makes the scan
 // examine only documents whose hint is due. A matching document may hold no due timer: check
-// each fire time under FieldTimers.
+// each fire time under FieldTimers. It names $exists: true, which $lte implies, as the partial
+// filter of IndexPendingTimers does: DocumentDB 0.106 narrows a scan of a partial index by
+// the partition and the fire time only when the scan's filter holds the partial filter as
+// written (otherwise it reads the whole index).
 func DueFilter(now time.Time) bson.D {
-	return bson.D{{Key: FieldTimerMin, Value: bson.D{{Key: "$lte", Value: contract.StoredTime(now)}}}}
+	return bson.D{{Key: FieldTimerMin, Value: bson.D{{Key: "$exists", Value: true}, {Key: "$lte", Value: contract.StoredTime(now)}}}}
 }
 
 // DeleteTimerCommand is the updateOne that removes the timer at path of execution id only

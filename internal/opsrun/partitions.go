@@ -98,15 +98,23 @@ func AssignPartitions(ctx context.Context, env Env) (int, error) {
 	}
 }
 
-// dropObsoleteIndexes drops ops.ObsoleteIndexes where present. A server answers a missing
-// index with IndexNotFound (code 27).
+// dropObsoleteIndexes drops ops.ObsoleteIndexes where present.
 func dropObsoleteIndexes(ctx context.Context, env Env) error {
 	for _, name := range ops.ObsoleteIndexes() {
-		err := env.Executions.Indexes().DropOne(ctx, name)
-		var ce mongo.CommandError
-		if err != nil && !(errors.As(err, &ce) && (ce.Code == 27 || ce.Name == "IndexNotFound")) {
-			return fmt.Errorf("execstore: dropping index %s: %w", name, err)
+		if err := dropIndex(ctx, env, name); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// dropIndex drops the index name of env.Executions where present. A server answers a missing
+// index with IndexNotFound (code 27).
+func dropIndex(ctx context.Context, env Env, name string) error {
+	err := env.Executions.Indexes().DropOne(ctx, name)
+	var ce mongo.CommandError
+	if err != nil && !(errors.As(err, &ce) && (ce.Code == 27 || ce.Name == "IndexNotFound")) {
+		return fmt.Errorf("execstore: dropping index %s: %w", name, err)
 	}
 	return nil
 }

@@ -1,0 +1,43 @@
+package ops
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// The createIndexes index documents, exactly, in the order they are tried: DocumentDB builds
+// the first, MongoDB refuses enableCompositeTerm and builds the second (a partial index), and
+// FerretDB 1.24 refuses partialFilterExpression too and builds the last.
+func TestIndexForms(t *testing.T) {
+	byName := map[string]IndexSpec{}
+	for _, spec := range Indexes() {
+		byName[spec.Name] = spec
+	}
+	key := bson.D{{Key: "partition", Value: 1}, {Key: "outbox_n", Value: 1}}
+	partial := bson.E{Key: "partialFilterExpression", Value: bson.D{{Key: "outbox_n", Value: bson.D{{Key: "$gt", Value: 0}}}}}
+	assert.Equal(t, []bson.D{
+		{{Key: "key", Value: key}, {Key: "name", Value: "pending_outbox_by_partition"}, partial, {Key: "enableCompositeTerm", Value: true}},
+		{{Key: "key", Value: key}, {Key: "name", Value: "pending_outbox_by_partition"}, partial},
+		{{Key: "key", Value: key}, {Key: "name", Value: "pending_outbox_by_partition"}},
+	}, byName[IndexPendingOutbox].Forms())
+
+	key = bson.D{{Key: "partition", Value: 1}, {Key: "timer_min", Value: 1}}
+	partial = bson.E{Key: "partialFilterExpression", Value: bson.D{{Key: "timer_min", Value: bson.D{{Key: "$exists", Value: true}}}}}
+	assert.Equal(t, []bson.D{
+		{{Key: "key", Value: key}, {Key: "name", Value: "pending_timers_by_partition"}, partial, {Key: "enableCompositeTerm", Value: true}},
+		{{Key: "key", Value: key}, {Key: "name", Value: "pending_timers_by_partition"}, partial},
+		{{Key: "key", Value: key}, {Key: "name", Value: "pending_timers_by_partition"}},
+	}, byName[IndexPendingTimers].Forms())
+
+	key = bson.D{{Key: "status", Value: 1}, {Key: "_id", Value: 1}}
+	assert.Equal(t, []bson.D{
+		{{Key: "key", Value: key}, {Key: "name", Value: "by_status"}, {Key: "enableCompositeTerm", Value: true}},
+		{{Key: "key", Value: key}, {Key: "name", Value: "by_status"}},
+	}, byName[IndexByStatus].Forms())
+
+	assert.Len(t, Indexes(), 5, "two pending-work indexes, one of timers, two of listings")
+	assert.Equal(t, []bson.D{{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a"}}},
+		IndexSpec{Name: "a", Key: bson.D{{Key: "a", Value: 1}}}.Forms())
+}
