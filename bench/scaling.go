@@ -258,7 +258,7 @@ func (e *environment) explain(ctx context.Context, db string, d sweepDesign, r *
 }
 
 // planStages summarizes a MongoDB winning plan as its stages from the top, with the index
-// an index scan uses: "FETCH < IXSCAN timers_by_partition".
+// an index scan uses: "FETCH < IXSCAN pending_timers_by_partition".
 func planStages(plan bson.Raw) string {
 	var stages []string
 	for plan != nil {
@@ -295,7 +295,7 @@ func lookupInt(doc bson.Raw, key string) *int64 {
 // writeScaling prints the scaling table.
 func writeScaling(out io.Writer, server string, results []sweepResult) {
 	fmt.Fprintf(out, "execstore bench -scaling: timer sweep cost by collection size, %s\n", server)
-	fmt.Fprintln(out, "store: find on the timer_min hint (index timers_by_partition); seed: whole-collection find, fire times checked by the client")
+	fmt.Fprintln(out, "store: find on the timer_min hint (index pending_timers_by_partition); seed: whole-collection find, fire times checked by the client")
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "executions\tdesign\tdue\tfound\tsweeps\tms/sweep\tcmds/sweep\tdocs examined\tkeys examined\treturned\tplan")
