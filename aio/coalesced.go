@@ -44,6 +44,12 @@ func newCoalescers(s *Store) {
 
 // idempotentWrite runs w through the write coalescer, or alone when coalescing is off.
 func (s *Store) idempotentWrite(ctx context.Context, kind opKind, w opsrun.IdempotentWrite) error {
+	_, err := s.idempotentWriteAsync(ctx, kind, w).Wait(ctx)
+	return err
+}
+
+// idempotentWriteAsync is idempotentWrite, returning once the write is submitted.
+func (s *Store) idempotentWriteAsync(ctx context.Context, kind opKind, w opsrun.IdempotentWrite) *Future[struct{}] {
 	var r *async.Request[struct{}]
 	r = newRequest(s, kind, func(wctx context.Context) (struct{}, error) {
 		if s.writes == nil {
@@ -57,8 +63,7 @@ func (s *Store) idempotentWrite(ctx context.Context, kind opKind, w opsrun.Idemp
 		return struct{}{}, async.ErrSettledLater
 	})
 	ctx = traced(ctx, s, r, kind, w.ID)
-	_, err := r.Submit(ctx, s.pool, s.shed).Wait(ctx)
-	return err
+	return future(r.Submit(ctx, s.pool, s.shed))
 }
 
 func (s *Store) flushWrites(items []*writeItem) {

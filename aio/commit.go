@@ -49,19 +49,26 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 		if err != nil {
 			return nil, err
 		}
+		var acks []*carriedAck
+		if exe.Version > 0 { // a create has no entries to ack
+			acks = s.carrier.take(exe.ID)
+			seqs.Acked = seqsOf(acks)
+		}
 		note := noteOf(&c)
 		s.begin(&note, exe, &c, seqs)
 		if s.group != nil && exe.Version > 0 {
 			// The worker's context ends when it returns; the batch answers to the caller's.
-			return nil, s.groupCommit(ctx, exe, pc, seqs, epoch, note, r.Future())
+			return nil, s.groupCommit(ctx, exe, pc, seqs, acks, epoch, note, r.Future())
 		}
 		id, version := exe.ID, exe.Version
-		out, err := s.commit(wctx, exe, pc, seqs)
+		out, err := s.commit(wctx, exe, pc, seqs, &acks)
 		if err != nil {
+			s.carrier.dropped(acks)
 			s.commitFailed(id, version, c.ProcessedEventID, err)
 			note.end(false)
 			return nil, err
 		}
+		s.carrier.carried(acks)
 		s.commitWon(exe, c.ProcessedEventID, epoch)
 		s.wake(note)
 		note.end(true)
@@ -88,8 +95,10 @@ func (s *Store) takeSeqs(ctx context.Context, c *execstore.Commit) (ops.Seqs, er
 	return seqs, nil
 }
 
-// commit runs one commit alone: one insert or one guarded update.
-func (s *Store) commit(ctx context.Context, exe *execstore.Execution, pc *ops.PreparedCommit, seqs ops.Seqs) ([]int64, error) {
+// commit runs one commit alone: one insert or one guarded update. It carries the acks *acks
+// (seqs.Acked); if it matches nothing only for one of their entries being gone, it leaves
+// them to be written alone, sets *acks to nil, and is sent again without them.
+func (s *Store) commit(ctx context.Context, exe *execstore.Execution, pc *ops.PreparedCommit, seqs ops.Seqs, acks *[]*carriedAck) ([]int64, error) {
 	next := *exe
 	var pause *backoff.ExponentialBackOff
 	for {
@@ -98,6 +107,11 @@ func (s *Store) commit(ctx context.Context, exe *execstore.Execution, pc *ops.Pr
 			return nil, err
 		}
 		err = opsrun.Commit(ctx, s.env, plan)
+		if gone := (*opsrun.AckedGoneError)(nil); errors.As(err, &gone) {
+			s.carrier.dropped(*acks)
+			*acks, seqs.Acked = nil, nil
+			continue
+		}
 		var moved *opsrun.TraceMovedError
 		if !errors.As(err, &moved) {
 			if err != nil {

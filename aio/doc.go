@@ -36,6 +36,19 @@
 //     answered in the caller's goroutine with no server command. The answer is never older
 //     than this store's own last successful commit or read of the execution. The commit's
 //     guards refuse what a stale entry got wrong.
+//   - An ack (AckOutbox) waits up to Options.AckWait for the next commit of the entry's
+//     source execution through this store. That commit removes the entry in its own
+//     single-document update, guarded by the entry being there as well as by the version,
+//     and lowers the outbox count by one for it: the entry and its count change together or
+//     not at all. If another write removed the entry first (another relay's ack), that guard
+//     misses, nothing is written, and the commit is sent again without the ack: the count is
+//     never lowered twice. On a row-locking engine the guard is evaluated under the row's
+//     lock, against the row the other write left. The ack returns nil only once a write that
+//     removed the entry is known to be applied: the commit that won, or the ack's own write.
+//     An ack no commit took within AckWait, or taken by a commit that lost, was refused or
+//     whose outcome is unknown, is written alone, which does nothing if the commit did remove
+//     the entry. A call whose context ends while it waits writes nothing. Close writes the
+//     waiting acks before it returns.
 //   - What hands out something unique has exactly one winner on every server. That includes
 //     servers that run writes concurrently and lock rows (FerretDB 2.x on DocumentDB). An
 //     execution is created by an insert: a duplicate-key refusal (MongoDB's 11000 or the

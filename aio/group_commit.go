@@ -22,6 +22,7 @@ type commitItem struct {
 	snap execstore.Execution
 	pc   *ops.PreparedCommit
 	seqs ops.Seqs
+	acks []*carriedAck // the acks the commit carries (seqs.Acked)
 	plan ops.CommitPlan
 	// epoch is the snapshot cache's when the commit was submitted.
 	epoch uint64
@@ -48,23 +49,27 @@ func newGroupCommit(s *Store, write batchWriter) *batch.Coalescer[*commitItem] {
 // groupCommit hands a commit of an existing execution to the group commit. The future is
 // settled by flushCommits, or by the caller giving up (see handoff).
 func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, pc *ops.PreparedCommit, seqs ops.Seqs,
-	epoch uint64, note wakeNote, fut *async.Future[[]int64]) error {
+	acks []*carriedAck, epoch uint64, note wakeNote, fut *async.Future[[]int64]) error {
 	// The plan must not share the caller's Data: a caller that gives up once the batch is sent
 	// may change it at once, while the bulk write is still being encoded.
 	snap := *exe
 	snap.Data = bytes.Clone(exe.Data)
 	plan, err := pc.Build(s.env.Layout, &snap, seqs)
 	if err != nil {
+		s.carrier.dropped(acks)
 		note.end(false)
 		return err
 	}
 	plan.SetToken(commitToken())
-	it := &commitItem{ctx: ctx, exe: exe, snap: snap, pc: pc, seqs: seqs, plan: plan, epoch: epoch, note: note, fut: fut}
+	it := &commitItem{ctx: ctx, exe: exe, snap: snap, pc: pc, seqs: seqs, acks: acks, plan: plan, epoch: epoch, note: note, fut: fut}
 	// Whoever settles the future ends the commit on the relays' sinks first: the caller
-	// giving up (or a refusal) here, the flush in settleCommit and settleCommitWon.
+	// giving up (or a refusal) here, the flush in settleCommit and settleCommitWon. The
+	// acks it carries go out alone then: a write that still applies finds their entries
+	// gone and is sent again without them, or leaves the acks' own writes nothing to do.
 	it.hand = fut.HandTo(func(ctxErr error) error {
 		return &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: exe.ID, Err: ctxErr}
 	}, func(err error) {
+		s.carrier.dropped(acks)
 		s.stats.record(opCommit, err)
 		note.end(false)
 	})
@@ -123,8 +128,9 @@ func (s *Store) flushCommits(items []*commitItem, write batchWriter) {
 	var moved []int
 	for i, it := range live {
 		var tm *opsrun.TraceMovedError
+		var gone *opsrun.AckedGoneError
 		switch {
-		case errors.As(errs[i], &tm):
+		case errors.As(errs[i], &tm), errors.As(errs[i], &gone):
 			moved = append(moved, i) // after the others are settled
 		case errs[i] != nil:
 			s.settleCommit(it, async.CallerCause(it.ctx, errs[i]))
@@ -133,13 +139,18 @@ func (s *Store) flushCommits(items []*commitItem, write batchWriter) {
 		}
 	}
 	for _, i := range moved {
-		// Nothing was written: finish it alone with the fresh trace index.
+		// Nothing was written: finish it alone with the fresh trace index, or without the
+		// acks it carried.
 		it := live[i]
-		var tm *opsrun.TraceMovedError
-		errors.As(errs[i], &tm)
 		next := it.snap
-		next.TraceNext = tm.TraceNext
-		if _, err := s.commit(it.ctx, &next, it.pc, it.seqs); err != nil {
+		var tm *opsrun.TraceMovedError
+		if errors.As(errs[i], &tm) {
+			next.TraceNext = tm.TraceNext
+		} else {
+			s.carrier.dropped(it.acks)
+			it.acks, it.seqs.Acked = nil, nil
+		}
+		if _, err := s.commit(it.ctx, &next, it.pc, it.seqs, &it.acks); err != nil {
 			s.settleCommit(it, err)
 			continue
 		}
@@ -148,6 +159,7 @@ func (s *Store) flushCommits(items []*commitItem, write batchWriter) {
 }
 
 func (s *Store) settleCommit(it *commitItem, err error) {
+	s.carrier.dropped(it.acks)
 	s.commitFailed(it.plan.ID, it.plan.Expected, it.plan.EventID, err)
 	if !it.hand.Settle() {
 		return // abandoned: its caller was answered already
@@ -158,6 +170,7 @@ func (s *Store) settleCommit(it *commitItem, err error) {
 }
 
 func (s *Store) settleCommitWon(it *commitItem, version, traceNext int64) {
+	s.carrier.carried(it.acks) // the write won, whoever still waits for it
 	s.wake(it.note)
 	if !it.hand.Settle() {
 		// Abandoned: the caller reloads, its execution is not touched, and the cache

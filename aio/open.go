@@ -29,6 +29,7 @@ type Store struct {
 	writes     *batch.Coalescer[*writeItem]  // nil when coalescing is off
 	loads      *batch.Coalescer[*loadItem]   // nil when coalescing is off
 	cache      *snapshotCache                // nil when Options.CacheSize is 0
+	carrier    *ackCarrier                   // nil with Options.DisableAckCarrying
 	opts       Options                       // with every default worked out
 	shed       bool                          // Options.ShedLoad
 	stop       context.Context               // ends when Close gives up waiting
@@ -73,6 +74,9 @@ func newStore(e storeEnv) *Store {
 	s.outboxSeq = batch.NewSequence(s.reserver(ops.OutboxCounter), e.opts.SeqBlockSize)
 	s.spawnSeq = batch.NewSequence(s.reserver(ops.SpawnCounter), e.opts.SeqBlockSize)
 	s.cache = newSnapshotCache(e.opts.CacheSize, e.opts.DedupeWindow)
+	if !e.opts.DisableAckCarrying {
+		s.carrier = newAckCarrier(s, e.opts.AckWait)
+	}
 	if !e.opts.DisableGroupCommit {
 		s.group = newGroupCommit(s, e.writeBatch)
 	}
@@ -208,6 +212,9 @@ func (s *Store) Server() server.Info { return s.info }
 // the seq prefetchers and, for a store made by Open, disconnects the client. No goroutine of
 // the store outlives it.
 func (s *Store) Close(ctx context.Context) error {
+	if s.carrier != nil {
+		s.carrier.flush() // the acks waiting for a commit go out now, and Close waits for them
+	}
 	s.closing.Store(true)
 	err := s.pool.Close(ctx)
 	if err != nil {

@@ -1,6 +1,8 @@
 package aio
 
 import (
+	"time"
+
 	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/ops"
@@ -73,6 +75,18 @@ type Options struct {
 	// backend reads every document of the collection for any filter but {_id} alone, so
 	// there each load is its own find by _id.
 	DisableCoalescing bool
+	// AckWait is how long an AckOutbox waits for the next commit of the entry's source
+	// execution through this store. That commit removes the entry in its own write, guarded
+	// by the entry being there, and the ack sends no write of its own: the relay's ack of an
+	// event rides in the commit its source makes for its next event. An ack no commit took
+	// within AckWait, or taken by a commit that lost or whose outcome is unknown, is written
+	// alone then, as it is at once with DisableAckCarrying. It returns once the entry is
+	// removed either way, so the ack takes up to AckWait longer. A store that sent no commit
+	// in the last second (one that serves only relays) writes its acks at once. Default
+	// 100ms.
+	AckWait time.Duration
+	// DisableAckCarrying makes every AckOutbox its own write, sent at once.
+	DisableAckCarrying bool
 	// MaxBatch caps the operations of one batch: the commits of a group commit's bulk write,
 	// the acks of a coalesced bulk write, the loads of a coalesced find, and the timers of
 	// one DeleteTimers bulk write. Default 256. On FerretDB the default is 64, and a batch
@@ -120,6 +134,9 @@ func (o Options) check() error {
 	if err := contract.ValidatePartitionCount("Options.Partitions", o.Partitions); err != nil {
 		return err
 	}
+	if o.AckWait < 0 {
+		return contract.Invalid("Options.AckWait", "must not be negative (0 is the default, %v; DisableAckCarrying sends every ack at once), got %v", defaultAckWait, o.AckWait)
+	}
 	return connect.NotNegative("Options.SeqBlockSize", o.SeqBlockSize)
 }
 
@@ -129,6 +146,9 @@ func (o Options) withDefaults(p server.Profile) Options {
 	o.Connection = connect.Defaults(o.Connection, ops.ExecutionsCollection)
 	if o.TraceMax <= 0 {
 		o.TraceMax = contract.DefaultTraceMax
+	}
+	if o.AckWait <= 0 {
+		o.AckWait = defaultAckWait
 	}
 	switch p {
 	case server.MongoDB:

@@ -26,7 +26,10 @@ func (s *Store) AckOutbox(ctx context.Context, sourceID string, seq int64) error
 	if err := contract.ValidateID("sourceID", sourceID); err != nil {
 		return err
 	}
-	return s.idempotentWrite(ctx, opAckOutbox, opsrun.OutboxAckWrite(sourceID, seq))
+	if s.carrier != nil && !s.closing.Load() {
+		return s.carrier.ack(ctx, sourceID, seq)
+	}
+	return s.ackAlone(ctx, sourceID, seq)
 }
 
 // PendingSpawns returns up to limit pending spawn intents (0: all) in relay order.

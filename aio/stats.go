@@ -59,6 +59,9 @@ type Stats struct {
 	// CoalescedOps the acks and loads they served.
 	CoalescedBatches int64
 	CoalescedOps     int64
+	// AcksCarried counts the AckOutbox calls whose entry a commit of its source removed in
+	// its own write (Options.AckWait); the others were written alone.
+	AcksCarried int64
 }
 
 // statCounters are the counters behind Stats: the module's (counters.Ops) and the store's
@@ -69,6 +72,7 @@ type statCounters struct {
 	seqBlocks                    atomic.Int64
 	groupCommits, groupedCommits atomic.Int64
 	coalesced, coalescedOps      atomic.Int64
+	acksCarried                  atomic.Int64
 }
 
 func newStatCounters() *statCounters { return &statCounters{Ops: counters.New(opNames[:]...)} }
@@ -98,6 +102,7 @@ func (s *Store) Stats() Stats {
 		GroupedCommits:   s.stats.groupedCommits.Load(),
 		CoalescedBatches: s.stats.coalesced.Load(),
 		CoalescedOps:     s.stats.coalescedOps.Load(),
+		AcksCarried:      s.stats.acksCarried.Load(),
 	}
 	if s.cache != nil {
 		st.CacheHits, st.CacheMisses = s.cache.hits.Load(), s.cache.misses.Load()

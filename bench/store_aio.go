@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/wake"
 	"github.com/execstore/execstore/server"
 )
 
@@ -85,8 +86,27 @@ func (s *aioStore) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.bg, s.bgAIO = bg, bg
+	s.bg, s.bgAIO = &relayAIO{Store: bg, handlers: st}, bg
+	wake.Register(s.bg, wake.Of(bg))
 	return nil
+}
+
+// relayAIO is the relay's store: its scans, timer deletes and reads are its own client's,
+// and its acks go through the handlers' store, so that each rides in the next commit of its
+// source when one comes within aio's AckWait, as a relay and its engine in one process
+// sharing their store would have it.
+type relayAIO struct {
+	*aio.Store
+	handlers *aio.Store
+}
+
+func (r *relayAIO) AckOutbox(ctx context.Context, sourceID string, seq int64) error {
+	return r.handlers.AckOutbox(ctx, sourceID, seq)
+}
+
+func (r *relayAIO) Close(ctx context.Context) error {
+	wake.Unregister(r)
+	return r.Store.Close(ctx)
 }
 
 // commands counts both stores' clients; pathCommands the handlers' alone.
@@ -104,7 +124,8 @@ func (s *aioStore) counts() map[string]int64 {
 		return nil
 	}
 	st := s.aio.Stats()
-	c := map[string]int64{"group_commits": st.GroupCommits, "grouped_commits": st.GroupedCommits, "seq_blocks": st.SeqBlocks}
+	c := map[string]int64{"group_commits": st.GroupCommits, "grouped_commits": st.GroupedCommits, "seq_blocks": st.SeqBlocks,
+		"acks_carried": st.AcksCarried}
 	if s.cacheSize > 0 {
 		c["cache_hits"], c["cache_misses"] = st.CacheHits, st.CacheMisses
 	}

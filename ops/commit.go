@@ -27,15 +27,24 @@ type CommitPlan struct {
 	Update     bson.D
 	Insert     bson.D // the whole new document; nil unless Expected == 0
 	OutboxSeqs []int64
-	TraceNext  int64 // the execution's trace_next after the commit
-	Token      int64 // the commit_token it stamps; 0 for none (see SetToken)
-	Bytes      int   // about how many bytes the write carries
+	// Acked are the seqs of the execution's outbox entries the update removes, each guarded
+	// by the filter as present (Seqs.Acked). A plan that matches nothing at the version it
+	// expects may have lost only to one of them being gone already: build it again without.
+	Acked     []int64
+	TraceNext int64 // the execution's trace_next after the commit
+	Token     int64 // the commit_token it stamps; 0 for none (see SetToken)
+	Bytes     int   // about how many bytes the write carries
 }
 
-// Seqs are the seqs a commit's outbox entries and spawn intents get, in emit/spawn order.
+// Seqs are the seqs a commit's outbox entries and spawn intents get, in emit/spawn order,
+// and the seqs of the execution's own outbox entries the commit removes (acks it carries).
 type Seqs struct {
 	Outbox []int64
 	Spawns []int64
+	// Acked are entries of the execution's outbox whose delivery was acknowledged: the
+	// commit removes each and lowers outbox_n by one for each, guarded by each entry being
+	// there (a commit whose acked entry is gone matches nothing: see CommitPlan.Acked).
+	Acked []int64
 }
 
 // PreparedCommit is a commit with everything worked out that does not depend on its seqs or
@@ -190,8 +199,15 @@ func (pc *PreparedCommit) Build(l Layout, exe *execstore.Execution, seqs Seqs) (
 	for _, e := range outbox {
 		set = append(set, bson.E{Key: FieldOutbox + "." + e.Key, Value: e.Value})
 	}
-	if len(outbox) > 0 {
-		inc = append(inc, bson.E{Key: fOutboxN, Value: int64(len(outbox))})
+	for _, seq := range seqs.Acked {
+		key := outboxField.entryKey(seq)
+		p.Filter = append(p.Filter, bson.E{Key: key, Value: bson.D{{Key: "$exists", Value: true}}})
+		unset = append(unset, bson.E{Key: key, Value: ""})
+	}
+	p.Acked = seqs.Acked
+	p.Bytes += ackedBytes * len(seqs.Acked)
+	if n := len(outbox) - len(seqs.Acked); n != 0 {
+		inc = append(inc, bson.E{Key: fOutboxN, Value: int64(n)})
 	}
 	for _, e := range spawns {
 		set = append(set, bson.E{Key: FieldSpawns + "." + e.Key, Value: e.Value})
@@ -251,6 +267,10 @@ func (p *CommitPlan) SetToken(token int64) {
 	p.Update[0].Value = append(set, bson.E{Key: FieldCommitToken, Value: token})
 	p.Token = token
 }
+
+// ackedBytes bounds what one acked entry adds to an update: its key in the filter, with
+// {$exists: true}, and in $unset.
+const ackedBytes = 96
 
 // Constants of the size bound: what BSON adds around an entry's own bytes, rounded up. An
 // element is a type byte, its key and a NUL, then its value; a string or binary value adds a

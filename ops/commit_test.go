@@ -309,3 +309,35 @@ func TestSetToken(t *testing.T) {
 
 // unixAt is a fire time given in seconds since the Unix epoch.
 func unixAt(seconds float64) time.Time { return time.Unix(0, int64(seconds*1e9)).UTC() }
+
+// A commit carrying acks: each acked entry guarded as present in the filter and unset, and
+// the count moved by the entries emitted less those acked, in one $inc (none when they
+// cancel out).
+func TestBuildCommitCarryingAcks(t *testing.T) {
+	env := Layout{Profile: server.MongoDB, TraceMax: 200}
+	exe := &execstore.Execution{ID: "x", Status: execstore.Running, Version: 4, Data: []byte("s")}
+	p, err := BuildCommit(env, exe, &execstore.Commit{}, Seqs{Acked: []int64{7, 9}})
+	require.NoError(t, err)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(4)},
+		{Key: "outbox.7", Value: bson.D{{Key: "$exists", Value: true}}},
+		{Key: "outbox.9", Value: bson.D{{Key: "$exists", Value: true}}}}, p.Filter)
+	assert.Equal(t, []int64{7, 9}, p.Acked)
+	unset, inc := opOf(p.Update, "$unset"), opOf(p.Update, "$inc")
+	assert.Equal(t, bson.D{{Key: "outbox.7", Value: ""}, {Key: "outbox.9", Value: ""}}, unset)
+	assert.Equal(t, bson.D{{Key: "outbox_n", Value: int64(-2)}}, inc)
+
+	p, err = BuildCommit(env, exe, &execstore.Commit{Emits: []execstore.Emit{{Event: []byte("e")}}}, Seqs{Outbox: []int64{12}, Acked: []int64{7}})
+	require.NoError(t, err)
+	assert.Nil(t, opOf(p.Update, "$inc"), "one emitted, one acked: the count stays")
+	assert.Equal(t, bson.D{{Key: "outbox.7", Value: ""}}, opOf(p.Update, "$unset"))
+}
+
+// opOf returns the operand of update operator op in update, nil when there is none.
+func opOf(update bson.D, op string) bson.D {
+	for _, e := range update {
+		if e.Key == op {
+			return e.Value.(bson.D)
+		}
+	}
+	return nil
+}

@@ -69,8 +69,7 @@ type outboxKind struct {
 	store execstore.Store
 }
 
-// ackFanOut bounds the acks of one batch in flight at once. Stores that coalesce concurrent
-// acks (package aio) turn them into one bulk write.
+// ackFanOut bounds the failure records of one batch in flight at once (dead.go).
 const ackFanOut = 64
 
 func (outboxKind) key(e execstore.OutboxEntry) entryKey {
@@ -118,11 +117,14 @@ func (outboxKind) handed(c *wake.Committed, _ time.Time) []execstore.OutboxEntry
 
 func (outboxKind) gone(*wake.Committed, execstore.OutboxEntry) bool { return false }
 
-// settle acks the entries, up to ackFanOut at once.
+// settle acks the entries, all at once: a batch holds at most 2×Options.Batch of them.
+// Stores that coalesce concurrent acks (package aio) turn them into few bulk writes, and one
+// that carries an ack in its source's next commit (aio's AckWait) keeps each waiting for it
+// a while: acks sent one group after another would wait that long per group.
 func (k outboxKind) settle(ctx context.Context, entries []execstore.OutboxEntry) []error {
 	errs := make([]error, len(entries))
 	ack := func(i int) { errs[i] = k.store.AckOutbox(ctx, entries[i].SourceID, entries[i].Seq) }
-	workers := min(len(entries), ackFanOut)
+	workers := len(entries)
 	if workers == 1 {
 		ack(0)
 		return errs

@@ -58,6 +58,9 @@ func Commit(ctx context.Context, env Env, plan ops.CommitPlan) error {
 		return alreadyProcessed(&plan, found)
 	}
 	if found == plan.Expected {
+		if len(plan.Acked) > 0 { // an acked entry's guard may be what missed
+			return &AckedGoneError{Acked: plan.Acked}
+		}
 		if plan.Traced { // the trace guards are what missed
 			if traceNext == plan.TraceNext-1 {
 				// The index did not move: the trace has the other profile's shape.
@@ -70,6 +73,16 @@ func Commit(ctx context.Context, env Env, plan ops.CommitPlan) error {
 		return fmt.Errorf("execstore: commit of %q matched nothing at version %d, which the execution still has; nothing was written", plan.ID, found)
 	}
 	return &execstore.ConflictError{ExecutionID: plan.ID, Expected: plan.Expected, Found: found}
+}
+
+// AckedGoneError reports a commit that carried acks (ops.CommitPlan.Acked) and matched nothing
+// at the version it expected: an acked entry was gone already, acked by another write, or
+// another of its guards missed. Nothing was written; build it again without the acks (their
+// entries are removed apart, by writes that are no-ops where they are gone).
+type AckedGoneError struct{ Acked []int64 }
+
+func (e *AckedGoneError) Error() string {
+	return fmt.Sprintf("execstore: a commit carrying the acks of outbox seqs %v matched nothing at its version", e.Acked)
 }
 
 // TraceMovedError reports a commit that lost only its trace guards: a concurrent AppendTrace

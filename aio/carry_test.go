@@ -1,0 +1,180 @@
+package aio_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/ops"
+)
+
+// carryHarness is a store whose acks wait a minute for a commit to carry them, with group
+// commit on or off, and an execution "s" that emitted three entries.
+func carryHarness(t *testing.T, grouped bool) (*harness, *execstore.Execution, []int64) {
+	t.Helper()
+	h := newHarness(t, grouping(grouped, aio.Options{AckWait: time.Minute}))
+	exe := newExe("s")
+	mustCommit(t, h.store, exe, execstore.Commit{})
+	seqs, err := h.store.Commit(bg, exe, execstore.Commit{Emits: []execstore.Emit{
+		{TargetID: "t", Event: []byte("1")}, {TargetID: "t", Event: []byte("2")}, {TargetID: "t", Event: []byte("3")}}})
+	require.NoError(t, err)
+	return h, exe, seqs
+}
+
+// ackAsync starts AckOutbox of seq of exe and waits until it waits for a commit to carry it.
+func ackAsync(t *testing.T, h *harness, ctx context.Context, id string, seq int64) <-chan error {
+	t.Helper()
+	before := h.store.AcksWaiting()
+	done := make(chan error, 1)
+	go func() { done <- h.store.AckOutbox(ctx, id, seq) }()
+	require.Eventually(t, func() bool { return h.store.AcksWaiting() == before+1 }, 5*time.Second, time.Millisecond, "the ack waits")
+	return done
+}
+
+// outboxOf returns the seqs of the entries stored in id's outbox, and its count.
+func outboxOf(t *testing.T, h *harness, id string) ([]int64, int64) {
+	t.Helper()
+	doc := h.rawDoc(t, id)
+	var seqs []int64
+	if v, err := doc.LookupErr(ops.FieldOutbox); err == nil {
+		elems, err := v.Document().Elements()
+		require.NoError(t, err)
+		for _, e := range elems {
+			n, err := strconv.ParseInt(e.Key(), 10, 64)
+			require.NoError(t, err)
+			seqs = append(seqs, n)
+		}
+	}
+	return seqs, rawInt(t, doc, "outbox_n")
+}
+
+func awaitAck(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the ack did not return")
+		return nil
+	}
+}
+
+func eachGrouping(t *testing.T, f func(t *testing.T, grouped bool)) {
+	for _, grouped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("group_commit=%v", grouped), func(t *testing.T) { f(t, grouped) })
+	}
+}
+
+// An ack of an entry of s rides in s's next commit: the commit is the one write, it removes
+// the entry and counts it off, and the ack returns nil once that commit won.
+func TestAckRidesInTheSourcesNextCommit(t *testing.T) {
+	eachGrouping(t, func(t *testing.T, grouped bool) {
+		h, exe, seqs := carryHarness(t, grouped)
+		done := ackAsync(t, h, bg, "s", seqs[0])
+		h.cmds.reset()
+		next, err := h.store.Commit(bg, exe, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("4")}}})
+		require.NoError(t, err)
+		require.NoError(t, awaitAck(t, done))
+		assert.Equal(t, []string{"update"}, h.cmds.snapshot(), "the commit is the only write")
+		stored, n := outboxOf(t, h, "s")
+		assert.ElementsMatch(t, []int64{seqs[1], seqs[2], next[0]}, stored)
+		assert.EqualValues(t, 3, n, "outbox_n counts the entries")
+		assert.EqualValues(t, 1, h.store.Stats().AcksCarried)
+		assert.EqualValues(t, 3, exe.Version)
+	})
+}
+
+// An ack that no commit of its source takes within AckWait is written alone.
+func TestAckNotCarriedWithinAckWaitIsWrittenAlone(t *testing.T) {
+	h := newHarness(t, aio.Options{AckWait: 30 * time.Millisecond})
+	exe := newExe("s")
+	seqs, err := h.store.Commit(bg, exe, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("1")}}})
+	require.NoError(t, err)
+	require.NoError(t, h.store.AckOutbox(bg, "s", seqs[0]))
+	stored, n := outboxOf(t, h, "s")
+	assert.Empty(t, stored)
+	assert.Zero(t, n)
+	assert.Zero(t, h.store.Stats().AcksCarried)
+	pending, err := h.store.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	assert.Empty(t, pending)
+}
+
+// An ack taken by a commit that loses (a stale version) is no ack: it is written alone, and
+// the commit's conflict is the caller's, as it would be without the ack.
+func TestAckTakenByACommitThatLostIsWrittenAlone(t *testing.T) {
+	eachGrouping(t, func(t *testing.T, grouped bool) {
+		h, exe, seqs := carryHarness(t, grouped)
+		stale := *exe
+		mustCommit(t, h.store, exe, execstore.Commit{}) // moves the version past stale's
+		done := ackAsync(t, h, bg, "s", seqs[0])
+		_, err := h.store.Commit(bg, &stale, execstore.Commit{})
+		var conflict *execstore.ConflictError
+		require.ErrorAs(t, err, &conflict)
+		assert.Equal(t, stale.Version, conflict.Expected)
+		require.NoError(t, awaitAck(t, done))
+		stored, n := outboxOf(t, h, "s")
+		assert.ElementsMatch(t, []int64{seqs[1], seqs[2]}, stored)
+		assert.EqualValues(t, 2, n)
+		assert.Zero(t, h.store.Stats().AcksCarried)
+	})
+}
+
+// Another writer removes the entry (another relay's ack, after a hand-over) between the ack
+// starting to wait and the commit that takes it: the commit's guard on the entry misses, the
+// commit is sent again without the ack and wins, the count is lowered once, not twice, and
+// the ack returns nil (its entry is gone).
+func TestAckWhoseEntryAnotherWriterRemovedRidesNot(t *testing.T) {
+	eachGrouping(t, func(t *testing.T, grouped bool) {
+		h, exe, seqs := carryHarness(t, grouped)
+		done := ackAsync(t, h, bg, "s", seqs[0])
+		filter, update := ops.AckOutboxCommand("s", seqs[0])
+		res, err := h.db.Collection(ops.ExecutionsCollection).UpdateOne(bg, filter, update)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, res.ModifiedCount)
+		_, err = h.store.Commit(bg, exe, execstore.Commit{})
+		require.NoError(t, err)
+		require.NoError(t, awaitAck(t, done))
+		stored, n := outboxOf(t, h, "s")
+		assert.ElementsMatch(t, []int64{seqs[1], seqs[2]}, stored)
+		assert.EqualValues(t, 2, n, "outbox_n lowered once")
+		assert.EqualValues(t, 3, rawInt(t, h.rawDoc(t, "s"), ops.FieldVersion))
+	})
+}
+
+// Close writes the acks that wait for a commit before it returns.
+func TestCloseWritesTheWaitingAcks(t *testing.T) {
+	h, _, seqs := carryHarness(t, true)
+	done := ackAsync(t, h, bg, "s", seqs[1])
+	require.NoError(t, h.store.Close(bg))
+	require.NoError(t, awaitAck(t, done))
+	stored, n := outboxOf(t, h, "s")
+	assert.ElementsMatch(t, []int64{seqs[0], seqs[2]}, stored)
+	assert.EqualValues(t, 2, n)
+}
+
+// An ack whose context ends while it waits writes nothing and returns the context's error;
+// a later commit of its source does not carry it.
+func TestAckCancelledWhileItWaitsWritesNothing(t *testing.T) {
+	h, exe, seqs := carryHarness(t, false)
+	ctx, cancel := context.WithCancel(bg)
+	done := ackAsync(t, h, ctx, "s", seqs[0])
+	h.cmds.reset()
+	cancel()
+	err := awaitAck(t, done)
+	assert.True(t, errors.Is(err, context.Canceled), "%v", err)
+	assert.Empty(t, h.cmds.snapshot(), "nothing sent")
+	mustCommit(t, h.store, exe, execstore.Commit{})
+	stored, n := outboxOf(t, h, "s")
+	assert.ElementsMatch(t, seqs, stored)
+	assert.EqualValues(t, 3, n)
+	assert.Zero(t, h.store.AcksWaiting())
+}

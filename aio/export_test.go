@@ -1,0 +1,15 @@
+package aio
+
+// AcksWaiting is how many AckOutbox calls wait for a commit of their source to carry them.
+func (s *Store) AcksWaiting() int {
+	if s.carrier == nil {
+		return 0
+	}
+	s.carrier.mu.Lock()
+	defer s.carrier.mu.Unlock()
+	n := 0
+	for _, acks := range s.carrier.waiting {
+		n += len(acks)
+	}
+	return n
+}
