@@ -49,26 +49,22 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 		if err != nil {
 			return nil, err
 		}
-		var acks []*carriedAck
-		if exe.Version > 0 { // a create has no entries to ack
-			acks = s.carrier.take(exe.ID)
-			seqs.Acked = seqsOf(acks)
-		}
+		k := s.takeCarried(ctx, exe, &c, &seqs)
 		note := noteOf(&c)
 		s.begin(&note, exe, &c, seqs)
 		if s.group != nil && exe.Version > 0 {
 			// The worker's context ends when it returns; the batch answers to the caller's.
-			return nil, s.groupCommit(ctx, exe, pc, seqs, acks, epoch, note, r.Future())
+			return nil, s.groupCommit(ctx, exe, pc, seqs, k, epoch, note, r.Future())
 		}
 		id, version := exe.ID, exe.Version
-		out, err := s.commit(wctx, exe, pc, seqs, &acks)
+		out, err := s.commit(wctx, exe, pc, seqs, &k)
 		if err != nil {
-			s.carrier.dropped(acks)
+			k.lost(s, err)
 			s.commitFailed(id, version, c.ProcessedEventID, err)
 			note.end(false)
 			return nil, err
 		}
-		s.carrier.carried(acks)
+		k.won(s)
 		s.commitWon(exe, c.ProcessedEventID, epoch)
 		s.wake(note)
 		note.end(true)
@@ -95,10 +91,10 @@ func (s *Store) takeSeqs(ctx context.Context, c *execstore.Commit) (ops.Seqs, er
 	return seqs, nil
 }
 
-// commit runs one commit alone: one insert or one guarded update. It carries the acks *acks
-// (seqs.Acked); if it matches nothing only for one of their entries being gone, it leaves
-// them to be written alone, sets *acks to nil, and is sent again without them.
-func (s *Store) commit(ctx context.Context, exe *execstore.Execution, pc *ops.PreparedCommit, seqs ops.Seqs, acks *[]*carriedAck) ([]int64, error) {
+// commit runs one commit alone: one insert or one guarded update. It carries what *k holds
+// (seqs.Acked, seqs.Fired); if it matches nothing only for one of those being gone, it
+// leaves them to be removed apart, empties *k, and is sent again without them.
+func (s *Store) commit(ctx context.Context, exe *execstore.Execution, pc *ops.PreparedCommit, seqs ops.Seqs, k *carried) ([]int64, error) {
 	next := *exe
 	var pause *backoff.ExponentialBackOff
 	for {
@@ -106,10 +102,12 @@ func (s *Store) commit(ctx context.Context, exe *execstore.Execution, pc *ops.Pr
 		if err != nil {
 			return nil, err
 		}
+		if seqs.Fired != nil {
+			plan.SetToken(k.token) // the guard of the fired timer's restore
+		}
 		err = opsrun.Commit(ctx, s.env, plan)
-		if gone := (*opsrun.AckedGoneError)(nil); errors.As(err, &gone) {
-			s.carrier.dropped(*acks)
-			*acks, seqs.Acked = nil, nil
+		if gone := (*opsrun.CarriedGoneError)(nil); errors.As(err, &gone) {
+			seqs = k.gone(s, seqs)
 			continue
 		}
 		var moved *opsrun.TraceMovedError

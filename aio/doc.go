@@ -49,6 +49,19 @@
 //     whose outcome is unknown, is written alone, which does nothing if the commit did remove
 //     the entry. A call whose context ends while it waits writes nothing. Close writes the
 //     waiting acks before it returns.
+//   - A commit made with the context a relay.Sweeper of this process gives the handler of a
+//     due timer, on that timer's execution, removes the timer in its own single-document
+//     update (Stats.TimersCarried), guarded by the timer still being stored at its fire
+//     time as well as by the version. A commit that re-arms or cancels the timer's path
+//     does not carry it: its own operation is the timer's fate. If another write removed or
+//     re-armed the timer first (another sweeper after a hand-over, a commit that cancelled
+//     it), the guard misses, nothing is written, and the commit is sent again without the
+//     removal; on a row-locking engine the guard is evaluated under the row's lock. At most
+//     one commit carries the removal at a time, and none after the handler returned. A
+//     commit that carries it stamps a token of its own, so that the sweeper can put the
+//     timer back when the handler then fails: that restore is one update guarded by the
+//     version and token that commit wrote and the path being empty, so it changes nothing
+//     once any other write reached the execution, nor when the commit was never applied.
 //   - What hands out something unique has exactly one winner on every server. That includes
 //     servers that run writes concurrently and lock rows (FerretDB 2.x on DocumentDB). An
 //     execution is created by an insert: a duplicate-key refusal (MongoDB's 11000 or the

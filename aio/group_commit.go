@@ -19,11 +19,11 @@ type commitItem struct {
 	exe *execstore.Execution // the caller's: touched only while the caller still waits
 	// snap is the store's copy of *exe as the commit was built, Data included: what a rebuild
 	// reads, since a caller that gave up may change *exe at once.
-	snap execstore.Execution
-	pc   *ops.PreparedCommit
-	seqs ops.Seqs
-	acks []*carriedAck // the acks the commit carries (seqs.Acked)
-	plan ops.CommitPlan
+	snap  execstore.Execution
+	pc    *ops.PreparedCommit
+	seqs  ops.Seqs
+	carry carried // what the commit removes in passing (seqs.Acked, seqs.Fired)
+	plan  ops.CommitPlan
 	// epoch is the snapshot cache's when the commit was submitted.
 	epoch uint64
 	note  wakeNote // what the commit, once won, tells the relays
@@ -49,27 +49,32 @@ func newGroupCommit(s *Store, write batchWriter) *batch.Coalescer[*commitItem] {
 // groupCommit hands a commit of an existing execution to the group commit. The future is
 // settled by flushCommits, or by the caller giving up (see handoff).
 func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, pc *ops.PreparedCommit, seqs ops.Seqs,
-	acks []*carriedAck, epoch uint64, note wakeNote, fut *async.Future[[]int64]) error {
+	k carried, epoch uint64, note wakeNote, fut *async.Future[[]int64]) error {
 	// The plan must not share the caller's Data: a caller that gives up once the batch is sent
 	// may change it at once, while the bulk write is still being encoded.
 	snap := *exe
 	snap.Data = bytes.Clone(exe.Data)
 	plan, err := pc.Build(s.env.Layout, &snap, seqs)
 	if err != nil {
-		s.carrier.dropped(acks)
+		k.lost(s, err)
 		note.end(false)
 		return err
 	}
-	plan.SetToken(commitToken())
-	it := &commitItem{ctx: ctx, exe: exe, snap: snap, pc: pc, seqs: seqs, acks: acks, plan: plan, epoch: epoch, note: note, fut: fut}
+	token := k.token
+	if token == 0 {
+		token = commitToken()
+	}
+	plan.SetToken(token)
+	it := &commitItem{ctx: ctx, exe: exe, snap: snap, pc: pc, seqs: seqs, carry: k, plan: plan, epoch: epoch, note: note, fut: fut}
 	// Whoever settles the future ends the commit on the relays' sinks first: the caller
 	// giving up (or a refusal) here, the flush in settleCommit and settleCommitWon. The
 	// acks it carries go out alone then: a write that still applies finds their entries
-	// gone and is sent again without them, or leaves the acks' own writes nothing to do.
+	// gone and is sent again without them, or leaves the acks' own writes nothing to do. A
+	// fired timer it carries counts as maybe removed when the caller gave up after the send.
 	it.hand = fut.HandTo(func(ctxErr error) error {
 		return &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: exe.ID, Err: ctxErr}
 	}, func(err error) {
-		s.carrier.dropped(acks)
+		k.lost(s, err)
 		s.stats.record(opCommit, err)
 		note.end(false)
 	})
@@ -128,7 +133,7 @@ func (s *Store) flushCommits(items []*commitItem, write batchWriter) {
 	var moved []int
 	for i, it := range live {
 		var tm *opsrun.TraceMovedError
-		var gone *opsrun.AckedGoneError
+		var gone *opsrun.CarriedGoneError
 		switch {
 		case errors.As(errs[i], &tm), errors.As(errs[i], &gone):
 			moved = append(moved, i) // after the others are settled
@@ -147,10 +152,9 @@ func (s *Store) flushCommits(items []*commitItem, write batchWriter) {
 		if errors.As(errs[i], &tm) {
 			next.TraceNext = tm.TraceNext
 		} else {
-			s.carrier.dropped(it.acks)
-			it.acks, it.seqs.Acked = nil, nil
+			it.seqs = it.carry.gone(s, it.seqs)
 		}
-		if _, err := s.commit(it.ctx, &next, it.pc, it.seqs, &it.acks); err != nil {
+		if _, err := s.commit(it.ctx, &next, it.pc, it.seqs, &it.carry); err != nil {
 			s.settleCommit(it, err)
 			continue
 		}
@@ -159,7 +163,7 @@ func (s *Store) flushCommits(items []*commitItem, write batchWriter) {
 }
 
 func (s *Store) settleCommit(it *commitItem, err error) {
-	s.carrier.dropped(it.acks)
+	it.carry.lost(s, err)
 	s.commitFailed(it.plan.ID, it.plan.Expected, it.plan.EventID, err)
 	if !it.hand.Settle() {
 		return // abandoned: its caller was answered already
@@ -170,7 +174,7 @@ func (s *Store) settleCommit(it *commitItem, err error) {
 }
 
 func (s *Store) settleCommitWon(it *commitItem, version, traceNext int64) {
-	s.carrier.carried(it.acks) // the write won, whoever still waits for it
+	it.carry.won(s) // the write won, whoever still waits for it
 	s.wake(it.note)
 	if !it.hand.Settle() {
 		// Abandoned: the caller reloads, its execution is not touched, and the cache

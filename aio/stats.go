@@ -26,6 +26,7 @@ const (
 	opAckSpawn
 	opDueTimers
 	opDeleteTimer
+	opRestoreTimer
 	opAppendTrace
 	opReadTrace
 	opFail
@@ -36,7 +37,7 @@ const (
 
 var opNames = [opKinds]string{
 	"load", "load_for_event", "is_processed", "commit", "list", "pending_outbox", "ack_outbox",
-	"pending_spawns", "ack_spawn", "due_timers", "delete_timer", "append_trace", "read_trace",
+	"pending_spawns", "ack_spawn", "due_timers", "delete_timer", "restore_timer", "append_trace", "read_trace",
 	"fail", "list_dead", "revive",
 }
 
@@ -62,6 +63,9 @@ type Stats struct {
 	// AcksCarried counts the AckOutbox calls whose entry a commit of its source removed in
 	// its own write (Options.AckWait); the others were written alone.
 	AcksCarried int64
+	// TimersCarried counts the fired timers a commit made by their handler removed in its own
+	// write (see the package doc); the sweeper deleted the others.
+	TimersCarried int64
 }
 
 // statCounters are the counters behind Stats: the module's (counters.Ops) and the store's
@@ -72,7 +76,7 @@ type statCounters struct {
 	seqBlocks                    atomic.Int64
 	groupCommits, groupedCommits atomic.Int64
 	coalesced, coalescedOps      atomic.Int64
-	acksCarried                  atomic.Int64
+	acksCarried, timersCarried   atomic.Int64
 }
 
 func newStatCounters() *statCounters { return &statCounters{Ops: counters.New(opNames[:]...)} }
@@ -103,6 +107,7 @@ func (s *Store) Stats() Stats {
 		CoalescedBatches: s.stats.coalesced.Load(),
 		CoalescedOps:     s.stats.coalescedOps.Load(),
 		AcksCarried:      s.stats.acksCarried.Load(),
+		TimersCarried:    s.stats.timersCarried.Load(),
 	}
 	if s.cache != nil {
 		st.CacheHits, st.CacheMisses = s.cache.hits.Load(), s.cache.misses.Load()

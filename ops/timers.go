@@ -30,3 +30,16 @@ func DeleteTimerCommand(id, path string, fireAt time.Time) (filter, update bson.
 	return bson.D{{Key: fID, Value: id}, {Key: key, Value: contract.StoredTime(fireAt)}},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: key, Value: ""}}}}
 }
+
+// RestoreTimerCommand is the updateOne that puts back the timer at path of execution id, to
+// fire at fireAt, which the commit that created version with token (CommitPlan.Token)
+// removed (Seqs.Fired): only while the execution is still at that version, written by that
+// commit, and has no timer at path. It keeps FieldTimerMin's promise with $min. It may be
+// repeated: once the timer is back it matches nothing.
+func RestoreTimerCommand(id, path string, fireAt time.Time, version, token int64) (filter, update bson.D) {
+	key := FieldTimers + "." + EncodeKey(path)
+	at := contract.StoredTime(fireAt)
+	return bson.D{{Key: fID, Value: id}, {Key: FieldVersion, Value: version}, {Key: FieldCommitToken, Value: token},
+			{Key: key, Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: key, Value: at}}}, {Key: "$min", Value: bson.D{{Key: FieldTimerMin, Value: at}}}}
+}

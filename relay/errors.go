@@ -31,6 +31,12 @@ var (
 	// event: %w", relay.ErrPermanent)) says the item will never succeed: over a
 	// DeadLetters store it is moved to dead at once, whatever Options.MaxAttempts says.
 	ErrPermanent = errors.New("relay: permanent failure, never retry")
+	// ErrNotRestored: a timer's handler failed after its own commit removed the timer
+	// (see Sweeper), and the timer could not be put back because its execution committed
+	// again in between: that later commit was made on the state without the timer, and may
+	// have cancelled it. The timer is not fired again; its handling stands with the commit.
+	// Options.OnError is given it as an *Error of OpRestore.
+	ErrNotRestored = errors.New("relay: the timer's handler failed after its commit removed the timer, and the execution committed again since; it is not put back")
 )
 
 // Op names the operation an Error is about.
@@ -45,6 +51,9 @@ const (
 	OpRenew   Op = "renew"   // renewing it
 	OpRelease Op = "release" // releasing it
 	OpFail    Op = "fail"    // recording a failed delivery (DeadLetters.Fail)
+	// OpRestore is putting back a fired timer that its handler's commit removed, when the
+	// handler then failed (see Sweeper).
+	OpRestore Op = "restore"
 )
 
 // Error is what Options.OnError is given, and what Run returns when it stops on a failure.

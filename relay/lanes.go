@@ -5,7 +5,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/telemetry"
+	"github.com/execstore/execstore/internal/wake"
 )
 
 // lane delivers the items routed to it one at a time, in the order they were routed. Every
@@ -72,16 +74,25 @@ func (s *session[T, K]) deliver(l *lane[T]) {
 			ctx, span = s.r.tel.Start(ctx, s.r.op, k.describe(item))
 			s.r.tel.Lag(time.Since(q.at))
 		}
+		ctx, fired := k.fired(ctx, item)
 		err := s.r.handle(ctx, item)
 		if errors.Is(err, ErrLeavePending) {
 			span.EndAs("withheld", nil)
 		} else {
 			span.End(err)
 		}
+		removed := fired != nil && s.finishFired(fired, item, err)
 
 		var report error
 		s.mu.Lock()
 		switch {
+		case err == nil && removed:
+			// The handler's commit removed the timer in its own write: its ack completed.
+			s.retries.succeeded(lk)
+			s.gone(item)
+			stats.acked.Add(1)
+			stats.carried.Add(1)
+			poke(s.progress)
 		case err == nil:
 			s.retries.succeeded(lk)
 			s.settleQ = append(s.settleQ, settling[T]{item: item})
@@ -149,4 +160,42 @@ func (s *session[T, K]) releaseBehind(l *lane[T], lk string) {
 	}
 	clear(l.queue[len(kept):])
 	l.queue = kept
+}
+
+// finishFired is called once the handler of item, given fired, returned err. It reports
+// whether a commit the handler made removed the item (then it is acked), after waiting for
+// such a commit still in flight. When the handler failed after a commit that removed the
+// item, or may have, the item is put back first, so that its failure is handled as any
+// other's: at least once. It is not put back when its execution committed again since (a
+// later commit may have cancelled it): that is reported as ErrNotRestored.
+func (s *session[T, K]) finishFired(fired *wake.FiredTimer, item T, err error) bool {
+	removed, restore := fired.Finish(s.ackCtx)
+	if err == nil {
+		return removed
+	}
+	if restore == nil {
+		return false
+	}
+	for tries := 1; ; tries++ {
+		ok, rerr := restore(s.ackCtx)
+		if rerr == nil {
+			switch {
+			case ok:
+				s.r.stats.restored.Add(1)
+			case removed:
+				s.r.opts.OnError(&Error{Op: OpRestore, Item: s.r.kind.describe(item), Err: ErrNotRestored})
+			}
+			return false
+		}
+		if s.ackCtx.Err() != nil || tries >= ackGiveUp || errors.Is(rerr, execstore.ErrClosed) {
+			s.r.opts.OnError(&Error{Op: OpRestore, Item: s.r.kind.describe(item), Err: rerr})
+			return false
+		}
+		t := time.NewTimer(s.backoff(tries))
+		select {
+		case <-t.C:
+		case <-s.ackCtx.Done():
+			t.Stop()
+		}
+	}
 }

@@ -38,6 +38,9 @@ type kind[T any, K comparable] interface {
 	handed(c *wake.Committed, horizon time.Time) []T
 	// gone reports whether c removed item from the store (a timer cancelled or re-armed).
 	gone(c *wake.Committed, item T) bool
+	// fired returns the context the item's handler is given, and the fired timer it holds
+	// (nil for none): a commit made with it may remove the item in its own write.
+	fired(ctx context.Context, item T) (context.Context, *wake.FiredTimer)
 	// settle acks items whose handler returned nil; errs[i] is items[i]'s failure (errs nil:
 	// none failed).
 	settle(ctx context.Context, items []T) (errs []error)

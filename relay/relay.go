@@ -117,6 +117,11 @@ func (outboxKind) handed(c *wake.Committed, _ time.Time) []execstore.OutboxEntry
 
 func (outboxKind) gone(*wake.Committed, execstore.OutboxEntry) bool { return false }
 
+// fired is nil: an entry's ack rides in a commit through the store's own AckOutbox.
+func (outboxKind) fired(ctx context.Context, _ execstore.OutboxEntry) (context.Context, *wake.FiredTimer) {
+	return ctx, nil
+}
+
 // settle acks the entries, all at once: a batch holds at most 2×Options.Batch of them.
 // Stores that coalesce concurrent acks (package aio) turn them into few bulk writes, and one
 // that carries an ack in its source's next commit (aio's AckWait) keeps each waiting for it

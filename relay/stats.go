@@ -22,6 +22,10 @@ type Stats struct {
 	Withheld      int64 // handler calls that returned ErrLeavePending
 	Acked         int64 // items acked (timers deleted) after their handler returned nil
 	AckErrors     int64
+	// Carried counts the timers, of those acked, that the handler's own commit removed in
+	// its write, so that the sweeper sent no delete; Restored those such a commit removed
+	// that were put back because the handler then failed.
+	Carried, Restored int64
 	// Cancelled counts timers read ahead that a commit cancelled or re-armed before their
 	// fire time: dropped, not fired.
 	Cancelled int64
@@ -43,6 +47,7 @@ type counters struct {
 	scans, scanErrors, wakeups, skipped, handedOver atomic.Int64
 	delivered, handlerErrors, withheld              atomic.Int64
 	acked, ackErrors, cancelled                     atomic.Int64
+	carried, restored                               atomic.Int64
 	dead, failureErrors                             atomic.Int64
 	leases, takeOvers, reTakes, leasesLost          atomic.Int64
 	inFlight, partitions                            atomic.Int64
@@ -54,6 +59,7 @@ func (c *counters) snapshot() Stats {
 		Scans: c.scans.Load(), ScanErrors: c.scanErrors.Load(), Wakeups: c.wakeups.Load(), HandedOver: c.handedOver.Load(),
 		Skipped: c.skipped.Load(), Delivered: c.delivered.Load(), HandlerErrors: c.handlerErrors.Load(),
 		Withheld: c.withheld.Load(), Acked: c.acked.Load(), AckErrors: c.ackErrors.Load(),
+		Carried: c.carried.Load(), Restored: c.restored.Load(),
 		Cancelled: c.cancelled.Load(), Dead: c.dead.Load(), FailureErrors: c.failureErrors.Load(),
 		Leases: c.leases.Load(), TakeOvers: c.takeOvers.Load(), ReTakes: c.reTakes.Load(), LeasesLost: c.leasesLost.Load(),
 		InFlight: c.inFlight.Load(), Holding: c.holding.Load(), Partitions: int(c.partitions.Load()),

@@ -130,6 +130,13 @@ func (timerKind) gone(c *wake.Committed, t execstore.DueTimer) bool {
 	return false
 }
 
+// fired gives t's handler a context that lets a commit of t's execution through a store of
+// this process remove t in its own write (aio does).
+func (timerKind) fired(ctx context.Context, t execstore.DueTimer) (context.Context, *wake.FiredTimer) {
+	f := wake.NewFiredTimer(t)
+	return wake.WithFiredTimer(ctx, f), f
+}
+
 // settle deletes the fired timers in one guarded bulk delete: its error is every timer's.
 func (k timerKind) settle(ctx context.Context, timers []execstore.DueTimer) []error {
 	err := k.store.DeleteTimers(ctx, timers)

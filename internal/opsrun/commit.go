@@ -58,8 +58,8 @@ func Commit(ctx context.Context, env Env, plan ops.CommitPlan) error {
 		return alreadyProcessed(&plan, found)
 	}
 	if found == plan.Expected {
-		if len(plan.Acked) > 0 { // an acked entry's guard may be what missed
-			return &AckedGoneError{Acked: plan.Acked}
+		if len(plan.Acked) > 0 || plan.Fired != nil { // a carried removal's guard may be what missed
+			return &CarriedGoneError{Acked: plan.Acked, Fired: plan.Fired}
 		}
 		if plan.Traced { // the trace guards are what missed
 			if traceNext == plan.TraceNext-1 {
@@ -75,13 +75,20 @@ func Commit(ctx context.Context, env Env, plan ops.CommitPlan) error {
 	return &execstore.ConflictError{ExecutionID: plan.ID, Expected: plan.Expected, Found: found}
 }
 
-// AckedGoneError reports a commit that carried acks (ops.CommitPlan.Acked) and matched nothing
-// at the version it expected: an acked entry was gone already, acked by another write, or
-// another of its guards missed. Nothing was written; build it again without the acks (their
-// entries are removed apart, by writes that are no-ops where they are gone).
-type AckedGoneError struct{ Acked []int64 }
+// CarriedGoneError reports a commit that carried removals (ops.CommitPlan.Acked and Fired)
+// and matched nothing at the version it expected: an acked entry was gone already, acked by
+// another write, the fired timer was deleted or re-armed, or another of its guards missed.
+// Nothing was written; build it again without them (acked entries are removed apart, by
+// writes that are no-ops where they are gone; a fired timer by the sweeper's guarded delete).
+type CarriedGoneError struct {
+	Acked []int64
+	Fired *ops.FiredRef
+}
 
-func (e *AckedGoneError) Error() string {
+func (e *CarriedGoneError) Error() string {
+	if e.Fired != nil {
+		return fmt.Sprintf("execstore: a commit carrying the acks of outbox seqs %v and the removal of timer %q matched nothing at its version", e.Acked, e.Fired.Path)
+	}
 	return fmt.Sprintf("execstore: a commit carrying the acks of outbox seqs %v matched nothing at its version", e.Acked)
 }
 

@@ -152,3 +152,14 @@ func DeleteTimer(ctx context.Context, env Env, id, path string, fireAt time.Time
 	}
 	return res.MatchedCount == 1, nil
 }
+
+// RestoreTimer runs ops.RestoreTimerCommand and reports whether it put the timer back. One
+// update.
+func RestoreTimer(ctx context.Context, env Env, id, path string, fireAt time.Time, version, token int64) (bool, error) {
+	filter, update := ops.RestoreTimerCommand(id, path, fireAt, version, token)
+	res, err := env.Executions.UpdateOne(ctx, filter, update)
+	if err != nil {
+		return false, outcome.WriteFailure("restore timer", id, err)
+	}
+	return res.MatchedCount == 1, nil
+}
