@@ -469,6 +469,10 @@ func TestHandOverCancelsHandlersThatOutlastALease(t *testing.T) {
 	leasesA, _ := openLeases(t, leaseDB)
 	leasesB, _ := openLeases(t, leaseDB)
 	opts := leaseOptions(leasesA)
+	// A renews 64 leases while its handlers wait: under -race with every core busy a round
+	// of renewals took long enough for testLease's 2s leases to lapse (B then took them
+	// over, not from A's release). The hand-over's cancel waits one LeaseDuration.
+	opts.LeaseDuration = 3 * testLease
 	var started, cancelled sync.Map // entry id → true; the cause A's handler saw
 	rA := relay.New(store, func(ctx context.Context, e execstore.OutboxEntry) error {
 		started.Store(entryID(e.SourceID, e.Seq), true)
