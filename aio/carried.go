@@ -12,38 +12,56 @@ import (
 )
 
 // carried is what a commit removes in passing, in its own write: the acks of its
-// execution's outbox entries that waited for it (ackCarrier), and the fired timer whose
-// handler makes it (wake.FiredTimer). Each removal is guarded by what it removes being
-// there, so a commit that finds one gone matches nothing and is sent again without them.
+// execution's outbox entries and the deletes of its fired timers that waited for it
+// (ackCarrier), and the fired timer whose handler makes it (wake.FiredTimer). Each removal is
+// guarded by what it removes being there, so a commit that finds one gone matches nothing
+// and is sent again without them. A waiting delete of a timer whose path the commit re-arms
+// or cancels is carried with no guard: the commit's own operation removes the timer.
 type carried struct {
-	acks  []*carriedAck
+	acks  []*carriedAck // outbox acks and timer deletes
 	fired *wake.FiredTimer
 	take  uint64 // fired's Take
 	token int64  // the commit_token the commit stamps when it carries fired: its restore's guard
 }
 
 // takeCarried takes for a commit of exe, at exe.Version, with c, what it may carry, and
-// records it in seqs: the acks waiting for exe, and the fired timer ctx carries when it is
-// one of exe that c leaves alone (a re-arm or cancel in c is the timer's fate instead).
+// records it in seqs: the fired timer ctx carries when it is one of exe that c leaves alone
+// (a re-arm or cancel in c is the timer's fate instead), and the acks and timer deletes
+// waiting for exe. Of two removals of one path, the second waits no longer: it is written
+// alone.
 func (s *Store) takeCarried(ctx context.Context, exe *execstore.Execution, c *execstore.Commit, seqs *ops.Seqs) carried {
+	s.carrier.sending()
 	if exe.Version == 0 { // a create has nothing to remove
 		return carried{}
 	}
 	var k carried
-	k.acks = s.carrier.take(exe.ID)
-	seqs.Acked = seqsOf(k.acks)
-	f := wake.FiredTimerOf(ctx, exe.ID)
-	if f == nil || touchesTimer(c, f.Timer.Path) {
-		return k
+	paths := map[string]bool{}
+	if f := wake.FiredTimerOf(ctx, exe.ID); f != nil && !touchesTimer(c, f.Timer.Path) {
+		token := commitToken()
+		id, t, version := exe.ID, f.Timer, exe.Version+1
+		if take, ok := f.Take(func(ctx context.Context) (bool, error) { return s.restoreTimer(ctx, id, t, version, token) }); ok {
+			k.fired, k.take, k.token = f, take, token
+			seqs.Fired = append(seqs.Fired, ops.FiredRef{Path: t.Path, FireAt: t.FireAt})
+			paths[t.Path] = true
+		}
 	}
-	token := commitToken()
-	id, t, version := exe.ID, f.Timer, exe.Version+1
-	take, ok := f.Take(func(ctx context.Context) (bool, error) { return s.restoreTimer(ctx, id, t, version, token) })
-	if !ok {
-		return k
+	var twice []*carriedAck
+	for _, a := range s.carrier.take(exe.ID) {
+		switch {
+		case a.fired == nil:
+			seqs.Acked = append(seqs.Acked, a.seq)
+		case touchesTimer(c, a.fired.Path):
+			// removed by c's own operation on the path, with no guard
+		case paths[a.fired.Path]:
+			twice = append(twice, a)
+			continue
+		default:
+			seqs.Fired = append(seqs.Fired, ops.FiredRef{Path: a.fired.Path, FireAt: a.fired.FireAt})
+			paths[a.fired.Path] = true
+		}
+		k.acks = append(k.acks, a)
 	}
-	k.fired, k.take, k.token = f, take, token
-	seqs.Fired = &ops.FiredRef{Path: t.Path, FireAt: t.FireAt}
+	s.carrier.dropped(twice)
 	return k
 }
 

@@ -2,6 +2,7 @@ package aio
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,17 +15,18 @@ import (
 // it (Options.AckWait).
 const defaultAckWait = 100 * time.Millisecond
 
-// carriedAck is an AckOutbox call waiting for its source execution's next commit through the
-// store, which removes the entry in its own write. It is resolved once: by a commit that won
-// while carrying it (the entry is gone, by that write), or by the ack's own write, sent when
-// the wait ran out, when the commit that took it lost or may not have been applied, or when
-// the store closes.
+// carriedAck is an AckOutbox call, or one timer of a DeleteTimers call, waiting for its
+// source execution's next commit through the store, which removes the entry or timer in its
+// own write. It is resolved once: by a commit that won while carrying it (the entry or timer
+// is gone, by that write), or by its own write, sent when the wait ran out, when the commit
+// that took it lost or may not have been applied, or when the store closes.
 type carriedAck struct {
 	ctx    context.Context // the caller's: the ack's own write is sent with it
 	source string
-	seq    int64
-	timer  *time.Timer
-	state  ackState // guarded by the carrier's mu
+	seq    int64               // the outbox entry's, when fired is nil
+	fired  *execstore.DueTimer // the timer to delete; nil for an outbox entry
+	call   *time.Timer         // its call's wait (shared by the timers of one DeleteTimers)
+	state  ackState            // guarded by the carrier's mu
 	done   chan struct{}
 	err    error // set before done closes
 }
@@ -62,40 +64,121 @@ func newAckCarrier(s *Store, wait time.Duration) *ackCarrier {
 // ack waits gets ctx's error, and nothing is written; once a commit took it, an error matching
 // execstore.ErrOutcomeUnknown.
 func (c *ackCarrier) ack(ctx context.Context, source string, seq int64) error {
-	if time.Since(time.Unix(0, c.lastCommit.Load())) > committingRecently {
+	if !c.committing() {
 		return c.s.ackAlone(ctx, source, seq)
 	}
+	err, ok := c.await(ctx, []*carriedAck{{ctx: ctx, source: source, seq: seq}})
+	if !ok {
+		return c.s.ackAlone(ctx, source, seq)
+	}
+	return err
+}
+
+// deleteTimers deletes timers, each only while it still fires at its FireAt: carried by the
+// next commit of its execution through the store if one takes it within the wait, else
+// written alone. A commit that re-arms or cancels a timer's path removes the timer with its
+// own operation. It returns as ack does, with the errors of every timer joined.
+func (c *ackCarrier) deleteTimers(ctx context.Context, timers []execstore.DueTimer) error {
+	if !c.committing() {
+		return c.s.deleteTimersAlone(ctx, timers)
+	}
+	items := make([]*carriedAck, len(timers))
+	for i := range timers {
+		items[i] = &carriedAck{ctx: ctx, source: timers[i].ExecutionID, fired: &timers[i]}
+	}
+	err, ok := c.await(ctx, items)
+	if !ok {
+		return c.s.deleteTimersAlone(ctx, timers)
+	}
+	return err
+}
+
+// sending records that the store sends a commit now.
+func (c *ackCarrier) sending() {
+	if c != nil {
+		c.lastCommit.Store(time.Now().UnixNano())
+	}
+}
+
+// committing reports whether the store sent a commit recently: otherwise nothing waits for
+// one.
+func (c *ackCarrier) committing() bool {
+	return time.Since(time.Unix(0, c.lastCommit.Load())) <= committingRecently
+}
+
+// await makes items wait for a commit of their sources, and returns once each is resolved,
+// with their errors joined; ok is false, and nothing waits, when the store is closing. A
+// caller whose ctx ends while every item still waits gets ctx's error, and nothing is
+// written; once one was taken by a commit or sent, an error matching
+// execstore.ErrOutcomeUnknown.
+func (c *ackCarrier) await(ctx context.Context, items []*carriedAck) (err error, ok bool) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return c.s.ackAlone(ctx, source, seq)
+		return nil, false
 	}
-	a := &carriedAck{ctx: ctx, source: source, seq: seq, done: make(chan struct{})}
-	c.waiting[source] = append(c.waiting[source], a)
-	a.timer = time.AfterFunc(c.wait, func() { c.sendAlone(a, ackWaiting) })
+	// One wait for the call: what is still waiting when it runs out goes out together.
+	call := time.AfterFunc(c.wait, func() { c.sendAlone(items, ackWaiting) })
+	for _, a := range items {
+		a.done, a.call = make(chan struct{}), call
+		c.waiting[a.source] = append(c.waiting[a.source], a)
+	}
 	c.mu.Unlock()
-	select {
-	case <-a.done:
-		return a.err
-	case <-ctx.Done():
+	var errs []error
+	for i, a := range items {
+		select {
+		case <-a.done:
+			errs = append(errs, a.err)
+			continue
+		case <-ctx.Done():
+		}
+		return c.abandon(ctx, items[i:], len(errs) > 0), true
 	}
+	return errors.Join(errs...), true
+}
+
+// abandon ends the wait of items, whose caller's ctx ended: those still waiting are never
+// sent. It returns ctx's error when none of items was sent or taken, nor any before them
+// (resolved), else an error matching execstore.ErrOutcomeUnknown.
+func (c *ackCarrier) abandon(ctx context.Context, items []*carriedAck, resolved bool) error {
 	c.mu.Lock()
-	state := a.state
-	if state == ackWaiting {
-		c.remove(a)
-		a.state = ackDone
+	var sent []*carriedAck
+	for _, a := range items {
+		if a.state == ackWaiting {
+			c.remove(a)
+			a.state = ackDone
+			a.call.Stop()
+			continue
+		}
+		sent = append(sent, a)
 	}
 	c.mu.Unlock()
-	if state == ackWaiting {
-		a.timer.Stop()
+	var errs []error
+	for _, a := range sent {
+		select {
+		case <-a.done: // its write, or the commit's outcome, may already be known
+			errs = append(errs, a.err)
+		default:
+			errs = append(errs, &execstore.OutcomeUnknownError{Op: a.op(), ExecutionID: a.source, Err: ctx.Err()})
+		}
+	}
+	if len(sent) == 0 && !resolved {
 		return ctx.Err() // never sent
 	}
-	select {
-	case <-a.done: // its write, or the commit's outcome, may already be known
-		return a.err
-	default:
-		return &execstore.OutcomeUnknownError{Op: "ack", ExecutionID: source, Err: ctx.Err()}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
+	if len(sent) < len(items) { // some were never sent: the call did not finish
+		return &execstore.OutcomeUnknownError{Op: items[0].op(), ExecutionID: items[0].source, Err: ctx.Err()}
+	}
+	return nil
+}
+
+func (a *carriedAck) op() string {
+	if a.fired != nil {
+		return "delete timer"
+	}
+	return "ack"
 }
 
 // take hands the acks waiting for source to a commit of it, which carries them. The commit
@@ -104,7 +187,6 @@ func (c *ackCarrier) take(source string) []*carriedAck {
 	if c == nil {
 		return nil
 	}
-	c.lastCommit.Store(time.Now().UnixNano())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	acks := c.waiting[source]
@@ -113,22 +195,9 @@ func (c *ackCarrier) take(source string) []*carriedAck {
 	}
 	delete(c.waiting, source)
 	for _, a := range acks {
-		a.state = ackTaken
-		a.timer.Stop()
+		a.state = ackTaken // its call's wait, when it runs out, leaves it alone
 	}
 	return acks
-}
-
-// seqs returns the seqs of acks.
-func seqsOf(acks []*carriedAck) []int64 {
-	if len(acks) == 0 {
-		return nil
-	}
-	seqs := make([]int64, len(acks))
-	for i, a := range acks {
-		seqs[i] = a.seq
-	}
-	return seqs
 }
 
 // carried resolves acks taken by a commit that won: their entries are gone with its write.
@@ -145,8 +214,12 @@ func (c *ackCarrier) carried(acks []*carriedAck) {
 		}
 	}
 	c.mu.Unlock()
-	c.s.stats.acksCarried.Add(int64(len(won)))
 	for _, a := range won {
+		if a.fired != nil {
+			c.s.stats.timersCarried.Add(1)
+		} else {
+			c.s.stats.acksCarried.Add(1)
+		}
 		close(a.done)
 	}
 }
@@ -157,31 +230,60 @@ func (c *ackCarrier) dropped(acks []*carriedAck) {
 	if c == nil {
 		return
 	}
-	for _, a := range acks {
-		c.sendAlone(a, ackTaken)
+	c.sendAlone(acks, ackTaken)
+}
+
+// sendAlone writes each of items that is still in state from alone: its wait ran out
+// (ackWaiting), or the commit that took it did not carry it (ackTaken). The timer deletes of
+// one DeleteTimers call go out together, as one bulk write per batch.
+func (c *ackCarrier) sendAlone(items []*carriedAck, from ackState) {
+	c.mu.Lock()
+	var send []*carriedAck
+	for _, a := range items {
+		if a.state != from {
+			continue
+		}
+		if from == ackWaiting {
+			c.remove(a)
+		}
+		a.state = ackSending
+		send = append(send, a)
+	}
+	c.mu.Unlock()
+	var calls []*time.Timer
+	deletes := map[*time.Timer][]*carriedAck{}
+	for _, a := range send {
+		if a.fired == nil {
+			c.resolve([]*carriedAck{a}, c.s.ackAloneAsync(a.ctx, a.source, a.seq))
+			continue
+		}
+		if deletes[a.call] == nil {
+			calls = append(calls, a.call)
+		}
+		deletes[a.call] = append(deletes[a.call], a)
+	}
+	for _, call := range calls {
+		items := deletes[call]
+		timers := make([]execstore.DueTimer, len(items))
+		for i, a := range items {
+			timers[i] = *a.fired
+		}
+		c.resolve(items, c.s.deleteTimersAloneAsync(items[0].ctx, timers))
 	}
 }
 
-// sendAlone writes a alone, if it is still in state from: its wait ran out (ackWaiting), or
-// the commit that took it did not carry it (ackTaken).
-func (c *ackCarrier) sendAlone(a *carriedAck, from ackState) {
-	c.mu.Lock()
-	if a.state != from {
-		c.mu.Unlock()
-		return
-	}
-	if from == ackWaiting {
-		c.remove(a)
-	}
-	a.state = ackSending
-	c.mu.Unlock()
-	fut := c.s.ackAloneAsync(a.ctx, a.source, a.seq)
+// resolve ends items, sent alone as one write, with its outcome. They share their ctx.
+func (c *ackCarrier) resolve(items []*carriedAck, fut *Future[struct{}]) {
 	go func() {
-		_, a.err = fut.Wait(a.ctx)
+		_, err := fut.Wait(items[0].ctx)
 		c.mu.Lock()
-		a.state = ackDone
+		for _, a := range items {
+			a.err, a.state = err, ackDone
+		}
 		c.mu.Unlock()
-		close(a.done)
+		for _, a := range items {
+			close(a.done)
+		}
 	}()
 }
 
@@ -196,9 +298,9 @@ func (c *ackCarrier) flush() {
 	}
 	c.mu.Unlock()
 	for _, a := range all {
-		a.timer.Stop()
-		c.sendAlone(a, ackWaiting)
+		a.call.Stop()
 	}
+	c.sendAlone(all, ackWaiting)
 }
 
 // remove takes a out of the waiting acks of its source. The caller holds mu.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/ops"
 )
 
@@ -177,4 +178,91 @@ func TestAckCancelledWhileItWaitsWritesNothing(t *testing.T) {
 	assert.ElementsMatch(t, seqs, stored)
 	assert.EqualValues(t, 3, n)
 	assert.Zero(t, h.store.AcksWaiting())
+}
+
+// timerCarryHarness is a store whose acks and timer deletes wait a minute for a commit, and
+// an execution "x" with a due timer "a".
+func timerCarryHarness(t *testing.T, grouped bool) (*harness, *execstore.Execution, execstore.DueTimer) {
+	t.Helper()
+	h := newHarness(t, grouping(grouped, aio.Options{AckWait: time.Minute}))
+	exe := newExe("x")
+	fireAt := time.Now().Add(-time.Minute).UTC().Truncate(time.Microsecond)
+	mustCommit(t, h.store, exe, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", fireAt)}})
+	due, err := h.store.DueTimers(bg, time.Now(), 0)
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+	return h, exe, due[0]
+}
+
+// deleteAsync starts DeleteTimers of timers and waits until they wait for a commit.
+func deleteAsync(t *testing.T, h *harness, timers ...execstore.DueTimer) <-chan error {
+	t.Helper()
+	before := h.store.AcksWaiting()
+	done := make(chan error, 1)
+	go func() { done <- h.store.DeleteTimers(bg, timers) }()
+	require.Eventually(t, func() bool { return h.store.AcksWaiting() == before+len(timers) }, 5*time.Second, time.Millisecond, "the deletes wait")
+	return done
+}
+
+// A fired timer's delete rides in its execution's next commit: one write, the timer gone.
+func TestTimerDeleteRidesInTheExecutionsNextCommit(t *testing.T) {
+	eachGrouping(t, func(t *testing.T, grouped bool) {
+		h, exe, due := timerCarryHarness(t, grouped)
+		done := deleteAsync(t, h, due)
+		h.cmds.reset()
+		mustCommit(t, h.store, exe, execstore.Commit{ProcessedEventID: "e"})
+		require.NoError(t, awaitAck(t, done))
+		assert.Equal(t, []string{"update"}, h.cmds.snapshot(), "the commit is the only write")
+		assert.Empty(t, timersOf(t, h, "x"))
+		assert.EqualValues(t, 1, h.store.Stats().TimersCarried)
+	})
+}
+
+// A commit that re-arms the fired timer's path ends the delete with its own operation: the
+// new timer stands. One that cancels it removes it.
+func TestTimerDeleteEndedByTheCommitsOwnOperation(t *testing.T) {
+	eachGrouping(t, func(t *testing.T, grouped bool) {
+		h, exe, due := timerCarryHarness(t, grouped)
+		done := deleteAsync(t, h, due)
+		later := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+		mustCommit(t, h.store, exe, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", later)}})
+		require.NoError(t, awaitAck(t, done))
+		assert.Equal(t, map[string]float64{"a": contract.StoredTime(later)}, timersOf(t, h, "x"), "the re-arm stands")
+
+		due = execstore.DueTimer{ExecutionID: "x", Path: "a", FireAt: later}
+		done = deleteAsync(t, h, due)
+		mustCommit(t, h.store, exe, execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("a")}})
+		require.NoError(t, awaitAck(t, done))
+		assert.Empty(t, timersOf(t, h, "x"))
+	})
+}
+
+// Another writer re-arms the timer (a commit through another store) before the commit that
+// takes the delete: that commit's guard on the fire time misses, it is sent again without
+// the delete and wins, and the re-armed timer stands.
+func TestTimerDeleteWhoseTimerWasReArmedRidesNot(t *testing.T) {
+	eachGrouping(t, func(t *testing.T, grouped bool) {
+		h, exe, due := timerCarryHarness(t, grouped)
+		other := h.reopen(t, aio.Options{DisableAckCarrying: true})
+		later := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+		done := deleteAsync(t, h, due)
+		mustCommit(t, other, exe, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", later)}})
+		mustCommit(t, h.store, exe, execstore.Commit{})
+		require.NoError(t, awaitAck(t, done))
+		assert.Equal(t, map[string]float64{"a": contract.StoredTime(later)}, timersOf(t, h, "x"), "the re-arm stands")
+		assert.EqualValues(t, 3, rawInt(t, h.rawDoc(t, "x"), ops.FieldVersion))
+		assert.Zero(t, h.store.Stats().TimersCarried)
+	})
+}
+
+// A delete no commit takes within AckWait is written alone.
+func TestTimerDeleteNotCarriedWithinAckWaitIsWrittenAlone(t *testing.T) {
+	h := newHarness(t, aio.Options{AckWait: 20 * time.Millisecond})
+	exe := newExe("x")
+	mustCommit(t, h.store, exe, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", time.Now().Add(-time.Second))}})
+	due, err := h.store.DueTimers(bg, time.Now(), 0)
+	require.NoError(t, err)
+	require.NoError(t, h.store.DeleteTimers(bg, due))
+	assert.Empty(t, timersOf(t, h, "x"))
+	assert.Zero(t, h.store.Stats().TimersCarried)
 }

@@ -182,7 +182,7 @@ func TestFiredTimerOnlyItsExecutionsCommitsWhileItsHandlerRuns(t *testing.T) {
 func TestFiredTimerCommands(t *testing.T) {
 	exe := &execstore.Execution{ID: "x", DefinitionID: "d", Status: execstore.Running, Version: 4}
 	at := time.Unix(1_700_000_000, 500_000_000).UTC()
-	p, err := ops.BuildCommit(ops.Layout{Profile: server.MongoDB, TraceMax: 200}, exe, &execstore.Commit{}, ops.Seqs{Fired: &ops.FiredRef{Path: "a", FireAt: at}})
+	p, err := ops.BuildCommit(ops.Layout{Profile: server.MongoDB, TraceMax: 200}, exe, &execstore.Commit{}, ops.Seqs{Fired: []ops.FiredRef{{Path: "a", FireAt: at}}})
 	require.NoError(t, err)
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(4)}, {Key: "timers.a", Value: 1_700_000_000.5}}, p.Filter)
 	unset, ok := lookupOp(p.Update, "$unset")

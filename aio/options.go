@@ -83,9 +83,11 @@ type Options struct {
 	// alone then, as it is at once with DisableAckCarrying. It returns once the entry is
 	// removed either way, so the ack takes up to AckWait longer. A store that sent no commit
 	// in the last second (one that serves only relays) writes its acks at once. Default
-	// 100ms.
+	// 100ms. The deletes of DeleteTimers wait the same way for a commit of the timer's
+	// execution.
 	AckWait time.Duration
-	// DisableAckCarrying makes every AckOutbox its own write, sent at once.
+	// DisableAckCarrying makes every AckOutbox, and every DeleteTimers, its own write, sent
+	// at once.
 	DisableAckCarrying bool
 	// MaxBatch caps the operations of one batch: the commits of a group commit's bulk write,
 	// the acks of a coalesced bulk write, the loads of a coalesced find, and the timers of

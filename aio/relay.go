@@ -74,22 +74,37 @@ func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt time.Ti
 	}).Wait(ctx)
 }
 
-// DeleteTimers removes each of timers only if it still fires at its FireAt, in one bulk write
-// per batch (a sweep's whole result at once). Unlike DeleteTimer it does not say which timers
-// it removed: a bulk write's totals cannot tell.
+// DeleteTimers removes each of timers only if it still fires at its FireAt. Unlike
+// DeleteTimer it does not say which timers it removed. Each delete waits up to
+// Options.AckWait for the next commit of its execution through this store, which removes the
+// timer in its own write, as an ack does (see AckOutbox and the package doc): guarded by the
+// timer still firing at FireAt, or by the commit's own re-arm or cancel of its path. The
+// others go out in one bulk write per batch.
 func (s *Store) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) error {
-	writes := make([]opsrun.IdempotentWrite, len(timers))
 	if err := contract.ValidateDueTimers(timers); err != nil {
 		return err
 	}
+	if len(timers) == 0 {
+		return nil
+	}
+	if s.carrier != nil && !s.closing.Load() {
+		return s.carrier.deleteTimers(ctx, timers)
+	}
+	return s.deleteTimersAlone(ctx, timers)
+}
+
+// deleteTimersAlone deletes timers in one bulk write per batch, guarded as DeleteTimers.
+func (s *Store) deleteTimersAlone(ctx context.Context, timers []execstore.DueTimer) error {
+	_, err := s.deleteTimersAloneAsync(ctx, timers).Wait(ctx)
+	return err
+}
+
+func (s *Store) deleteTimersAloneAsync(ctx context.Context, timers []execstore.DueTimer) *Future[struct{}] {
+	writes := make([]opsrun.IdempotentWrite, len(timers))
 	for i, t := range timers {
 		writes[i] = opsrun.DeleteTimerWrite(t.ExecutionID, t.Path, t.FireAt)
 	}
-	if len(writes) == 0 {
-		return nil
-	}
-	_, err := submit(ctx, s, opDeleteTimer, "", func(ctx context.Context) (struct{}, error) {
+	return submit(ctx, s, opDeleteTimer, "", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, errors.Join(opsrun.IdempotentWritesChunked(ctx, s.env, writes, s.opts.MaxBatch)...)
-	}).Wait(ctx)
-	return err
+	})
 }

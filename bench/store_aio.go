@@ -10,6 +10,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/internal/wake"
 	"github.com/execstore/execstore/server"
@@ -91,9 +92,9 @@ func (s *aioStore) open(ctx context.Context) error {
 	return nil
 }
 
-// relayAIO is the relay's store: its scans, timer deletes and reads are its own client's,
-// and its acks go through the handlers' store, so that each rides in the next commit of its
-// source when one comes within aio's AckWait, as a relay and its engine in one process
+// relayAIO is the relay's store: its scans and reads are its own client's, and its acks and
+// timer deletes go through the handlers' store, so that each rides in the next commit of its
+// execution when one comes within aio's AckWait, as a relay and its engine in one process
 // sharing their store would have it.
 type relayAIO struct {
 	*aio.Store
@@ -102,6 +103,10 @@ type relayAIO struct {
 
 func (r *relayAIO) AckOutbox(ctx context.Context, sourceID string, seq int64) error {
 	return r.handlers.AckOutbox(ctx, sourceID, seq)
+}
+
+func (r *relayAIO) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) error {
+	return r.handlers.DeleteTimers(ctx, timers)
 }
 
 func (r *relayAIO) Close(ctx context.Context) error {
@@ -125,7 +130,7 @@ func (s *aioStore) counts() map[string]int64 {
 	}
 	st := s.aio.Stats()
 	c := map[string]int64{"group_commits": st.GroupCommits, "grouped_commits": st.GroupedCommits, "seq_blocks": st.SeqBlocks,
-		"acks_carried": st.AcksCarried}
+		"acks_carried": st.AcksCarried, "timers_carried": st.TimersCarried}
 	if s.cacheSize > 0 {
 		c["cache_hits"], c["cache_misses"] = st.CacheHits, st.CacheMisses
 	}

@@ -29,12 +29,12 @@ type CommitPlan struct {
 	Insert     bson.D // the whole new document; nil unless Expected == 0
 	OutboxSeqs []int64
 	// Acked are the seqs of the execution's outbox entries the update removes, each guarded
-	// by the filter as present (Seqs.Acked), and Fired the fired timer it removes, guarded
-	// by the timer still firing then (Seqs.Fired). A plan that matches nothing at the version
-	// it expects may have lost only to one of them being gone already: build it again
-	// without.
+	// by the filter as present (Seqs.Acked), and Fired the fired timers it removes, each
+	// guarded by the timer still firing then (Seqs.Fired). A plan that matches nothing at
+	// the version it expects may have lost only to one of them being gone already: build it
+	// again without.
 	Acked     []int64
-	Fired     *FiredRef
+	Fired     []FiredRef
 	TraceNext int64 // the execution's trace_next after the commit
 	Token     int64 // the commit_token it stamps; 0 for none (see SetToken)
 	Bytes     int   // about how many bytes the write carries
@@ -49,11 +49,11 @@ type Seqs struct {
 	// commit removes each and lowers outbox_n by one for each, guarded by each entry being
 	// there (a commit whose acked entry is gone matches nothing: see CommitPlan.Acked).
 	Acked []int64
-	// Fired is a due timer of the execution whose handler makes the commit: the commit
-	// removes it, guarded by it still firing at its fire time (a commit that finds it gone
-	// or re-armed matches nothing). nil for none. The commit must have no timer op on its
-	// path: a re-arm or cancel in the commit is the timer's fate instead.
-	Fired *FiredRef
+	// Fired are due timers of the execution that fired: the commit removes each, guarded by
+	// it still firing at its fire time (a commit that finds one gone or re-armed matches
+	// nothing). The commit must have no timer op on their paths (a re-arm or cancel in the
+	// commit is the timer's fate instead), and no two may share a path.
+	Fired []FiredRef
 }
 
 // FiredRef names a fired timer a commit removes (Seqs.Fired).
@@ -221,13 +221,13 @@ func (pc *PreparedCommit) Build(l Layout, exe *execstore.Execution, seqs Seqs) (
 	}
 	p.Acked = seqs.Acked
 	p.Bytes += ackedBytes * len(seqs.Acked)
-	if f := seqs.Fired; f != nil {
+	for _, f := range seqs.Fired {
 		key := FieldTimers + "." + EncodeKey(f.Path)
 		p.Filter = append(p.Filter, bson.E{Key: key, Value: contract.StoredTime(f.FireAt)})
 		unset = append(unset, bson.E{Key: key, Value: ""})
-		p.Fired = f
 		p.Bytes += ackedBytes + 2*len(key)
 	}
+	p.Fired = seqs.Fired
 	if n := len(outbox) - len(seqs.Acked); n != 0 {
 		inc = append(inc, bson.E{Key: fOutboxN, Value: int64(n)})
 	}

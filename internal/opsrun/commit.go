@@ -58,7 +58,7 @@ func Commit(ctx context.Context, env Env, plan ops.CommitPlan) error {
 		return alreadyProcessed(&plan, found)
 	}
 	if found == plan.Expected {
-		if len(plan.Acked) > 0 || plan.Fired != nil { // a carried removal's guard may be what missed
+		if len(plan.Acked) > 0 || len(plan.Fired) > 0 { // a carried removal's guard may be what missed
 			return &CarriedGoneError{Acked: plan.Acked, Fired: plan.Fired}
 		}
 		if plan.Traced { // the trace guards are what missed
@@ -82,14 +82,11 @@ func Commit(ctx context.Context, env Env, plan ops.CommitPlan) error {
 // writes that are no-ops where they are gone; a fired timer by the sweeper's guarded delete).
 type CarriedGoneError struct {
 	Acked []int64
-	Fired *ops.FiredRef
+	Fired []ops.FiredRef
 }
 
 func (e *CarriedGoneError) Error() string {
-	if e.Fired != nil {
-		return fmt.Sprintf("execstore: a commit carrying the acks of outbox seqs %v and the removal of timer %q matched nothing at its version", e.Acked, e.Fired.Path)
-	}
-	return fmt.Sprintf("execstore: a commit carrying the acks of outbox seqs %v matched nothing at its version", e.Acked)
+	return fmt.Sprintf("execstore: a commit carrying the acks of outbox seqs %v and the removal of %d fired timers matched nothing at its version", e.Acked, len(e.Fired))
 }
 
 // TraceMovedError reports a commit that lost only its trace guards: a concurrent AppendTrace
