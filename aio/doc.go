@@ -49,6 +49,14 @@
 //     whose outcome is unknown, is written alone, which does nothing if the commit did remove
 //     the entry. A call whose context ends while it waits writes nothing. Close writes the
 //     waiting acks before it returns.
+//   - A DeleteTimers waits the same way, each timer for the next commit of its execution
+//     through this store. That commit removes the timer in its own update, guarded by the
+//     timer still being stored at its fire time, or, when the commit itself re-arms or
+//     cancels the timer's path, by that operation alone: so a timer re-armed in between, by
+//     that commit or an earlier one, stands. A guard that misses (another write removed or
+//     re-armed it) makes the commit match nothing, and it is sent again without the delete,
+//     which is written alone, as is every delete no commit took within AckWait: those of one
+//     call as one bulk write.
 //   - A commit made with the context a relay.Sweeper of this process gives the handler of a
 //     due timer, on that timer's execution, removes the timer in its own single-document
 //     update (Stats.TimersCarried), guarded by the timer still being stored at its fire
