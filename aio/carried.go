@@ -36,7 +36,12 @@ func (s *Store) takeCarried(ctx context.Context, exe *execstore.Execution, c *ex
 	}
 	var k carried
 	paths := map[string]bool{}
-	if f := wake.FiredTimerOf(ctx, exe.ID); f != nil && !touchesTimer(c, f.Timer.Path) {
+	f := wake.FiredTimerOf(ctx, exe.ID, s.signal)
+	if f != nil && touchesTimer(c, f.Timer.Path) {
+		f.Superseded() // c's own operation is the timer's fate
+		f = nil
+	}
+	if f != nil {
 		token := commitToken()
 		id, t, version := exe.ID, f.Timer, exe.Version+1
 		if take, ok := f.Take(func(ctx context.Context) (bool, error) { return s.restoreTimer(ctx, id, t, version, token) }); ok {
@@ -46,10 +51,15 @@ func (s *Store) takeCarried(ctx context.Context, exe *execstore.Execution, c *ex
 		}
 	}
 	var twice []*carriedAck
+	acked := map[int64]bool{}
 	for _, a := range s.carrier.take(exe.ID) {
 		switch {
+		case a.fired == nil && acked[a.seq]: // two acks of one entry: the update can remove it once
+			twice = append(twice, a)
+			continue
 		case a.fired == nil:
 			seqs.Acked = append(seqs.Acked, a.seq)
+			acked[a.seq] = true
 		case touchesTimer(c, a.fired.Path):
 			// removed by c's own operation on the path, with no guard
 		case paths[a.fired.Path]:
@@ -63,6 +73,17 @@ func (s *Store) takeCarried(ctx context.Context, exe *execstore.Execution, c *ex
 	}
 	s.carrier.dropped(twice)
 	return k
+}
+
+// handedBack resolves what a group commit carried when its caller gave up on it or it was
+// refused before the flush (err): the acks are written alone. A fired timer is left to the
+// flush when the commit was sent (err matches execstore.ErrOutcomeUnknown): the flush learns
+// its outcome.
+func (k carried) handedBack(s *Store, err error) {
+	s.carrier.dropped(k.acks)
+	if k.fired != nil && !errors.Is(err, execstore.ErrOutcomeUnknown) {
+		k.fired.Released(k.take)
+	}
 }
 
 // touchesTimer reports whether c schedules or cancels the timer at path.
@@ -119,6 +140,9 @@ func (s *Store) restoreTimer(ctx context.Context, id string, t execstore.DueTime
 		return false, err
 	}
 	return submit(ctx, s, opRestoreTimer, id, func(ctx context.Context) (bool, error) {
-		return opsrun.RestoreTimer(ctx, s.env, id, t.Path, t.FireAt, version, token)
+		s.forget(id) // the restore moves the version on
+		ok, err := opsrun.RestoreTimer(ctx, s.env, id, t.Path, t.FireAt, version, token)
+		s.forget(id)
+		return ok, err
 	}).Wait(ctx)
 }

@@ -84,7 +84,8 @@ func (c *ackCarrier) deleteTimers(ctx context.Context, timers []execstore.DueTim
 	}
 	items := make([]*carriedAck, len(timers))
 	for i := range timers {
-		items[i] = &carriedAck{ctx: ctx, source: timers[i].ExecutionID, fired: &timers[i]}
+		t := timers[i] // the carrier keeps its own copy: the caller may reuse its slice
+		items[i] = &carriedAck{ctx: ctx, source: t.ExecutionID, fired: &t}
 	}
 	err, ok := c.await(ctx, items)
 	if !ok {
@@ -118,7 +119,7 @@ func (c *ackCarrier) await(ctx context.Context, items []*carriedAck) (err error,
 		return nil, false
 	}
 	// One wait for the call: what is still waiting when it runs out goes out together.
-	call := time.AfterFunc(c.wait, func() { c.sendAlone(items, ackWaiting) })
+	call := time.AfterFunc(c.wait, func() { c.sendAlone(items, ackWaiting, false) })
 	for _, a := range items {
 		a.done, a.call = make(chan struct{}), call
 		c.waiting[a.source] = append(c.waiting[a.source], a)
@@ -132,7 +133,11 @@ func (c *ackCarrier) await(ctx context.Context, items []*carriedAck) (err error,
 			continue
 		case <-ctx.Done():
 		}
-		return c.abandon(ctx, items[i:], len(errs) > 0), true
+		err := c.abandon(ctx, items[i:], len(errs) > 0)
+		if len(errs) > 0 { // the errors of those resolved already stand too
+			err = errors.Join(append(errs, err)...)
+		}
+		return err, true
 	}
 	return errors.Join(errs...), true
 }
@@ -230,13 +235,15 @@ func (c *ackCarrier) dropped(acks []*carriedAck) {
 	if c == nil {
 		return
 	}
-	c.sendAlone(acks, ackTaken)
+	c.sendAlone(acks, ackTaken, true)
 }
 
 // sendAlone writes each of items that is still in state from alone: its wait ran out
 // (ackWaiting), or the commit that took it did not carry it (ackTaken). The timer deletes of
-// one DeleteTimers call go out together, as one bulk write per batch.
-func (c *ackCarrier) sendAlone(items []*carriedAck, from ackState) {
+// one DeleteTimers call go out together, as one bulk write per batch. With async they are
+// submitted from a goroutine of their own: a store's worker (a commit that did not carry
+// them) must never block on the store's full queue.
+func (c *ackCarrier) sendAlone(items []*carriedAck, from ackState, async bool) {
 	c.mu.Lock()
 	var send []*carriedAck
 	for _, a := range items {
@@ -250,6 +257,18 @@ func (c *ackCarrier) sendAlone(items []*carriedAck, from ackState) {
 		send = append(send, a)
 	}
 	c.mu.Unlock()
+	if len(send) == 0 {
+		return
+	}
+	if async {
+		go c.submitAlone(send)
+		return
+	}
+	c.submitAlone(send)
+}
+
+// submitAlone submits the writes of send, each resolved by its outcome.
+func (c *ackCarrier) submitAlone(send []*carriedAck) {
 	var calls []*time.Timer
 	deletes := map[*time.Timer][]*carriedAck{}
 	for _, a := range send {
@@ -300,7 +319,7 @@ func (c *ackCarrier) flush() {
 	for _, a := range all {
 		a.call.Stop()
 	}
-	c.sendAlone(all, ackWaiting)
+	c.sendAlone(all, ackWaiting, false) // submitted before Close goes on
 }
 
 // remove takes a out of the waiting acks of its source. The caller holds mu.

@@ -266,3 +266,35 @@ func TestTimerDeleteNotCarriedWithinAckWaitIsWrittenAlone(t *testing.T) {
 	assert.Empty(t, timersOf(t, h, "x"))
 	assert.Zero(t, h.store.Stats().TimersCarried)
 }
+
+// Two acks of one entry waiting together (a redelivery, two relays after a hand-over): the
+// commit carries one, the other goes alone, and the commit is not refused for a path
+// updated twice; the count goes down once.
+func TestTwoAcksOfOneEntryRideOnce(t *testing.T) {
+	eachGrouping(t, func(t *testing.T, grouped bool) {
+		h, exe, seqs := carryHarness(t, grouped)
+		first := ackAsync(t, h, bg, "s", seqs[0])
+		second := ackAsync(t, h, bg, "s", seqs[0])
+		mustCommit(t, h.store, exe, execstore.Commit{})
+		require.NoError(t, awaitAck(t, first))
+		require.NoError(t, awaitAck(t, second))
+		stored, n := outboxOf(t, h, "s")
+		assert.ElementsMatch(t, []int64{seqs[1], seqs[2]}, stored)
+		assert.EqualValues(t, 2, n)
+	})
+}
+
+// A DeleteTimers whose context ends while its timers wait for a commit writes nothing and
+// returns the context's error.
+func TestTimerDeleteWhoseContextEndsWritesNothing(t *testing.T) {
+	h, _, due := timerCarryHarness(t, false)
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	before := h.store.AcksWaiting()
+	go func() { done <- h.store.DeleteTimers(ctx, []execstore.DueTimer{due, {ExecutionID: "y", Path: "a", FireAt: due.FireAt}}) }()
+	require.Eventually(t, func() bool { return h.store.AcksWaiting() == before+2 }, 5*time.Second, time.Millisecond)
+	cancel()
+	err := awaitAck(t, done)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Contains(t, timersOf(t, h, "x"), "a", "nothing was sent")
+}

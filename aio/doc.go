@@ -69,7 +69,9 @@
 //     commit that carries it stamps a token of its own, so that the sweeper can put the
 //     timer back when the handler then fails: that restore is one update guarded by the
 //     version and token that commit wrote and the path being empty, so it changes nothing
-//     once any other write reached the execution, nor when the commit was never applied.
+//     once any other commit reached the execution, nor when the commit was never applied.
+//     It moves the version on by one, so that anything computed from a read made before it
+//     (a snapshot, a repair of the timer hint) is refused by its version guard.
 //   - What hands out something unique has exactly one winner on every server. That includes
 //     servers that run writes concurrently and lock rows (FerretDB 2.x on DocumentDB). An
 //     execution is created by an insert: a duplicate-key refusal (MongoDB's 11000 or the

@@ -11,6 +11,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/internal/wake"
 	"github.com/execstore/execstore/ops"
 	"github.com/execstore/execstore/server"
@@ -29,7 +30,7 @@ func firedHarness(t *testing.T, grouped bool) (*harness, *execstore.Execution, *
 	require.NoError(t, err)
 	require.Len(t, due, 2)
 	require.Equal(t, "a", due[0].Path)
-	return h, exe, wake.NewFiredTimer(due[0])
+	return h, exe, wake.NewFiredTimer(due[0], wake.Of(h.store))
 }
 
 // timersOf returns the fire times stored under id's timers, by path.
@@ -193,7 +194,8 @@ func TestFiredTimerCommands(t *testing.T) {
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(5)}, {Key: "commit_token", Value: int64(77)},
 		{Key: "timers.a", Value: bson.D{{Key: "$exists", Value: false}}}}, filter)
 	assert.Equal(t, bson.D{{Key: "$set", Value: bson.D{{Key: "timers.a", Value: 1_700_000_000.5}}},
-		{Key: "$min", Value: bson.D{{Key: "timer_min", Value: 1_700_000_000.5}}}}, update)
+		{Key: "$min", Value: bson.D{{Key: "timer_min", Value: 1_700_000_000.5}}},
+		{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}}, {Key: "$unset", Value: bson.D{{Key: "commit_token", Value: ""}}}}, update)
 }
 
 func lookupOp(update bson.D, op string) (bson.D, bool) {
@@ -204,4 +206,56 @@ func lookupOp(update bson.D, op string) (bson.D, bool) {
 		}
 	}
 	return nil, false
+}
+
+// A sweep reads the document after the handler's commit removed its only timer, the handler
+// fails and the timer is restored, and then the sweep's repair of the timer hint, computed
+// without the timer, lands: the restore moved the version on, so the repair matches nothing
+// and the restored timer is due.
+func TestFiredTimerRestoreIsNotUndoneByAStaleHintRepair(t *testing.T) {
+	h, exe, fired := firedHarness(t, false)
+	_, err := h.store.Commit(wake.WithFiredTimer(bg, fired), exe, execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("b")}})
+	require.NoError(t, err)
+	assert.Empty(t, timersOf(t, h, "x"))
+	doc := h.rawDoc(t, "x") // the sweep's read
+	version, hint := rawInt(t, doc, ops.FieldVersion), doc.Lookup(ops.FieldTimerMin).Double()
+
+	_, restore := fired.Finish(bg)
+	ok, err := restore(bg)
+	require.NoError(t, err)
+	require.True(t, ok)
+	filter, update := opsrun.RepairHintCommand("x", version, hint, map[string]float64{})
+	res, err := h.db.Collection(ops.ExecutionsCollection).UpdateOne(bg, filter, update)
+	require.NoError(t, err)
+	assert.Zero(t, res.MatchedCount, "the stale repair is refused")
+	due, err := h.store.DueTimers(bg, time.Now(), 0)
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+	assert.Equal(t, "a", due[0].Path)
+
+	// The handler's execution, as the caller holds it, is behind the restore: its next commit
+	// is refused by the version guard, and a reload goes on.
+	_, err = h.store.Commit(bg, exe, execstore.Commit{})
+	var conflict *execstore.ConflictError
+	require.ErrorAs(t, err, &conflict)
+	again, err := h.store.Load(bg, "x")
+	require.NoError(t, err)
+	_, err = h.store.Commit(bg, again, execstore.Commit{})
+	require.NoError(t, err)
+}
+
+// A commit that re-arms the fired timer's path to the same fire time supersedes it: a later
+// commit of the handler does not remove the re-armed timer.
+func TestFiredTimerSupersededByAReArmToTheSameTime(t *testing.T) {
+	h, exe, fired := firedHarness(t, false)
+	ctx := wake.WithFiredTimer(bg, fired)
+	mustCommit(t, h.store, exe, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", fired.Timer.FireAt)}})
+	_, err := h.store.Commit(ctx, exe, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", fired.Timer.FireAt)}})
+	require.NoError(t, err)
+	_, err = h.store.Commit(ctx, exe, execstore.Commit{})
+	require.NoError(t, err)
+	assert.Contains(t, timersOf(t, h, "x"), "a")
+	removed, restore := fired.Finish(bg)
+	assert.False(t, removed)
+	assert.Nil(t, restore)
 }

@@ -74,7 +74,7 @@ func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, pc *o
 	it.hand = fut.HandTo(func(ctxErr error) error {
 		return &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: exe.ID, Err: ctxErr}
 	}, func(err error) {
-		k.lost(s, err)
+		k.handedBack(s, err)
 		s.stats.record(opCommit, err)
 		note.end(false)
 	})

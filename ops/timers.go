@@ -34,12 +34,15 @@ func DeleteTimerCommand(id, path string, fireAt time.Time) (filter, update bson.
 // RestoreTimerCommand is the updateOne that puts back the timer at path of execution id, to
 // fire at fireAt, which the commit that created version with token (CommitPlan.Token)
 // removed (Seqs.Fired): only while the execution is still at that version, written by that
-// commit, and has no timer at path. It keeps FieldTimerMin's promise with $min. It may be
-// repeated: once the timer is back it matches nothing.
+// commit, and has no timer at path. It keeps FieldTimerMin's promise with $min, and moves the
+// version on by one (and drops the token), so that what was read before it, a hint's repair
+// computed without the timer included, is refused by its version guard. It may be repeated:
+// once the timer is back it matches nothing.
 func RestoreTimerCommand(id, path string, fireAt time.Time, version, token int64) (filter, update bson.D) {
 	key := FieldTimers + "." + EncodeKey(path)
 	at := contract.StoredTime(fireAt)
 	return bson.D{{Key: fID, Value: id}, {Key: FieldVersion, Value: version}, {Key: FieldCommitToken, Value: token},
 			{Key: key, Value: bson.D{{Key: "$exists", Value: false}}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: key, Value: at}}}, {Key: "$min", Value: bson.D{{Key: FieldTimerMin, Value: at}}}}
+		bson.D{{Key: "$set", Value: bson.D{{Key: key, Value: at}}}, {Key: "$min", Value: bson.D{{Key: FieldTimerMin, Value: at}}},
+			{Key: "$inc", Value: bson.D{{Key: FieldVersion, Value: int64(1)}}}, {Key: "$unset", Value: bson.D{{Key: FieldCommitToken, Value: ""}}}}
 }

@@ -70,15 +70,16 @@
 // them as one write. A batch of timers is one DeleteTimers. Scans overlap delivery: the next
 // one is sent as soon as at most Options.Batch items are in flight.
 //
-// A timer's handler that commits on the timer's execution with the context it was given,
-// through an aio store of this process, removes the timer with that commit, in the same
-// write (see package aio): the timer needs no delete (Stats.Carried). If the handler then
-// fails, or returns ErrLeavePending, the sweeper first puts the timer back (Stats.Restored)
-// and handles the failure as any other: a timer is acked only by a handler that returned
-// nil. The one exception is reported as ErrNotRestored: the execution committed again
-// between the handler's commit and its failure, so the timer's handling stands with that
-// commit. A put-back that fails is retried, then reported as OpRestore. Over other stores
-// every timer is deleted.
+// With Options.CommitRemovesTimer, a timer's handler that commits on the timer's execution
+// with the context it was given, through an aio store of this process, removes the timer
+// with that commit, in the same write (see package aio): the timer needs no delete
+// (Stats.Carried). That commit must be the handler's last act: the timer is then gone before
+// the handler returned. If the handler fails after it, or returns ErrLeavePending, the
+// sweeper first puts the timer back (Stats.Restored) and handles the failure as any other.
+// The exceptions are reported: ErrNotRestored when the execution committed again between the
+// handler's commit and its failure (the timer's handling stands with that commit), OpRestore
+// when the put-back failed after its retries. Without the option, and over other stores,
+// every timer is deleted once its handler returned nil.
 //
 // A commit through a store of this process (aio and memstore) hands what it wrote to the
 // relay in memory, with no scan, when the relay holds the execution's partition. A scan is

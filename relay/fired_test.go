@@ -46,8 +46,9 @@ func (h *handlerCommits) handle(ctx context.Context, tm execstore.DueTimer) erro
 	return nil
 }
 
-// A handler that commits on its timer's execution through the aio store removes the timer
-// with that commit: the sweeper sends no delete, and counts the ack as carried.
+// With CommitRemovesTimer, a handler that commits on its timer's execution through the aio
+// store removes the timer with that commit: the sweeper sends no delete, and counts the ack
+// as carried.
 func TestSweeperTimersRideInTheirHandlersCommits(t *testing.T) {
 	store, _ := backends[1].open(t)
 	em := newEmitter(t, store)
@@ -56,7 +57,7 @@ func TestSweeperTimersRideInTheirHandlersCommits(t *testing.T) {
 		em.schedule(fmt.Sprintf("x%d", i), "T", now.Add(-time.Second))
 	}
 	h := &handlerCommits{t: t, store: store, attempts: map[string]int{}}
-	sw := relay.NewSweeper(store, h.handle, relay.Options{})
+	sw := relay.NewSweeper(store, h.handle, relay.Options{CommitRemovesTimer: true})
 	stop := run(t, sw)
 	eventually(t, func() bool { return sw.Stats().Acked == 5 }, "every timer fired and acked")
 	require.NoError(t, stop())
@@ -81,7 +82,7 @@ func TestSweeperRestoresATimerWhoseHandlerFailedAfterItsCommit(t *testing.T) {
 				}
 				return nil
 			}}
-			sw := relay.NewSweeper(store, h.handle, relay.Options{RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
+			sw := relay.NewSweeper(store, h.handle, relay.Options{CommitRemovesTimer: true, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
 			stop := run(t, sw)
 			eventually(t, func() bool { return sw.Stats().Acked == 1 }, "the timer fired again and was acked")
 			require.NoError(t, stop())
@@ -115,7 +116,7 @@ func TestSweeperReportsATimerItCannotRestore(t *testing.T) {
 		return errors.New("after the commits")
 	}
 	reported := make(chan error, 10)
-	sw := relay.NewSweeper(store, handler, relay.Options{RetryMin: time.Millisecond, OnError: func(err error) {
+	sw := relay.NewSweeper(store, handler, relay.Options{CommitRemovesTimer: true, RetryMin: time.Millisecond, OnError: func(err error) {
 		var re *relay.Error
 		if errors.As(err, &re) && re.Op == relay.OpRestore {
 			reported <- err
@@ -133,5 +134,32 @@ func TestSweeperReportsATimerItCannotRestore(t *testing.T) {
 	assert.EqualValues(t, 1, st.Delivered)
 	assert.Zero(t, st.Restored)
 	assert.Zero(t, st.Acked)
+	assert.Empty(t, timers(t, store))
+}
+
+// By default the handler's commit leaves the timer alone: it is deleted only once the
+// handler returned nil.
+func TestSweeperDeletesTimersAfterTheirHandlersByDefault(t *testing.T) {
+	store, _ := backends[1].open(t)
+	em := newEmitter(t, store)
+	em.schedule("x", "T", nowFireTime().Add(-time.Second))
+	var during []execstore.DueTimer
+	handler := func(ctx context.Context, tm execstore.DueTimer) error {
+		exe, err := store.Load(ctx, tm.ExecutionID)
+		if err != nil {
+			return err
+		}
+		if _, err := store.Commit(ctx, exe, execstore.Commit{}); err != nil {
+			return err
+		}
+		during, err = store.DueTimers(ctx, time.Now(), 0)
+		return err
+	}
+	sw := relay.NewSweeper(store, handler, relay.Options{})
+	stop := run(t, sw)
+	eventually(t, func() bool { return sw.Stats().Acked == 1 }, "the timer fired and was deleted")
+	require.NoError(t, stop())
+	assert.Len(t, during, 1, "the timer was still stored after the handler's commit")
+	assert.Zero(t, sw.Stats().Carried)
 	assert.Empty(t, timers(t, store))
 }

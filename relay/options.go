@@ -111,6 +111,15 @@ type Options struct {
 	// (see PartitionEvent). It is called from the relay's goroutines and must not block.
 	// Default nil: nothing is called.
 	OnPartition func(PartitionEvent)
+	// CommitRemovesTimer is for a Sweeper whose handler's last act is a commit on the
+	// timer's execution, made with the context it was given, through an aio store of this
+	// process: that commit removes the timer in its own write, and the sweeper sends no
+	// delete (Stats.Carried). If the handler fails after it, the timer is put back first
+	// (see Sweeper). Set it only for such handlers: if the process dies between that commit
+	// and the handler's return, the timer is not fired again, although its handler never
+	// returned. Default false: a timer is deleted only once its handler returned nil (by
+	// the next commit of its execution, or alone: see aio's DeleteTimers).
+	CommitRemovesTimer bool
 	// OnError, when set, is called with every failure, as an *Error. A failure is of a scan,
 	// a handler, an ack or a lease operation. It is called from the relay's goroutines and must not block.
 	// Default nil: failures are only counted in Stats.

@@ -29,7 +29,7 @@ func NewSweeper(store execstore.Store, handler func(ctx context.Context, t execs
 		panic("relay: NewSweeper needs a store and a handler")
 	}
 	opts = opts.withDefaults(sweeperLeaseKey)
-	return &Sweeper{r: newRunner[execstore.DueTimer, timerKey](timerKind{store: store}, store, handler, opts, "sweeper", "fire")}
+	return &Sweeper{r: newRunner[execstore.DueTimer, timerKey](timerKind{store: store, commitRemoves: opts.CommitRemovesTimer, signal: wake.Of(store)}, store, handler, opts, "sweeper", "fire")}
 }
 
 // Run fires due timers until ctx ends or Close is called. See Relay.Run.
@@ -50,7 +50,9 @@ type timerKey struct {
 
 // timerKind is the kind of a Sweeper: DueTimers, DeleteTimers.
 type timerKind struct {
-	store execstore.Store
+	store         execstore.Store
+	commitRemoves bool         // Options.CommitRemovesTimer
+	signal        *wake.Signal // the store's: a commit through a store registered on it removes a timer
 }
 
 func (timerKind) key(t execstore.DueTimer) timerKey {
@@ -130,10 +132,13 @@ func (timerKind) gone(c *wake.Committed, t execstore.DueTimer) bool {
 	return false
 }
 
-// fired gives t's handler a context that lets a commit of t's execution through a store of
-// this process remove t in its own write (aio does).
-func (timerKind) fired(ctx context.Context, t execstore.DueTimer) (context.Context, *wake.FiredTimer) {
-	f := wake.NewFiredTimer(t)
+// fired gives t's handler, with Options.CommitRemovesTimer, a context that lets a commit of
+// t's execution through a store of this process remove t in its own write (aio does).
+func (k timerKind) fired(ctx context.Context, t execstore.DueTimer) (context.Context, *wake.FiredTimer) {
+	if !k.commitRemoves || k.signal == nil {
+		return ctx, nil
+	}
+	f := wake.NewFiredTimer(t, k.signal)
 	return wake.WithFiredTimer(ctx, f), f
 }
 

@@ -14,7 +14,8 @@ import (
 // commit, the sweeper restores the timer before it records the failure, so the timer is
 // handed out again: it is acknowledged only by a handler that returned nil.
 type FiredTimer struct {
-	Timer execstore.DueTimer
+	Timer  execstore.DueTimer
+	signal *Signal // the sweeper's store's: only a commit through a store registered on it takes the timer
 
 	mu       sync.Mutex
 	takes    uint64        // the Takes that returned true: the last names the commit in flight
@@ -29,8 +30,11 @@ type FiredTimer struct {
 // changed the execution since. It reports whether it did.
 type Restore func(ctx context.Context) (bool, error)
 
-// NewFiredTimer returns t, not yet taken by any commit.
-func NewFiredTimer(t execstore.DueTimer) *FiredTimer { return &FiredTimer{Timer: t} }
+// NewFiredTimer returns t, a timer of the store registered on sig, not yet taken by any
+// commit.
+func NewFiredTimer(t execstore.DueTimer, sig *Signal) *FiredTimer {
+	return &FiredTimer{Timer: t, signal: sig}
+}
 
 type firedKey struct{}
 
@@ -39,13 +43,23 @@ func WithFiredTimer(ctx context.Context, f *FiredTimer) context.Context {
 	return context.WithValue(ctx, firedKey{}, f)
 }
 
-// FiredTimerOf returns the fired timer ctx carries when it is one of execution id, else nil.
-func FiredTimerOf(ctx context.Context, id string) *FiredTimer {
+// FiredTimerOf returns the fired timer ctx carries when it is one of execution id of the
+// store registered on sig, else nil.
+func FiredTimerOf(ctx context.Context, id string, sig *Signal) *FiredTimer {
 	f, _ := ctx.Value(firedKey{}).(*FiredTimer)
-	if f == nil || f.Timer.ExecutionID != id {
+	if f == nil || f.Timer.ExecutionID != id || sig == nil || f.signal != sig {
 		return nil
 	}
 	return f
+}
+
+// Superseded records that a commit re-armed or cancelled the timer's path: no commit takes
+// the timer afterwards (a later one would find a timer re-armed to the same fire time, and
+// remove it).
+func (f *FiredTimer) Superseded() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.finished = true
 }
 
 // Take reports whether a commit may carry the timer's removal: none that carried it won, none

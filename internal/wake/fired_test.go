@@ -18,11 +18,13 @@ func restoreNamed(name string, log *[]string) Restore {
 // Only a commit of the timer's execution gets it, one commit at a time; one that won is the
 // last; none after Finish.
 func TestFiredTimerTakes(t *testing.T) {
-	f := NewFiredTimer(execstore.DueTimer{ExecutionID: "x", Path: "p"})
+	sig, other := &Signal{}, &Signal{}
+	f := NewFiredTimer(execstore.DueTimer{ExecutionID: "x", Path: "p"}, sig)
 	ctx := WithFiredTimer(context.Background(), f)
-	assert.Nil(t, FiredTimerOf(ctx, "y"))
-	assert.Nil(t, FiredTimerOf(context.Background(), "x"))
-	require.Same(t, f, FiredTimerOf(ctx, "x"))
+	assert.Nil(t, FiredTimerOf(ctx, "y", sig))
+	assert.Nil(t, FiredTimerOf(ctx, "x", other), "another store's commit")
+	assert.Nil(t, FiredTimerOf(context.Background(), "x", sig))
+	require.Same(t, f, FiredTimerOf(ctx, "x", sig))
 
 	var log []string
 	first, ok := f.Take(restoreNamed("lost", &log))
@@ -47,7 +49,7 @@ func TestFiredTimerTakes(t *testing.T) {
 
 // Finish waits for a commit in flight; an unknown outcome is a restore to try, not a removal.
 func TestFiredTimerFinishWaitsForTheCommitInFlight(t *testing.T) {
-	f := NewFiredTimer(execstore.DueTimer{ExecutionID: "x", Path: "p"})
+	f := NewFiredTimer(execstore.DueTimer{ExecutionID: "x", Path: "p"}, &Signal{})
 	var log []string
 	take, ok := f.Take(restoreNamed("applied", &log))
 	require.True(t, ok)
