@@ -291,7 +291,9 @@ func TestTimerDeleteWhoseContextEndsWritesNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan error, 1)
 	before := h.store.AcksWaiting()
-	go func() { done <- h.store.DeleteTimers(ctx, []execstore.DueTimer{due, {ExecutionID: "y", Path: "a", FireAt: due.FireAt}}) }()
+	go func() {
+		done <- h.store.DeleteTimers(ctx, []execstore.DueTimer{due, {ExecutionID: "y", Path: "a", FireAt: due.FireAt}})
+	}()
 	require.Eventually(t, func() bool { return h.store.AcksWaiting() == before+2 }, 5*time.Second, time.Millisecond)
 	cancel()
 	err := awaitAck(t, done)
