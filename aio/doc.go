@@ -82,6 +82,14 @@
 //     ordered by _id. So two bulks, of this process or of another, never wait on each
 //     other's row locks in a cycle. A statement the server rolled back for a lock conflict
 //     was not applied, and is settled as such: a group commit reads it back and runs it alone.
+//   - On the FerretDB profile, the acks written alone, or the timer deletes of one path, that
+//     go out together are merged into updateMany statements, since FerretDB 1.x reads the
+//     whole collection for every statement whose filter is not an _id alone. Each names its
+//     documents in _id order, each document once, under an $or of the writes' own guards,
+//     each of which names its _id: a document changes only by its own guard, as its own
+//     update would have changed it. The other writes' paths in the statement are not in it:
+//     an ack's path is its entry's seq, which one reservation handed out once in the
+//     database, and the timer deletes of a statement share their path.
 //   - Every execution is in one partition, execstore.PartitionOf(id, Store.Partitions()). A
 //     commit that creates an execution stores the partition in its document. No update
 //     changes it. The first Open of a database records the number of partitions, and every

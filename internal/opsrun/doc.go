@@ -15,6 +15,9 @@
 //   - Every bulk write lists its statements in one global order, by _id and then by what
 //     makes the order total (order.go), so that no two bulks can deadlock on an engine that
 //     takes row locks in statement order.
+//   - On the FerretDB profile, idempotent writes of one kind merge into updateMany
+//     statements, each document once a statement, under an $or of their own guards
+//     (merged.go): each document changes as its own write would have changed it.
 //   - Reads project only what they return; the snapshot is never read by a relay or a sweep,
 //     and on MongoDB the dedupe set is never shipped to the client (FerretDB has no aggregation
 //     $in, so there the membership test runs in the client, on the one document read).

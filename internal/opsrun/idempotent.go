@@ -10,6 +10,7 @@ import (
 
 	"github.com/execstore/execstore/internal/outcome"
 	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/server"
 )
 
 // IdempotentWrite is one guarded update whose repetition is harmless (an ack): applying it
@@ -19,31 +20,45 @@ type IdempotentWrite struct {
 	ID     string
 	Filter bson.D
 	Update bson.D
+	merge  removal // how it may share a statement with others (merged.go)
 }
 
 // OutboxAckWrite is ops.AckOutboxCommand as an IdempotentWrite.
 func OutboxAckWrite(sourceID string, seq int64) IdempotentWrite {
 	filter, update := ops.AckOutboxCommand(sourceID, seq)
-	return IdempotentWrite{Op: "ack outbox", ID: sourceID, Filter: filter, Update: update}
+	return IdempotentWrite{Op: "ack outbox", ID: sourceID, Filter: filter, Update: update, merge: removalOf("ack outbox", filter, update)}
 }
 
 // SpawnAckWrite is ops.AckSpawnCommand as an IdempotentWrite.
 func SpawnAckWrite(parentID string, seq int64) IdempotentWrite {
 	filter, update := ops.AckSpawnCommand(parentID, seq)
-	return IdempotentWrite{Op: "ack spawn", ID: parentID, Filter: filter, Update: update}
+	return IdempotentWrite{Op: "ack spawn", ID: parentID, Filter: filter, Update: update, merge: removalOf("ack spawn", filter, update)}
 }
 
 // DeleteTimerWrite is ops.DeleteTimerCommand as an IdempotentWrite.
 func DeleteTimerWrite(id, path string, fireAt time.Time) IdempotentWrite {
 	filter, update := ops.DeleteTimerCommand(id, path, fireAt)
-	return IdempotentWrite{Op: "delete timer", ID: id, Filter: filter, Update: update}
+	r := removalOf("delete timer", filter, update)
+	r.kind += " " + r.path // one path per merged statement: each document's is unset
+	return IdempotentWrite{Op: "delete timer", ID: id, Filter: filter, Update: update, merge: r}
+}
+
+// removalOf is the removal of an ack's or a timer delete's command: its filter is {_id, path:
+// guard}, its update the $unset of path and, for an ack, the $inc of the count by -1.
+func removalOf(kind string, filter, update bson.D) removal {
+	r := removal{kind: kind, path: filter[1].Key}
+	if len(update) > 1 {
+		r.count = update[1].Value.(bson.D)[0].Key
+	}
+	return r
 }
 
 // IdempotentWrites runs writes as one unordered bulk write and returns each one's outcome.
 // Since each write is idempotent, a write that matched nothing is done too (its entry was
 // already gone). When the server refused part of the bulk (its per-operation error indexes
 // are not reliable on every server), every write is run again alone, which is harmless, and
-// reports its own result. Any other error is classified as for a single write (see
+// reports its own result. On the FerretDB profile, writes all of one kind are merged into
+// few updateMany statements (merged.go). Any other error is classified as for a single write (see
 // outcome.Classify): a refusal of the whole command is reported to every write, and a bulk write
 // whose answer never came back, or proves nothing, leaves every write's outcome unknown.
 func IdempotentWrites(ctx context.Context, env Env, writes []IdempotentWrite) []error {
@@ -54,7 +69,7 @@ func IdempotentWrites(ctx context.Context, env Env, writes []IdempotentWrite) []
 		}
 		return errs
 	}
-	_, err := env.Executions.BulkWrite(ctx, idempotentModels(writes), options.BulkWrite().SetOrdered(false))
+	_, err := env.Executions.BulkWrite(ctx, idempotentModels(env, writes), options.BulkWrite().SetOrdered(false))
 	if err == nil {
 		return errs
 	}
@@ -73,11 +88,17 @@ func IdempotentWrites(ctx context.Context, env Env, writes []IdempotentWrite) []
 }
 
 // idempotentModels is the bulk write of writes, its statements in the global order (see
-// statementOrder): by _id, then by operation and filter.
-func idempotentModels(writes []IdempotentWrite) []mongo.WriteModel {
+// statementOrder): by _id, then by operation and filter. On the FerretDB profile, writes of
+// one kind are merged (mergedModels).
+func idempotentModels(env Env, writes []IdempotentWrite) []mongo.WriteModel {
 	order := statementOrder(len(writes), func(i int) string { return writes[i].ID }, func(i, j int) int {
 		return compareStatements(writes[i].Op, writes[i].Filter, writes[j].Op, writes[j].Filter)
 	})
+	if env.Profile == server.FerretDB {
+		if models, ok := mergedModels(writes, order); ok {
+			return models
+		}
+	}
 	models := make([]mongo.WriteModel, len(writes))
 	for k, i := range order {
 		models[k] = mongo.NewUpdateOneModel().SetFilter(writes[i].Filter).SetUpdate(writes[i].Update)

@@ -58,10 +58,10 @@ func TestIdempotentWritesInIDOrder(t *testing.T) {
 		OutboxAckWrite("b", 2).Filter,
 		OutboxAckWrite("b", 7).Filter,
 	}
-	assert.Equal(t, want, filtersOf(t, idempotentModels(writes)))
+	assert.Equal(t, want, filtersOf(t, idempotentModels(Env{}, writes)))
 	reversed := make([]IdempotentWrite, len(writes))
 	for i, w := range writes {
 		reversed[len(writes)-1-i] = w
 	}
-	assert.Equal(t, want, filtersOf(t, idempotentModels(reversed)))
+	assert.Equal(t, want, filtersOf(t, idempotentModels(Env{}, reversed)))
 }
