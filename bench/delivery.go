@@ -50,16 +50,16 @@ type relayChild struct {
 }
 
 // startRelayChild starts the bench binary again as relay process name, delivering database
-// db of the server at uri and logging to a file in dir. It dies with this process: its
+// db of the server at uri with a handler that waits wait, and logging to a file in dir. It dies with this process: its
 // standard input closes then, on which it stops, and on Linux the kernel kills it.
-func startRelayChild(name, uri, db, dir string) (*relayChild, error) {
+func startRelayChild(name, uri, db, dir string, wait time.Duration) (*relayChild, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	c := &relayChild{name: name, log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
 	c.cmd = exec.Command(exe)
-	c.cmd.Env = append(os.Environ(), envRelayProcess+"="+name, envRelayURI+"="+uri, envRelayDB+"="+db, envRelayLog+"="+c.log)
+	c.cmd.Env = append(os.Environ(), envRelayProcess+"="+name, envRelayURI+"="+uri, envRelayDB+"="+db, envRelayLog+"="+c.log, envRelayWait+"="+wait.String())
 	c.cmd.Stdout, c.cmd.Stderr = &c.output, &c.output
 	dieWithParent(c.cmd)
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
@@ -145,7 +145,7 @@ func (e *environment) runDelivery(ctx context.Context, cfg config, stamp string)
 	if e.embedded != nil && !cfg.deliverySet {
 		cfg.deliveryEntries = embeddedDeliveryEntries
 	}
-	rep := &deliveryReport{entries: cfg.deliveryEntries, server: e.description}
+	rep := &deliveryReport{entries: cfg.deliveryEntries, wait: cfg.deliveryWait, server: e.description}
 	fmt.Fprintf(os.Stderr, "bench: delivery by 1, 2 and 4 relay processes, then a take-over\n")
 	one := func(i, n int, kill bool, hogs int) (deliveryRun, error) {
 		db := fmt.Sprintf("bench_%s_%d_delivery_%d_%d", stamp, os.Getpid(), n, i)
@@ -248,7 +248,7 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 		}
 	}()
 	for i := range n {
-		c, err := startRelayChild(fmt.Sprintf("r%d", i+1), e.uri, db, dir)
+		c, err := startRelayChild(fmt.Sprintf("r%d", i+1), e.uri, db, dir, cfg.deliveryWait)
 		if err != nil {
 			return run, err
 		}

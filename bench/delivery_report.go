@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // Workload names of the delivery section's rows in bench-results.json.
@@ -27,6 +28,7 @@ const serverBound = 0.6
 // processes, and by 2 of which one was killed. A nil report is a section not run.
 type deliveryReport struct {
 	entries  int
+	wait     time.Duration // the handler's wait (-delivery-wait)
 	server   string
 	runs     []deliveryRun
 	takeOver *deliveryRun
@@ -45,11 +47,12 @@ type deliveryResult struct {
 	// RatioToOne is EventsPerS over the 1-process row's; nil on that row and the killed one.
 	RatioToOne *float64 `json:"ratio_to_one,omitempty"`
 	// LanesCeiling is the events/s the processes' lanes allow: processes × Lanes / the
-	// handler's wait.
-	LanesCeiling float64  `json:"lanes_ceiling_per_s"`
-	Limit        string   `json:"limit"`                 // "lanes" or "server"
-	TakeOverS    *float64 `json:"take_over_s,omitempty"` // the killed row only
-	WallS        float64  `json:"wall_s"`
+	// handler's wait, HandlerWaitMS.
+	LanesCeiling  float64  `json:"lanes_ceiling_per_s"`
+	HandlerWaitMS float64  `json:"handler_wait_ms"`
+	Limit         string   `json:"limit"`                 // "lanes" or "server"
+	TakeOverS     *float64 `json:"take_over_s,omitempty"` // the killed row only
+	WallS         float64  `json:"wall_s"`
 	// UnderLoad says CPUHogs busy loops, one per core, ran meanwhile; RatioToIdle is then
 	// EventsPerS over the idle row's of as many processes.
 	UnderLoad   bool     `json:"under_load"`
@@ -72,15 +75,15 @@ type relayLeases struct {
 	ReTakes    int64  `json:"re_takes"`
 }
 
-// lanesCeiling is the events/s n processes' lanes allow.
-func lanesCeiling(n int) float64 {
-	return float64(n*deliveryLanes) / deliveryWait.Seconds()
+// lanesCeiling is the events/s n processes' lanes allow with a handler that waits wait.
+func lanesCeiling(n int, wait time.Duration) float64 {
+	return float64(n*deliveryLanes) / wait.Seconds()
 }
 
-// limit says what bound a run: its lanes, or the server (its scans, acks and lease calls)
-// when it reached less than serverBound of the lanes' ceiling.
-func limit(r deliveryRun) string {
-	if r.rate < serverBound*lanesCeiling(r.processes) {
+// limit says what bound a run with a handler that waits wait: its lanes, or the server (its
+// scans, acks and lease calls) when it reached less than serverBound of the lanes' ceiling.
+func limit(r deliveryRun, wait time.Duration) string {
+	if r.rate < serverBound*lanesCeiling(r.processes, wait) {
 		return "server"
 	}
 	return "lanes"
@@ -96,8 +99,9 @@ func (d *deliveryReport) rows() []deliveryResult {
 	idle := map[int]float64{}
 	row := func(r deliveryRun, killed bool) deliveryResult {
 		out := deliveryResult{Workload: workloadDelivery, Processes: r.processes, Entries: r.entries, Killed: killed,
-			EventsPerS: round(r.rate, 1), LanesCeiling: round(lanesCeiling(r.processes), 1), Limit: limit(r),
-			WallS: round(r.wall.Seconds(), 3), UnderLoad: r.hogs > 0, CPUHogs: r.hogs, Server: d.server, ChecksPassed: true}
+			EventsPerS: round(r.rate, 1), LanesCeiling: round(lanesCeiling(r.processes, d.wait), 1), Limit: limit(r, d.wait),
+			HandlerWaitMS: round(float64(d.wait)/float64(time.Millisecond), 3),
+			WallS:         round(r.wall.Seconds(), 3), UnderLoad: r.hogs > 0, CPUHogs: r.hogs, Server: d.server, ChecksPassed: true}
 		switch {
 		case killed:
 		case r.hogs > 0:
@@ -234,7 +238,7 @@ func (d *deliveryReport) writeTable(out io.Writer) {
 		return
 	}
 	fmt.Fprintf(out, "\ndelivery: %d outbox entries committed across %d executions, then delivered by relay processes "+
-		"(each Lanes %d, a %v handler, lease %v)\n", d.entries, min(d.entries, deliveryExecutions), deliveryLanes, deliveryWait, deliveryLease)
+		"(each Lanes %d, a %v handler, lease %v)\n", d.entries, min(d.entries, deliveryExecutions), deliveryLanes, d.wait, deliveryLease)
 	for _, loaded := range []bool{false, true} {
 		var these []deliveryResult
 		for _, r := range rows {

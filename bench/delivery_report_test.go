@@ -16,7 +16,7 @@ import (
 // the scaling goals without deciding PASS/FAIL, and counts its failed checks in the verdict.
 func TestDeliveryReport(t *testing.T) {
 	ok := []check{{name: "outbox empty at the end", ok: true}}
-	rep := &deliveryReport{entries: 300, server: "s", runs: []deliveryRun{
+	rep := &deliveryReport{entries: 300, wait: deliveryWait, server: "s", runs: []deliveryRun{
 		{processes: 1, entries: 300, rate: 112.5, wall: time.Second, checks: ok},
 		{processes: 2, entries: 300, rate: 225, wall: time.Second, checks: ok},
 		{processes: 4, entries: 300, rate: 225, wall: time.Second, checks: ok},
