@@ -55,9 +55,10 @@ type deliveryLine struct {
 	LeasesLost int64  `json:"leasesLost,omitempty"`
 	TakeOvers  int64  `json:"takeOvers,omitempty"`
 	ReTakes    int64  `json:"reTakes,omitempty"`
-	// Commands and LeaseCommands are the store's and the lease store's, on the last line.
-	Commands      map[string]int64 `json:"commands,omitempty"`
-	LeaseCommands map[string]int64 `json:"leaseCommands,omitempty"`
+	// Commands and LeaseCommands are the store's and the lease store's, on the last line
+	// only ({} there when none was sent, null on the others).
+	Commands      map[string]int64 `json:"commands"`
+	LeaseCommands map[string]int64 `json:"leaseCommands"`
 }
 
 // reTakes returns Stats.ReTakes, or 0 for a relay whose Stats have none.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -97,4 +98,34 @@ func sumServerTicks(listed serverProcesses, all map[int]procStat) (int64, error)
 // ticksToDuration converts clock ticks to CPU time.
 func ticksToDuration(t int64) time.Duration {
 	return time.Duration(t) * time.Second / clockTicksPerSecond
+}
+
+// serverCPU is the CPU the server's processes used over a span of wall time.
+type serverCPU struct {
+	cpu, wall time.Duration
+}
+
+// measure starts a span of the server's CPU; the func it returns ends it. That returns nil
+// when the CPU is not measured: no process listed, not Linux, or /proc could not be read
+// (said on standard error).
+func (p serverProcesses) measure() func() *serverCPU {
+	none := func() *serverCPU { return nil }
+	if len(p) == 0 {
+		return none
+	}
+	warn := func(err error) { fmt.Fprintf(os.Stderr, "bench: server CPU not measured: %v\n", err) }
+	from, err := p.cpu()
+	if err != nil {
+		warn(err)
+		return none
+	}
+	start := time.Now()
+	return func() *serverCPU {
+		to, err := p.cpu()
+		if err != nil {
+			warn(err)
+			return nil
+		}
+		return &serverCPU{cpu: to - from, wall: time.Since(start)}
+	}
 }
