@@ -50,16 +50,16 @@ type relayChild struct {
 }
 
 // startRelayChild starts the bench binary again as relay process name, delivering database
-// db of the server at uri and logging to a file in dir. It dies with this process: its
+// db of the server at uri with a handler that waits wait, and logging to a file in dir. It dies with this process: its
 // standard input closes then, on which it stops, and on Linux the kernel kills it.
-func startRelayChild(name, uri, db, dir string) (*relayChild, error) {
+func startRelayChild(name, uri, db, dir string, wait time.Duration) (*relayChild, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	c := &relayChild{name: name, log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
 	c.cmd = exec.Command(exe)
-	c.cmd.Env = append(os.Environ(), envRelayProcess+"="+name, envRelayURI+"="+uri, envRelayDB+"="+db, envRelayLog+"="+c.log)
+	c.cmd.Env = append(os.Environ(), envRelayProcess+"="+name, envRelayURI+"="+uri, envRelayDB+"="+db, envRelayLog+"="+c.log, envRelayWait+"="+wait.String())
 	c.cmd.Stdout, c.cmd.Stderr = &c.output, &c.output
 	dieWithParent(c.cmd)
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
@@ -128,6 +128,7 @@ type deliveryRun struct {
 	takeOver  time.Duration // with a kill: until the killed process's share was delivered again
 	hogs      int           // the CPU hogs that ran meanwhile: 0, idle
 	procs     []procLeases  // each relay process's leases, in start order
+	cost      deliveryCost
 	checks    []check
 }
 
@@ -145,11 +146,15 @@ func (e *environment) runDelivery(ctx context.Context, cfg config, stamp string)
 	if e.embedded != nil && !cfg.deliverySet {
 		cfg.deliveryEntries = embeddedDeliveryEntries
 	}
-	rep := &deliveryReport{entries: cfg.deliveryEntries, server: e.description}
+	rep := &deliveryReport{entries: cfg.deliveryEntries, wait: cfg.deliveryWait, server: e.description}
+	cpu, err := parseServerPIDs(os.Getenv(envServerPIDs))
+	if err != nil {
+		return nil, err
+	}
 	fmt.Fprintf(os.Stderr, "bench: delivery by 1, 2 and 4 relay processes, then a take-over\n")
 	one := func(i, n int, kill bool, hogs int) (deliveryRun, error) {
 		db := fmt.Sprintf("bench_%s_%d_delivery_%d_%d", stamp, os.Getpid(), n, i)
-		run, err := e.deliver(ctx, cfg, db, n, kill)
+		run, err := e.deliver(ctx, cfg, db, n, kill, cpu)
 		run.hogs = hogs
 		if !cfg.keep {
 			cctx, cancel := cleanupContext(ctx)
@@ -214,8 +219,9 @@ func (e *environment) runDelivery(ctx context.Context, cfg config, stamp string)
 }
 
 // deliver commits the backlog to db, has n relay processes deliver it (killing one of them
-// mid-delivery when kill is set) and checks that nothing was lost.
-func (e *environment) deliver(ctx context.Context, cfg config, db string, n int, kill bool) (run deliveryRun, err error) {
+// mid-delivery when kill is set), checks that nothing was lost and measures what it cost,
+// the CPU of the server's processes cpu included.
+func (e *environment) deliver(ctx context.Context, cfg config, db string, n int, kill bool, cpu serverProcesses) (run deliveryRun, err error) {
 	run = deliveryRun{processes: n, entries: cfg.deliveryEntries}
 	store, err := aio.Open(ctx, e.uri, aio.Options{Connection: server.Connection{Database: db}})
 	if err != nil {
@@ -248,7 +254,7 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 		}
 	}()
 	for i := range n {
-		c, err := startRelayChild(fmt.Sprintf("r%d", i+1), e.uri, db, dir)
+		c, err := startRelayChild(fmt.Sprintf("r%d", i+1), e.uri, db, dir, cfg.deliveryWait)
 		if err != nil {
 			return run, err
 		}
@@ -297,6 +303,7 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 	if err != nil {
 		return run, err
 	}
+	endCPU := cpu.measure()
 	deadline = time.Now().Add(deliveryDeadline) // the delivery's own bound
 
 	victim := -1
@@ -353,6 +360,7 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 		}
 		return true
 	})
+	serverCPU := endCPU()
 	var pending []execstore.OutboxEntry
 	for waitErr == nil {
 		if pending, err = store.PendingOutbox(ctx, 0); err != nil {
@@ -377,6 +385,8 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 		return run, err
 	}
 	run.rate, run.wall = deliveryRate(l)
+	run.cost = costOf(l)
+	run.cost.server = serverCPU
 	if kill {
 		run.takeOver = takeOverTime(l, victim, killedAt, store)
 	}

@@ -24,13 +24,14 @@ const (
 	envRelayURI     = "EXECSTORE_BENCH_RELAY_URI"
 	envRelayDB      = "EXECSTORE_BENCH_RELAY_DB"
 	envRelayLog     = "EXECSTORE_BENCH_RELAY_LOG"
+	envRelayWait    = "EXECSTORE_BENCH_RELAY_WAIT" // the handler's wait, a time.Duration
 )
 
 // How every relay process of the delivery section runs its Relay.
 const (
 	deliveryLease = 2 * time.Second      // LeaseDuration: a dead process's share is taken over within 2.5s
 	deliveryLanes = 1                    // few enough that one process is bound by its lanes, and 4 processes not by the server
-	deliveryWait  = 8 * time.Millisecond // a handler's wait, as a downstream call's
+	deliveryWait  = 8 * time.Millisecond // -delivery-wait's default: a handler's wait, as a downstream call's
 	// deliveryPoll is relay's default PollInterval: no commit of the process wakes it, it
 	// polls. At 100ms the scans of the embedded server, each reading every execution, bound
 	// the delivery: 1s delivered more (1 process 66.8 events/s against 47.9, 2 processes
@@ -42,8 +43,9 @@ const (
 // End) or an ack that returned nil ("ack", at End), "ready" once the relay runs, "took" and
 // "released" (Seq: the partition), "stopping" when its standard input closed, and "stats":
 // its Stats' LeasesLost, TakeOvers and ReTakes, whenever LeasesLost changed and once the
-// relay stopped. Times are Unix nanoseconds of the machine's clock, which every
-// process shares.
+// relay stopped. The last "stats" line also has the commands the process's store and lease
+// clients sent from the relay's start to its stop, by command name. Times are Unix
+// nanoseconds of the machine's clock, which every process shares.
 type deliveryLine struct {
 	Kind       string `json:"kind"`
 	Source     string `json:"source,omitempty"`
@@ -53,6 +55,10 @@ type deliveryLine struct {
 	LeasesLost int64  `json:"leasesLost,omitempty"`
 	TakeOvers  int64  `json:"takeOvers,omitempty"`
 	ReTakes    int64  `json:"reTakes,omitempty"`
+	// Commands and LeaseCommands are the store's and the lease store's, on the last line
+	// only ({} there when none was sent, null on the others).
+	Commands      map[string]int64 `json:"commands"`
+	LeaseCommands map[string]int64 `json:"leaseCommands"`
 }
 
 // reTakes returns Stats.ReTakes, or 0 for a relay whose Stats have none.
@@ -93,8 +99,8 @@ func (s *ackLine) AckOutbox(ctx context.Context, sourceID string, seq int64) err
 }
 
 // deliveryProcess is the bench binary run as a relay process: it delivers the outbox of the
-// database its environment names, under a lease, with a handler that waits deliveryWait,
-// until its standard input closes (the parent closed it, or died). It returns the exit
+// database its environment names, under a lease, with a handler that waits as long as its
+// environment says, until its standard input closes (the parent closed it, or died). It returns the exit
 // status.
 func deliveryProcess() int {
 	fail := func(err error) int {
@@ -108,7 +114,12 @@ func deliveryProcess() int {
 	}
 	defer f.Close()
 	log := lineLog{f}
-	conn := server.Connection{Database: os.Getenv(envRelayDB)}
+	wait, err := time.ParseDuration(os.Getenv(envRelayWait))
+	if err != nil || wait <= 0 {
+		return fail(fmt.Errorf("%s=%q: not a positive duration", envRelayWait, os.Getenv(envRelayWait)))
+	}
+	storeCmds, leaseCmds := newCommandCounter(), newCommandCounter()
+	conn := server.Connection{Database: os.Getenv(envRelayDB), ClientOptions: clientWithMonitor(storeCmds)}
 	store, err := aio.Open(ctx, os.Getenv(envRelayURI), aio.Options{Connection: conn})
 	if err != nil {
 		return fail(err)
@@ -116,7 +127,8 @@ func deliveryProcess() int {
 	defer store.Close(ctx)
 	// The leases on a database of their own: their renewals never wait behind the acks, on
 	// the embedded server either, which runs one write per database at a time.
-	leases, err := idem.Open(ctx, os.Getenv(envRelayURI), idem.Options{Connection: server.Connection{Database: conn.Database + "_leases"}})
+	leases, err := idem.Open(ctx, os.Getenv(envRelayURI), idem.Options{Connection: server.Connection{
+		Database: conn.Database + "_leases", ClientOptions: clientWithMonitor(leaseCmds)}})
 	if err != nil {
 		return fail(err)
 	}
@@ -133,7 +145,7 @@ func deliveryProcess() int {
 	r := relay.New(relayed, func(ctx context.Context, e execstore.OutboxEntry) error {
 		start := time.Now()
 		select {
-		case <-time.After(deliveryWait):
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -148,12 +160,17 @@ func deliveryProcess() int {
 			}
 			log.write(deliveryLine{Kind: kind, Seq: int64(e.Partition), End: time.Now().UnixNano()})
 		}})
+	storeFrom, leaseFrom := storeCmds.snapshot(), leaseCmds.snapshot() // the opens' commands are not the relay's
 	runErr := make(chan error, 1)
 	go func() { runErr <- r.Run(ctx) }()
 	log.write(deliveryLine{Kind: "ready", End: time.Now().UnixNano()})
-	stats := func() {
+	stats := func(last bool) {
 		st := r.Stats()
-		log.write(deliveryLine{Kind: "stats", End: time.Now().UnixNano(), LeasesLost: st.LeasesLost, TakeOvers: st.TakeOvers, ReTakes: reTakes(st)})
+		l := deliveryLine{Kind: "stats", End: time.Now().UnixNano(), LeasesLost: st.LeasesLost, TakeOvers: st.TakeOvers, ReTakes: reTakes(st)}
+		if last {
+			l.Commands, l.LeaseCommands = storeCmds.snapshot().since(storeFrom), leaseCmds.snapshot().since(leaseFrom)
+		}
+		log.write(l)
 	}
 	watchDone, watchStop := make(chan struct{}), make(chan struct{})
 	go func() { // a line whenever a lease is lost, to say when
@@ -167,7 +184,7 @@ func deliveryProcess() int {
 			}
 			if st := r.Stats(); st.LeasesLost != lost {
 				lost = st.LeasesLost
-				stats()
+				stats(false)
 			}
 		}
 	}()
@@ -185,6 +202,6 @@ func deliveryProcess() int {
 	if err := <-runErr; err != nil {
 		return fail(err)
 	}
-	stats()
+	stats(true)
 	return 0
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // Workload names of the delivery section's rows in bench-results.json.
@@ -27,6 +28,7 @@ const serverBound = 0.6
 // processes, and by 2 of which one was killed. A nil report is a section not run.
 type deliveryReport struct {
 	entries  int
+	wait     time.Duration // the handler's wait (-delivery-wait)
 	server   string
 	runs     []deliveryRun
 	takeOver *deliveryRun
@@ -45,16 +47,39 @@ type deliveryResult struct {
 	// RatioToOne is EventsPerS over the 1-process row's; nil on that row and the killed one.
 	RatioToOne *float64 `json:"ratio_to_one,omitempty"`
 	// LanesCeiling is the events/s the processes' lanes allow: processes × Lanes / the
-	// handler's wait.
-	LanesCeiling float64  `json:"lanes_ceiling_per_s"`
-	Limit        string   `json:"limit"`                 // "lanes" or "server"
-	TakeOverS    *float64 `json:"take_over_s,omitempty"` // the killed row only
-	WallS        float64  `json:"wall_s"`
+	// handler's wait, HandlerWaitMS.
+	LanesCeiling  float64  `json:"lanes_ceiling_per_s"`
+	HandlerWaitMS float64  `json:"handler_wait_ms"`
+	Limit         string   `json:"limit"`                 // "lanes" or "server"
+	TakeOverS     *float64 `json:"take_over_s,omitempty"` // the killed row only
+	WallS         float64  `json:"wall_s"`
 	// UnderLoad says CPUHogs busy loops, one per core, ran meanwhile; RatioToIdle is then
 	// EventsPerS over the idle row's of as many processes.
 	UnderLoad   bool     `json:"under_load"`
 	CPUHogs     int      `json:"cpu_hogs,omitempty"`
 	RatioToIdle *float64 `json:"ratio_to_idle,omitempty"`
+	// Deliveries are the handler calls, the redeliveries included; the costs per entry are
+	// over Entries, the entries committed, not over these.
+	Deliveries int `json:"deliveries"`
+	// StoreCommandsByName and LeaseCommandsByName are the commands the relay processes'
+	// store and lease clients sent, summed over the processes, each from its relay's start to
+	// its stop (the polls and lease renewals of the whole run included). CommandsPartial
+	// says a process (the killed one) reported none: the counts are the others', and
+	// CommandsPerEntry, their total over Entries, is left out. CommandsRatioToOne is
+	// CommandsPerEntry over the 1-process row's, on the idle rows but that one.
+	StoreCommandsByName map[string]int64 `json:"store_commands_by_name,omitempty"`
+	LeaseCommandsByName map[string]int64 `json:"lease_commands_by_name,omitempty"`
+	CommandsPartial     bool             `json:"commands_partial,omitempty"`
+	CommandsPerEntry    *float64         `json:"commands_per_entry,omitempty"`
+	CommandsRatioToOne  *float64         `json:"commands_ratio_to_one,omitempty"`
+	// ServerCPUS is the CPU the server's processes (EXECSTORE_BENCH_SERVER_PIDS and their
+	// live children) used from the backlog committed to every entry acked, a span of
+	// ServerCPUWindowS; ServerCPUMSPerEntry is it over Entries, and ServerCPURatioToOne that
+	// over the 1-process row's, on the idle rows but that one. Left out when not measured.
+	ServerCPUS          *float64 `json:"server_cpu_s,omitempty"`
+	ServerCPUWindowS    *float64 `json:"server_cpu_window_s,omitempty"`
+	ServerCPUMSPerEntry *float64 `json:"server_cpu_ms_per_entry,omitempty"`
+	ServerCPURatioToOne *float64 `json:"server_cpu_ratio_to_one,omitempty"`
 	// Relays are each relay process's Stats of its leases once it stopped.
 	Relays       []relayLeases `json:"relay_processes"`
 	Server       string        `json:"server"`
@@ -72,15 +97,15 @@ type relayLeases struct {
 	ReTakes    int64  `json:"re_takes"`
 }
 
-// lanesCeiling is the events/s n processes' lanes allow.
-func lanesCeiling(n int) float64 {
-	return float64(n*deliveryLanes) / deliveryWait.Seconds()
+// lanesCeiling is the events/s n processes' lanes allow with a handler that waits wait.
+func lanesCeiling(n int, wait time.Duration) float64 {
+	return float64(n*deliveryLanes) / wait.Seconds()
 }
 
-// limit says what bound a run: its lanes, or the server (its scans, acks and lease calls)
-// when it reached less than serverBound of the lanes' ceiling.
-func limit(r deliveryRun) string {
-	if r.rate < serverBound*lanesCeiling(r.processes) {
+// limit says what bound a run with a handler that waits wait: its lanes, or the server (its
+// scans, acks and lease calls) when it reached less than serverBound of the lanes' ceiling.
+func limit(r deliveryRun, wait time.Duration) string {
+	if r.rate < serverBound*lanesCeiling(r.processes, wait) {
 		return "server"
 	}
 	return "lanes"
@@ -92,12 +117,40 @@ func (d *deliveryReport) rows() []deliveryResult {
 	if d == nil {
 		return nil
 	}
-	var one float64
+	var one, oneCommands, oneCPU float64
 	idle := map[int]float64{}
+	ratioOf := func(x, base float64) *float64 {
+		if x <= 0 || base <= 0 {
+			return nil
+		}
+		r := round(x/base, 2)
+		return &r
+	}
 	row := func(r deliveryRun, killed bool) deliveryResult {
 		out := deliveryResult{Workload: workloadDelivery, Processes: r.processes, Entries: r.entries, Killed: killed,
-			EventsPerS: round(r.rate, 1), LanesCeiling: round(lanesCeiling(r.processes), 1), Limit: limit(r),
-			WallS: round(r.wall.Seconds(), 3), UnderLoad: r.hogs > 0, CPUHogs: r.hogs, Server: d.server, ChecksPassed: true}
+			EventsPerS: round(r.rate, 1), LanesCeiling: round(lanesCeiling(r.processes, d.wait), 1), Limit: limit(r, d.wait),
+			HandlerWaitMS: round(float64(d.wait)/float64(time.Millisecond), 3),
+			WallS:         round(r.wall.Seconds(), 3), UnderLoad: r.hogs > 0, CPUHogs: r.hogs, Server: d.server, ChecksPassed: true,
+			Deliveries: r.cost.deliveries, CommandsPartial: !r.cost.commandsComplete,
+			StoreCommandsByName: r.cost.storeCommands, LeaseCommandsByName: r.cost.leaseCommands}
+		var commands, cpu float64 // per entry; 0: not known
+		if r.cost.commandsComplete && r.entries > 0 {
+			commands = float64(r.cost.commands()) / float64(r.entries)
+			v := round(commands, 2)
+			out.CommandsPerEntry = &v
+		}
+		if c := r.cost.server; c != nil && r.entries > 0 {
+			cpu = float64(c.cpu) / float64(time.Millisecond) / float64(r.entries)
+			s, w, v := round(c.cpu.Seconds(), 3), round(c.wall.Seconds(), 3), round(cpu, 3)
+			out.ServerCPUS, out.ServerCPUWindowS, out.ServerCPUMSPerEntry = &s, &w, &v
+		}
+		if !killed && r.hogs == 0 {
+			if r.processes == 1 {
+				oneCommands, oneCPU = commands, cpu
+			} else {
+				out.CommandsRatioToOne, out.ServerCPURatioToOne = ratioOf(commands, oneCommands), ratioOf(cpu, oneCPU)
+			}
+		}
 		switch {
 		case killed:
 		case r.hogs > 0:
@@ -234,7 +287,7 @@ func (d *deliveryReport) writeTable(out io.Writer) {
 		return
 	}
 	fmt.Fprintf(out, "\ndelivery: %d outbox entries committed across %d executions, then delivered by relay processes "+
-		"(each Lanes %d, a %v handler, lease %v)\n", d.entries, min(d.entries, deliveryExecutions), deliveryLanes, deliveryWait, deliveryLease)
+		"(each Lanes %d, a %v handler, lease %v)\n", d.entries, min(d.entries, deliveryExecutions), deliveryLanes, d.wait, deliveryLease)
 	for _, loaded := range []bool{false, true} {
 		var these []deliveryResult
 		for _, r := range rows {
@@ -253,7 +306,8 @@ func (d *deliveryReport) writeTable(out io.Writer) {
 		if loaded {
 			ratioHead = "×idle"
 		}
-		fmt.Fprintf(tw, "processes\tevents/s\t%s\tlanes' ceiling/s\tbound by\twall s\tchecks\t  leases lost/take-overs/re-takes\n", ratioHead)
+		fmt.Fprintf(tw, "processes\tevents/s\t%s\tlanes' ceiling/s\tbound by\twall s\tcmds/entry\tcmds ×1\tserver ms/entry\tserver ×1\tserver cores\t"+
+			"checks\t  leases lost/take-overs/re-takes\n", ratioHead)
 		for _, r := range these {
 			if r.Killed {
 				continue
@@ -265,10 +319,12 @@ func (d *deliveryReport) writeTable(out io.Writer) {
 			if r.RatioToIdle != nil {
 				ratio = fmt.Sprintf("%.2f×", *r.RatioToIdle)
 			}
-			fmt.Fprintf(tw, "%d\t%.1f\t%s\t%.0f\t%s\t%.2f\t%s\t  %s\n", r.Processes, r.EventsPerS, ratio, r.LanesCeiling,
-				r.Limit, r.WallS, checksCell(r.ChecksPassed), leasesCell(r))
+			fmt.Fprintf(tw, "%d\t%.1f\t%s\t%.0f\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t  %s\n", r.Processes, r.EventsPerS, ratio, r.LanesCeiling,
+				r.Limit, r.WallS, commandsCell(r), ratioCell(r.CommandsRatioToOne), serverCPUCell(r), ratioCell(r.ServerCPURatioToOne),
+				serverCoresCell(r), checksCell(r.ChecksPassed), leasesCell(r))
 		}
 		tw.Flush()
+		writeCostNotes(out, these)
 		for _, r := range these {
 			if r.Limit == "server" && !r.Killed {
 				fmt.Fprintf(out, "  %d %s below %.0f%% of the lanes' ceiling: the server's scans, acks and lease calls bound the delivery\n",
@@ -284,8 +340,9 @@ func (d *deliveryReport) writeTable(out io.Writer) {
 				took = fmt.Sprintf("its share delivered again %.2f s after its death", *r.TakeOverS)
 			}
 			fmt.Fprintf(out, "  take-over: one of %d processes killed with SIGKILL mid-delivery; %s "+
-				"(bound: LeaseDuration×5/4 = %v after its last renewal); leases %s; checks %s\n",
-				r.Processes, took, deliveryLease*5/4, leasesCell(r), checksCell(r.ChecksPassed))
+				"(bound: LeaseDuration×5/4 = %v after its last renewal); leases %s; commands per entry not given "+
+				"(the killed process reported none); server ms/entry %s; checks %s\n",
+				r.Processes, took, deliveryLease*5/4, leasesCell(r), serverCPUCell(r), checksCell(r.ChecksPassed))
 		}
 	}
 }
@@ -351,4 +408,60 @@ func checksCell(ok bool) string {
 		return "ok"
 	}
 	return "FAIL"
+}
+
+// writeCostNotes says what the cost columns of rows count.
+func writeCostNotes(out io.Writer, rows []deliveryResult) {
+	var calls []string
+	measured := false
+	for _, r := range rows {
+		if !r.Killed {
+			calls = append(calls, fmt.Sprintf("%d", r.Deliveries))
+			measured = measured || r.ServerCPUMSPerEntry != nil
+		}
+	}
+	if len(calls) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "  cmds/entry: the commands of every relay process's store and lease clients, from its relay's start to its stop "+
+		"(the polls and lease renewals of the whole run included), over the %d entries committed; handler calls, "+
+		"the redeliveries included: %s\n", rows[0].Entries, strings.Join(calls, " / "))
+	if measured {
+		fmt.Fprintf(out, "  server ms/entry: the CPU of the server's processes (%s and their live children, from /proc) "+
+			"from the backlog committed to every entry acked, over the entries; server cores: that CPU over that span\n", envServerPIDs)
+	} else {
+		fmt.Fprintf(out, "  server ms/entry: not measured (%s names the server's processes, on Linux)\n", envServerPIDs)
+	}
+}
+
+// commandsCell is a row's commands per entry, or "partial" when a process reported none.
+func commandsCell(r deliveryResult) string {
+	if r.CommandsPerEntry == nil {
+		return "partial"
+	}
+	return fmt.Sprintf("%.1f", *r.CommandsPerEntry)
+}
+
+// serverCPUCell is a row's server ms of CPU per entry, or "not measured".
+func serverCPUCell(r deliveryResult) string {
+	if r.ServerCPUMSPerEntry == nil {
+		return "not measured"
+	}
+	return fmt.Sprintf("%.2f", *r.ServerCPUMSPerEntry)
+}
+
+// serverCoresCell is the cores a row's server used on average over its delivery, or "-".
+func serverCoresCell(r deliveryResult) string {
+	if r.ServerCPUS == nil || r.ServerCPUWindowS == nil || *r.ServerCPUWindowS <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", *r.ServerCPUS / *r.ServerCPUWindowS)
+}
+
+// ratioCell is a ratio to another row, or "-".
+func ratioCell(r *float64) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", *r)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 // the scaling goals without deciding PASS/FAIL, and counts its failed checks in the verdict.
 func TestDeliveryReport(t *testing.T) {
 	ok := []check{{name: "outbox empty at the end", ok: true}}
-	rep := &deliveryReport{entries: 300, server: "s", runs: []deliveryRun{
+	rep := &deliveryReport{entries: 300, wait: deliveryWait, server: "s", runs: []deliveryRun{
 		{processes: 1, entries: 300, rate: 112.5, wall: time.Second, checks: ok},
 		{processes: 2, entries: 300, rate: 225, wall: time.Second, checks: ok},
 		{processes: 4, entries: 300, rate: 225, wall: time.Second, checks: ok},
@@ -56,6 +57,8 @@ func TestDeliveryReport(t *testing.T) {
 	assert.Equal(t, 1, writeVerdict(&out, rep.checked(), nil, nil), "the killed run's failed check fails the run")
 	assert.Contains(t, out.String(), "delivery ×2 (one killed): every entry delivered at least once")
 
+	assert.Contains(t, out.String(), "server ms/entry: not measured")
+
 	var none *deliveryReport
 	assert.Empty(t, none.rows())
 	assert.Empty(t, none.checked())
@@ -82,4 +85,88 @@ func TestDeliveryChecks(t *testing.T) {
 	}
 	assert.Equal(t, map[string]bool{"outbox empty at the end": true, "every entry delivered at least once": true,
 		"acked after its handler returned nil": true, "relay processes stopped cleanly": true}, failed)
+}
+
+// Each row gives the relay processes' commands and the server's CPU per committed entry,
+// with the ratios to 1 process; the killed row's commands are partial, and the CPU is "not
+// measured" where it was not.
+func TestDeliveryReportCosts(t *testing.T) {
+	cost := func(store, lease int64, cpu time.Duration) deliveryCost {
+		c := deliveryCost{deliveries: 205, storeCommands: commandCounts{"find": store}, leaseCommands: commandCounts{"update": lease},
+			commandsComplete: true}
+		if cpu > 0 {
+			c.server = &serverCPU{cpu: cpu, wall: 2 * time.Second}
+		}
+		return c
+	}
+	rep := &deliveryReport{entries: 200, wait: 40 * time.Millisecond, server: "s", runs: []deliveryRun{
+		{processes: 1, entries: 200, rate: 24, cost: cost(380, 20, 400*time.Millisecond)},
+		{processes: 2, entries: 200, rate: 48, cost: cost(400, 40, 440*time.Millisecond)},
+		{processes: 4, entries: 200, rate: 90, cost: cost(420, 80, 0)},
+	}, takeOver: &deliveryRun{processes: 2, entries: 200, rate: 40, cost: deliveryCost{deliveries: 230,
+		storeCommands: commandCounts{"find": 100}, leaseCommands: commandCounts{}, server: &serverCPU{cpu: time.Second, wall: time.Second}}}}
+
+	rows := rep.rows()
+	require.Len(t, rows, 4)
+	assert.InDelta(t, 25.0, rows[0].LanesCeiling, 1e-9, "1 lane / 40ms")
+	assert.InDelta(t, 40.0, rows[0].HandlerWaitMS, 1e-9)
+	assert.Equal(t, "lanes", rows[1].Limit, "48/s of 50/s")
+	assert.Equal(t, 205, rows[0].Deliveries)
+	assert.Equal(t, map[string]int64{"find": 380}, rows[0].StoreCommandsByName)
+	assert.Equal(t, map[string]int64{"update": 20}, rows[0].LeaseCommandsByName)
+	require.NotNil(t, rows[0].CommandsPerEntry)
+	assert.InDelta(t, 2.0, *rows[0].CommandsPerEntry, 1e-9, "(380+20)/200")
+	assert.Nil(t, rows[0].CommandsRatioToOne)
+	require.NotNil(t, rows[2].CommandsRatioToOne)
+	assert.InDelta(t, 1.25, *rows[2].CommandsRatioToOne, 1e-9, "2.5 over 2.0")
+	require.NotNil(t, rows[1].ServerCPUMSPerEntry)
+	assert.InDelta(t, 2.2, *rows[1].ServerCPUMSPerEntry, 1e-9, "440ms/200")
+	require.NotNil(t, rows[1].ServerCPURatioToOne)
+	assert.InDelta(t, 1.1, *rows[1].ServerCPURatioToOne, 1e-9)
+	assert.Nil(t, rows[2].ServerCPUMSPerEntry, "not measured")
+	assert.Nil(t, rows[2].ServerCPURatioToOne)
+	assert.True(t, rows[3].CommandsPartial, "the killed process reported none")
+	assert.Nil(t, rows[3].CommandsPerEntry)
+	assert.Nil(t, rows[3].CommandsRatioToOne)
+	require.NotNil(t, rows[3].ServerCPUMSPerEntry)
+	assert.InDelta(t, 5.0, *rows[3].ServerCPUMSPerEntry, 1e-9)
+
+	var out bytes.Buffer
+	rep.writeTable(&out)
+	text := out.String()
+	assert.Contains(t, text, "a 40ms handler")
+	assert.Contains(t, text, "cmds/entry")
+	assert.Contains(t, text, "1.25×")
+	assert.Contains(t, text, "not measured")
+	assert.Contains(t, text, "0.20", "server cores: 0.4 s over 2 s")
+	assert.Contains(t, text, "handler calls, the redeliveries included: 205 / 205 / 205")
+	assert.Contains(t, text, "commands per entry not given (the killed process reported none); server ms/entry 5.00")
+	assert.Contains(t, text, "server ms/entry: the CPU of the server's processes")
+}
+
+// A run's cost sums the last "stats" line of every process; one with none (killed) makes
+// the commands partial.
+func TestCostOf(t *testing.T) {
+	logs := [][]deliveryLine{
+		{{Kind: "deliver"}, {Kind: "stats", LeasesLost: 1}, {Kind: "deliver"},
+			{Kind: "stats", Commands: map[string]int64{"find": 3}, LeaseCommands: map[string]int64{"update": 2}}},
+		{{Kind: "deliver"}, {Kind: "stats", Commands: map[string]int64{"find": 4, "update": 1}, LeaseCommands: map[string]int64{}}},
+	}
+	c := costOf(logs)
+	assert.True(t, c.commandsComplete)
+	assert.Equal(t, 3, c.deliveries)
+	assert.Equal(t, commandCounts{"find": 7, "update": 1}, c.storeCommands)
+	assert.Equal(t, commandCounts{"update": 2}, c.leaseCommands)
+	assert.Equal(t, int64(10), c.commands())
+
+	c = costOf(append(logs, []deliveryLine{{Kind: "deliver"}, {Kind: "stats", LeasesLost: 2}}))
+	assert.False(t, c.commandsComplete, "a process with no final stats")
+	assert.Equal(t, int64(10), c.commands(), "the others' counts")
+
+	// A last line with no command sent still says so once written and read back.
+	b, err := json.Marshal(deliveryLine{Kind: "stats", Commands: map[string]int64{}, LeaseCommands: map[string]int64{}})
+	require.NoError(t, err)
+	var back deliveryLine
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.True(t, costOf([][]deliveryLine{{back}}).commandsComplete)
 }

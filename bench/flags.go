@@ -67,6 +67,9 @@ type config struct {
 	// processes; 0: the section is not run.
 	deliveryEntries int
 	deliverySet     bool // -delivery was given
+	// deliveryWait is how long the relay processes' handler waits for each entry, as a
+	// downstream call would.
+	deliveryWait time.Duration
 	// deliveryLoad are the numbers of relay processes whose delivery runs again while CPU
 	// hogs keep every core busy (-load); loadTakeOver runs the take-over again too.
 	deliveryLoad []int
@@ -127,6 +130,8 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 		"callers of the journal workload: a comma-separated list of levels, each measured")
 	fs.IntVar(&cfg.deliveryEntries, "delivery", defaultDeliveryEntries,
 		"outbox entries of the delivery section, delivered by 1, 2 and 4 relay processes (150 on the embedded server unless set); 0 to skip it")
+	fs.DurationVar(&cfg.deliveryWait, "delivery-wait", deliveryWait,
+		"how long the delivery section's handler waits for each entry, as a downstream call would (positive)")
 	fs.StringVar(&load, "load", "none",
 		"delivery runs repeated while CPU hogs keep every core busy: relay processes, comma-separated (1,2,4), all (those and the take-over), or none")
 	fs.BoolVar(&cfg.scaling, "scaling", false, "measure the timer sweep at several collection sizes instead of the workload")
@@ -214,6 +219,8 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 		return config{}, fmt.Errorf("-journal-invocations must be at least 1, got %d", cfg.journalInvocations)
 	case cfg.deliveryEntries < 0:
 		return config{}, fmt.Errorf("-delivery must not be negative, got %d", cfg.deliveryEntries)
+	case cfg.deliveryWait <= 0:
+		return config{}, fmt.Errorf("-delivery-wait must be positive, got %v", cfg.deliveryWait)
 	case cfg.rounds < 1:
 		return config{}, fmt.Errorf("-rounds must be at least 1, got %d", cfg.rounds)
 	case cfg.timeout <= 0 || cfg.runTimeout <= 0:

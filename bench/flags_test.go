@@ -148,6 +148,9 @@ func TestParseFlagsRefusesBadValues(t *testing.T) {
 		{[]string{"-rtt", "0,,2ms"}, `invalid value "0,,2ms" for flag -rtt`},
 		{[]string{"-rtt", "2ms;10ms"}, `invalid value "2ms;10ms" for flag -rtt`},
 		{[]string{"-rtt", ""}, `invalid value "" for flag -rtt`},
+		{[]string{"-delivery-wait", "0s"}, "-delivery-wait must be positive, got 0s"},
+		{[]string{"-delivery-wait", "-8ms"}, "-delivery-wait must be positive, got -8ms"},
+		{[]string{"-delivery-wait", "40"}, `invalid value "40" for flag -delivery-wait`},
 		{[]string{"-executions", "-1"}, "-executions must be at least 1, got -1"},
 		{[]string{"-events", "-5"}, "-events must be at least 1, got -5"},
 		{[]string{"-events", "many"}, `invalid value "many" for flag -events`},
@@ -166,6 +169,16 @@ func TestParseFlagsRefusesBadValues(t *testing.T) {
 		_, err := parseFlags(tc.args, "", io.Discard)
 		require.ErrorContains(t, err, tc.want, name)
 	}
+}
+
+func TestParseFlagsDeliveryWait(t *testing.T) {
+	cfg, err := parseFlags(nil, "", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 8*time.Millisecond, cfg.deliveryWait)
+
+	cfg, err = parseFlags([]string{"-delivery-wait", "40ms"}, "", io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 40*time.Millisecond, cfg.deliveryWait)
 }
 
 func TestParseFlagsIdem(t *testing.T) {
