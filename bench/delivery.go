@@ -304,6 +304,7 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 		return run, err
 	}
 	endCPU := cpu.measure()
+	windowFrom := time.Now()
 	deadline = time.Now().Add(deliveryDeadline) // the delivery's own bound
 
 	victim := -1
@@ -361,6 +362,7 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 		return true
 	})
 	serverCPU := endCPU()
+	windowTo := time.Now()
 	var pending []execstore.OutboxEntry
 	for waitErr == nil {
 		if pending, err = store.PendingOutbox(ctx, 0); err != nil {
@@ -385,7 +387,7 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 		return run, err
 	}
 	run.rate, run.wall = deliveryRate(l)
-	run.cost = costOf(l)
+	run.cost = costOf(l, windowFrom.UnixNano(), windowTo.UnixNano())
 	run.cost.server = serverCPU
 	if kill {
 		run.takeOver = takeOverTime(l, victim, killedAt, store)

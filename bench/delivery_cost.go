@@ -1,13 +1,18 @@
 package main
 
+import "time"
+
 // deliveryCost is what one delivery of the backlog cost: the handler calls, the commands of
 // the relay processes and the server's CPU.
 type deliveryCost struct {
 	deliveries int // handler calls, the redeliveries included
 	// storeCommands and leaseCommands are those the relay processes' store and lease clients
-	// sent, each from its relay's start to its stop: the polls and lease renewals while
-	// there was nothing to deliver included. Summed over the processes that reported them:
-	// commandsComplete is false when one did not (a killed process).
+	// sent in the delivery's window, the server CPU's: from the backlog committed to every
+	// entry acked, widened to the processes' "commands" lines around it (up to
+	// commandsEvery at each end). The polls and lease renewals meanwhile are included; the
+	// partitions' sharing-out before the backlog and the releases at the stop are not.
+	// Summed over the processes that reported them: commandsComplete is false when one did
+	// not (a killed process).
 	storeCommands, leaseCommands commandCounts
 	commandsComplete             bool
 	// server is the server's CPU from the backlog committed to every entry acked; nil: not
@@ -15,27 +20,38 @@ type deliveryCost struct {
 	server *serverCPU
 }
 
-// costOf returns the handler calls and commands the relay processes' logs give.
-func costOf(logs [][]deliveryLine) deliveryCost {
+// commandsEvery is how often a relay process logs its commands while they change.
+const commandsEvery = 100 * time.Millisecond
+
+// costOf returns the handler calls the relay processes' logs give, and the commands they
+// sent between from and to (Unix nanoseconds): per process, its counts on the first
+// "commands" line at or after to (else its final "stats" line), less those on its last
+// line before from.
+func costOf(logs [][]deliveryLine, from, to int64) deliveryCost {
 	c := deliveryCost{storeCommands: commandCounts{}, leaseCommands: commandCounts{}, commandsComplete: true}
 	for _, lines := range logs {
-		var last *deliveryLine
+		var base, end *deliveryLine
 		for i, x := range lines {
-			switch x.Kind {
-			case "deliver":
+			switch {
+			case x.Kind == "deliver":
 				c.deliveries++
-			case "stats":
-				if x.Commands != nil || x.LeaseCommands != nil {
-					last = &lines[i]
-				}
+			case x.Commands == nil && x.LeaseCommands == nil:
+			case x.End < from:
+				base = &lines[i]
+			case end == nil && (x.End >= to || x.Kind == "stats"):
+				end = &lines[i]
 			}
 		}
-		if last == nil {
+		if end == nil {
 			c.commandsComplete = false
 			continue
 		}
-		c.storeCommands = c.storeCommands.plus(last.Commands)
-		c.leaseCommands = c.leaseCommands.plus(last.LeaseCommands)
+		store, lease := commandCounts(end.Commands), commandCounts(end.LeaseCommands)
+		if base != nil {
+			store, lease = store.since(base.Commands), lease.since(base.LeaseCommands)
+		}
+		c.storeCommands = c.storeCommands.plus(store)
+		c.leaseCommands = c.leaseCommands.plus(lease)
 	}
 	return c
 }

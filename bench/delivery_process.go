@@ -43,8 +43,9 @@ const (
 // End) or an ack that returned nil ("ack", at End), "ready" once the relay runs, "took" and
 // "released" (Seq: the partition), "stopping" when its standard input closed, and "stats":
 // its Stats' LeasesLost, TakeOvers and ReTakes, whenever LeasesLost changed and once the
-// relay stopped. The last "stats" line also has the commands the process's store and lease
-// clients sent from the relay's start to its stop, by command name. Times are Unix
+// relay stopped, and "commands" every commandsEvery while they change: the commands the
+// process's store and lease clients sent since the relay started, by command name, which
+// the last "stats" line has too. Times are Unix
 // nanoseconds of the machine's clock, which every process shares.
 type deliveryLine struct {
 	Kind       string `json:"kind"`
@@ -55,8 +56,10 @@ type deliveryLine struct {
 	LeasesLost int64  `json:"leasesLost,omitempty"`
 	TakeOvers  int64  `json:"takeOvers,omitempty"`
 	ReTakes    int64  `json:"reTakes,omitempty"`
-	// Commands and LeaseCommands are the store's and the lease store's, on the last line
-	// only ({} there when none was sent, null on the others).
+	// Commands and LeaseCommands are the store's and the lease store's since the relay
+	// started, on the last "stats" line ({} there when none was sent, null on the other
+	// stats lines) and on the "commands" lines, written every commandsEvery while they
+	// change.
 	Commands      map[string]int64 `json:"commands"`
 	LeaseCommands map[string]int64 `json:"leaseCommands"`
 }
@@ -173,9 +176,10 @@ func deliveryProcess() int {
 		log.write(l)
 	}
 	watchDone, watchStop := make(chan struct{}), make(chan struct{})
-	go func() { // a line whenever a lease is lost, to say when
+	go func() { // a line whenever a lease is lost, to say when, and the commands so far
 		defer close(watchDone)
-		var lost int64
+		var lost, sent int64
+		lastSent := time.Now()
 		for {
 			select {
 			case <-watchStop:
@@ -185,6 +189,14 @@ func deliveryProcess() int {
 			if st := r.Stats(); st.LeasesLost != lost {
 				lost = st.LeasesLost
 				stats(false)
+			}
+			if time.Since(lastSent) < commandsEvery {
+				continue
+			}
+			c, lc := storeCmds.snapshot().since(storeFrom), leaseCmds.snapshot().since(leaseFrom)
+			if n := c.total() + lc.total(); n != sent {
+				sent, lastSent = n, time.Now()
+				log.write(deliveryLine{Kind: "commands", End: lastSent.UnixNano(), Commands: c, LeaseCommands: lc})
 			}
 		}
 	}()

@@ -62,8 +62,8 @@ type deliveryResult struct {
 	// over Entries, the entries committed, not over these.
 	Deliveries int `json:"deliveries"`
 	// StoreCommandsByName and LeaseCommandsByName are the commands the relay processes'
-	// store and lease clients sent, summed over the processes, each from its relay's start to
-	// its stop (the polls and lease renewals of the whole run included). CommandsPartial
+	// store and lease clients sent, summed over the processes, in the delivery's window (see
+	// ServerCPUWindowS; the polls and lease renewals meanwhile included). CommandsPartial
 	// says a process (the killed one) reported none: the counts are the others', and
 	// CommandsPerEntry, their total over Entries, is left out. CommandsRatioToOne is
 	// CommandsPerEntry over the 1-process row's, on the idle rows but that one.
@@ -423,9 +423,9 @@ func writeCostNotes(out io.Writer, rows []deliveryResult) {
 	if len(calls) == 0 {
 		return
 	}
-	fmt.Fprintf(out, "  cmds/entry: the commands of every relay process's store and lease clients, from its relay's start to its stop "+
-		"(the polls and lease renewals of the whole run included), over the %d entries committed; handler calls, "+
-		"the redeliveries included: %s\n", rows[0].Entries, strings.Join(calls, " / "))
+	fmt.Fprintf(out, "  cmds/entry: the commands of every relay process's store and lease clients from the backlog committed to every entry acked "+
+		"(the polls and lease renewals meanwhile included; counted every %v), over the %d entries committed; handler calls, "+
+		"the redeliveries included: %s\n", commandsEvery, rows[0].Entries, strings.Join(calls, " / "))
 	if measured {
 		fmt.Fprintf(out, "  server ms/entry: the CPU of the server's processes (%s and their live children, from /proc) "+
 			"from the backlog committed to every entry acked, over the entries; server cores: that CPU over that span\n", envServerPIDs)

@@ -144,29 +144,33 @@ func TestDeliveryReportCosts(t *testing.T) {
 	assert.Contains(t, text, "server ms/entry: the CPU of the server's processes")
 }
 
-// A run's cost sums the last "stats" line of every process; one with none (killed) makes
-// the commands partial.
+// A run's commands are each process's in the window: its counts on the first "commands"
+// line at or after the window's end (else on its final "stats" line), less those on its
+// last line before the window; one with neither (killed) makes the commands partial.
 func TestCostOf(t *testing.T) {
-	logs := [][]deliveryLine{
-		{{Kind: "deliver"}, {Kind: "stats", LeasesLost: 1}, {Kind: "deliver"},
-			{Kind: "stats", Commands: map[string]int64{"find": 3}, LeaseCommands: map[string]int64{"update": 2}}},
-		{{Kind: "deliver"}, {Kind: "stats", Commands: map[string]int64{"find": 4, "update": 1}, LeaseCommands: map[string]int64{}}},
+	cmds := func(kind string, end int64, find, update int64) deliveryLine {
+		return deliveryLine{Kind: kind, End: end, Commands: map[string]int64{"find": find}, LeaseCommands: map[string]int64{"update": update}}
 	}
-	c := costOf(logs)
+	logs := [][]deliveryLine{
+		{cmds("commands", 5, 2, 10), {Kind: "deliver", End: 12}, {Kind: "stats", End: 13, LeasesLost: 1}, cmds("commands", 15, 3, 11),
+			{Kind: "deliver", End: 18}, cmds("commands", 25, 9, 12), cmds("commands", 30, 20, 13), cmds("stats", 40, 30, 14)},
+		{{Kind: "deliver", End: 11}, cmds("stats", 40, 4, 1)},
+	}
+	c := costOf(logs, 10, 20)
 	assert.True(t, c.commandsComplete)
 	assert.Equal(t, 3, c.deliveries)
-	assert.Equal(t, commandCounts{"find": 7, "update": 1}, c.storeCommands)
-	assert.Equal(t, commandCounts{"update": 2}, c.leaseCommands)
-	assert.Equal(t, int64(10), c.commands())
+	assert.Equal(t, commandCounts{"find": 7 + 4}, c.storeCommands, "9-2 by the first, 4 by the second (its final line)")
+	assert.Equal(t, commandCounts{"update": 2 + 1}, c.leaseCommands)
+	assert.Equal(t, int64(14), c.commands())
 
-	c = costOf(append(logs, []deliveryLine{{Kind: "deliver"}, {Kind: "stats", LeasesLost: 2}}))
-	assert.False(t, c.commandsComplete, "a process with no final stats")
-	assert.Equal(t, int64(10), c.commands(), "the others' counts")
+	c = costOf(append(logs, []deliveryLine{{Kind: "deliver"}, {Kind: "stats", LeasesLost: 2}}), 10, 20)
+	assert.False(t, c.commandsComplete, "a process with no line after the window")
+	assert.Equal(t, int64(14), c.commands(), "the others' counts")
 
 	// A last line with no command sent still says so once written and read back.
 	b, err := json.Marshal(deliveryLine{Kind: "stats", Commands: map[string]int64{}, LeaseCommands: map[string]int64{}})
 	require.NoError(t, err)
 	var back deliveryLine
 	require.NoError(t, json.Unmarshal(b, &back))
-	assert.True(t, costOf([][]deliveryLine{{back}}).commandsComplete)
+	assert.True(t, costOf([][]deliveryLine{{back}}, 0, 0).commandsComplete)
 }
