@@ -68,7 +68,9 @@
 // ack batch. One batch is in flight at a time, and the next gathers meanwhile. A batch of
 // entries is one AckOutbox for each entry, and a store that coalesces concurrent acks sends
 // them as one write. A batch of timers is one DeleteTimers. Scans overlap delivery: the next
-// one is sent as soon as at most Options.Batch items are in flight.
+// one is sent as soon as at most Options.Batch items are in flight, those waiting for their
+// ack counting only beyond 2×Batch of them (a store may hold an ack until a later commit
+// carries it): at most 4×Batch items are in flight.
 //
 // With Options.CommitRemovesTimer, a timer's handler that commits on the timer's execution
 // with the context it was given, through an aio store of this process, removes the timer

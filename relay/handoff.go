@@ -57,7 +57,7 @@ func (s *session[T, K]) End(id string, begun any, c *wake.Committed) {
 		return
 	}
 	items := s.r.kind.handed(c, s.r.opts.Clock().Add(s.lookAhead()))
-	if s.ledger.held()+len(items) > 2*s.r.opts.Batch {
+	if s.pacing()+len(items) > 2*s.r.opts.Batch {
 		s.owe(h, id)
 		return
 	}

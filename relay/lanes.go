@@ -97,6 +97,7 @@ func (s *session[T, K]) deliver(l *lane[T]) {
 			s.retries.succeeded(lk)
 			s.settleQ = append(s.settleQ, settling[T]{item: item})
 			poke(s.settleWake)
+			poke(s.progress) // settling, it paces no more (see pacing)
 		case errors.Is(err, ErrLeavePending):
 			stats.withheld.Add(1)
 			s.retries.failed(lk, time.Now())

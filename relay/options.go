@@ -48,9 +48,10 @@ type Options struct {
 	// Each lane delivers one item at a time. Default 64.
 	Lanes int
 	// Batch paces the scans. A scan is sent once at most Batch items are in flight (queued
-	// in lanes, in handlers, or awaiting their ack). It asks for those plus Batch more. At
-	// most 2×Batch items are in flight at once. Scanning thus overlaps delivery, and never
-	// piles it up. Default 256.
+	// in lanes or in handlers; those awaiting their ack count only beyond 2×Batch of them,
+	// since a store may hold an ack a while). It asks for every item in flight plus Batch
+	// more, and takes new ones until 2×Batch count. At most 4×Batch items are in flight at
+	// once. Scanning thus overlaps delivery, and never piles it up. Default 256.
 	Batch int
 	// Lease, when set, makes the relays of many processes share the delivery through
 	// leases in this idempotency store. Each relay registers itself, and holds its share of

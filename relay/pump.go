@@ -153,11 +153,21 @@ func (s *session[T, K]) scannable() ([]int, map[int]*hold) {
 	return parts, holds
 }
 
-// room reports whether a scan may be sent: at most Batch items are in flight.
+// room reports whether a scan may be sent: at most Batch items pace (see pacing).
 func (s *session[T, K]) room() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ledger.held() <= s.r.opts.Batch
+	return s.pacing() <= s.r.opts.Batch
+}
+
+// pacing is the number of items in flight that pace the scans and hand-overs: those settling
+// (handled, waiting for their ack or failure record) count only beyond 2×Batch of them. A
+// store may hold an ack a while (aio carries it in its source's next commit), and the items
+// it holds need no lane: counted in full, they would hold delivery back for as long. So at
+// most 4×Batch items are in flight at once. The caller holds mu.
+func (s *session[T, K]) pacing() int {
+	settling := min(len(s.settleQ)+s.settlingSent, 2*s.r.opts.Batch)
+	return max(s.ledger.held()-settling, 0)
 }
 
 // untilAlarm is how long until the earliest of a failed scan's retry, an execution's retry
@@ -184,7 +194,7 @@ func (s *session[T, K]) untilAlarm(retryScan time.Time) (time.Duration, time.Tim
 }
 
 // scan sends one scan of parts, as of now, and admits its result; capped reports that it
-// left items out to keep at most 2×Batch in flight. Its limit covers what is in flight and
+// left items out to keep at most 2×Batch pacing (see pacing). Its limit covers what is in flight and
 // what the last scan held back, which the store returns first, plus Batch new items.
 func (s *session[T, K]) scan(parts []int, holds map[int]*hold, now time.Time) (res scanned[T], capped bool, err error) {
 	s.mu.Lock()
@@ -207,7 +217,7 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, now time.Time) (r
 }
 
 // admit takes the items of scan n, sent at now (by Options.Clock), in order, until 2×Batch
-// items are in flight; it reports whether it stopped there. It admits only the items of the
+// items pace (see pacing); it reports whether it stopped there. It admits only the items of the
 // holds that are still the partitions' holds as they were when the scan was sent and hand
 // items out now: the others learn nothing from it. It skips what the ledger does not admit
 // (in flight, or acked since the scan began), and holds back the items of the executions
@@ -253,7 +263,7 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, res 
 			}
 			continue
 		}
-		if s.ledger.held() >= 2*s.r.opts.Batch {
+		if s.pacing() >= 2*s.r.opts.Batch {
 			capped = true
 			break
 		}

@@ -86,10 +86,13 @@ type session[T any, K comparable] struct {
 	// fence holds, by lane key, the scans started when an item of the execution was last
 	// released: a scan started no later may have skipped it as in flight, so it hands out
 	// none of the execution's items (they would come ahead of it).
-	fence     map[string]uint64
-	stopping  bool // no more deliveries: lanes release what they pop
-	settleQ   []settling[T]
-	lanesDone bool // every lane goroutine has returned: the settler flushes and returns
+	fence    map[string]uint64
+	stopping bool // no more deliveries: lanes release what they pop
+	settleQ  []settling[T]
+	// settlingSent is the items of the batch of acks and failure records being sent; with
+	// settleQ, the items settling (see pacing).
+	settlingSent int
+	lanesDone    bool // every lane goroutine has returned: the settler flushes and returns
 
 	laneWG, settleWG sync.WaitGroup
 	settleWake       chan struct{} // cap 1: settleQ grew, or lanesDone

@@ -93,9 +93,13 @@ func (s *session[T, K]) settleLoop() {
 			}
 			continue
 		}
+		s.settlingSent = len(ready)
 		s.mu.Unlock()
 		lastSent = time.Now()
 		s.settleBatch(ready)
+		s.mu.Lock()
+		s.settlingSent = 0
+		s.mu.Unlock()
 	}
 }
 
