@@ -7,4 +7,6 @@ const (
 	MaxDocumentBytes = 16 * 1024 * 1024
 	// MaxIDBytes bounds execution ids, event ids and timer paths.
 	MaxIDBytes = 1024
+	// MaxTargetedIDs bounds the executions one read of a Targeted store names.
+	MaxTargetedIDs = 1024
 )

@@ -46,3 +46,19 @@ type Partitioned interface {
 	// DueTimersIn is DueTimers restricted to the executions in the given partitions.
 	DueTimersIn(ctx context.Context, partitions []int, now time.Time, limit int) ([]DueTimer, error)
 }
+
+// Targeted is a Store that also reads the pending items of named executions alone, by their
+// ids: a relay that knows which executions it must read again reads those, not every
+// execution of its partitions. A read of some executions returns what the whole store's read
+// would, restricted to those executions, in the same order. An empty list returns nothing,
+// with no I/O. An invalid id, or more than MaxTargetedIDs of them, is refused with
+// ErrInvalid; an id named twice counts once; an id of no execution matches nothing.
+type Targeted interface {
+	Store
+
+	// PendingOutboxOf is PendingOutbox restricted to the sources ids.
+	PendingOutboxOf(ctx context.Context, ids []string, limit int) ([]OutboxEntry, error)
+
+	// DueTimersOf is DueTimers restricted to the executions ids.
+	DueTimersOf(ctx context.Context, ids []string, now time.Time, limit int) ([]DueTimer, error)
+}

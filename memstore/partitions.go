@@ -22,6 +22,11 @@ func (s *Store) PendingOutboxIn(ctx context.Context, partitions []int, limit int
 	if err != nil || in == nil {
 		return nil, err
 	}
+	return s.pendingOutbox(ctx, in, limit)
+}
+
+// pendingOutbox is PendingOutbox restricted to the sources in accepts.
+func (s *Store) pendingOutbox(ctx context.Context, in func(id string) bool, limit int) ([]execstore.OutboxEntry, error) {
 	if err := s.rlock(ctx); err != nil {
 		return nil, err
 	}
@@ -78,6 +83,11 @@ func (s *Store) DueTimersIn(ctx context.Context, partitions []int, now time.Time
 	if err != nil || in == nil {
 		return nil, err
 	}
+	return s.dueTimers(ctx, in, now, limit)
+}
+
+// dueTimers is DueTimers restricted to the executions in accepts.
+func (s *Store) dueTimers(ctx context.Context, in func(id string) bool, now time.Time, limit int) ([]execstore.DueTimer, error) {
 	if err := s.rlock(ctx); err != nil {
 		return nil, err
 	}

@@ -32,13 +32,15 @@ import (
 // implement execstore.Partitioned, Run also checks that a scan of some partitions is the
 // whole scan restricted to them, in the same order, that a partition out of range is
 // refused with execstore.ErrInvalid, and that a scan of no partition returns nothing. When
-// they implement execstore.DeadLetters, Run also runs RunDeadLetters.
+// they implement execstore.Targeted, Run also runs RunTargeted, and when they implement
+// execstore.DeadLetters, RunDeadLetters.
 func Run(t *testing.T, open func(t *testing.T) execstore.Store) {
 	t.Helper()
 	for _, b := range behaviours {
 		t.Run(b.name, func(t *testing.T) { b.check(t, open(t)) })
 	}
 	runPartitioned(t, open)
+	runTargeted(t, open)
 	runDeadLetters(t, open)
 }
 

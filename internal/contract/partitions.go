@@ -25,3 +25,17 @@ func ValidatePartitions(field string, partitions []int, n int) ([]int, error) {
 	}
 	return slices.Compact(slices.Sorted(slices.Values(partitions))), nil
 }
+
+// ValidateTargets checks the executions of a targeted read (execstore.Targeted): each a
+// valid id, at most execstore.MaxTargetedIDs of them. It returns them sorted, each once.
+func ValidateTargets(field string, ids []string) ([]string, error) {
+	if len(ids) > execstore.MaxTargetedIDs {
+		return nil, Invalid(field, "names %d executions, more than the %d allowed", len(ids), execstore.MaxTargetedIDs)
+	}
+	for _, id := range ids {
+		if err := ValidateID(field, id); err != nil {
+			return nil, err
+		}
+	}
+	return slices.Compact(slices.Sorted(slices.Values(ids))), nil
+}

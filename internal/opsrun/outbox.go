@@ -11,7 +11,18 @@ import (
 // partitions in relay order: oldest seq first, each source's entries in commit order.
 // partitions must be distinct and in range; the whole store's scan passes them all.
 func PendingOutbox(ctx context.Context, env Env, partitions []int, limit int) ([]execstore.OutboxEntry, error) {
-	bySource, err := pendingEntries[ops.OutboxDoc](ctx, env, ops.PendingOutboxScan(partitions), ops.FieldOutbox, "pending outbox")
+	return pendingOutbox(ctx, env, ops.PendingOutboxScan(partitions), limit)
+}
+
+// PendingOutboxOf is PendingOutbox restricted to the sources ids, read by their _id
+// (ops.PendingOutboxScanOf). ids must be distinct.
+func PendingOutboxOf(ctx context.Context, env Env, ids []string, limit int) ([]execstore.OutboxEntry, error) {
+	return pendingOutbox(ctx, env, ops.PendingOutboxScanOf(ids), limit)
+}
+
+// pendingOutbox returns up to limit entries of the documents scan selects, in relay order.
+func pendingOutbox(ctx context.Context, env Env, scan ops.Scan, limit int) ([]execstore.OutboxEntry, error) {
+	bySource, err := pendingEntries[ops.OutboxDoc](ctx, env, scan, ops.FieldOutbox, "pending outbox")
 	if err != nil {
 		return nil, err
 	}

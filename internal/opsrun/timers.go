@@ -46,8 +46,19 @@ func RepairHintCommand(id string, version int64, old float64, remaining map[stri
 // every document for this find whatever the hints say, so a repair would buy nothing and cost
 // a write that scans the collection. Every fire time is checked here.
 func DueTimers(ctx context.Context, env Env, partitions []int, now time.Time, limit int) ([]execstore.DueTimer, error) {
+	return dueTimers(ctx, env, ops.DueScan(partitions, now), now, limit)
+}
+
+// DueTimersOf is DueTimers restricted to the executions ids, read by their _id
+// (ops.DueScanOf). ids must be distinct.
+func DueTimersOf(ctx context.Context, env Env, ids []string, now time.Time, limit int) ([]execstore.DueTimer, error) {
+	return dueTimers(ctx, env, ops.DueScanOf(ids, now), now, limit)
+}
+
+// dueTimers runs scan, a find of documents in hint order whose hint is due at now, and
+// returns up to limit of their due timers, as DueTimers says.
+func dueTimers(ctx context.Context, env Env, scan ops.Scan, now time.Time, limit int) ([]execstore.DueTimer, error) {
 	nowStored := contract.StoredTime(now)
-	scan := ops.DueScan(partitions, now)
 	cur, err := env.Executions.Find(ctx, scan.Filter, options.Find().
 		SetProjection(bson.D{{Key: ops.FieldTimers, Value: 1}, {Key: ops.FieldTimerMin, Value: 1}, {Key: ops.FieldVersion, Value: 1},
 			{Key: ops.FieldTimerFails, Value: 1}}).

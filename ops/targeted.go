@@ -1,0 +1,35 @@
+package ops
+
+import (
+	"slices"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// IndexID is the name every server gives the unique index on _id.
+const IndexID = "_id_"
+
+// PendingOutboxScanOf selects the documents of executions ids that hold at least one outbox
+// entry, on IndexID: a targeted read (execstore.Targeted) reads only the named documents,
+// each by its _id, whatever the pending-work indexes hold. ids must be distinct.
+func PendingOutboxScanOf(ids []string) Scan {
+	return Scan{Filter: append(bson.D{inIDs(ids)}, PendingOutboxFilter()...), Hint: IndexID}
+}
+
+// DueScanOf selects the documents of executions ids whose timer hint is due at now (see
+// DueFilter), in hint order, on IndexID. ids must be distinct.
+func DueScanOf(ids []string, now time.Time) Scan {
+	return Scan{Filter: append(bson.D{inIDs(ids)}, DueFilter(now)...),
+		Sort: bson.D{{Key: FieldTimerMin, Value: 1}}, Hint: IndexID}
+}
+
+// inIDs is the condition {_id: {$in: ids}}, the ids in increasing order.
+func inIDs(ids []string) bson.E {
+	sorted := slices.Sorted(slices.Values(ids))
+	in := make(bson.A, len(sorted))
+	for i, id := range sorted {
+		in[i] = id
+	}
+	return bson.E{Key: fID, Value: bson.D{{Key: "$in", Value: in}}}
+}
