@@ -97,6 +97,11 @@
 //   - A scan of some partitions (execstore.Partitioned) returns what the whole store's scan
 //     returns, restricted to the executions of those partitions, in the same order. Each is
 //     one find, on an index that leads with the partition.
+//   - A read of some executions by id (execstore.Targeted) returns what the whole store's
+//     read returns, restricted to those executions, in the same order. It is one find on
+//     the _id index, which reads the named documents alone. Each document is read as one
+//     version of it, so a concurrent commit or ack of it is wholly in the answer or wholly
+//     out of it.
 //   - Open gives every document written without a partition (by an earlier version of the
 //     module) its partition before it returns. No manual step is needed. Partition 0's
 //     scans also read documents with no partition. So a document that an earlier-version

@@ -21,7 +21,7 @@ type entryKey struct {
 // ackLog is the relay's store as the workload sees it: the variant's relay store, with every
 // ack that returned nil recorded, so that a delivery of an entry whose ack had completed is
 // told apart (it reappeared). Give relays relayed(), which wakes them as the store it wraps
-// does, and is partitioned when that store is.
+// does, and is partitioned (and targeted) when that store is.
 type ackLog struct {
 	execstore.Store
 	mu    sync.Mutex
@@ -36,6 +36,9 @@ func newAckLog(s execstore.Store) *ackLog {
 	l.relayed = l
 	if p, ok := s.(execstore.Partitioned); ok {
 		l.relayed = &partitionedStore{Store: l, p: p}
+		if t, ok := s.(execstore.Targeted); ok {
+			l.relayed = &targetedStore{partitionedStore: l.relayed.(*partitionedStore), t: t}
+		}
 	}
 	if sig := wake.Of(s); sig != nil {
 		wake.Register(l.relayed, sig)
@@ -68,6 +71,23 @@ func (s *partitionedStore) DueTimersIn(ctx context.Context, partitions []int, no
 }
 
 var _ execstore.Partitioned = (*partitionedStore)(nil)
+
+// targetedStore is a partitionedStore whose store is execstore.Targeted too: its targeted
+// reads are t's.
+type targetedStore struct {
+	*partitionedStore
+	t execstore.Targeted
+}
+
+func (s *targetedStore) PendingOutboxOf(ctx context.Context, ids []string, limit int) ([]execstore.OutboxEntry, error) {
+	return s.t.PendingOutboxOf(ctx, ids, limit)
+}
+
+func (s *targetedStore) DueTimersOf(ctx context.Context, ids []string, now time.Time, limit int) ([]execstore.DueTimer, error) {
+	return s.t.DueTimersOf(ctx, ids, now, limit)
+}
+
+var _ execstore.Targeted = (*targetedStore)(nil)
 
 func (l *ackLog) AckOutbox(ctx context.Context, sourceID string, seq int64) error {
 	if err := l.Store.AckOutbox(ctx, sourceID, seq); err != nil {

@@ -91,6 +91,16 @@
 // ahead come due. With Options.ScanGap,
 // scans other than a full scan's follow-up are at least that far apart.
 //
+// A scan owed for the relay's own reasons (an execution's back-off over, a local commit not
+// handed over, items held back, timers come due) reads only the executions it is owed for,
+// by their ids, when the store is an execstore.Targeted (aio and memstore are) and they are
+// at most Batch: the executions some of whose items the relay left in the store, and those
+// of the timers come due (Stats.Targeted counts these reads). On MongoDB and DocumentDB
+// that is one find on the _id index, which reads those documents alone, where a scan of the
+// partitions reads the pending-work indexes (on DocumentDB, every superseded entry since the
+// last vacuum too). The start, a partition taken, a poll, a full scan and a failed scan are
+// followed by a scan of the partitions.
+//
 // # What always holds
 //
 //   - At least once, ack after handler: an item is acked (deleted) only after the handler
@@ -161,6 +171,19 @@
 //     to its answer. It also takes only commits sent while it held the partition, under
 //     the same hold, and what a hold knows is learned under it alone: a new hold starts
 //     knowing nothing.
+//   - A targeted read is a scan of the executions it names: it learns of those alone. The
+//     relay knows which executions it must read again: each whose items it left in the
+//     store (released, held back, or written by a commit it did not hand over) is marked
+//     when they were left (sources.go), and each timer come due names its execution. A
+//     read of execution S reads S's document in one find, so it returns every pending
+//     item of S as one version of the document had them, before or after any concurrent
+//     commit or ack of S (atomic on MongoDB, under the row lock on DocumentDB), as a scan
+//     of S's partition would. It is numbered and filtered by the ledger as a scan is. When
+//     it read every pending item of the executions it names (it was not cut by its limit),
+//     it clears the marks of those executions alone, and drops the timers waiting for a
+//     confirmation of those executions alone that it did not return. An execution it did
+//     not name keeps its mark, and is read by a later read or scan. What other processes
+//     commit to the partitions is found by the polls' scans of the partitions, as before.
 //   - A timer cancelled before its fire time does not fire: a timer read ahead, or handed
 //     over, waits in memory, and is handed out only once a scan sent at or after its fire
 //     time returns it. A complete scan that does not return it drops it (Stats.Cancelled):

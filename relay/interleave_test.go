@@ -154,8 +154,24 @@ func (b *harness[T, K]) scan() {
 		}
 	}
 	b.s.mu.Unlock()
-	_, _, err := b.s.scan(parts, holds, b.r.opts.Clock())
+	_, _, err := b.s.scan(parts, holds, nil, b.r.opts.Clock())
 	require.NoError(b.t, err)
+}
+
+// read sends the targeted read the dispatcher sends for a scan owed by what the session
+// left in the store, or by timers come due, and returns the sources it read: none when the
+// dispatcher would scan the partitions instead.
+func (b *harness[T, K]) read() []string {
+	b.s.mu.Lock()
+	parts, holds := b.s.scannable()
+	targets := b.s.targets(holds)
+	b.s.mu.Unlock()
+	if targets == nil {
+		return nil
+	}
+	_, _, err := b.s.scan(parts, holds, targets, b.r.opts.Clock())
+	require.NoError(b.t, err)
+	return targets
 }
 
 func (b *harness[T, K]) held() int {

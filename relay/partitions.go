@@ -494,6 +494,7 @@ func (s *session[T, K]) took(p int, ls *lease, prev time.Time) {
 	reTake := ls.takeOver && ok && !prev.IsZero() && prev.Sub(own).Abs() < r.opts.LeaseDuration/2
 	delete(s.lost, p)
 	s.addHold(p, ls)
+	s.wideOwed = true
 	s.mu.Unlock()
 	r.stats.leases.Add(1)
 	switch {

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -33,6 +34,11 @@ type kind[T any, K comparable] interface {
 	// scan reads up to limit items of the partitions (all of them when the store is not
 	// partitioned) that are due by now+ahead, oldest first.
 	scan(ctx context.Context, parts []int, now time.Time, ahead time.Duration, limit int) (scanned[T], error)
+	// targeted reports whether the store reads named sources alone (execstore.Targeted).
+	targeted() bool
+	// read is scan restricted to the sources ids, read by their ids alone; only when
+	// targeted.
+	read(ctx context.Context, ids []string, now time.Time, ahead time.Duration, limit int) (scanned[T], error)
 	// handed returns the items c wrote that are due by horizon, in the order a scan returns
 	// them.
 	handed(c *wake.Committed, horizon time.Time) []T
@@ -81,13 +87,22 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 	var (
 		retryScan time.Time // when a failed scan is retried; zero for none
 		owed      = true
+		wide      = true    // the scan owed reads the partitions, not only the sources targets names
 		followUp  bool      // the scan owed follows a full one: no ScanGap
 		lastScan  time.Time // when the last scan was sent
+		targets   []string  // the sources a targeted read reads instead (nil: scan the partitions)
 	)
 	for {
 		s.mu.Lock()
 		s.fireDue()
 		parts, holds := s.scannable()
+		if s.wideOwed {
+			wide, s.wideOwed = true, false
+		}
+		targets = nil
+		if !wide {
+			targets = s.targets(holds)
+		}
 		s.mu.Unlock()
 		gapLeft := o.ScanGap - time.Since(lastScan)
 		if followUp {
@@ -97,18 +112,22 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 			owed, followUp = false, false
 			now, started := o.Clock(), time.Now()
 			lastScan = started
-			res, capped, err := s.scan(parts, holds, now)
-			poll.Reset(max(0, o.PollInterval-time.Since(started)))
+			res, capped, err := s.scan(parts, holds, targets, now)
+			if targets == nil {
+				poll.Reset(max(0, o.PollInterval-time.Since(started)))
+			}
 			switch {
 			case err == nil:
 				scanRetry.Reset()
 				retryScan = time.Time{}
 				owed = res.full || capped
 				followUp = owed
+				wide = owed
 			case errors.Is(err, execstore.ErrClosed):
 				s.endSession(&Error{Op: OpScan, Err: err})
 			default:
 				retryScan = time.Now().Add(scanRetry.NextBackOff())
+				wide = true
 			}
 			continue // a full scan is followed by the next at once, if there is room
 		}
@@ -127,7 +146,7 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 		case <-s.rescan:
 			owed = true
 		case <-poll.C:
-			owed = true
+			owed, wide = true, true
 		case <-alarm.C:
 			if !scanAt.IsZero() && !time.Now().Before(scanAt) {
 				owed = true
@@ -193,16 +212,59 @@ func (s *session[T, K]) untilAlarm(retryScan time.Time) (time.Duration, time.Tim
 	return max(d, 0), scanAt
 }
 
+// targets returns the sources a targeted read reads in place of a scan of the partitions of
+// holds: every source some of whose items a hold left in the store (soiled, sources.go), and
+// every source of an item waiting for its confirmation. That is all a scan owed for anything
+// but a poll, a partition taken or a full or failed scan would find. It returns nil, for a
+// scan, when the store has no targeted reads, when there is no such source, or when there are
+// more than Batch of them. The caller holds mu.
+func (s *session[T, K]) targets(holds map[int]*hold) []string {
+	if !s.r.kind.targeted() {
+		return nil
+	}
+	most := min(s.r.opts.Batch, execstore.MaxTargetedIDs)
+	set := map[string]bool{}
+	for _, h := range holds {
+		for src := range h.sources.soiled {
+			set[src] = true
+		}
+		if len(set) > most {
+			return nil
+		}
+	}
+	for _, item := range s.unconfirmed {
+		if holds[s.partOf(item)] != nil {
+			set[s.r.kind.source(item)] = true
+		}
+	}
+	if len(set) == 0 || len(set) > most {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
 // scan sends one scan of parts, as of now, and admits its result; capped reports that it
-// left items out to keep at most 2×Batch pacing (see pacing). Its limit covers what is in flight and
-// what the last scan held back, which the store returns first, plus Batch new items.
-func (s *session[T, K]) scan(parts []int, holds map[int]*hold, now time.Time) (res scanned[T], capped bool, err error) {
+// left items out to keep at most 2×Batch pacing (see pacing). With targets, it reads those
+// sources alone (see targets). Its limit covers what is in flight and what the last scan held
+// back, which the store returns first, plus Batch new items.
+func (s *session[T, K]) scan(parts []int, holds map[int]*hold, targets []string, now time.Time) (res scanned[T], capped bool, err error) {
 	s.mu.Lock()
 	n := s.ledger.startScan()
+	s.retries.scanning(time.Now())
 	limit := s.ledger.held() + s.heldBack + s.r.opts.Batch
 	s.mu.Unlock()
 	s.r.stats.scans.Add(1)
-	res, err = s.r.kind.scan(s.sessionCtx, parts, now, s.lookAhead(), limit)
+	var only map[string]bool
+	if targets != nil {
+		s.r.stats.targeted.Add(1)
+		only = make(map[string]bool, len(targets))
+		for _, src := range targets {
+			only[src] = true
+		}
+		res, err = s.r.kind.read(s.sessionCtx, targets, now, s.lookAhead(), limit)
+	} else {
+		res, err = s.r.kind.scan(s.sessionCtx, parts, now, s.lookAhead(), limit)
+	}
 	if err != nil {
 		s.mu.Lock()
 		s.ledger.finishScan(n)
@@ -213,7 +275,7 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, now time.Time) (r
 		}
 		return res, false, err
 	}
-	return res, s.admit(n, now, holds, res), nil
+	return res, s.admit(n, now, holds, only, res), nil
 }
 
 // admit takes the items of scan n, sent at now (by Options.Clock), in order, until 2×Batch
@@ -223,10 +285,11 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, now time.Time) (r
 // (in flight, or acked since the scan began), and holds back the items of the executions
 // waiting for a retry. An item waiting for its confirmation (its fire time came while it
 // waited in memory) is confirmed when the scan returns it and was sent at or after its fire
-// time. When the scan read every pending item of its partitions, it tells each hold's
-// sources (sources.go) what it read, and drops the items waiting for a confirmation that it
-// should have returned and did not: a commit cancelled or re-armed them.
-func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, res scanned[T]) (capped bool) {
+// time. When the scan read every pending item of its partitions, or of the sources only
+// names (a targeted read: nil for a scan), it tells each hold's sources (sources.go) what it
+// read, and drops the items waiting for a confirmation that it should have returned and did
+// not: a commit cancelled or re-armed them.
+func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only map[string]bool, res scanned[T]) (capped bool) {
 	k := s.r.kind
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -275,15 +338,19 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, res 
 			heldBack++
 			partial[src] = true
 			h.sources.soil(src, n)
+			s.retries.heldBack(lk)
 			continue
 		}
 		s.take(h, item, now)
 	}
 	if !capped && !res.full {
 		for h := range handing {
-			h.sources.scanned(n, latest[h], partial)
+			h.sources.scanned(n, latest[h], partial, only)
 		}
 		for key, item := range s.unconfirmed {
+			if only != nil && !only[k.source(item)] {
+				continue // not read
+			}
 			if h := s.ledger.holdOf(key); handing[h] && !k.dueAt(item).After(now) && !returned[key] {
 				delete(s.unconfirmed, key)
 				s.ledger.release(key)

@@ -113,6 +113,16 @@ func (k outboxKind) scan(ctx context.Context, parts []int, _ time.Time, _ time.D
 	return scanned[execstore.OutboxEntry]{items: entries, full: len(entries) >= limit}, err
 }
 
+func (k outboxKind) targeted() bool {
+	_, ok := k.store.(execstore.Targeted)
+	return ok
+}
+
+func (k outboxKind) read(ctx context.Context, ids []string, _ time.Time, _ time.Duration, limit int) (scanned[execstore.OutboxEntry], error) {
+	entries, err := k.store.(execstore.Targeted).PendingOutboxOf(ctx, ids, limit)
+	return scanned[execstore.OutboxEntry]{items: entries, full: len(entries) >= limit}, err
+}
+
 func (outboxKind) handed(c *wake.Committed, _ time.Time) []execstore.OutboxEntry { return c.Outbox }
 
 func (outboxKind) gone(*wake.Committed, execstore.OutboxEntry) bool { return false }

@@ -33,6 +33,9 @@ type retries struct {
 type retryState struct {
 	b     *backoff.ExponentialBackOff
 	until time.Time
+	// owed is set when the key failed, or a scan held its items back: a scan is owed at
+	// until, even when until has passed by the time the dispatcher looks.
+	owed bool
 }
 
 func newRetries(lo, hi time.Duration) retries {
@@ -47,6 +50,7 @@ func (r *retries) failed(key string, now time.Time) {
 		r.keys[key] = st
 	}
 	st.until = now.Add(st.b.NextBackOff())
+	st.owed = true // its items are back in the store: a scan at until finds them
 }
 
 // succeeded forgets key's back-off.
@@ -62,8 +66,27 @@ func (r *retries) holds(key string, now time.Time) bool {
 	return st != nil && now.Before(st.until)
 }
 
-// next returns the earliest retry time after now, if any. It forgets the keys whose retry
-// time is more than the longest back-off past: their items were retried, or are gone.
+// heldBack records that a scan held items of key back for its retry: next asks for a scan
+// at the retry time, or at once when that time has passed, until a scan is sent after it.
+func (r *retries) heldBack(key string) {
+	if st := r.keys[key]; st != nil {
+		st.owed = true
+	}
+}
+
+// scanning records that a scan is sent at now: it is the scan owed for the keys past their
+// retry time.
+func (r *retries) scanning(now time.Time) {
+	for _, st := range r.keys {
+		if st.owed && !st.until.After(now) {
+			st.owed = false
+		}
+	}
+}
+
+// next returns the earliest retry time after now, or now itself when a key whose items a
+// scan held back is past its retry time, if any. It forgets the keys whose retry time is
+// more than the longest back-off past: their items were retried, or are gone.
 func (r *retries) next(now time.Time) (time.Time, bool) {
 	var first time.Time
 	for k, st := range r.keys {
@@ -72,6 +95,8 @@ func (r *retries) next(now time.Time) (time.Time, bool) {
 			if first.IsZero() || st.until.Before(first) {
 				first = st.until
 			}
+		case st.owed:
+			first = now
 		case now.Sub(st.until) > r.hi:
 			delete(r.keys, k)
 		}

@@ -88,6 +88,9 @@ type session[T any, K comparable] struct {
 	// none of the execution's items (they would come ahead of it).
 	fence    map[string]uint64
 	stopping bool // no more deliveries: lanes release what they pop
+	// wideOwed is set when a scan of the partitions is owed, not a targeted read (pump.go):
+	// a partition was taken, whose hold knows nothing of its sources.
+	wideOwed bool
 	settleQ  []settling[T]
 	// settlingSent is the items of the batch of acks and failure records being sent; with
 	// settleQ, the items settling (see pacing).

@@ -68,10 +68,11 @@ func (s *sources) soil(src string, n uint64) { s.soiled[src] = n }
 
 // scanned applies scan n, complete and admitted while the hold handed items out: latest is
 // the version of the latest commit whose items it read, per source; partial names the
-// sources some of whose items it held back.
-func (s *sources) scanned(n uint64, latest map[string]int64, partial map[string]bool) {
+// sources some of whose items it held back; only names the sources it read, when it read
+// those alone (a targeted read; nil for a scan of the partition).
+func (s *sources) scanned(n uint64, latest map[string]int64, partial, only map[string]bool) {
 	for src, at := range s.soiled {
-		if at < n && !partial[src] {
+		if at < n && !partial[src] && (only == nil || only[src]) {
 			delete(s.soiled, src)
 		}
 	}

@@ -5,7 +5,11 @@ import "sync/atomic"
 // Stats are a relay's or sweeper's counters since New, and two gauges. For a Sweeper an
 // item is a due timer, and acking it is deleting it.
 type Stats struct {
-	Scans      int64 // scans of the store
+	Scans int64 // scans of the store
+	// Targeted counts the scans, of those, that read named executions alone, by their ids
+	// (execstore.Targeted): scans owed for the items the relay left in the store, or for
+	// timers come due.
+	Targeted   int64
 	ScanErrors int64
 	// Wakeups counts the scans asked for by commits through a store of this process whose
 	// items could not be handed over. The other scans follow a poll, a partition taken, a
@@ -44,19 +48,19 @@ type Stats struct {
 
 // counters are the live Stats.
 type counters struct {
-	scans, scanErrors, wakeups, skipped, handedOver atomic.Int64
-	delivered, handlerErrors, withheld              atomic.Int64
-	acked, ackErrors, cancelled                     atomic.Int64
-	carried, restored                               atomic.Int64
-	dead, failureErrors                             atomic.Int64
-	leases, takeOvers, reTakes, leasesLost          atomic.Int64
-	inFlight, partitions                            atomic.Int64
-	holding                                         atomic.Bool
+	scans, targeted, scanErrors, wakeups, skipped, handedOver atomic.Int64
+	delivered, handlerErrors, withheld                        atomic.Int64
+	acked, ackErrors, cancelled                               atomic.Int64
+	carried, restored                                         atomic.Int64
+	dead, failureErrors                                       atomic.Int64
+	leases, takeOvers, reTakes, leasesLost                    atomic.Int64
+	inFlight, partitions                                      atomic.Int64
+	holding                                                   atomic.Bool
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{
-		Scans: c.scans.Load(), ScanErrors: c.scanErrors.Load(), Wakeups: c.wakeups.Load(), HandedOver: c.handedOver.Load(),
+		Scans: c.scans.Load(), Targeted: c.targeted.Load(), ScanErrors: c.scanErrors.Load(), Wakeups: c.wakeups.Load(), HandedOver: c.handedOver.Load(),
 		Skipped: c.skipped.Load(), Delivered: c.delivered.Load(), HandlerErrors: c.handlerErrors.Load(),
 		Withheld: c.withheld.Load(), Acked: c.acked.Load(), AckErrors: c.ackErrors.Load(),
 		Carried: c.carried.Load(), Restored: c.restored.Load(),

@@ -94,6 +94,17 @@ func (k timerKind) scan(ctx context.Context, parts []int, now time.Time, ahead t
 	return scanned[execstore.DueTimer]{items: timers, full: len(timers) >= limit}, err
 }
 
+func (k timerKind) targeted() bool {
+	_, ok := k.store.(execstore.Targeted)
+	return ok
+}
+
+// read is scan restricted to the executions ids, read by their ids alone.
+func (k timerKind) read(ctx context.Context, ids []string, now time.Time, ahead time.Duration, limit int) (scanned[execstore.DueTimer], error) {
+	timers, err := k.store.(execstore.Targeted).DueTimersOf(ctx, ids, now.Add(ahead), limit)
+	return scanned[execstore.DueTimer]{items: timers, full: len(timers) >= limit}, err
+}
+
 // handed returns the timers c armed that fire by horizon, earliest first. Later ones are
 // left to the scans, which read them before they are due.
 func (timerKind) handed(c *wake.Committed, horizon time.Time) []execstore.DueTimer {

@@ -1,0 +1,23 @@
+package ops
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// The targeted reads' finds, exactly: the ids in increasing order, then the read's own
+// condition, its sort, and the _id index it is hinted to.
+func TestTargetedReadCommands(t *testing.T) {
+	in := func(v ...any) bson.E { return bson.E{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A(v)}}} }
+	assert.Equal(t, Scan{
+		Filter: bson.D{in("a", "b", "c"), {Key: "outbox_n", Value: bson.D{{Key: "$gt", Value: 0}}}},
+		Hint:   "_id_",
+	}, PendingOutboxScanOf([]string{"c", "a", "b"}))
+	assert.Equal(t, Scan{
+		Filter: bson.D{in("x"), {Key: "timer_min", Value: bson.D{{Key: "$exists", Value: true}, {Key: "$lte", Value: 100.0}}}},
+		Sort:   bson.D{{Key: "timer_min", Value: 1}},
+		Hint:   "_id_",
+	}, DueScanOf([]string{"x"}, unixAt(100)))
+}
