@@ -193,6 +193,7 @@ func (w *workload) counts() map[string]int64 {
 		st, sw := w.relay.Stats(), w.sweeper.Stats()
 		c["relay_scans"], c["relay_wakeups"], c["relay_skipped"] = st.Scans, st.Wakeups, st.Skipped
 		c["sweeper_scans"], c["timers_deleted"] = sw.Scans, sw.Acked
+		c["relay_targeted"], c["sweeper_targeted"] = st.Targeted, sw.Targeted
 	}
 	for k, v := range w.store.counts() {
 		c[k] = v

@@ -95,20 +95,27 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 	for {
 		s.mu.Lock()
 		s.fireDue()
-		parts, holds := s.scannable()
 		if s.wideOwed {
 			wide, s.wideOwed = true, false
-		}
-		targets = nil
-		if !wide {
-			targets = s.targets(holds)
 		}
 		s.mu.Unlock()
 		gapLeft := o.ScanGap - time.Since(lastScan)
 		if followUp {
 			gapLeft = 0
 		}
-		if owed && gapLeft <= 0 && s.room() && len(parts) > 0 {
+		var parts []int
+		var holds map[int]*hold
+		if owed && gapLeft <= 0 && s.room() {
+			// Only now: the loop runs each time an item leaves flight.
+			s.mu.Lock()
+			parts, holds = s.scannable()
+			targets = nil
+			if !wide && len(parts) > 0 {
+				targets = s.targets(holds)
+			}
+			s.mu.Unlock()
+		}
+		if len(parts) > 0 {
 			owed, followUp = false, false
 			now, started := o.Clock(), time.Now()
 			lastScan = started
@@ -131,7 +138,7 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 			}
 			continue // a full scan is followed by the next at once, if there is room
 		}
-		wait, scanAt := s.untilAlarm(retryScan)
+		wait, scanAt := s.untilAlarm(retryScan, owed)
 		if owed && gapLeft > 0 {
 			wait = min(wait, gapLeft) // the scan owed waits for the gap
 		}
@@ -191,12 +198,18 @@ func (s *session[T, K]) pacing() int {
 
 // untilAlarm is how long until the earliest of a failed scan's retry, an execution's retry
 // and the next fire time waiting (an hour when there is none: the poll comes first), and
-// when the earliest scan it asks for is due (zero for none).
-func (s *session[T, K]) untilAlarm(retryScan time.Time) (time.Duration, time.Time) {
+// when the earliest scan it asks for is due (zero for none). When a scan is owed already,
+// the executions' retries ask for nothing more: it waits for the gap or room only, and
+// once sent it is the scan their retries owe.
+func (s *session[T, K]) untilAlarm(retryScan time.Time, owed bool) (time.Duration, time.Time) {
 	now := time.Now()
 	scanAt := retryScan
 	s.mu.Lock()
-	at, ok := s.retries.next(now)
+	var at time.Time
+	var ok bool
+	if !owed {
+		at, ok = s.retries.next(now)
+	}
 	fireAt := s.nextFire()
 	s.mu.Unlock()
 	if ok && (scanAt.IsZero() || at.Before(scanAt)) {
