@@ -45,7 +45,8 @@
 //     never lowered twice. On a row-locking engine the guard is evaluated under the row's
 //     lock, against the row the other write left. The ack returns nil only once a write that
 //     removed the entry is known to be applied: the commit that won, or the ack's own write.
-//     An ack no commit took within AckWait, or taken by a commit that lost, was refused or
+//     An ack no commit took within AckWait (or before the store went a tenth of AckWait
+//     without a commit), or taken by a commit that lost, was refused or
 //     whose outcome is unknown, is written alone, which does nothing if the commit did remove
 //     the entry. A call whose context ends while it waits writes nothing. Close writes the
 //     waiting acks before it returns.

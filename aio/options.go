@@ -81,9 +81,11 @@ type Options struct {
 	// event rides in the commit its source makes for its next event. An ack no commit took
 	// within AckWait, or taken by a commit that lost or whose outcome is unknown, is written
 	// alone then, as it is at once with DisableAckCarrying. It returns once the entry is
-	// removed either way, so the ack takes up to AckWait longer. A store that sent no commit
-	// in the last second (one that serves only relays) writes its acks at once. Default
-	// 100ms. The deletes of DeleteTimers wait the same way for a commit of the timer's
+	// removed either way, so the ack takes up to AckWait longer. An ack stops waiting, and is
+	// written alone, once no commit was made through the store for a tenth of AckWait: the
+	// engine is idle, and no commit is coming. A store that made no commit in the last second
+	// (one that serves only relays) writes its acks at once. Default 300ms (idle after
+	// 30ms). The deletes of DeleteTimers wait the same way for a commit of the timer's
 	// execution.
 	AckWait time.Duration
 	// DisableAckCarrying makes every AckOutbox, and every DeleteTimers, its own write, sent
