@@ -123,7 +123,12 @@ func (c *ackCarrier) await(ctx context.Context, items []*carriedAck) (err error,
 	// sent no commit for idleAfter, goes out together.
 	start := time.Now()
 	var call *time.Timer
-	call = time.AfterFunc(c.nextLook(start, start), func() { c.look(items, call, start) })
+	call = time.AfterFunc(c.nextLook(start, start), func() {
+		c.mu.Lock() // call is set under mu, which may still be held here
+		t := call
+		c.mu.Unlock()
+		c.look(items, t, start)
+	})
 	for _, a := range items {
 		a.done, a.call = make(chan struct{}), call
 		c.waiting[a.source] = append(c.waiting[a.source], a)
