@@ -405,3 +405,13 @@ func TestOpenRefusesUnknownProfile(t *testing.T) {
 	_, err = idem.Open(bg, nowhere, iopts)
 	require.ErrorIs(t, err, execstore.ErrInvalid)
 }
+
+// Open drops only the obsolete indexes one listIndexes names: on a new database it sends no
+// dropIndexes (each would be refused, IndexNotFound, and on DocumentDB roll back a
+// transaction).
+func TestOpenDropsOnlyTheObsoleteIndexesPresent(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	cmds := h.cmds.snapshot()
+	assert.Contains(t, cmds, "listIndexes")
+	assert.NotContains(t, cmds, "dropIndexes")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -98,14 +99,40 @@ func AssignPartitions(ctx context.Context, env Env) (int, error) {
 	}
 }
 
-// dropObsoleteIndexes drops ops.ObsoleteIndexes where present.
+// dropObsoleteIndexes drops ops.ObsoleteIndexes where present: those one listIndexes names,
+// or every one of them when it fails. An index another process drops meanwhile is missing
+// (dropIndex takes that as done); one an earlier version creates after the list is dropped
+// by the next Open.
 func dropObsoleteIndexes(ctx context.Context, env Env) error {
-	for _, name := range ops.ObsoleteIndexes() {
+	names := ops.ObsoleteIndexes()
+	if present, err := indexNames(ctx, env); err == nil {
+		names = slices.DeleteFunc(names, func(name string) bool { return !present[name] })
+	}
+	for _, name := range names {
 		if err := dropIndex(ctx, env, name); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// indexNames returns the names of env.Executions' indexes, by one listIndexes.
+func indexNames(ctx context.Context, env Env) (map[string]bool, error) {
+	cur, err := env.Executions.Indexes().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var specs []struct {
+		Name string `bson:"name"`
+	}
+	if err := cur.All(ctx, &specs); err != nil {
+		return nil, err
+	}
+	names := make(map[string]bool, len(specs))
+	for _, s := range specs {
+		names[s.Name] = true
+	}
+	return names, nil
 }
 
 // dropIndex drops the index name of env.Executions where present. A server answers a missing
