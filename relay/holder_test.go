@@ -50,7 +50,9 @@ func (b *blocking) handle(_ context.Context, e execstore.OutboxEntry) error {
 // The end of Run's context stops the handing out at once, but the relay keeps renewing its
 // lease while a handler that ignores its context still runs: the standby does not take the
 // partition over during that time, though it is many times the lease's length. Once the
-// handler returned, the lease is released and the standby takes it at once.
+// handler returned, the lease is released and the standby takes it at once. The leases last
+// 1.5s: at 600ms, on a server just started with $$NOW in its update pipelines, under -race
+// and CI's load, one renewal of A came back after its lease ran out and B took it over.
 func TestLeaseKeptUntilTheHandlersReturned(t *testing.T) {
 	store := memstore.New(memstore.Options{})
 	t.Cleanup(func() { _ = store.Close(bg) })
@@ -58,7 +60,7 @@ func TestLeaseKeptUntilTheHandlersReturned(t *testing.T) {
 	leasesA, _ := openLeases(t, leaseDB)
 	leasesB, _ := openLeases(t, leaseDB)
 	optsA := leaseOptions(leasesA)
-	optsA.LeaseDuration = 600 * time.Millisecond
+	optsA.LeaseDuration = 1500 * time.Millisecond
 	h := newBlocking()
 	rA := relay.New(unpartitioned(t, store), h.handle, optsA)
 	stopA := run(t, rA)
@@ -67,7 +69,7 @@ func TestLeaseKeptUntilTheHandlersReturned(t *testing.T) {
 	<-h.entered
 
 	optsB := leaseOptions(leasesB)
-	optsB.LeaseDuration = 600 * time.Millisecond
+	optsB.LeaseDuration = 1500 * time.Millisecond
 	rB := relay.New(unpartitioned(t, store), func(context.Context, execstore.OutboxEntry) error { return nil }, optsB)
 	stopB := run(t, rB)
 	stopped := make(chan error, 1)
