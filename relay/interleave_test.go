@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -171,7 +173,7 @@ func (b *harness[T, K]) read() []string {
 	}
 	_, _, err := b.s.scan(parts, holds, targets, b.r.opts.Clock())
 	require.NoError(b.t, err)
-	return targets
+	return slices.Sorted(maps.Keys(targets))
 }
 
 func (b *harness[T, K]) held() int {

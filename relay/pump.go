@@ -90,7 +90,6 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 		wide      = true    // the scan owed reads the partitions, not only the sources targets names
 		followUp  bool      // the scan owed follows a full one: no ScanGap
 		lastScan  time.Time // when the last scan was sent
-		targets   []string  // the sources a targeted read reads instead (nil: scan the partitions)
 	)
 	for {
 		s.mu.Lock()
@@ -105,11 +104,11 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 		}
 		var parts []int
 		var holds map[int]*hold
+		var targets map[string]bool // the sources a targeted read reads instead (nil: scan the partitions)
 		if owed && gapLeft <= 0 && s.room() {
 			// Only now: the loop runs each time an item leaves flight.
 			s.mu.Lock()
 			parts, holds = s.scannable()
-			targets = nil
 			if !wide && len(parts) > 0 {
 				targets = s.targets(holds)
 			}
@@ -231,7 +230,7 @@ func (s *session[T, K]) untilAlarm(retryScan time.Time, owed bool) (time.Duratio
 // but a poll, a partition taken or a full or failed scan would find. It returns nil, for a
 // scan, when the store has no targeted reads, when there is no such source, or when there are
 // more than Batch of them. The caller holds mu.
-func (s *session[T, K]) targets(holds map[int]*hold) []string {
+func (s *session[T, K]) targets(holds map[int]*hold) map[string]bool {
 	if !s.r.kind.targeted() {
 		return nil
 	}
@@ -253,28 +252,23 @@ func (s *session[T, K]) targets(holds map[int]*hold) []string {
 	if len(set) == 0 || len(set) > most {
 		return nil
 	}
-	return slices.Sorted(maps.Keys(set))
+	return set
 }
 
 // scan sends one scan of parts, as of now, and admits its result; capped reports that it
-// left items out to keep at most 2×Batch pacing (see pacing). With targets, it reads those
+// left items out to keep at most 2×Batch pacing (see pacing). With only, it reads those
 // sources alone (see targets). Its limit covers what is in flight and what the last scan held
 // back, which the store returns first, plus Batch new items.
-func (s *session[T, K]) scan(parts []int, holds map[int]*hold, targets []string, now time.Time) (res scanned[T], capped bool, err error) {
+func (s *session[T, K]) scan(parts []int, holds map[int]*hold, only map[string]bool, now time.Time) (res scanned[T], capped bool, err error) {
 	s.mu.Lock()
 	n := s.ledger.startScan()
 	s.retries.scanning(time.Now())
 	limit := s.ledger.held() + s.heldBack + s.r.opts.Batch
 	s.mu.Unlock()
 	s.r.stats.scans.Add(1)
-	var only map[string]bool
-	if targets != nil {
+	if only != nil {
 		s.r.stats.targeted.Add(1)
-		only = make(map[string]bool, len(targets))
-		for _, src := range targets {
-			only[src] = true
-		}
-		res, err = s.r.kind.read(s.sessionCtx, targets, now, s.lookAhead(), limit)
+		res, err = s.r.kind.read(s.sessionCtx, slices.Sorted(maps.Keys(only)), now, s.lookAhead(), limit)
 	} else {
 		res, err = s.r.kind.scan(s.sessionCtx, parts, now, s.lookAhead(), limit)
 	}

@@ -79,7 +79,7 @@ func TestTargetedReadWhileTheLeaseIsNotLiveTeachesNothing(t *testing.T) {
 	}
 	targets := b.s.targets(holds)
 	b.s.mu.Unlock()
-	require.Equal(t, []string{"S"}, targets)
+	require.Equal(t, map[string]bool{"S": true}, targets)
 	_, _, err := b.s.scan(parts, holds, targets, b.r.opts.Clock())
 	require.NoError(t, err)
 	assert.Zero(t, b.held(), "nothing handed out while the lease is not live")
