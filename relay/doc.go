@@ -131,6 +131,12 @@
 //     ahead of its execution's items queued behind it, and takes them back to the store
 //     with it when it fails. A partition taken again after the relay's own lease of it ran out counts as a re-take
 //     (Stats.ReTakes), not a take-over.
+//   - Nothing pending is left unread: a relay scans every partition it holds at least
+//     every PollInterval while it may hand the partition's items out and has room (at most
+//     Batch items in flight). A poll that finds nothing it may scan (no partition held, or
+//     every lease's renewal late) comes again a PollInterval later, so an item committed by
+//     another process waits for a poll no longer than PollInterval past the moment its
+//     partition may be handed out again.
 //   - The relays of a lease key agree on the partitions: each registers under a
 //     fingerprint that names its number of partitions (1 for a store that is not an
 //     execstore.Partitioned). A relay that sees a live relay of another number, registered

@@ -141,8 +141,9 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 		if owed && gapLeft > 0 {
 			wait = min(wait, gapLeft) // the scan owed waits for the gap
 		}
-		// A scan owed may also wait for room or a partition, which no alarm brings; the fire
-		// times and retries still need theirs.
+		// A scan owed may also wait for room or a scannable partition, which no alarm brings:
+		// an item leaving flight, a partition taken or the next poll does; the fire times and
+		// retries still need their alarms.
 		alarm.Reset(wait)
 		select {
 		case <-stop:
@@ -152,7 +153,10 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 		case <-s.rescan:
 			owed = true
 		case <-poll.C:
+			// Re-armed at once: a poll that finds no partition to scan (none held, or a
+			// lease's renewal late) is not the last one.
 			owed, wide = true, true
+			poll.Reset(o.PollInterval)
 		case <-alarm.C:
 			if !scanAt.IsZero() && !time.Now().Before(scanAt) {
 				owed = true
