@@ -376,6 +376,15 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 		}
 		time.Sleep(5 * deliveryLook) // the store is read whole: rarely
 	}
+	if waitErr != nil && cfg.keep {
+		// Stalled: each live process writes its goroutines' stacks beside its log.
+		for i, c := range children {
+			if i != victim {
+				askForStacks(c.cmd)
+			}
+		}
+		time.Sleep(time.Second)
+	}
 	var stopErr error
 	for i, c := range children {
 		if i != victim {

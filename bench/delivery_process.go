@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"reflect"
 	"time"
@@ -117,6 +118,13 @@ func deliveryProcess() int {
 	}
 	defer f.Close()
 	log := lineLog{f}
+	// The relay's warnings (a renewal failed, a lease lost) beside the lines, for -keep.
+	warnings, err := os.OpenFile(os.Getenv(envRelayLog)+".warnings", os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fail(err)
+	}
+	defer warnings.Close()
+	writeStacksOnSignal(os.Getenv(envRelayLog) + ".stacks")
 	wait, err := time.ParseDuration(os.Getenv(envRelayWait))
 	if err != nil || wait <= 0 {
 		return fail(fmt.Errorf("%s=%q: not a positive duration", envRelayWait, os.Getenv(envRelayWait)))
@@ -155,6 +163,7 @@ func deliveryProcess() int {
 		log.write(deliveryLine{Kind: "deliver", Source: e.SourceID, Seq: e.Seq, Start: start.UnixNano(), End: time.Now().UnixNano()})
 		return nil
 	}, relay.Options{Lease: leases, LeaseDuration: deliveryLease, Lanes: deliveryLanes, PollInterval: deliveryPoll,
+		Logger:   slog.New(slog.NewTextHandler(warnings, nil)),
 		RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 		OnPartition: func(e relay.PartitionEvent) {
 			kind := "released"
