@@ -135,8 +135,9 @@
 //     every PollInterval while it may hand the partition's items out and has room (at most
 //     Batch items in flight). A poll that finds nothing it may scan (no partition held, or
 //     every lease's renewal late) comes again a PollInterval later, so an item committed by
-//     another process waits for a poll no longer than PollInterval past the moment its
-//     partition may be handed out again.
+//     another process waits no longer than PollInterval past the moment its partition may
+//     be handed out again; a late renewal that makes a lease live again has the relay scan
+//     at once.
 //   - The relays of a lease key agree on the partitions: each registers under a
 //     fingerprint that names its number of partitions (1 for a store that is not an
 //     execstore.Partitioned). A relay that sees a live relay of another number, registered

@@ -268,8 +268,9 @@ type updateGate struct {
 	shut     chan struct{}                      // nil: updates pass
 	shutAt   time.Time                          // when the first held update was sent
 	lastLook time.Time
-	held     int // updates being held now
-	claims   int // claim writes started while shut
+	passed   time.Time // when the last renewal that was not held was sent
+	held     int       // updates being held now
+	claims   int       // claim writes started while shut
 	monitor  *event.CommandMonitor
 }
 
@@ -291,6 +292,8 @@ func newUpdateGate() *updateGate {
 		hold := shut != nil && renewal
 		if hold {
 			g.held++
+		} else if renewal {
+			g.passed = now
 		}
 		g.mu.Unlock()
 		if hold {
@@ -439,6 +442,54 @@ func TestClaimsWaitALookForALateRenewal(t *testing.T) {
 	gate.open()
 	require.NoError(t, stopA())
 	assert.Zero(t, rA.Stats().LeasesLost)
+}
+
+// A renewal answered late, after the relay stopped handing its partitions out but before
+// the leases ran out, has the relay scan at once: what another process committed meanwhile
+// is delivered without waiting for the next poll (an hour here). The gate holds the
+// renewal sent after the one that passed at P: the leases stop being live at P+5/6·dur and
+// the renewal gives up at P+11/12·dur, so it is let go at P+7/8·dur.
+func TestLateRenewalResumesDeliveryAtOnce(t *testing.T) {
+	store := newMemstore(t)
+	gate := newUpdateGate()
+	var idemOpts idem.Options
+	idemOpts.Database = testserver.Database(t, "lease")
+	idemOpts.ClientOptions = options.Client().SetMonitor(gate.monitor)
+	leases, err := idem.Open(bg, srv.URI, idemOpts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = leases.Close(bg) })
+
+	const dur = 8 * time.Second
+	opts := leaseOptions(leases)
+	opts.LeaseDuration, opts.PollInterval = dur, time.Hour
+	// Through a store with no wake-up signal, the relay learns of commits by its scans alone.
+	r := relay.New(struct{ execstore.Store }{store}, func(context.Context, execstore.OutboxEntry) error { return nil }, opts)
+	em := newEmitter(t, store)
+	em.emit("s", "t", "x")
+	stop := run(t, r)
+	t.Cleanup(gate.open) // before the relay's cleanup: a failed test leaves no update held
+	eventually(t, func() bool { return r.Stats().Acked == 1 }, "delivered by the scan the take owed")
+
+	passedAt := func() time.Time {
+		gate.mu.Lock()
+		defer gate.mu.Unlock()
+		return gate.passed
+	}
+	require.Eventually(t, func() bool { return !passedAt().IsZero() }, 2*dur, time.Millisecond, "a renewal passed")
+	gate.closeWhen(func(time.Time, time.Time) bool { return true })
+	require.Eventually(t, func() bool { held, _, _ := gate.state(); return held > 0 }, 2*dur, time.Millisecond, "a renewal is held")
+	passed := passedAt()
+	em.emit("s", "t", "y") // no scan reads it while the renewal is held: none is owed
+	time.Sleep(time.Until(passed.Add(dur * 7 / 8)))
+	st := r.Stats()
+	assert.EqualValues(t, 1, st.Acked, "nothing delivered meanwhile")
+	scans := st.Scans
+	gate.open()
+	eventually(t, func() bool { return r.Stats().Acked == 2 }, "y delivered once the renewal came back")
+	require.NoError(t, stop())
+	st = r.Stats()
+	assert.Zero(t, st.LeasesLost, "the late renewal kept the lease")
+	assert.Greater(t, st.Scans, scans)
 }
 
 // lockedLog is a log sink that a relay's goroutines write while the test reads it.

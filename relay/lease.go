@@ -111,9 +111,11 @@ func (l *leaser) claimAs(ctx context.Context, key, fingerprint string) (*lease, 
 // one slow answer does not lose a lease that a renewal still keeps, and a renewal answered
 // late extends each lease from the moment it was sent. It returns an *Error when the lease
 // store is closed, and any other failure for the caller to retry while the leases hold.
-func (l *leaser) renewAll(ctx context.Context, leases []*lease) ([]bool, error) {
+// resumed reports that a lease the renewal made live again had stopped being live while it
+// was awaited: its partition's items may be handed out again.
+func (l *leaser) renewAll(ctx context.Context, leases []*lease) (renewed []bool, resumed bool, err error) {
 	if len(leases) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	sent := time.Now()
 	left := time.Duration(1<<62 - 1)
@@ -124,29 +126,31 @@ func (l *leaser) renewAll(ctx context.Context, leases []*lease) ([]bool, error) 
 	}
 	// A renewal given up on still reaches the server; what it does there is harmless.
 	renewCtx, cancel := context.WithTimeout(ctx, max(left-l.dur/12, l.dur/12))
-	renewed, err := l.store.RenewAll(renewCtx, claims, l.dur)
+	renewed, err = l.store.RenewAll(renewCtx, claims, l.dur)
 	cancel()
 	rtt := time.Since(sent)
 	switch {
 	case ctx.Err() != nil:
-		return nil, ctx.Err()
+		return nil, false, ctx.Err()
 	case errors.Is(err, execstore.ErrClosed):
-		return nil, &Error{Op: OpRenew, Item: leases[0].key, Err: err}
+		return nil, false, &Error{Op: OpRenew, Item: leases[0].key, Err: err}
 	case err != nil:
 		l.report(&Error{Op: OpRenew, Item: leases[0].key, Err: err})
 		if l.log != nil {
 			l.log.Warn("relay: lease renewal failed: retried every LeaseDuration/12 while the leases hold; the relay stops handing a partition's items out when less than LeaseDuration/6 of its lease is left",
 				"key", leases[0].key, "leases", len(leases), "waited", rtt, "left", left, "error", err)
 		}
-		return nil, err
+		return nil, false, err
 	}
 	for i, ls := range leases {
 		ls.rtt.Store(int64(rtt))
 		if renewed[i] {
+			paused := !ls.live()
 			ls.until.Store(int64(sent.Sub(ls.base) + l.dur))
+			resumed = resumed || paused && ls.live()
 		}
 	}
-	return renewed, nil
+	return renewed, resumed, nil
 }
 
 // release gives ls up, so that another relay takes it at once rather than when it lapses. A

@@ -271,7 +271,7 @@ func (s *session[T, K]) renewAll(leaseCtx context.Context) (failed bool, fatal e
 		leases = append(leases, member)
 	}
 	s.mu.Unlock()
-	renewed, err := s.r.lease.renewAll(leaseCtx, leases)
+	renewed, resumed, err := s.r.lease.renewAll(leaseCtx, leases)
 	switch {
 	case errors.As(err, new(*Error)):
 		return true, err
@@ -290,6 +290,9 @@ func (s *session[T, K]) renewAll(leaseCtx context.Context) (failed bool, fatal e
 		default:
 			s.loseLease(ls, fmt.Errorf("%w: fenced", errLeaseLost))
 		}
+	}
+	if resumed {
+		poke(s.rescan) // partitions handed out again: a scan owed goes now, not at the next poll
 	}
 	return false, nil
 }
