@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/async"
 	"github.com/execstore/execstore/internal/opsrun"
 )
 
@@ -273,8 +274,12 @@ func (c *ackCarrier) dropped(acks []*carriedAck) {
 }
 
 // sendAlone writes each of items that is still in state from alone: its wait ran out
-// (ackWaiting), or the commit that took it did not carry it (ackTaken). The timer deletes of
-// one DeleteTimers call go out together, as one bulk write per batch. With async they are
+// (ackWaiting), or the commit that took it did not carry it (ackTaken). What else waits for
+// the sources of items whose wait ran out goes with them: no commit of those sources came
+// within the wait, and a document's removals sent together share one statement on the
+// MongoDB formulation (one rewrite of the document instead of one each). With coalescing on,
+// every write goes through the store's coalescer; otherwise the timer deletes of one
+// DeleteTimers call go out together, as one bulk write per batch. With async they are
 // submitted from a goroutine of their own: a store's worker (a commit that did not carry
 // them) must never block on the store's full queue.
 func (c *ackCarrier) sendAlone(items []*carriedAck, from ackState, async bool) {
@@ -289,6 +294,15 @@ func (c *ackCarrier) sendAlone(items []*carriedAck, from ackState, async bool) {
 		}
 		a.state = ackSending
 		send = append(send, a)
+	}
+	if from == ackWaiting {
+		for _, a := range send[:len(send):len(send)] {
+			for _, other := range c.waiting[a.source] {
+				other.state = ackSending
+				send = append(send, other)
+			}
+			delete(c.waiting, a.source)
+		}
 	}
 	c.mu.Unlock()
 	if len(send) == 0 {
@@ -305,8 +319,19 @@ func (c *ackCarrier) sendAlone(items []*carriedAck, from ackState, async bool) {
 func (c *ackCarrier) submitAlone(send []*carriedAck) {
 	var calls []*time.Timer
 	deletes := map[*time.Timer][]*carriedAck{}
+	bySource := map[string][]*carriedAck{}
 	for _, a := range send {
-		if a.fired == nil {
+		bySource[a.source] = append(bySource[a.source], a)
+	}
+	for _, a := range send {
+		together := bySource[a.source]
+		switch {
+		case len(together) > 1:
+			if together[0] == a { // once a source
+				c.resolveEach(together, c.s.removalsAsync(together))
+			}
+			continue
+		case a.fired == nil:
 			c.resolve([]*carriedAck{a}, c.s.ackAloneAsync(a.ctx, a.source, a.seq))
 			continue
 		}
@@ -338,6 +363,53 @@ func (c *ackCarrier) resolve(items []*carriedAck, fut *Future[struct{}]) {
 			close(a.done)
 		}
 	}()
+}
+
+// resolveEach ends items, sent as one request, each with its own write's outcome, or all with
+// the request's error.
+func (c *ackCarrier) resolveEach(items []*carriedAck, fut *Future[[]error]) {
+	go func() {
+		errs, err := fut.Wait(context.Background()) // the request answers to its items' contexts
+		c.mu.Lock()
+		for i, a := range items {
+			a.err, a.state = err, ackDone
+			if err == nil {
+				a.err = errs[i]
+			}
+		}
+		c.mu.Unlock()
+		for _, a := range items {
+			close(a.done)
+		}
+	}()
+}
+
+// removalsAsync writes items, removals of one document (acks and timer deletes), in one
+// request: one bulk write per batch, where they share a statement on the MongoDB formulation
+// (opsrun.IdempotentWrites). It answers to its items' contexts: it is given up only once
+// every one of them ended.
+func (s *Store) removalsAsync(items []*carriedAck) *Future[[]error] {
+	writes := make([]opsrun.IdempotentWrite, len(items))
+	ctxs := make([]context.Context, len(items))
+	kind := opDeleteTimer
+	for i, a := range items {
+		ctxs[i] = a.ctx
+		if a.fired == nil {
+			writes[i] = opsrun.OutboxAckWrite(a.source, a.seq)
+			kind = opAckOutbox
+		} else {
+			writes[i] = opsrun.DeleteTimerWrite(a.source, a.fired.Path, a.fired.FireAt)
+		}
+	}
+	ctx, release := async.AllDone(s.stop, ctxs)
+	fut := submit(ctx, s, kind, items[0].source, func(ctx context.Context) ([]error, error) {
+		return opsrun.IdempotentWritesChunked(ctx, s.env, writes, s.opts.MaxBatch), nil
+	})
+	go func() {
+		<-fut.Done()
+		release()
+	}()
+	return fut
 }
 
 // flush makes every waiting ack go out alone, and every later one at once: the store is

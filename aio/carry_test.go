@@ -15,6 +15,7 @@ import (
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/server"
 )
 
 // carryHarness is a store whose acks wait a minute for a commit to carry them, with group
@@ -332,4 +333,49 @@ func TestAckStopsWaitingOnceTheStoreIsIdle(t *testing.T) {
 	stored, n := outboxOf(t, h, "s")
 	assert.Empty(t, stored)
 	assert.Zero(t, n)
+}
+
+// What waits for one source leaves together once a wait runs out: two acks and a fired
+// timer's delete of s, none carried (no commit comes), go out in one bulk write, and on the
+// MongoDB formulation as one statement guarded by all three, which rewrites s once. On the
+// FerretDB formulation they are statements of their own, in the same write.
+func TestASourcesRemovalsGoAloneTogether(t *testing.T) {
+	for _, profile := range []server.Profile{server.MongoDB, server.FerretDB} {
+		t.Run(string(profile), func(t *testing.T) {
+			h := newHarness(t, aio.Options{AckWait: 2 * time.Second, Connection: server.Connection{Profile: profile}})
+			exe := newExe("s")
+			mustCommit(t, h.store, exe, execstore.Commit{})
+			seqs, err := h.store.Commit(bg, exe, execstore.Commit{
+				Emits:  []execstore.Emit{{TargetID: "t", Event: []byte("1")}, {TargetID: "t", Event: []byte("2")}},
+				Timers: []execstore.TimerOp{execstore.ScheduleTimer("a", time.Now().Add(-time.Second))}})
+			require.NoError(t, err)
+			due, err := h.store.DueTimers(bg, time.Now(), 0)
+			require.NoError(t, err)
+			require.Len(t, due, 1)
+
+			h.cmds.reset()
+			first := ackAsync(t, h, bg, "s", seqs[0])
+			second := ackAsync(t, h, bg, "s", seqs[1])
+			deleted := make(chan error, 1)
+			go func() { deleted <- h.store.DeleteTimers(bg, due) }()
+			require.NoError(t, awaitAck(t, first))
+			require.NoError(t, awaitAck(t, second))
+			require.NoError(t, awaitAck(t, deleted))
+
+			stored, n := outboxOf(t, h, "s")
+			assert.Empty(t, stored)
+			assert.Zero(t, n, "the count went down by two")
+			assert.Empty(t, timersOf(t, h, "s"))
+			assert.Equal(t, []string{"update"}, h.cmds.snapshot(), "one write")
+			qs, _ := updateStatements(t, h.cmds)
+			if profile == server.MongoDB {
+				require.Len(t, qs, 1, "one statement")
+				elems, err := qs[0].Elements()
+				require.NoError(t, err)
+				assert.Len(t, elems, 4, "_id and the three guards")
+			} else {
+				assert.Len(t, qs, 3)
+			}
+		})
+	}
 }

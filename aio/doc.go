@@ -91,6 +91,16 @@
 //     update would have changed it. The other writes' paths in the statement are not in it:
 //     an ack's path is its entry's seq, which one reservation handed out once in the
 //     database, and the timer deletes of a statement share their path.
+//   - What waits for one execution goes alone together: when an ack's or a timer delete's
+//     wait runs out, every other ack and timer delete waiting for that execution goes with
+//     it, in one bulk write. On the MongoDB profile the writes of one document in a bulk
+//     (acks of different entries, deletes of different timers) are one update guarded by
+//     every write's own guard, which unsets each path and lowers the outbox count by the
+//     number of acks: the document is rewritten once, and changes only when every guard
+//     holds at once, exactly as the writes one after the other would have changed it. When
+//     a statement of the bulk matched nothing, the writes that shared one are sent again one
+//     by one: each then changes the document only by its own guard, and one that was
+//     applied already matches nothing.
 //   - Every execution is in one partition, execstore.PartitionOf(id, Store.Partitions()). A
 //     commit that creates an execution stores the partition in its document. No update
 //     changes it. The first Open of a database records the number of partitions, and every

@@ -83,7 +83,8 @@ type Options struct {
 	// alone then, as it is at once with DisableAckCarrying. It returns once the entry is
 	// removed either way, so the ack takes up to AckWait longer. An ack stops waiting, and is
 	// written alone, once no commit was made through the store for a tenth of AckWait: the
-	// engine is idle, and no commit is coming. A store that made no commit in the last second
+	// engine is idle, and no commit is coming. The other acks and timer deletes waiting for
+	// the same execution go with it, in one write. A store that made no commit in the last second
 	// (one that serves only relays) writes its acks at once. Default 300ms (idle after
 	// 30ms). The deletes of DeleteTimers wait the same way for a commit of the timer's
 	// execution.

@@ -40,7 +40,8 @@ func TestMergedModels(t *testing.T) {
 	env.Profile = server.FerretDB
 	many := func(ws []IdempotentWrite) []int {
 		var sizes []int
-		for _, m := range idempotentModels(env, ws) {
+		models, _ := idempotentModels(env, ws)
+		for _, m := range models {
 			u, ok := m.(*mongo.UpdateManyModel)
 			if !ok {
 				return nil
@@ -62,8 +63,11 @@ func TestMergedModels(t *testing.T) {
 		"a document once a statement")
 
 	env.Profile = server.MongoDB
-	for _, m := range idempotentModels(env, acks[:3]) {
+	models, shared := idempotentModels(env, acks[:3])
+	require.Len(t, models, 3)
+	for _, m := range models {
 		_, ok := m.(*mongo.UpdateOneModel)
-		require.True(t, ok, "the MongoDB profile sends one updateOne a write")
+		require.True(t, ok, "the MongoDB profile sends one updateOne a document")
 	}
+	assert.Empty(t, shared)
 }
