@@ -3,6 +3,7 @@ package aio
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -275,11 +276,11 @@ func (c *ackCarrier) dropped(acks []*carriedAck) {
 
 // sendAlone writes each of items that is still in state from alone: its wait ran out
 // (ackWaiting), or the commit that took it did not carry it (ackTaken). What else waits for
-// the sources of items whose wait ran out goes with them: no commit of those sources came
-// within the wait, and a document's removals sent together share one statement on the
-// MongoDB formulation (one rewrite of the document instead of one each). With coalescing on,
-// every write goes through the store's coalescer; otherwise the timer deletes of one
-// DeleteTimers call go out together, as one bulk write per batch. With async they are
+// the sources of items whose wait ran out goes with them (but for items whose caller gave
+// up): no commit of those sources came within the wait. A source's several items go out as
+// one request (removalsAsync), one statement on the MongoDB formulation; a lone ack goes
+// through the store's coalescer; the other timer deletes of one DeleteTimers call go out
+// together, as one bulk write per batch. With async they are
 // submitted from a goroutine of their own: a store's worker (a commit that did not carry
 // them) must never block on the store's full queue.
 func (c *ackCarrier) sendAlone(items []*carriedAck, from ackState, async bool) {
@@ -297,11 +298,14 @@ func (c *ackCarrier) sendAlone(items []*carriedAck, from ackState, async bool) {
 	}
 	if from == ackWaiting {
 		for _, a := range send[:len(send):len(send)] {
-			for _, other := range c.waiting[a.source] {
+			for _, other := range slices.Clone(c.waiting[a.source]) { // remove changes the list
+				if other.ctx.Err() != nil {
+					continue // its caller gave up: abandon takes it out, unsent
+				}
+				c.remove(other)
 				other.state = ackSending
 				send = append(send, other)
 			}
-			delete(c.waiting, a.source)
 		}
 	}
 	c.mu.Unlock()
@@ -366,14 +370,14 @@ func (c *ackCarrier) resolve(items []*carriedAck, fut *Future[struct{}]) {
 }
 
 // resolveEach ends items, sent as one request, each with its own write's outcome, or all with
-// the request's error.
+// the request's error when it ran no write.
 func (c *ackCarrier) resolveEach(items []*carriedAck, fut *Future[[]error]) {
 	go func() {
 		errs, err := fut.Wait(context.Background()) // the request answers to its items' contexts
 		c.mu.Lock()
 		for i, a := range items {
 			a.err, a.state = err, ackDone
-			if err == nil {
+			if len(errs) == len(items) {
 				a.err = errs[i]
 			}
 		}
@@ -385,9 +389,10 @@ func (c *ackCarrier) resolveEach(items []*carriedAck, fut *Future[[]error]) {
 }
 
 // removalsAsync writes items, removals of one document (acks and timer deletes), in one
-// request: one bulk write per batch, where they share a statement on the MongoDB formulation
-// (opsrun.IdempotentWrites). It answers to its items' contexts: it is given up only once
-// every one of them ended.
+// request (opsrun.DocumentWrites): on the MongoDB formulation one statement that rewrites the
+// document once. It answers to its items' contexts: it is given up only once every one of
+// them ended. Its span is the first item's caller's child. It is recorded as one ack when
+// it holds one, else as one timer delete, failed when any of its writes failed.
 func (s *Store) removalsAsync(items []*carriedAck) *Future[[]error] {
 	writes := make([]opsrun.IdempotentWrite, len(items))
 	ctxs := make([]context.Context, len(items))
@@ -401,12 +406,17 @@ func (s *Store) removalsAsync(items []*carriedAck) *Future[[]error] {
 			writes[i] = opsrun.DeleteTimerWrite(a.source, a.fired.Path, a.fired.FireAt)
 		}
 	}
-	ctx, release := async.AllDone(s.stop, ctxs)
+	all, release := async.AllDone(s.stop, ctxs)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(items[0].ctx)) // its values, all's end
+	stop := context.AfterFunc(all, cancel)
 	fut := submit(ctx, s, kind, items[0].source, func(ctx context.Context) ([]error, error) {
-		return opsrun.IdempotentWritesChunked(ctx, s.env, writes, s.opts.MaxBatch), nil
+		errs := opsrun.DocumentWrites(ctx, s.env, writes, s.opts.MaxBatch)
+		return errs, errors.Join(errs...)
 	})
 	go func() {
 		<-fut.Done()
+		stop()
+		cancel()
 		release()
 	}()
 	return fut

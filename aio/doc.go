@@ -93,14 +93,13 @@
 //     database, and the timer deletes of a statement share their path.
 //   - What waits for one execution goes alone together: when an ack's or a timer delete's
 //     wait runs out, every other ack and timer delete waiting for that execution goes with
-//     it, in one bulk write. On the MongoDB profile the writes of one document in a bulk
-//     (acks of different entries, deletes of different timers) are one update guarded by
-//     every write's own guard, which unsets each path and lowers the outbox count by the
-//     number of acks: the document is rewritten once, and changes only when every guard
-//     holds at once, exactly as the writes one after the other would have changed it. When
-//     a statement of the bulk matched nothing, the writes that shared one are sent again one
-//     by one: each then changes the document only by its own guard, and one that was
-//     applied already matches nothing.
+//     it (but those whose caller gave up, which write nothing). On the MongoDB profile they
+//     are one update guarded by every write's own guard, which unsets each path and lowers
+//     the outbox count by the number of acks: the document is rewritten once, and changes
+//     only when every guard holds at once, exactly as the writes one after the other would
+//     have changed it. When it matched nothing, or was refused, nothing of it was applied,
+//     and the writes go out one statement each, each changing the document by its own guard
+//     alone.
 //   - Every execution is in one partition, execstore.PartitionOf(id, Store.Partitions()). A
 //     commit that creates an execution stores the partition in its document. No update
 //     changes it. The first Open of a database records the number of partitions, and every

@@ -73,18 +73,6 @@ func (l *commandLog) reset() {
 	l.mu.Unlock()
 }
 
-// first returns the first command named name that was sent since the last reset.
-func (l *commandLog) first(name string) bson.Raw {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for i, n := range l.names {
-		if n == name {
-			return l.commands[i]
-		}
-	}
-	return nil
-}
-
 // command returns the last command named name that was sent.
 func (l *commandLog) command(name string) bson.Raw {
 	l.mu.Lock()

@@ -26,11 +26,11 @@ func watchedEnv(t *testing.T, h *harness, profile server.Profile, log *commandLo
 	return opsrun.Env{Layout: ops.Layout{Profile: profile}, Executions: client.Database(h.opts.Database).Collection(ops.ExecutionsCollection)}
 }
 
-// updateStatements returns the statements of the first update command log has, and whether
+// updateStatements returns the statements of the last update command log has, and whether
 // each is an updateMany.
 func updateStatements(t *testing.T, log *commandLog) (qs []bson.Raw, multi []bool) {
 	t.Helper()
-	cmd := log.first("update")
+	cmd := log.command("update")
 	require.NotNil(t, cmd, "no update was sent")
 	vals, err := cmd.Lookup("updates").Array().Values()
 	require.NoError(t, err)
@@ -45,9 +45,8 @@ func updateStatements(t *testing.T, log *commandLog) (qs []bson.Raw, multi []boo
 // On the FerretDB profile, acks of entries of different documents go out as one updateMany
 // statement, which removes exactly the acked entries and decrements each count by one; a
 // second ack of a document already in it starts the next statement, and an ack
-// of an entry already gone changes nothing. On the MongoDB profile a document's acks share
-// one updateOne; as one statement (c's, whose entry is gone) matched nothing, the shared
-// ones are sent again alone, which changes nothing more. Both leave the same documents.
+// of an entry already gone changes nothing. On the MongoDB profile each is its own updateOne.
+// Both leave the same documents.
 func TestAcksMergeOnTheFerretDBProfile(t *testing.T) {
 	for _, profile := range []server.Profile{server.FerretDB, server.MongoDB} {
 		t.Run(string(profile), func(t *testing.T) {
@@ -89,16 +88,7 @@ func TestAcksMergeOnTheFerretDBProfile(t *testing.T) {
 				}
 				assert.Equal(t, [][]string{{"a", "b"}, {"b", "c"}}, ids, "in _id order, a document once a statement")
 			} else {
-				assert.Equal(t, []bool{false, false, false}, multi, "one updateOne a document")
-				var guards []int
-				for _, q := range qs {
-					elems, err := q.Elements()
-					require.NoError(t, err)
-					guards = append(guards, len(elems)-1)
-				}
-				assert.Equal(t, []int{1, 2, 1}, guards, "b's two acks in one statement")
-				names := log.snapshot()
-				assert.Equal(t, []string{"update", "update", "update"}, names, "b's acks sent again alone")
+				assert.Equal(t, []bool{false, false, false, false}, multi, "one updateOne each")
 			}
 			for id, want := range map[string][]int64{"a": {seqs["a"][1]}, "b": nil, "c": {seqs["c"][1]}} {
 				stored, n := outboxOf(t, h, id)
@@ -152,5 +142,53 @@ func TestTimerDeletesMergeByPath(t *testing.T) {
 	assert.Equal(t, []bool{false, false, false}, multi, "paths differ: one updateOne each")
 	for id, want := range map[string]int{"x": 0, "y": 1, "z": 1} {
 		assert.Len(t, timersOf(t, h, id), want, fmt.Sprintf("%s's timers", id))
+	}
+}
+
+// On the MongoDB profile a document's writes are one updateOne guarded by all of them. When
+// one guard misses (b's first entry is gone already), it matches nothing and changes
+// nothing, and the writes go out one statement each: the others are applied, the count goes
+// down once. On the FerretDB profile they are statements of their own from the start.
+func TestDocumentWritesShareOneStatement(t *testing.T) {
+	for _, profile := range []server.Profile{server.MongoDB, server.FerretDB} {
+		t.Run(string(profile), func(t *testing.T) {
+			h := newHarness(t, aio.Options{DisableAckCarrying: true})
+			seqs := map[string][]int64{}
+			for _, id := range []string{"a", "b"} {
+				exe := newExe(id)
+				mustCommit(t, h.store, exe, execstore.Commit{})
+				s, err := h.store.Commit(bg, exe, execstore.Commit{Emits: []execstore.Emit{
+					{TargetID: "t", Event: []byte("1")}, {TargetID: "t", Event: []byte("2")}, {TargetID: "t", Event: []byte("3")}}})
+				require.NoError(t, err)
+				seqs[id] = s
+			}
+			require.NoError(t, h.store.AckOutbox(bg, "b", seqs["b"][0]))
+			log := &commandLog{}
+			env := watchedEnv(t, h, profile, log)
+			for _, id := range []string{"a", "b"} {
+				log.reset()
+				writes := []opsrun.IdempotentWrite{opsrun.OutboxAckWrite(id, seqs[id][0]), opsrun.OutboxAckWrite(id, seqs[id][1])}
+				for i, err := range opsrun.DocumentWrites(bg, env, writes, 128) {
+					require.NoError(t, err, "%s: write %d", id, i)
+				}
+				qs, _ := updateStatements(t, log)
+				switch {
+				case profile == server.FerretDB:
+					assert.Equal(t, []string{"update"}, log.snapshot(), id)
+				case id == "a":
+					assert.Equal(t, []string{"update"}, log.snapshot(), "one write")
+					require.Len(t, qs, 1, "one statement")
+					elems, err := qs[0].Elements()
+					require.NoError(t, err)
+					assert.Len(t, elems, 3, "_id and both guards")
+				default:
+					assert.Equal(t, []string{"update", "update"}, log.snapshot(), "the shared statement, then one each")
+					assert.Len(t, qs, 2, "the second: a statement each")
+				}
+				stored, n := outboxOf(t, h, id)
+				assert.Equal(t, []int64{seqs[id][2]}, stored, id)
+				assert.EqualValues(t, 1, n, "%s's count", id)
+			}
+		})
 	}
 }

@@ -69,18 +69,8 @@ func IdempotentWrites(ctx context.Context, env Env, writes []IdempotentWrite) []
 		}
 		return errs
 	}
-	models, shared := idempotentModels(env, writes)
-	res, err := env.Executions.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	_, err := env.Executions.BulkWrite(ctx, idempotentModels(env, writes), options.BulkWrite().SetOrdered(false))
 	if err == nil {
-		if len(shared) > 0 && res.MatchedCount < int64(len(models)) {
-			// Some statement matched nothing: if it was a document's, its writes were not
-			// applied; each is sent again alone (sameDocumentRetry).
-			for _, i := range shared {
-				if _, err := env.Executions.UpdateOne(ctx, writes[i].Filter, writes[i].Update); err != nil {
-					errs[i] = outcome.WriteFailure(writes[i].Op, writes[i].ID, err)
-				}
-			}
-		}
 		return errs
 	}
 	if outcome.Classify(err) == outcome.WriteErrors {
@@ -99,30 +89,21 @@ func IdempotentWrites(ctx context.Context, env Env, writes []IdempotentWrite) []
 
 // idempotentModels is the bulk write of writes, its statements in the global order (see
 // statementOrder): by _id, then by operation and filter. On the FerretDB profile, writes of
-// one kind are merged (mergedModels); otherwise the writes of one document share a statement
-// (same_document.go), and shared lists the writes that do, to send again alone when a
-// statement matched nothing.
-func idempotentModels(env Env, writes []IdempotentWrite) (models []mongo.WriteModel, shared []int) {
+// one kind are merged (mergedModels).
+func idempotentModels(env Env, writes []IdempotentWrite) []mongo.WriteModel {
 	order := statementOrder(len(writes), func(i int) string { return writes[i].ID }, func(i, j int) int {
 		return compareStatements(writes[i].Op, writes[i].Filter, writes[j].Op, writes[j].Filter)
 	})
 	if env.Profile == server.FerretDB {
 		if models, ok := mergedModels(writes, order); ok {
-			return models, nil
-		}
-		models = make([]mongo.WriteModel, len(writes))
-		for k, i := range order {
-			models[k] = mongo.NewUpdateOneModel().SetFilter(writes[i].Filter).SetUpdate(writes[i].Update)
-		}
-		return models, nil
-	}
-	groups := sameDocumentGroups(writes, order)
-	for _, g := range groups {
-		if len(g) > 1 {
-			shared = append(shared, g...)
+			return models
 		}
 	}
-	return sameDocumentModels(writes, groups), shared
+	models := make([]mongo.WriteModel, len(writes))
+	for k, i := range order {
+		models[k] = mongo.NewUpdateOneModel().SetFilter(writes[i].Filter).SetUpdate(writes[i].Update)
+	}
+	return models
 }
 
 // IdempotentWritesChunked runs writes in bulk writes of at most max each, one after the

@@ -40,8 +40,7 @@ func TestMergedModels(t *testing.T) {
 	env.Profile = server.FerretDB
 	many := func(ws []IdempotentWrite) []int {
 		var sizes []int
-		models, _ := idempotentModels(env, ws)
-		for _, m := range models {
+		for _, m := range idempotentModels(env, ws) {
 			u, ok := m.(*mongo.UpdateManyModel)
 			if !ok {
 				return nil
@@ -63,11 +62,8 @@ func TestMergedModels(t *testing.T) {
 		"a document once a statement")
 
 	env.Profile = server.MongoDB
-	models, shared := idempotentModels(env, acks[:3])
-	require.Len(t, models, 3)
-	for _, m := range models {
+	for _, m := range idempotentModels(env, acks[:3]) {
 		_, ok := m.(*mongo.UpdateOneModel)
-		require.True(t, ok, "the MongoDB profile sends one updateOne a document")
+		require.True(t, ok, "the MongoDB profile sends one updateOne a write")
 	}
-	assert.Empty(t, shared)
 }

@@ -1,22 +1,69 @@
 package opsrun
 
 import (
+	"context"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/execstore/execstore/internal/outcome"
+	"github.com/execstore/execstore/server"
 )
 
-// A document's writes in one statement: on the MongoDB formulation, the idempotent writes of
-// one bulk write that remove different paths of one document (acks of its entries, deletes
-// of its fired timers) go in one updateOne. Its filter is the document's _id and every
-// write's guard; its update unsets every path and decrements each count by the number of its
-// acks. A row-locking engine rewrites the document once instead of once a write. The
-// statement changes the document only when every guard holds, at once, and then exactly as
-// the writes one after the other would. When it matches nothing, its writes are sent again
-// one by one (sameDocumentRetry): a write whose guard no longer holds matches nothing, as it
-// would have alone, and repeating a write that was applied is harmless.
+// DocumentWrites runs writes, idempotent writes of one document (the acks and timer deletes
+// that waited for one execution), and returns each one's outcome. On the MongoDB formulation
+// they are one updateOne (documentStatement), so that a row-locking engine rewrites the
+// document once instead of once a write. That statement changes the document only when every
+// write's guard holds, at once, and then exactly as the writes one after the other would:
+// when it matched, every write was applied by it; when it matched nothing, or the server
+// refused it, none was, and the writes go out as IdempotentWrites, each changing the document
+// by its own guard alone. An answer that never came leaves every write's outcome unknown. On
+// the FerretDB formulation, or when they cannot share one statement (two writes of one path,
+// more than mergedLimit of them), they go out as IdempotentWritesChunked, at most max a bulk.
+func DocumentWrites(ctx context.Context, env Env, writes []IdempotentWrite, max int) []error {
+	if env.Profile == server.FerretDB || !oneStatement(writes) {
+		return IdempotentWritesChunked(ctx, env, writes, max)
+	}
+	if err := ctx.Err(); err != nil {
+		errs := make([]error, len(writes))
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	filter, update := documentStatement(writes)
+	res, err := env.Executions.UpdateOne(ctx, filter, update)
+	switch {
+	case err == nil && res.MatchedCount == 1:
+		return make([]error, len(writes))
+	case err == nil, outcome.Classify(err) == outcome.WriteErrors:
+		return IdempotentWrites(ctx, env, writes)
+	}
+	errs := make([]error, len(writes))
+	for i, w := range writes {
+		errs[i] = outcome.WriteFailure(w.Op, w.ID, err)
+	}
+	return errs
+}
 
-// documentStatement is the updateOne of writes, all of one document, each removing its own
-// path (see sameDocumentGroups).
+// oneStatement reports whether writes may share one statement: several, at most mergedLimit,
+// all of one document, each removing a path of its own.
+func oneStatement(writes []IdempotentWrite) bool {
+	if len(writes) < 2 || len(writes) > mergedLimit {
+		return false
+	}
+	paths := make(map[string]bool, len(writes))
+	for _, w := range writes {
+		if w.ID != writes[0].ID || w.merge.path == "" || paths[w.merge.path] {
+			return false
+		}
+		paths[w.merge.path] = true
+	}
+	return true
+}
+
+// documentStatement is the updateOne of writes, all of one document, each removing a path of
+// its own (oneStatement): its filter is the document's _id and every write's guard, its
+// update unsets every path and lowers each count by the number of writes that lower it.
 func documentStatement(writes []IdempotentWrite) (filter, update bson.D) {
 	filter = bson.D{{Key: fID, Value: writes[0].ID}}
 	unset := make(bson.D, 0, len(writes))
@@ -42,48 +89,4 @@ func documentStatement(writes []IdempotentWrite) (filter, update bson.D) {
 		update = append(update, bson.E{Key: "$inc", Value: inc})
 	}
 	return filter, update
-}
-
-// sameDocumentGroups splits order, the writes' indexes in the global order, into the
-// statements of a bulk write: consecutive writes of one document, each removing a path none
-// before it in the group removes, share a statement; any other write has its own. The
-// statements follow the global order.
-func sameDocumentGroups(writes []IdempotentWrite, order []int) [][]int {
-	var groups [][]int
-	var paths map[string]bool
-	for _, i := range order {
-		w := writes[i]
-		if n := len(groups); n > 0 {
-			last := groups[n-1]
-			first := writes[last[0]]
-			if first.ID == w.ID && first.merge.path != "" && w.merge.path != "" && !paths[w.merge.path] {
-				groups[n-1] = append(last, i)
-				paths[w.merge.path] = true
-				continue
-			}
-		}
-		groups = append(groups, []int{i})
-		paths = map[string]bool{w.merge.path: true}
-	}
-	return groups
-}
-
-// sameDocumentModels is the bulk write of writes in groups (sameDocumentGroups): an updateOne
-// a group, of one write's own command or of its document's statement (documentStatement).
-func sameDocumentModels(writes []IdempotentWrite, groups [][]int) []mongo.WriteModel {
-	models := make([]mongo.WriteModel, len(groups))
-	for k, g := range groups {
-		if len(g) == 1 {
-			w := writes[g[0]]
-			models[k] = mongo.NewUpdateOneModel().SetFilter(w.Filter).SetUpdate(w.Update)
-			continue
-		}
-		ws := make([]IdempotentWrite, len(g))
-		for j, i := range g {
-			ws[j] = writes[i]
-		}
-		filter, update := documentStatement(ws)
-		models[k] = mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(update)
-	}
-	return models
 }
