@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -71,9 +72,9 @@ func CommitBatch(ctx, settleCtx context.Context, env Env, plans []*ops.CommitPla
 	}
 	found, rerr := readBack(settleCtx, env, plans)
 	if rerr != nil {
-		cause := err
-		if cause == nil {
-			cause = rerr
+		cause := rerr
+		if err != nil {
+			cause = fmt.Errorf("%w (and the read-back failed: %v)", err, rerr)
 		}
 		for i, p := range plans {
 			errs[i] = &execstore.OutcomeUnknownError{Op: "commit", ExecutionID: p.ID, Err: cause}
