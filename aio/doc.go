@@ -99,7 +99,9 @@
 //     only when every guard holds at once, exactly as the writes one after the other would
 //     have changed it. When it matched nothing, or was refused, nothing of it was applied,
 //     and the writes go out one statement each, each changing the document by its own guard
-//     alone.
+//     alone. Another process's write in between finds the document as one of those writes
+//     would have left it, or as before. On a row-locking engine the update holds one row's
+//     lock, so it closes no cycle of waits; on MongoDB it is one single-document write.
 //   - Every execution is in one partition, execstore.PartitionOf(id, Store.Partitions()). A
 //     commit that creates an execution stores the partition in its document. No update
 //     changes it. The first Open of a database records the number of partitions, and every
