@@ -145,8 +145,13 @@ func (s *Store) Close(ctx context.Context) error {
 	return err
 }
 
+// minSweepTime is the least time a sweep is given, whatever ReapInterval.
+const minSweepTime = 10 * time.Second
+
 // reap sweeps expired records every ReapInterval until ctx ends (FerretDB only: MongoDB's
-// TTL index reaps there). A sweep is bounded by ReapBatch records and by the interval.
+// TTL index reaps there). A sweep is bounded by ReapBatch records and by the interval, or
+// minSweepTime when the interval is shorter: a sweep whose delete ran on the server but
+// whose reply came after its deadline would delete records it never counts.
 func (s *Store) reap(ctx context.Context) {
 	t := time.NewTicker(s.opts.ReapInterval)
 	defer t.Stop()
@@ -156,7 +161,7 @@ func (s *Store) reap(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		sweepCtx, cancel := context.WithTimeout(ctx, s.opts.ReapInterval)
+		sweepCtx, cancel := context.WithTimeout(ctx, max(s.opts.ReapInterval, minSweepTime))
 		n, err := s.ferret.sweep(sweepCtx, s.opts.ReapBatch)
 		cancel()
 		s.stats.reaped.Add(n)

@@ -527,6 +527,38 @@ func TestSweepReaps(t *testing.T) {
 	assert.Eventually(t, func() bool { return s.Stats().Reaped > 0 }, 10*time.Second, 10*time.Millisecond, "the reap counted")
 }
 
+// A sweep whose delete's reply comes later than ReapInterval still counts what it deleted:
+// the stall proxy holds the server's answers from the sweep's delete on for longer than the
+// interval.
+func TestSweepCountsALateReply(t *testing.T) {
+	proxy, uri := testserver.Proxied(t, srv.URI, "")
+	const held = 300 * time.Millisecond
+	var once sync.Once
+	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if e.CommandName == "delete" {
+			once.Do(func() {
+				proxy.AnswersStalled.Store(true)
+				time.AfterFunc(held, func() { proxy.AnswersStalled.Store(false) })
+			})
+		}
+	}}
+	s, err := Open(bg, uri, Options{Connection: server.Connection{Profile: server.FerretDB, Database: testDatabase(t),
+		ClientOptions: options.Client().SetMonitor(monitor)}, Grace: time.Millisecond, ReapInterval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close(bg)) })
+	_, err = s.Claim(bg, "short", fp, 1, 10*time.Millisecond)
+	require.NoError(t, err)
+	coll := rawCollection(t, s)
+	require.Eventually(t, func() bool {
+		n, err := coll.CountDocuments(bg, bson.D{{Key: "_id", Value: "short"}})
+		require.NoError(t, err)
+		return n == 0
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.Eventually(t, func() bool { return s.Stats().Reaped == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the reap whose answer came %v late counted", held)
+	assert.Zero(t, s.Stats().ReapErrors)
+}
+
 // A probe that gets no answer fails Open: it never picks a formulation. The probe's command is
 // held by the stall proxy until Open's deadline; Open says which probe it was, and leaves no
 // goroutine behind (goleak, in TestMain).
