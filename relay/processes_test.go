@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -163,13 +164,13 @@ func runProcesses(t *testing.T, underLoad bool) {
 
 	t.Logf("committed %d entries in %v", len(w.entries), time.Since(t0))
 	far := time.Now().Add(10 * time.Hour)
-	rarely(t, func() bool {
+	untilNoneLeft(t, func() (int, error) {
 		p, err := store.PendingOutbox(bg, 0)
 		if err != nil {
-			return false
+			return 0, err
 		}
 		d, err := store.DueTimers(bg, far, 0)
-		return err == nil && len(p) == 0 && len(d) == 0
+		return len(p) + len(d), err
 	}, "the relay processes deliver everything")
 	t.Logf("delivered everything %v after the start", time.Since(t0))
 	stopHogs() // before the checks' reading of the logs, not to slow it down
@@ -342,7 +343,9 @@ type relayProcess struct {
 }
 
 // startRelayProcess starts the test binary again as relay process name, on the parent's
-// server and database, logging to a file in dir. t's cleanup kills it if it still runs.
+// server and database, logging to a file in dir. t's cleanup kills it if it still runs; when
+// t failed, it first writes this process's goroutines' stacks to parent.stacks in dir (once),
+// asks it for its own, and writes what it printed to name.output in dir.
 func startRelayProcess(t *testing.T, name, database, dir string, lease time.Duration) *relayProcess {
 	c := &relayProcess{name: name, log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
 	c.cmd = exec.Command(os.Args[0], "-test.run=^TestProcessChild$", "-test.count=1")
@@ -357,10 +360,61 @@ func startRelayProcess(t *testing.T, name, database, dir string, lease time.Dura
 		close(c.done)
 	}()
 	t.Cleanup(func() {
+		if t.Failed() { // its goroutines' stacks and its output stay beside its log
+			writeOwnStacks(filepath.Join(dir, "parent.stacks"))
+			askToQuit(c.cmd)
+			select {
+			case <-c.done:
+			case <-time.After(5 * time.Second):
+			}
+		}
 		_ = c.cmd.Process.Kill()
 		<-c.done
+		if t.Failed() {
+			_ = os.WriteFile(filepath.Join(dir, name+".output"), c.output.Bytes(), 0o644)
+		}
 	})
 	return c
+}
+
+// untilNoneLeft waits until left reports nothing left, and fails t when what is left has
+// not shrunk for waitLong, or after drainLimit in all. It asks once a second, for each
+// question reads the whole store: on a server that reads every document for it, asking more
+// often slows the delivery it waits for. On a busy machine the embedded server acks a few
+// dozen entries a second (every guarded write there reads the whole collection), so the
+// time to deliver everything varies with the machine: progress, not a deadline, is what
+// must hold.
+func untilNoneLeft(t *testing.T, left func() (int, error), msg string) {
+	t.Helper()
+	start, last := time.Now(), time.Now()
+	least := -1
+	for {
+		n, err := left()
+		switch {
+		case err != nil:
+		case n == 0:
+			return
+		case least < 0 || n < least:
+			least, last = n, time.Now()
+		}
+		if time.Since(last) > waitLong || time.Since(start) > drainLimit {
+			require.Failf(t, msg, "%d left, none done for %v, %v in all", least, time.Since(last).Round(time.Second), time.Since(start).Round(time.Second))
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// drainLimit bounds untilNoneLeft's whole wait.
+const drainLimit = 4 * waitLong
+
+// writeOwnStacks writes every goroutine's stack of this process to path, unless path exists.
+func writeOwnStacks(path string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_ = pprof.Lookup("goroutine").WriteTo(f, 2)
 }
 
 // wait waits for the process to exit and returns its exit status.
