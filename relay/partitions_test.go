@@ -1,7 +1,9 @@
 package relay_test
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,9 +37,11 @@ func (l *holdLog) of(name string) func(relay.PartitionEvent) {
 	}
 }
 
-// check asserts that no partition was held by two relays at one moment: each hold, from its
-// lease's start to when its relay stopped handing its items out, ends before the next
-// begins. A relay still holding a partition holds it until now.
+// check asserts that no partition was handed out by two relays at one moment: each hold, from
+// when its relay could start handing its items out (the claim's answer, Local) to when it
+// stopped (At), ends before the next begins. A relay still holding a partition holds it
+// until now. (A take's At, its lease's start by the server's clock, is read before the claim
+// is written: on a busy server it can come before the previous holder released the lease.)
 func (l *holdLog) check(t *testing.T) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -50,7 +54,7 @@ func (l *holdLog) check(t *testing.T) {
 		open := map[string]time.Time{}
 		for _, e := range evs {
 			if e.Held {
-				open[e.relay] = e.At
+				open[e.relay] = e.Local
 				continue
 			}
 			if from, ok := open[e.relay]; ok {
@@ -64,9 +68,20 @@ func (l *holdLog) check(t *testing.T) {
 		sort.Slice(spans, func(i, j int) bool { return spans[i].from.Before(spans[j].from) })
 		for i := 1; i < len(spans); i++ {
 			assert.False(t, spans[i].from.Before(spans[i-1].to),
-				"partition %d: %s held it from %v while %s did until %v", p, spans[i].relay, spans[i].from, spans[i-1].relay, spans[i-1].to)
+				"partition %d: %s held it from %v while %s did until %v; its events:\n%s", p, spans[i].relay, spans[i].from,
+				spans[i-1].relay, spans[i-1].to, holdEvents(evs))
 		}
 	}
+}
+
+// holdEvents is evs, one a line, for a failure's message.
+func holdEvents(evs []holdEvent) string {
+	var b strings.Builder
+	for _, e := range evs {
+		fmt.Fprintf(&b, "  %s held=%v takeOver=%v reTake=%v at=%s local=%s\n", e.relay, e.Held, e.TakeOver, e.ReTake,
+			e.At.Format("15:04:05.000000"), e.Local.Format("15:04:05.000000"))
+	}
+	return b.String()
 }
 
 // Relays of several processes share the partitions: two take half each; a third joining
