@@ -35,8 +35,8 @@ func commitItemSize(it *commitItem) int { return it.plan.Bytes }
 
 // batchWriter writes a group commit's batch of plans as one bulk write and settles the outcome
 // of each, one error per plan (opsrun.CommitBatch). ctx ends when every caller in the batch
-// has given up; settleCtx bounds the reads that settle the outcomes after it.
-type batchWriter func(ctx, settleCtx context.Context, env opsrun.Env, plans []*ops.CommitPlan) []error
+// has given up; settle bounds the reads that settle the outcomes after it.
+type batchWriter func(ctx context.Context, settle opsrun.Settle, env opsrun.Env, plans []*ops.CommitPlan) []error
 
 // newGroupCommit returns s's group commit, whose every batch is written by write.
 func newGroupCommit(s *Store, write batchWriter) *batch.Coalescer[*commitItem] {
@@ -126,10 +126,8 @@ func (s *Store) flushCommits(items []*commitItem, write batchWriter) {
 	s.stats.groupedCommits.Add(int64(len(live)))
 	s.tel.Batched(opNames[opCommit], len(live), ctxs...)
 	// The read that settles the outcomes after the bulk write runs even when every caller has
-	// given up, within Options.SettleTimeout (Close giving up ends it sooner).
-	settleCtx, cancelSettle := context.WithTimeout(s.stop, s.opts.SettleTimeout)
-	defer cancelSettle()
-	errs := write(ctx, settleCtx, s.env, plans)
+	// given up, within Options.SettleTimeout from its start (Close giving up ends it sooner).
+	errs := write(ctx, opsrun.Settle{Parent: s.stop, Timeout: s.opts.SettleTimeout}, s.env, plans)
 	var moved []int
 	for i, it := range live {
 		var tm *opsrun.TraceMovedError

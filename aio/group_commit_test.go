@@ -29,7 +29,7 @@ type fakeWriter struct {
 	answer  func(p *ops.CommitPlan) error
 }
 
-func (w *fakeWriter) write(ctx, _ context.Context, _ opsrun.Env, plans []*ops.CommitPlan) []error {
+func (w *fakeWriter) write(ctx context.Context, _ opsrun.Settle, _ opsrun.Env, plans []*ops.CommitPlan) []error {
 	ids := make([]string, len(plans))
 	for i, p := range plans {
 		ids[i] = p.ID

@@ -7,12 +7,15 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	mongoevent "go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
@@ -266,4 +269,38 @@ func containsString(t *testing.T, doc bson.Raw, field, want string) bool {
 		}
 	}
 	return false
+}
+
+// A group commit whose bulk write was answered later than SettleTimeout still settles its
+// outcome: the settling read-back has SettleTimeout from its own start. The stall proxy holds
+// the answer of a stale commit's bulk write for longer than SettleTimeout; the commit is
+// reported as the conflict it is, not as of unknown outcome.
+func TestGroupCommitSettlesAfterALateAnswer(t *testing.T) {
+	proxy, uri := proxied(t)
+	const settle, held = 300 * time.Millisecond, time.Second
+	var holding atomic.Bool
+	monitor := &mongoevent.CommandMonitor{Started: func(_ context.Context, e *mongoevent.CommandStartedEvent) {
+		if e.CommandName == "update" && holding.CompareAndSwap(true, false) {
+			proxy.AnswersStalled.Store(true)
+			time.AfterFunc(held, func() { proxy.AnswersStalled.Store(false) })
+		}
+	}}
+	h := newHarness(t, aio.Options{})
+	s, err := aio.Open(bg, uri, aio.Options{Connection: server.Connection{Database: h.opts.Database, SettleTimeout: settle,
+		ClientOptions: options.Client().SetMonitor(monitor)}})
+	require.NoError(t, err)
+	defer s.Close(bg)
+
+	e := newExe("late")
+	require.NoError(t, s.Save(bg, e))
+	stale := *e
+	_, err = s.Commit(bg, e, execstore.Commit{})
+	require.NoError(t, err)
+	groups := s.Stats().GroupCommits
+	holding.Store(true)
+	_, err = s.Commit(bg, &stale, execstore.Commit{})
+	var conflict *execstore.ConflictError
+	require.ErrorAs(t, err, &conflict, "the answer came %v late, past SettleTimeout %v", held, settle)
+	assert.Equal(t, e.Version, conflict.Found)
+	assert.Greater(t, s.Stats().GroupCommits, groups, "the commit went through the group commit")
 }

@@ -51,10 +51,10 @@ import (
 //
 // The read-back reads the primary's latest state (Env.Primary: local read concern, primary
 // read preference), whatever the store's read settings: a majority read could miss the
-// competitor's write, or this bulk's own, and a secondary could lag. It runs on settleCtx,
-// not ctx: it must settle the outcomes even when every caller has given up, and it stops
-// only when settleCtx ends.
-func CommitBatch(ctx, settleCtx context.Context, env Env, plans []*ops.CommitPlan) []error {
+// competitor's write, or this bulk's own, and a secondary could lag. It runs on a context of
+// settle's, started once the bulk write answered, not on ctx: it must settle the outcomes
+// even when every caller has given up, and however long the bulk write took.
+func CommitBatch(ctx context.Context, settle Settle, env Env, plans []*ops.CommitPlan) []error {
 	errs := make([]error, len(plans))
 	if err := ctx.Err(); err != nil {
 		for i := range errs {
@@ -70,6 +70,8 @@ func CommitBatch(ctx, settleCtx context.Context, env Env, plans []*ops.CommitPla
 	case ans.refused:
 		return settleBatch(plans, ans, nil, nil) // nothing was applied: no read-back
 	}
+	settleCtx, cancel := settle.Start()
+	defer cancel()
 	found, rerr := readBack(settleCtx, env, plans)
 	if rerr != nil {
 		cause := rerr

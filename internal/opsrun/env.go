@@ -1,6 +1,9 @@
 package opsrun
 
 import (
+	"context"
+	"time"
+
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
@@ -55,4 +58,16 @@ func (e Env) primary() *mongo.Collection {
 		return e.Primary
 	}
 	return e.Executions
+}
+
+// Settle bounds the reads that settle a write's outcome after its answer: they may take
+// Timeout from when they start, and end sooner when Parent ends (the store closing).
+type Settle struct {
+	Parent  context.Context
+	Timeout time.Duration
+}
+
+// Start returns the context of settling reads that start now.
+func (s Settle) Start() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.Parent, s.Timeout)
 }
