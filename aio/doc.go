@@ -102,6 +102,18 @@
 //     alone. Another process's write in between finds the document as one of those writes
 //     would have left it, or as before. On a row-locking engine the update holds one row's
 //     lock, so it closes no cycle of waits; on MongoDB it is one single-document write.
+//   - A timer's hint (the earliest fire time a sweep looks for) is never later than its
+//     execution's earliest timer. On the MongoDB profile a bulk of timer deletes sends each
+//     as two statements of its execution, in order: the first matches only while that timer
+//     is the execution's only one, and removes it with the hint; the second matches only
+//     while another timer is stored beside it, and removes the timer alone. The writes of
+//     one execution that go alone together, one timer delete among them, go so too: one
+//     update of the two forms, each with every other write's guard. Each form is one
+//     single-document update, so the hint goes only with the last timer, whatever commit
+//     lands in between. At most one of them removes the timer: after the first did, a
+//     re-arm of the path at the same fire time is the execution's only timer again, which
+//     the second leaves alone. A delete that removes the last timer so spares the sweep a
+//     repair of the hint.
 //   - Every execution is in one partition, execstore.PartitionOf(id, Store.Partitions()). A
 //     commit that creates an execution stores the partition in its document. No update
 //     changes it. The first Open of a database records the number of partitions, and every

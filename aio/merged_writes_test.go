@@ -192,3 +192,46 @@ func TestDocumentWritesShareOneStatement(t *testing.T) {
 		})
 	}
 }
+
+// A document's writes that go alone together with its timer delete among them remove the
+// timer hint too when that timer is the execution's last (the MongoDB profile: one update of
+// two statements, the last-timer form applied), and keep it, with the other timer, when
+// another is stored beside it (the second form applied). Either way every write is applied.
+func TestDocumentWritesRemoveTheLastTimersHint(t *testing.T) {
+	h := newHarness(t, aio.Options{DisableAckCarrying: true})
+	seqs := map[string][]int64{}
+	for _, id := range []string{"alone", "besides"} {
+		exe := newExe(id)
+		timers := []execstore.TimerOp{execstore.ScheduleTimer("p", unixAt(10))}
+		if id == "besides" {
+			timers = append(timers, execstore.ScheduleTimer("q", unixAt(900)))
+		}
+		s, err := h.store.Commit(bg, exe, execstore.Commit{Timers: timers, Emits: []execstore.Emit{{TargetID: "t", Event: []byte("1")}}})
+		require.NoError(t, err)
+		seqs[id] = s
+	}
+	log := &commandLog{}
+	env := watchedEnv(t, h, server.MongoDB, log)
+	for _, id := range []string{"alone", "besides"} {
+		log.reset()
+		writes := []opsrun.IdempotentWrite{opsrun.OutboxAckWrite(id, seqs[id][0]), opsrun.DeleteTimerWrite(id, "p", unixAt(10))}
+		for i, err := range opsrun.DocumentWrites(bg, env, writes, 128) {
+			require.NoError(t, err, "%s: write %d", id, i)
+		}
+		assert.Equal(t, []string{"update"}, log.snapshot(), "%s: one write", id)
+		qs, _ := updateStatements(t, log)
+		assert.Len(t, qs, 2, "%s: the last-timer form, then the other", id)
+		stored, n := outboxOf(t, h, id)
+		assert.Empty(t, stored, id)
+		assert.Zero(t, n, id)
+		_, hintErr := h.rawDoc(t, id).LookupErr("timer_min")
+		if id == "alone" {
+			assert.Error(t, hintErr, "the last timer's delete left the hint")
+		} else {
+			assert.NoError(t, hintErr, "a hint removed while a timer is left")
+		}
+	}
+	left, err := h.store.DueTimers(bg, unixAt(1000), 0)
+	require.NoError(t, err)
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "besides", Path: "q", FireAt: unixAt(900)}}, left)
+}

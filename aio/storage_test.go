@@ -160,6 +160,51 @@ func TestDeleteTimersIsOneBulkWrite(t *testing.T) {
 	assert.Empty(t, left)
 }
 
+// DeleteTimers of an execution's last timer removes its hint too, on the MongoDB profile, so
+// that no sweep has to repair it; beside another timer, the hint stays and the other timer
+// is kept. The FerretDB profile leaves every hint as it is (its sweep reads every document).
+func TestDeleteTimersOfTheLastTimerRemoveTheHint(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	alone, besides := newExe("alone"), newExe("besides")
+	_, err := h.store.Commit(bg, alone, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a.b", unixAt(10))}})
+	require.NoError(t, err)
+	_, err = h.store.Commit(bg, besides, execstore.Commit{Timers: []execstore.TimerOp{
+		execstore.ScheduleTimer("a.b", unixAt(10)), execstore.ScheduleTimer("c", unixAt(900))}})
+	require.NoError(t, err)
+	due, err := h.store.DueTimers(bg, unixAt(50), 0)
+	require.NoError(t, err)
+	require.Len(t, due, 2)
+	require.NoError(t, h.store.DeleteTimers(bg, due))
+
+	hint := func(id string) (float64, bool) {
+		v, err := h.rawDoc(t, id).LookupErr("timer_min")
+		if err != nil {
+			return 0, false
+		}
+		return v.Double(), true
+	}
+	at, ok := hint("alone")
+	if h.store.Server().Profile == server.MongoDB {
+		assert.False(t, ok, "the last timer's delete left the hint %v", at)
+	} else {
+		assert.True(t, ok, "the FerretDB profile keeps the hint")
+	}
+	at, ok = hint("besides")
+	assert.True(t, ok, "a hint removed while a timer is left")
+	assert.LessOrEqual(t, at, 900.0, "the hint is never late")
+	left, err := h.store.DueTimers(bg, unixAt(1000), 0)
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	assert.Equal(t, execstore.DueTimer{ExecutionID: "besides", Path: "c", FireAt: unixAt(900)}, left[0])
+
+	// The last timer's path re-armed at the same fire time comes due again, and goes again.
+	_, err = h.store.Commit(bg, alone, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a.b", unixAt(10))}})
+	require.NoError(t, err)
+	due, err = h.store.DueTimers(bg, unixAt(50), 0)
+	require.NoError(t, err)
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "alone", Path: "a.b", FireAt: unixAt(10)}}, due)
+}
+
 // With a dedupe window the stored set stays bounded by twice the window, on either profile's
 // formulation (the window's semantics are in storetest).
 func TestDedupeWindowBoundedInStorage(t *testing.T) {

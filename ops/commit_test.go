@@ -165,6 +165,13 @@ func TestAckCommands(t *testing.T) {
 	filter, update = DeleteTimerCommand("x", "F.A", unixAt(1.5))
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers.F%2EA", Value: 1.5}}, filter)
 	assert.Equal(t, bson.D{{Key: "$unset", Value: bson.D{{Key: "timers.F%2EA", Value: ""}}}}, update)
+	filter, update = DeleteLastTimerCommand("x", "F.A", unixAt(1.5))
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers", Value: bson.D{{Key: "F%2EA", Value: 1.5}}}}, filter)
+	assert.Equal(t, bson.D{{Key: "$unset", Value: bson.D{{Key: "timers.F%2EA", Value: ""}, {Key: "timer_min", Value: ""}}}}, update)
+	filter, update = DeleteTimerBesidesCommand("x", "F.A", unixAt(1.5))
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers.F%2EA", Value: 1.5},
+		{Key: "timers", Value: bson.D{{Key: "$ne", Value: bson.D{{Key: "F%2EA", Value: 1.5}}}}}}, filter)
+	assert.Equal(t, bson.D{{Key: "$unset", Value: bson.D{{Key: "timers.F%2EA", Value: ""}}}}, update)
 	assert.Equal(t, bson.D{{Key: "outbox_n", Value: bson.D{{Key: "$gt", Value: 0}}}}, PendingOutboxFilter())
 	assert.Equal(t, bson.D{{Key: "spawns_n", Value: bson.D{{Key: "$gt", Value: 0}}}}, PendingSpawnsFilter())
 }

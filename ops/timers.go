@@ -11,7 +11,8 @@ import (
 // DueFilter selects the documents whose timer hint is due at now. Fire times are stored as
 // float64 seconds since the Unix epoch, the nearest to the time scheduled (see
 // execstore.TimerOp). The hint, FieldTimerMin, is kept with $min when a timer is scheduled,
-// and is never raised by a cancel or a delete. So it may be early, never late: every document
+// and is never raised by a cancel or a delete; only the delete of the last timer removes it
+// (DeleteLastTimerCommand). So it may be early, never late: every document
 // with a due timer matches. DueScan adds the partitions to it, and its index makes the scan
 // examine only documents whose hint is due. A matching document may hold no due timer: check
 // each fire time under FieldTimers. It names $exists: true, which $lte implies, as the partial
@@ -29,6 +30,25 @@ func DeleteTimerCommand(id, path string, fireAt time.Time) (filter, update bson.
 	key := FieldTimers + "." + EncodeKey(path)
 	return bson.D{{Key: fID, Value: id}, {Key: key, Value: contract.StoredTime(fireAt)}},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: key, Value: ""}}}}
+}
+
+// DeleteLastTimerCommand is DeleteTimerCommand for the execution's last timer: it matches
+// only while FieldTimers holds that timer and no other, and then removes the hint too
+// (FieldTimerMin), which no timer is left to need, in the same statement. Sent just before
+// DeleteTimerBesidesCommand of the same timer, it spares the sweep a repair of the hint.
+func DeleteLastTimerCommand(id, path string, fireAt time.Time) (filter, update bson.D) {
+	key := EncodeKey(path)
+	return bson.D{{Key: fID, Value: id}, {Key: FieldTimers, Value: bson.D{{Key: key, Value: contract.StoredTime(fireAt)}}}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: FieldTimers + "." + key, Value: ""}, {Key: FieldTimerMin, Value: ""}}}}
+}
+
+// DeleteTimerBesidesCommand is DeleteTimerCommand while the execution holds another timer
+// too: the statement after DeleteLastTimerCommand. When that one removed the timer, a re-arm
+// of the path at the same fire time in between holds no other timer either, and is left alone.
+func DeleteTimerBesidesCommand(id, path string, fireAt time.Time) (filter, update bson.D) {
+	filter, update = DeleteTimerCommand(id, path, fireAt)
+	alone := bson.D{{Key: EncodeKey(path), Value: contract.StoredTime(fireAt)}}
+	return append(filter, bson.E{Key: FieldTimers, Value: bson.D{{Key: "$ne", Value: alone}}}), update
 }
 
 // RestoreTimerCommand is the updateOne that puts back the timer at path of execution id, to

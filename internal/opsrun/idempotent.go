@@ -21,6 +21,49 @@ type IdempotentWrite struct {
 	Filter bson.D
 	Update bson.D
 	merge  removal // how it may share a statement with others (merged.go)
+	// lastTimer is set for a timer delete: on the MongoDB profile a bulk sends it as two
+	// statements (ops.DeleteLastTimerCommand, then ops.DeleteTimerBesidesCommand).
+	lastTimer *timerRef
+}
+
+// timerRef names one timer: its execution, path and fire time.
+type timerRef struct {
+	id, path string
+	fireAt   time.Time
+}
+
+// merged turns filter and update, a statement that deletes the timer among other writes of
+// its document (documentStatement), into its two forms: lastFilter, with the timer's guard
+// replaced by FieldTimers holding that timer alone, and lastUpdate, which removes the hint
+// too; besidesFilter, with FieldTimers holding another timer as well. The guard's place and
+// form are ops.DeleteTimerCommand's.
+func (t *timerRef) merged(filter, update bson.D) (lastFilter, besidesFilter, lastUpdate bson.D) {
+	last, _ := ops.DeleteLastTimerCommand(t.id, t.path, t.fireAt)
+	besides, _ := ops.DeleteTimerBesidesCommand(t.id, t.path, t.fireAt)
+	guard, _ := ops.DeleteTimerCommand(t.id, t.path, t.fireAt)
+	for _, e := range filter {
+		if e.Key == guard[1].Key {
+			lastFilter = append(lastFilter, last[1])
+			continue
+		}
+		lastFilter = append(lastFilter, e)
+	}
+	besidesFilter = append(append(bson.D{}, filter...), besides[len(besides)-1])
+	for _, e := range update {
+		if e.Key == "$unset" {
+			unset := append(append(bson.D{}, e.Value.(bson.D)...), bson.E{Key: ops.FieldTimerMin, Value: ""})
+			e = bson.E{Key: "$unset", Value: unset}
+		}
+		lastUpdate = append(lastUpdate, e)
+	}
+	return lastFilter, besidesFilter, lastUpdate
+}
+
+// statements are the two updateOnes of a timer delete on the MongoDB profile.
+func (t *timerRef) statements() (last, besides mongo.WriteModel) {
+	f1, u1 := ops.DeleteLastTimerCommand(t.id, t.path, t.fireAt)
+	f2, u2 := ops.DeleteTimerBesidesCommand(t.id, t.path, t.fireAt)
+	return mongo.NewUpdateOneModel().SetFilter(f1).SetUpdate(u1), mongo.NewUpdateOneModel().SetFilter(f2).SetUpdate(u2)
 }
 
 // OutboxAckWrite is ops.AckOutboxCommand as an IdempotentWrite.
@@ -40,7 +83,8 @@ func DeleteTimerWrite(id, path string, fireAt time.Time) IdempotentWrite {
 	filter, update := ops.DeleteTimerCommand(id, path, fireAt)
 	r := removalOf("delete timer", filter, update)
 	r.kind += " " + r.path // one path per merged statement: each document's is unset
-	return IdempotentWrite{Op: "delete timer", ID: id, Filter: filter, Update: update, merge: r}
+	return IdempotentWrite{Op: "delete timer", ID: id, Filter: filter, Update: update, merge: r,
+		lastTimer: &timerRef{id: id, path: path, fireAt: fireAt}}
 }
 
 // removalOf is the removal of an ack's or a timer delete's command: its filter is {_id, path:
@@ -57,7 +101,9 @@ func removalOf(kind string, filter, update bson.D) removal {
 // Since each write is idempotent, a write that matched nothing is done too (its entry was
 // already gone). When the server refused part of the bulk (its per-operation error indexes
 // are not reliable on every server), every write is run again alone, which is harmless, and
-// reports its own result. On the FerretDB profile, writes all of one kind are merged into
+// reports its own result. On the MongoDB profile, a timer delete is two statements
+// (ops.DeleteLastTimerCommand, then ops.DeleteTimerBesidesCommand), so that the delete of an
+// execution's last timer removes its hint too. On the FerretDB profile, writes all of one kind are merged into
 // few updateMany statements (merged.go). Any other error is classified as for a single write (see
 // outcome.Classify): a refusal of the whole command is reported to every write, and a bulk write
 // whose answer never came back, or proves nothing, leaves every write's outcome unknown.
@@ -99,9 +145,17 @@ func idempotentModels(env Env, writes []IdempotentWrite) []mongo.WriteModel {
 			return models
 		}
 	}
-	models := make([]mongo.WriteModel, len(writes))
-	for k, i := range order {
-		models[k] = mongo.NewUpdateOneModel().SetFilter(writes[i].Filter).SetUpdate(writes[i].Update)
+	models := make([]mongo.WriteModel, 0, len(writes))
+	for _, i := range order {
+		w := writes[i]
+		if w.lastTimer != nil && env.Profile != server.FerretDB {
+			// The last-timer form, then the one that matches only beside other timers: at
+			// most one of them removes the timer, and the first also removes the hint.
+			last, besides := w.lastTimer.statements()
+			models = append(models, last, besides)
+			continue
+		}
+		models = append(models, mongo.NewUpdateOneModel().SetFilter(w.Filter).SetUpdate(w.Update))
 	}
 	return models
 }

@@ -42,7 +42,8 @@ func TestCommitBatchStatementsInIDOrder(t *testing.T) {
 }
 
 // Acks, spawn acks and timer deletes in one coalesced bulk go out by _id, then by operation and
-// filter, so the order is total: the same writes in any arrival order give the same bulk.
+// filter, so the order is total: the same writes in any arrival order give the same bulk. A
+// timer delete's two statements (TestTimerDeleteStatements) stay together.
 func TestIdempotentWritesInIDOrder(t *testing.T) {
 	writes := []IdempotentWrite{
 		OutboxAckWrite("b", 7),
@@ -54,7 +55,8 @@ func TestIdempotentWritesInIDOrder(t *testing.T) {
 	want := []bson.D{
 		OutboxAckWrite("a", 9).Filter,
 		SpawnAckWrite("a", 1).Filter,
-		DeleteTimerWrite("a", "T", time.Unix(3, 0)).Filter,
+		lastTimerFilter("a", "T", time.Unix(3, 0)),
+		besidesTimerFilter("a", "T", time.Unix(3, 0)),
 		OutboxAckWrite("b", 2).Filter,
 		OutboxAckWrite("b", 7).Filter,
 	}
@@ -64,4 +66,14 @@ func TestIdempotentWritesInIDOrder(t *testing.T) {
 		reversed[len(writes)-1-i] = w
 	}
 	assert.Equal(t, want, filtersOf(t, idempotentModels(Env{}, reversed)))
+}
+
+func lastTimerFilter(id, path string, at time.Time) bson.D {
+	f, _ := ops.DeleteLastTimerCommand(id, path, at)
+	return f
+}
+
+func besidesTimerFilter(id, path string, at time.Time) bson.D {
+	f, _ := ops.DeleteTimerBesidesCommand(id, path, at)
+	return f
 }

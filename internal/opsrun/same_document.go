@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore/internal/outcome"
 	"github.com/execstore/execstore/server"
@@ -16,7 +18,9 @@ import (
 // write's guard holds, at once, and then exactly as the writes one after the other would:
 // when it matched, every write was applied by it; when it matched nothing, or the server
 // refused it, none was, and the writes go out as IdempotentWrites, each changing the document
-// by its own guard alone. An answer that never came leaves every write's outcome unknown. On
+// by its own guard alone. When one of the writes is a timer delete, the statement goes in
+// two forms (sendDocumentStatement), so that the delete of the execution's last timer removes
+// its hint too. An answer that never came leaves every write's outcome unknown. On
 // the FerretDB formulation, or when they cannot share one statement (two writes of one path,
 // more than mergedLimit of them), they go out as IdempotentWritesChunked, at most max a bulk.
 func DocumentWrites(ctx context.Context, env Env, writes []IdempotentWrite, max int) []error {
@@ -31,10 +35,10 @@ func DocumentWrites(ctx context.Context, env Env, writes []IdempotentWrite, max 
 		return errs
 	}
 	filter, update := documentStatement(writes)
-	res, err := env.Executions.UpdateOne(ctx, filter, update)
+	matched, err := sendDocumentStatement(ctx, env, writes, filter, update)
 	switch {
-	case err == nil && res.MatchedCount == 1:
-		return make([]error, len(writes))
+	case matched == 1 && (err == nil || outcome.Classify(err) == outcome.WriteErrors):
+		return make([]error, len(writes)) // one statement applied every write
 	case err == nil, outcome.Classify(err) == outcome.WriteErrors:
 		return IdempotentWrites(ctx, env, writes)
 	}
@@ -89,4 +93,39 @@ func documentStatement(writes []IdempotentWrite) (filter, update bson.D) {
 		update = append(update, bson.E{Key: "$inc", Value: inc})
 	}
 	return filter, update
+}
+
+// sendDocumentStatement sends the statement of writes (documentStatement) and returns how
+// many documents it matched. When exactly one of writes is a timer delete, the statement
+// goes as an ordered bulk write of two forms, as IdempotentWrites sends a timer delete: the
+// first matches only while that timer is the execution's only one and removes the hint with
+// it, the second only while another timer is stored beside it. Every other guard is in both,
+// so at most one of them matches, and it applies every write.
+func sendDocumentStatement(ctx context.Context, env Env, writes []IdempotentWrite, filter, update bson.D) (int64, error) {
+	var timer *timerRef
+	for _, w := range writes {
+		if w.lastTimer != nil {
+			if timer != nil {
+				timer = nil // several: no one of them is known to be the last
+				break
+			}
+			timer = w.lastTimer
+		}
+	}
+	if timer == nil {
+		res, err := env.Executions.UpdateOne(ctx, filter, update)
+		if res == nil {
+			return 0, err
+		}
+		return res.MatchedCount, err
+	}
+	lastFilter, besidesFilter, lastUpdate := timer.merged(filter, update)
+	res, err := env.Executions.BulkWrite(ctx, []mongo.WriteModel{
+		mongo.NewUpdateOneModel().SetFilter(lastFilter).SetUpdate(lastUpdate),
+		mongo.NewUpdateOneModel().SetFilter(besidesFilter).SetUpdate(update),
+	}, options.BulkWrite().SetOrdered(true))
+	if res == nil {
+		return 0, err
+	}
+	return res.MatchedCount, err
 }
