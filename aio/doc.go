@@ -112,8 +112,10 @@
 //     single-document update, so the hint goes only with the last timer, whatever commit
 //     lands in between. At most one of them removes the timer: after the first did, a
 //     re-arm of the path at the same fire time is the execution's only timer again, which
-//     the second leaves alone. A delete that removes the last timer so spares the sweep a
-//     repair of the hint.
+//     the second leaves alone. When a commit between them cancels the execution's other
+//     timers, neither matches: the timer stays, and is delivered again (at least once,
+//     never less). A delete that removes the last timer so spares the sweep a repair of
+//     the hint.
 //   - Every execution is in one partition, execstore.PartitionOf(id, Store.Partitions()). A
 //     commit that creates an execution stores the partition in its document. No update
 //     changes it. The first Open of a database records the number of partitions, and every
