@@ -337,8 +337,9 @@ func TestAckStopsWaitingOnceTheStoreIsIdle(t *testing.T) {
 
 // What waits for one source leaves together once a wait runs out: two acks and a fired
 // timer's delete of s, none carried (no commit comes), go out in one bulk write, and on the
-// MongoDB formulation as one statement guarded by all three, which rewrites s once. On the
-// FerretDB formulation they are statements of their own, in the same write.
+// MongoDB formulation as one statement guarded by all three, which rewrites s once (in its
+// two forms, since the timer is s's last: the first applies, and removes the hint too). On
+// the FerretDB formulation they are statements of their own, in the same write.
 func TestASourcesRemovalsGoAloneTogether(t *testing.T) {
 	for _, profile := range []server.Profile{server.MongoDB, server.FerretDB} {
 		t.Run(string(profile), func(t *testing.T) {
@@ -369,10 +370,16 @@ func TestASourcesRemovalsGoAloneTogether(t *testing.T) {
 			assert.Equal(t, []string{"update"}, h.cmds.snapshot(), "one write")
 			qs, _ := updateStatements(t, h.cmds)
 			if profile == server.MongoDB {
-				require.Len(t, qs, 1, "one statement")
+				// One statement in its two forms: s's last timer, then beside another.
+				require.Len(t, qs, 2, "one statement, in two forms")
 				elems, err := qs[0].Elements()
 				require.NoError(t, err)
-				assert.Len(t, elems, 4, "_id and the three guards")
+				assert.Len(t, elems, 4, "_id and the three guards, the timer's as the only one")
+				elems, err = qs[1].Elements()
+				require.NoError(t, err)
+				assert.Len(t, elems, 5, "_id, the three guards and another timer")
+				_, err = h.rawDoc(t, "s").LookupErr("timer_min")
+				assert.Error(t, err, "the last timer's delete left the hint")
 			} else {
 				assert.Len(t, qs, 3)
 			}
