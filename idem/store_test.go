@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
@@ -515,16 +516,22 @@ func TestSweepReaps(t *testing.T) {
 	_, err = s.Claim(bg, "long", fp, 1, longLease)
 	require.NoError(t, err)
 	coll := rawCollection(t, s)
-	require.Eventually(t, func() bool {
-		n, err := coll.CountDocuments(bg, bson.D{{Key: "_id", Value: "short"}})
-		require.NoError(t, err)
-		return n == 0
-	}, 10*time.Second, 20*time.Millisecond)
+	waitGone(t, coll, "short")
 	n, err := coll.CountDocuments(bg, bson.D{{Key: "_id", Value: "long"}})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n)
 	// The reaper counts a delete once its reply came back: after the record is gone.
 	assert.Eventually(t, func() bool { return s.Stats().Reaped > 0 }, 10*time.Second, 10*time.Millisecond, "the reap counted")
+}
+
+// waitGone waits until coll holds no record of key.
+func waitGone(t *testing.T, coll *mongo.Collection, key string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		n, err := coll.CountDocuments(bg, bson.D{{Key: "_id", Value: key}})
+		require.NoError(t, err)
+		return n == 0
+	}, 10*time.Second, 20*time.Millisecond, "%s reaped", key)
 }
 
 // A sweep whose delete's reply comes later than ReapInterval still counts what it deleted:
@@ -549,11 +556,7 @@ func TestSweepCountsALateReply(t *testing.T) {
 	_, err = s.Claim(bg, "short", fp, 1, 10*time.Millisecond)
 	require.NoError(t, err)
 	coll := rawCollection(t, s)
-	require.Eventually(t, func() bool {
-		n, err := coll.CountDocuments(bg, bson.D{{Key: "_id", Value: "short"}})
-		require.NoError(t, err)
-		return n == 0
-	}, 10*time.Second, 20*time.Millisecond)
+	waitGone(t, coll, "short")
 	assert.Eventually(t, func() bool { return s.Stats().Reaped == 1 }, 10*time.Second, 10*time.Millisecond,
 		"the reap whose answer came %v late counted", held)
 	assert.Zero(t, s.Stats().ReapErrors)
