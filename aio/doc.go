@@ -114,8 +114,9 @@
 //     re-arm of the path at the same fire time is the execution's only timer again, which
 //     the second leaves alone. When a commit between them cancels the execution's other
 //     timers, neither matches: the timer stays, and is delivered again (at least once,
-//     never less). A delete that removes the last timer so spares the sweep a repair of
-//     the hint.
+//     never less). The two are guarded apart, so this holds in whichever order a server
+//     runs the statements of an unordered bulk. A delete that removes the last timer so
+//     spares the sweep a repair of the hint.
 //   - Every execution is in one partition, execstore.PartitionOf(id, Store.Partitions()). A
 //     commit that creates an execution stores the partition in its document. No update
 //     changes it. The first Open of a database records the number of partitions, and every

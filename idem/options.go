@@ -53,8 +53,9 @@ type Options struct {
 	MaxBodyBytes int
 	// ReapInterval is the pause between two sweeps of expired records with the FerretDB
 	// formulation (the MongoDB one reaps with a TTL index). Each sweep deletes at most
-	// ReapBatch records. Correctness never depends on it: expiry is enforced when a record is
-	// read. Default 1m. A negative value disables the sweep.
+	// ReapBatch records, and may take ReapInterval, or 10s when that is shorter, before it is
+	// given up. Correctness never depends on it: expiry is enforced when a record is read.
+	// Default 1m. A negative value disables the sweep.
 	ReapInterval time.Duration
 	// ReapBatch bounds the records one sweep deletes. Default 64.
 	ReapBatch int
