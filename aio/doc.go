@@ -114,11 +114,13 @@
 //     re-arm of the path at the same fire time is the execution's only timer again, which
 //     the second leaves alone. When a commit between them cancels the execution's other
 //     timers, neither matches: the timer stays, and is delivered again (at least once,
-//     never less). The servers run an unordered bulk's statements in the order sent; one
-//     that ran these two the other way round could also remove a re-arm at the same fire
-//     time made between them, as a repeated DeleteTimer may (the contract makes a delete
-//     repeatable by path and fire time). The hint is never late in either order. A delete
-//     that removes the last timer so spares the sweep a repair of the hint.
+//     never less). A bulk of timer deletes is unordered, and no server promises to run its
+//     statements in the order sent (one execution's writes that go alone together are sent
+//     ordered). A server that ran the two forms the other way round could also remove a
+//     re-arm at the same fire time made between them, as a repeated DeleteTimer may: the
+//     contract makes a delete repeatable by path and fire time. The hint is never late in
+//     either order. A delete that removes the last timer so spares the sweep a repair of
+//     the hint.
 //   - Every execution is in one partition, execstore.PartitionOf(id, Store.Partitions()). A
 //     commit that creates an execution stores the partition in its document. No update
 //     changes it. The first Open of a database records the number of partitions, and every
