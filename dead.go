@@ -55,6 +55,8 @@ type DeadItem struct {
 	ItemRef
 	Attempts
 	DeadAt time.Time
+	// CommittedAt is the entry's or intent's (OutboxEntry.CommittedAt); zero for a timer.
+	CommittedAt time.Time
 	// Of an outbox entry: the entry as PendingOutbox returned it.
 	TargetID string
 	Event    []byte

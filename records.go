@@ -47,6 +47,10 @@ type OutboxEntry struct {
 	Version  int64  // the version that commit created
 	TargetID string // "" for none
 	Event    []byte
+	// CommittedAt is when the commit that emitted the entry was made, by the committing
+	// process's clock, to the millisecond: the backlog's age counts from it. It is zero for
+	// an entry written by a version of this module that did not record it.
+	CommittedAt time.Time
 	// Attempts are the failed deliveries a DeadLetters store recorded of the entry.
 	Attempts Attempts
 }
@@ -66,6 +70,8 @@ type SpawnEntry struct {
 	ChildID  string
 	RootPath string
 	Context  map[string]any
+	// CommittedAt is when the commit that wrote the intent was made, as OutboxEntry's.
+	CommittedAt time.Time
 	// Attempts are the failed deliveries a DeadLetters store recorded of the intent.
 	Attempts Attempts
 }

@@ -74,10 +74,14 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 	return future(r.Submit(ctx, s.pool, s.shed))
 }
 
-// takeSeqs takes the outbox and spawn seqs c needs from the prefetched blocks.
+// takeSeqs takes the outbox and spawn seqs c needs from the prefetched blocks, and the time
+// its entries and intents record.
 func (s *Store) takeSeqs(ctx context.Context, c *execstore.Commit) (ops.Seqs, error) {
 	var seqs ops.Seqs
 	var err error
+	if len(c.Emits)+len(c.Spawns) > 0 {
+		seqs.At = ops.CommitTime()
+	}
 	if len(c.Emits) > 0 {
 		if seqs.Outbox, err = s.outboxSeq.Take(ctx, len(c.Emits), make([]int64, 0, len(c.Emits))); err != nil {
 			return seqs, err

@@ -58,7 +58,7 @@ func committedOf(exe *execstore.Execution, c *execstore.Commit, seqs ops.Seqs) *
 		w.Outbox = make([]execstore.OutboxEntry, len(c.Emits))
 		for i, e := range c.Emits {
 			w.Outbox[i] = execstore.OutboxEntry{Seq: seqs.Outbox[i], SourceID: exe.ID, Version: version,
-				TargetID: e.TargetID, Event: append([]byte{}, e.Event...)}
+				TargetID: e.TargetID, Event: append([]byte{}, e.Event...), CommittedAt: seqs.At}
 		}
 	}
 	if len(c.Spawns) > 0 {
@@ -69,7 +69,7 @@ func committedOf(exe *execstore.Execution, c *execstore.Commit, seqs ops.Seqs) *
 			b, _ := contract.EncodeMap(sp.Context)
 			m, _ := contract.DecodeMap(b)
 			w.Spawns[i] = execstore.SpawnEntry{Seq: seqs.Spawns[i], ParentID: exe.ID, ChildID: sp.ChildID,
-				RootPath: sp.RootPath, Context: m}
+				RootPath: sp.RootPath, Context: m, CommittedAt: seqs.At}
 		}
 	}
 	return w

@@ -28,7 +28,8 @@ func TestHandOffWithoutSinksAllocatesNothing(t *testing.T) {
 		Spawns: []execstore.Spawn{{ChildID: "c", RootPath: "F.A"}},
 		Timers: []execstore.TimerOp{execstore.ScheduleTimer("T", time.Unix(1e9, 1))},
 	}
-	seqs := ops.Seqs{Outbox: []int64{7}, Spawns: []int64{8}}
+	at := time.Date(2026, 12, 4, 10, 0, 0, 5e6, time.UTC)
+	seqs := ops.Seqs{Outbox: []int64{7}, Spawns: []int64{8}, At: at}
 	commit := func() wakeNote {
 		n := noteOf(&c)
 		s.begin(&n, exe, &c, seqs)
@@ -44,8 +45,8 @@ func TestHandOffWithoutSinksAllocatesNothing(t *testing.T) {
 	require.NotNil(t, sink.last)
 	assert.Equal(t, "x", sink.last.ExecutionID)
 	assert.EqualValues(t, 4, sink.last.Version)
-	assert.Equal(t, []execstore.OutboxEntry{{Seq: 7, SourceID: "x", Version: 4, TargetID: "t", Event: []byte("e")}}, sink.last.Outbox)
-	assert.Equal(t, []execstore.SpawnEntry{{Seq: 8, ParentID: "x", ChildID: "c", RootPath: "F.A", Context: map[string]any{}}}, sink.last.Spawns)
+	assert.Equal(t, []execstore.OutboxEntry{{Seq: 7, SourceID: "x", Version: 4, TargetID: "t", Event: []byte("e"), CommittedAt: at}}, sink.last.Outbox)
+	assert.Equal(t, []execstore.SpawnEntry{{Seq: 8, ParentID: "x", ChildID: "c", RootPath: "F.A", Context: map[string]any{}, CommittedAt: at}}, sink.last.Spawns)
 	require.Len(t, sink.last.Timers, 1)
 	assert.Equal(t, time.Unix(1e9, 0).UTC(), sink.last.Timers[0].FireAt, "the fire time as the store holds it")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
@@ -24,6 +25,7 @@ type preparedCommit struct {
 	processed string
 	timers    []execstore.TimerOp
 	spawns    []spawnItem // contexts encoded
+	at        time.Time   // when it was applied: its entries' and intents' CommittedAt
 	step      []byte      // the encoded trace step; nil for none
 }
 
@@ -105,7 +107,7 @@ func (pc *preparedCommit) committed(id string, version int64, seqs []int64, firs
 		c.Outbox = make([]execstore.OutboxEntry, len(pc.emits))
 		for i, e := range pc.emits {
 			c.Outbox[i] = execstore.OutboxEntry{Seq: seqs[i], SourceID: id, Version: version,
-				TargetID: e.targetID, Event: cloneBytes(e.event)}
+				TargetID: e.targetID, Event: cloneBytes(e.event), CommittedAt: pc.at}
 		}
 	}
 	if len(pc.spawns) > 0 {
@@ -113,7 +115,7 @@ func (pc *preparedCommit) committed(id string, version int64, seqs []int64, firs
 		for i, sp := range pc.spawns {
 			m, _ := contract.DecodeMap(sp.context) // never fails: prepareCommit encoded it
 			c.Spawns[i] = execstore.SpawnEntry{Seq: firstSpawn + int64(i), ParentID: id, ChildID: sp.childID,
-				RootPath: sp.rootPath, Context: m}
+				RootPath: sp.rootPath, Context: m, CommittedAt: pc.at}
 		}
 	}
 	return c
@@ -178,11 +180,13 @@ func (s *Store) apply(r *record, pc *preparedCommit) (seqs []int64, firstSpawn i
 	if version == 1 { // guard made r: the commit creates the execution
 		s.insert(r.exe.ID, r)
 	}
+	pc.at = ops.CommitTime()
 	for _, e := range pc.emits {
-		e.version = version
+		e.version, e.at = version, pc.at
 		seqs = append(seqs, s.outbox.push(r.exe.ID, e))
 	}
 	for i, sp := range pc.spawns {
+		sp.at = pc.at
 		if seq := s.spawns.push(r.exe.ID, sp); i == 0 {
 			firstSpawn = seq
 		}

@@ -116,18 +116,21 @@ func TestCommitWritesEverything(t *testing.T) {
 
 			pending, err := s.PendingOutbox(bg, 0)
 			require.NoError(t, err)
+			require.NotEmpty(t, pending)
+			at := pending[0].CommittedAt // when the commit was made: storetest checks it
+			require.False(t, at.IsZero())
 			assert.Equal(t, []execstore.OutboxEntry{
-				{Seq: seqs[0], SourceID: "e", Version: e.Version, TargetID: "a", Event: []byte("1")},
-				{Seq: seqs[1], SourceID: "e", Version: e.Version, Event: []byte("2")},
-				{Seq: seqs[2], SourceID: "e", Version: e.Version, TargetID: "c", Event: []byte("3")},
+				{Seq: seqs[0], SourceID: "e", Version: e.Version, TargetID: "a", Event: []byte("1"), CommittedAt: at},
+				{Seq: seqs[1], SourceID: "e", Version: e.Version, Event: []byte("2"), CommittedAt: at},
+				{Seq: seqs[2], SourceID: "e", Version: e.Version, TargetID: "c", Event: []byte("3"), CommittedAt: at},
 			}, pending)
 			spawns, err := s.PendingSpawns(bg, 0)
 			require.NoError(t, err)
 			require.Len(t, spawns, 2)
 			assert.Equal(t, execstore.SpawnEntry{Seq: spawns[0].Seq, ParentID: "e", ChildID: "c1", RootPath: "F.A",
-				Context: map[string]any{}}, spawns[0])
+				Context: map[string]any{}, CommittedAt: at}, spawns[0])
 			assert.Equal(t, execstore.SpawnEntry{Seq: spawns[1].Seq, ParentID: "e", ChildID: "c2",
-				Context: map[string]any{}}, spawns[1])
+				Context: map[string]any{}, CommittedAt: at}, spawns[1])
 			assert.Less(t, spawns[0].Seq, spawns[1].Seq)
 			hit, err := s.IsProcessed(bg, "e", "p")
 			require.NoError(t, err)

@@ -76,7 +76,7 @@ func (s *Store) Fail(ctx context.Context, ref execstore.ItemRef, f execstore.Fai
 			e.attempts = a
 			return a, true, nil
 		}
-		dead.TargetID, dead.Event, dead.Version = e.item.targetID, cloneBytes(e.item.event), e.item.version
+		dead.TargetID, dead.Event, dead.Version, dead.CommittedAt = e.item.targetID, cloneBytes(e.item.event), e.item.version, e.item.at
 		s.outbox.entries = slices.Delete(s.outbox.entries, i, i+1)
 	case execstore.SpawnItem:
 		i := s.spawns.find(ref.ExecutionID, ref.Seq)
@@ -93,7 +93,7 @@ func (s *Store) Fail(ctx context.Context, ref execstore.ItemRef, f execstore.Fai
 		if err != nil {
 			return execstore.Attempts{}, false, err // never: the store encoded it
 		}
-		dead.ChildID, dead.RootPath, dead.Context = e.item.childID, e.item.rootPath, m
+		dead.ChildID, dead.RootPath, dead.Context, dead.CommittedAt = e.item.childID, e.item.rootPath, m, e.item.at
 		s.spawns.entries = slices.Delete(s.spawns.entries, i, i+1)
 	case execstore.TimerItem:
 		r := s.execs[ref.ExecutionID]
@@ -198,14 +198,14 @@ func (s *Store) Revive(ctx context.Context, ref execstore.ItemRef) (bool, error)
 	switch ref.Kind {
 	case execstore.OutboxItem:
 		s.outbox.restore(queued[outboxItem]{seq: d.Seq, source: d.ExecutionID,
-			item: outboxItem{version: d.Version, targetID: d.TargetID, event: cloneBytes(d.Event)}})
+			item: outboxItem{version: d.Version, at: d.CommittedAt, targetID: d.TargetID, event: cloneBytes(d.Event)}})
 	case execstore.SpawnItem:
 		b, err := contract.EncodeMap(d.Context)
 		if err != nil {
 			return false, err // never: it was decoded from what the store encoded
 		}
 		s.spawns.restore(queued[spawnItem]{seq: d.Seq, source: d.ExecutionID,
-			item: spawnItem{childID: d.ChildID, rootPath: d.RootPath, context: b}})
+			item: spawnItem{childID: d.ChildID, rootPath: d.RootPath, context: b, at: d.CommittedAt}})
 	case execstore.TimerItem:
 		r := s.execs[d.ExecutionID]
 		if r == nil {

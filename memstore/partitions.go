@@ -38,7 +38,7 @@ func (s *Store) pendingOutbox(ctx context.Context, in func(id string) bool, limi
 		}
 		if in(e.source) {
 			out = append(out, execstore.OutboxEntry{Seq: e.seq, SourceID: e.source, Version: e.item.version,
-				TargetID: e.item.targetID, Event: cloneBytes(e.item.event), Attempts: e.attempts})
+				TargetID: e.item.targetID, Event: cloneBytes(e.item.event), CommittedAt: e.item.at, Attempts: e.attempts})
 		}
 	}
 	return out, nil
@@ -68,7 +68,7 @@ func (s *Store) PendingSpawnsIn(ctx context.Context, partitions []int, limit int
 			return nil, err // never: the store encoded it
 		}
 		out = append(out, execstore.SpawnEntry{Seq: e.seq, ParentID: e.source, ChildID: e.item.childID, Attempts: e.attempts,
-			RootPath: e.item.rootPath, Context: m})
+			RootPath: e.item.rootPath, Context: m, CommittedAt: e.item.at})
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
@@ -53,7 +54,8 @@ func (q *relayQueue[T]) pending(limit int) []queued[T] {
 
 // outboxItem is one outbox entry as kept.
 type outboxItem struct {
-	version  int64 // the version its commit created
+	version  int64     // the version its commit created
+	at       time.Time // when its commit was made (OutboxEntry.CommittedAt)
 	targetID string
 	event    []byte
 }
@@ -61,7 +63,8 @@ type outboxItem struct {
 // spawnItem is one spawn intent as kept.
 type spawnItem struct {
 	childID, rootPath string
-	context           []byte // encoded BSON
+	context           []byte    // encoded BSON
+	at                time.Time // when its commit was made (SpawnEntry.CommittedAt)
 }
 
 // PendingOutbox returns up to limit undelivered outbox entries (0: all), oldest seq first.
@@ -77,7 +80,7 @@ func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]execstore.Outbo
 	out := make([]execstore.OutboxEntry, len(entries))
 	for i, e := range entries {
 		out[i] = execstore.OutboxEntry{Seq: e.seq, SourceID: e.source, Version: e.item.version,
-			TargetID: e.item.targetID, Event: cloneBytes(e.item.event), Attempts: e.attempts}
+			TargetID: e.item.targetID, Event: cloneBytes(e.item.event), CommittedAt: e.item.at, Attempts: e.attempts}
 	}
 	return out, nil
 }
@@ -114,7 +117,7 @@ func (s *Store) PendingSpawns(ctx context.Context, limit int) ([]execstore.Spawn
 			return nil, err // never: the store encoded it
 		}
 		out[i] = execstore.SpawnEntry{Seq: e.seq, ParentID: e.source, ChildID: e.item.childID, Attempts: e.attempts,
-			RootPath: e.item.rootPath, Context: m}
+			RootPath: e.item.rootPath, Context: m, CommittedAt: e.item.at}
 	}
 	return out, nil
 }

@@ -28,8 +28,9 @@ func TestCommitOutboxAndDedupe(t *testing.T) {
 			require.Len(t, seqs, 1)
 			pending, err := s.PendingOutbox(bg, 0)
 			require.NoError(t, err)
+			require.Len(t, pending, 1)
 			assert.Equal(t, []execstore.OutboxEntry{{Seq: seqs[0], SourceID: "e1", Version: e.Version,
-				TargetID: "parent-1", Event: []byte(`{"id":"x"}`)}}, pending)
+				TargetID: "parent-1", Event: []byte(`{"id":"x"}`), CommittedAt: pending[0].CommittedAt}}, pending)
 
 			for event, want := range map[string]bool{"evt-42": true, "other": false} {
 				hit, err := s.IsProcessed(bg, "e1", event)
@@ -129,7 +130,7 @@ func TestSpawns(t *testing.T) {
 	require.Len(t, spawns, 1)
 	sp := spawns[0]
 	assert.Equal(t, execstore.SpawnEntry{Seq: sp.Seq, ParentID: "e1", ChildID: "child-1", RootPath: "Fork.A",
-		Context: map[string]any{"x": int64(1), "a.b": "dotted", "$k": []any{"v"}}}, sp)
+		Context: map[string]any{"x": int64(1), "a.b": "dotted", "$k": []any{"v"}}, CommittedAt: sp.CommittedAt}, sp)
 	require.NoError(t, s.AckSpawn(bg, "other", sp.Seq))
 	spawns, err = s.PendingSpawns(bg, 0)
 	require.NoError(t, err)

@@ -54,7 +54,15 @@ type Seqs struct {
 	// nothing). The commit must have no timer op on their paths (a re-arm or cancel in the
 	// commit is the timer's fate instead), and no two may share a path.
 	Fired []FiredRef
+	// At is when the commit is made, as its outbox entries and spawn intents record it
+	// (execstore.OutboxEntry.CommittedAt); the zero time takes Build's reading of the clock.
+	// Take it from CommitTime.
+	At time.Time
 }
+
+// CommitTime is the clock's reading as a commit records it: UTC, to the millisecond, as BSON
+// keeps a date.
+func CommitTime() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
 // FiredRef names a fired timer a commit removes (Seqs.Fired).
 type FiredRef struct {
@@ -178,15 +186,19 @@ func (pc *PreparedCommit) Build(l Layout, exe *execstore.Execution, seqs Seqs) (
 	// and a constant that exceeds what BSON adds around them.
 	p.Bytes = execBytes(exe) + pc.bytes
 
+	at := seqs.At
+	if at.IsZero() && len(c.Emits)+len(c.Spawns) > 0 {
+		at = CommitTime()
+	}
 	outbox := make(bson.D, 0, len(c.Emits))
 	for i, e := range c.Emits {
 		outbox = append(outbox, bson.E{Key: strconv.FormatInt(seqs.Outbox[i], 10), Value: OutboxDoc{
-			Seq: seqs.Outbox[i], Version: newVersion, TargetID: nullable(e.TargetID), Event: nonNil(e.Event)}})
+			Seq: seqs.Outbox[i], Version: newVersion, TargetID: nullable(e.TargetID), Event: nonNil(e.Event), At: at}})
 	}
 	spawns := make(bson.D, 0, len(c.Spawns))
 	for i, s := range c.Spawns {
 		spawns = append(spawns, bson.E{Key: strconv.FormatInt(seqs.Spawns[i], 10), Value: SpawnDoc{
-			Seq: seqs.Spawns[i], Version: newVersion, ChildID: s.ChildID, RootPath: s.RootPath, Context: pc.contexts[i]}})
+			Seq: seqs.Spawns[i], Version: newVersion, ChildID: s.ChildID, RootPath: s.RootPath, Context: pc.contexts[i], At: at}})
 	}
 	timers, cancels := pc.timers, pc.cancels
 
@@ -304,7 +316,8 @@ const (
 	sizeBase = 512
 	// sizeProcessed covers the dedupe mark's element ($addToSet, or a generation's array).
 	sizeProcessed = 48
-	// sizeEmit covers "outbox.<seq>" and an outbox entry's fields (seq, v, target_id, event).
+	// sizeEmit covers "outbox.<seq>" and an outbox entry's fields (seq, v, target_id, event,
+	// at).
 	sizeEmit = 128
 	// sizeSpawn covers "spawns.<seq>" and a spawn entry's fields.
 	sizeSpawn = 160

@@ -38,7 +38,8 @@ func fullCommit() *execstore.Commit {
 func TestBuildCommitMongoDB(t *testing.T) {
 	env := Layout{Profile: server.MongoDB, TraceMax: 200}
 	exe := &execstore.Execution{ID: "x", DefinitionID: "d", Status: execstore.Running, Version: 4, Data: []byte("snap"), TraceNext: 7}
-	p, err := BuildCommit(env, exe, fullCommit(), Seqs{Outbox: []int64{10, 11}, Spawns: []int64{3}})
+	at := time.Date(2026, 12, 4, 10, 0, 0, 123e6, time.UTC)
+	p, err := BuildCommit(env, exe, fullCommit(), Seqs{Outbox: []int64{10, 11}, Spawns: []int64{3}, At: at})
 	require.NoError(t, err)
 	assert.Nil(t, p.Insert)
 	assert.Equal(t, []int64{10, 11}, p.OutboxSeqs)
@@ -57,9 +58,9 @@ func TestBuildCommitMongoDB(t *testing.T) {
 			{Key: "status", Value: "RUNNING"},
 			{Key: "definition_id", Value: "d"},
 			{Key: "parent_id", Value: (*string)(nil)},
-			{Key: "outbox.10", Value: OutboxDoc{Seq: 10, Version: 5, TargetID: &p1, Event: []byte("e1")}},
-			{Key: "outbox.11", Value: OutboxDoc{Seq: 11, Version: 5, Event: []byte("e2")}},
-			{Key: "spawns.3", Value: SpawnDoc{Seq: 3, Version: 5, ChildID: "c", RootPath: "F.A", Context: mustMarshal(t, map[string]any{"x": 1})}},
+			{Key: "outbox.10", Value: OutboxDoc{Seq: 10, Version: 5, TargetID: &p1, Event: []byte("e1"), At: at}},
+			{Key: "outbox.11", Value: OutboxDoc{Seq: 11, Version: 5, Event: []byte("e2"), At: at}},
+			{Key: "spawns.3", Value: SpawnDoc{Seq: 3, Version: 5, ChildID: "c", RootPath: "F.A", Context: mustMarshal(t, map[string]any{"x": 1}), At: at}},
 			{Key: "timers.F%2EA", Value: 100.0},
 			{Key: "trace_next", Value: int64(8)},
 		}},

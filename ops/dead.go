@@ -34,6 +34,8 @@ type DeadDoc struct {
 	Context  []byte  `bson:"context,omitempty"`
 	Failures `bson:",inline"`
 	DeadAt   time.Time `bson:"dead_at"`
+	// CommittedAt is the entry's or intent's At, kept while dead and restored by a revive.
+	CommittedAt time.Time `bson:"committed_at,omitempty"`
 }
 
 // TimerFailDoc is what is kept of a timer's failed deliveries: the fire time they failed at

@@ -70,6 +70,8 @@ type OutboxDoc struct {
 	Version  int64   `bson:"v"` // the version of the commit that emitted it
 	TargetID *string `bson:"target_id"`
 	Event    []byte  `bson:"event"`
+	// At is when its commit was made (Seqs.At); absent from entries of earlier versions.
+	At       time.Time `bson:"at,omitempty"`
 	Failures `bson:",inline"`
 }
 
@@ -89,6 +91,8 @@ type SpawnDoc struct {
 	ChildID  string `bson:"child_id"`
 	RootPath string `bson:"root_path"`
 	Context  []byte `bson:"context"`
+	// At is when its commit was made (Seqs.At); absent from intents of earlier versions.
+	At       time.Time `bson:"at,omitempty"`
 	Failures `bson:",inline"`
 }
 

@@ -107,9 +107,12 @@ func failRecordsAttempts(t *testing.T, s execstore.DeadLetters) {
 func deadLeavesPending(t *testing.T, s execstore.DeadLetters) {
 	exe := newExe("dl-dead")
 	first := mustCommit(t, s, exe, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("one")}}})
+	was, err := s.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	require.Len(t, was, 1)
 	later := mustCommit(t, s, exe, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("two")}}})
 	ref := execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: first[0]}
-	_, _, err := s.Fail(bg, ref, execstore.Failure{Error: "bad", At: failAt})
+	_, _, err = s.Fail(bg, ref, execstore.Failure{Error: "bad", At: failAt})
 	require.NoError(t, err)
 	a, ok, err := s.Fail(bg, ref, execstore.Failure{Error: "worse", At: failAt.Add(time.Second), Dead: true})
 	require.NoError(t, err)
@@ -136,6 +139,9 @@ func deadLeavesPending(t *testing.T, s execstore.DeadLetters) {
 	assert.Equal(t, 2, d.Count)
 	assert.Equal(t, "worse", d.LastError)
 	assert.True(t, d.DeadAt.Equal(failAt.Add(time.Second)))
+	assert.False(t, d.CommittedAt.IsZero(), "a dead entry keeps when it was committed")
+	assert.True(t, d.CommittedAt.Equal(was[0].CommittedAt), "dead item committed at %s, the pending entry at %s",
+		d.CommittedAt, was[0].CommittedAt)
 	counts, err := s.CountDead(bg)
 	require.NoError(t, err)
 	assert.Equal(t, map[execstore.ItemKind]int64{execstore.OutboxItem: 1}, counts)
@@ -188,6 +194,9 @@ func reviveIdempotent(t *testing.T, s execstore.DeadLetters) {
 	fire := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	seqs := mustCommit(t, s, exe, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("a")}},
 		Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
+	was, err := s.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	require.Len(t, was, 1)
 	refs := []execstore.ItemRef{
 		{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: seqs[0]},
 		{Kind: execstore.TimerItem, ExecutionID: exe.ID, Path: "p", FireAt: fire},
@@ -211,6 +220,8 @@ func reviveIdempotent(t *testing.T, s execstore.DeadLetters) {
 	assert.Equal(t, seqs[0], p[0].Seq)
 	assert.Equal(t, []byte("a"), p[0].Event)
 	assert.Zero(t, p[0].Attempts)
+	assert.True(t, p[0].CommittedAt.Equal(was[0].CommittedAt), "revived entry committed at %s, before at %s",
+		p[0].CommittedAt, was[0].CommittedAt)
 	due, err := s.DueTimers(bg, fire, 0)
 	require.NoError(t, err)
 	require.Len(t, due, 1)

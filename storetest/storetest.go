@@ -85,6 +85,7 @@ var behaviours = []behaviour{
 	{"OutboxInCommitOrderAcrossExecutions", outboxOrderAcrossExecutions},
 	{"LostCommitLeaksNothing", lostCommitLeaksNothing},
 	{"SpawnsAreRelayedAndAcked", spawns},
+	{"EntriesRecordWhenTheirCommitWasMade", entriesRecordTheirCommit},
 	{"TimersScheduleRescheduleCancel", timers},
 	{"TimersEarliestFirstAndLastOpWins", timersOrderAndLastOpWins},
 	{"TimerPathsRoundTrip", timerPaths},

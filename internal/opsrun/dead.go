@@ -102,9 +102,9 @@ func Fail(ctx context.Context, env Env, ref execstore.ItemRef, f execstore.Failu
 			d := ops.DeadDoc{Kind: string(ref.Kind), Failures: now, DeadAt: now.LastAt}
 			switch ref.Kind {
 			case execstore.OutboxItem:
-				d.Seq, d.Version, d.TargetID, d.Event = ref.Seq, it.entry.Version, it.entry.TargetID, nonNil(it.entry.Event)
+				d.Seq, d.Version, d.TargetID, d.Event, d.CommittedAt = ref.Seq, it.entry.Version, it.entry.TargetID, nonNil(it.entry.Event), it.entry.At
 			case execstore.SpawnItem:
-				d.Seq, d.Version, d.ChildID, d.RootPath, d.Context = ref.Seq, it.spawn.Version, it.spawn.ChildID, it.spawn.RootPath, it.spawn.Context
+				d.Seq, d.Version, d.ChildID, d.RootPath, d.Context, d.CommittedAt = ref.Seq, it.spawn.Version, it.spawn.ChildID, it.spawn.RootPath, it.spawn.Context, it.spawn.At
 			case execstore.TimerItem:
 				d.Path, d.FireAt = ref.Path, it.fireAt
 			}
@@ -159,12 +159,12 @@ func Revive(ctx context.Context, env Env, ref execstore.ItemRef) (bool, error) {
 			if d.Seq != ref.Seq {
 				return false, nil
 			}
-			pending = ops.OutboxDoc{Seq: d.Seq, Version: d.Version, TargetID: d.TargetID, Event: nonNil(d.Event)}
+			pending = ops.OutboxDoc{Seq: d.Seq, Version: d.Version, TargetID: d.TargetID, Event: nonNil(d.Event), At: d.CommittedAt}
 		case execstore.SpawnItem:
 			if d.Seq != ref.Seq {
 				return false, nil
 			}
-			pending = ops.SpawnDoc{Seq: d.Seq, Version: d.Version, ChildID: d.ChildID, RootPath: d.RootPath, Context: d.Context}
+			pending = ops.SpawnDoc{Seq: d.Seq, Version: d.Version, ChildID: d.ChildID, RootPath: d.RootPath, Context: d.Context, At: d.CommittedAt}
 		case execstore.TimerItem:
 			if d.FireAt != contract.StoredTime(ref.FireAt) {
 				return false, nil
@@ -268,7 +268,7 @@ func DeadOf(id string, doc bson.Raw) ([]execstore.DeadItem, error) {
 // deadItem is d, a dead item of execution id, as execstore returns it.
 func deadItem(id string, d ops.DeadDoc) (execstore.DeadItem, error) {
 	it := execstore.DeadItem{ItemRef: execstore.ItemRef{Kind: execstore.ItemKind(d.Kind), ExecutionID: id},
-		Attempts: attemptsOf(d.Failures), DeadAt: d.DeadAt, Version: d.Version}
+		Attempts: attemptsOf(d.Failures), DeadAt: d.DeadAt, Version: d.Version, CommittedAt: utc(d.CommittedAt)}
 	switch it.Kind {
 	case execstore.OutboxItem:
 		it.Seq, it.TargetID, it.Event = d.Seq, deref(d.TargetID), nonNil(d.Event)

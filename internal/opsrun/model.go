@@ -1,6 +1,8 @@
 package opsrun
 
 import (
+	"time"
+
 	"github.com/execstore/execstore"
 )
 
@@ -43,4 +45,12 @@ func nonNil(b []byte) []byte {
 		return []byte{}
 	}
 	return b
+}
+
+// utc is t in UTC, as a commit records it; the zero time stays zero.
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
 }

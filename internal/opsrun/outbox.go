@@ -33,7 +33,7 @@ func pendingOutbox(ctx context.Context, env Env, scan ops.Scan, limit int) ([]ex
 			order = append(order, ordered{source: source, version: d.Version, seq: d.Seq, pos: len(all)})
 			all = append(all, execstore.OutboxEntry{
 				Seq: d.Seq, SourceID: source, Version: d.Version, TargetID: deref(d.TargetID), Event: nonNil(d.Event),
-				Attempts: attemptsOf(d.Failures)})
+				CommittedAt: utc(d.At), Attempts: attemptsOf(d.Failures)})
 		}
 	}
 	order = limitTo(relayOrder(order), limit)

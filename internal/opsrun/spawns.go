@@ -27,7 +27,7 @@ func PendingSpawns(ctx context.Context, env Env, partitions []int, limit int) ([
 			order = append(order, ordered{source: parent, version: d.Version, seq: d.Seq, pos: len(all)})
 			all = append(all, execstore.SpawnEntry{
 				Seq: d.Seq, ParentID: parent, ChildID: d.ChildID, RootPath: d.RootPath, Context: m,
-				Attempts: attemptsOf(d.Failures)})
+				CommittedAt: utc(d.At), Attempts: attemptsOf(d.Failures)})
 		}
 	}
 	order = limitTo(relayOrder(order), limit)
