@@ -1,5 +1,13 @@
 package aio
 
+import (
+	"context"
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/opsrun"
+)
+
 // AcksWaiting is how many AckOutbox calls wait for a commit of their source to carry them.
 func (s *Store) AcksWaiting() int {
 	if s.carrier == nil {
@@ -12,4 +20,9 @@ func (s *Store) AcksWaiting() int {
 		n += len(acks)
 	}
 	return n
+}
+
+// BacklogByFind is Backlog as a server without the aggregation's operators answers it.
+func (s *Store) BacklogByFind(ctx context.Context) ([]execstore.PartitionBacklog, error) {
+	return opsrun.BacklogByFind(ctx, s.env, time.Now())
 }

@@ -32,13 +32,14 @@ const (
 	opFail
 	opListDead
 	opRevive
+	opBacklog
 	opKinds
 )
 
 var opNames = [opKinds]string{
 	"load", "load_for_event", "is_processed", "commit", "list", "pending_outbox", "ack_outbox",
 	"pending_spawns", "ack_spawn", "due_timers", "delete_timer", "restore_timer", "append_trace", "read_trace",
-	"fail", "list_dead", "revive",
+	"fail", "list_dead", "revive", "backlog",
 }
 
 // Stats is a snapshot of a Store's counters. It holds those every store keeps (server.Stats:
