@@ -101,6 +101,12 @@
 // last vacuum too). The start, a partition taken, a poll, a full scan and a failed scan are
 // followed by a scan of the partitions.
 //
+// Each scan of the partitions is also kept as their Backlog (Relay.Backlog, Sweeper.Backlog):
+// per partition held, the items it returned, at least that many when it stopped at its
+// limit, and since when the oldest waits. The gauges execstore.backlog.items and
+// execstore.backlog.age report it, one point per partition held, with the holder. They cost no
+// command: the figures are the last scan's, at most a PollInterval old while the relay runs.
+//
 // # What always holds
 //
 //   - At least once, ack after handler: an item is acked (deleted) only after the handler

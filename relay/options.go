@@ -91,7 +91,7 @@ type Options struct {
 	// the metric execstore.relay.dead count them).
 	OnDead func(DeadEvent)
 	// Clock is the Sweeper's clock. A timer is due when its fire time is at or before
-	// Clock(). A Relay does not use it. Default time.Now.
+	// Clock(). A Relay uses it only for the age its backlog gauge reports. Default time.Now.
 	Clock func() time.Time
 	// Logger receives the events an operator must see, each saying what happens next and
 	// what to tune: a lease taken over from a holder whose lease had lapsed, or taken again

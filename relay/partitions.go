@@ -162,6 +162,7 @@ func (s *session[T, K]) removeHold(h *hold, cause error) {
 		return
 	}
 	delete(s.holds, h.part)
+	s.r.book.drop(h.part)
 	h.state = holdEnded
 	h.stop(time.Now())
 	h.cancel(cause)

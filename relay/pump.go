@@ -31,6 +31,10 @@ type kind[T any, K comparable] interface {
 	describe(item T) string
 	// dueAt is when the item may be handed out: zero for at once.
 	dueAt(item T) time.Time
+	// waiting reports whether the item counts in the backlog at now (an entry always, a
+	// timer once due), and since when it has waited: an entry's commit time (zero when it
+	// records none), a timer's fire time.
+	waiting(item T, now time.Time) (since time.Time, ok bool)
 	// scan reads up to limit items of the partitions (all of them when the store is not
 	// partitioned) that are due by now+ahead, oldest first.
 	scan(ctx context.Context, parts []int, now time.Time, ahead time.Duration, limit int) (scanned[T], error)
@@ -289,6 +293,29 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, only map[string]b
 	return res, s.admit(n, now, holds, only, res), nil
 }
 
+// recordBacklog keeps what a scan of the partitions of handing, sent at now, found waiting in
+// each (Backlog).
+func (s *session[T, K]) recordBacklog(handing map[*hold]bool, res scanned[T], now time.Time) {
+	rows := make(map[int]*Backlog, len(handing))
+	for h := range handing {
+		rows[h.part] = &Backlog{Partition: h.part, Holder: s.r.member, ScannedAt: now, AtLeast: res.full}
+	}
+	for _, item := range res.items {
+		b := rows[s.partOf(item)]
+		since, ok := s.r.kind.waiting(item, now)
+		if b == nil || !ok {
+			continue
+		}
+		b.Items++
+		if !since.IsZero() && (b.Oldest.IsZero() || since.Before(b.Oldest)) {
+			b.Oldest = since
+		}
+	}
+	for _, b := range rows {
+		s.r.book.record(*b)
+	}
+}
+
 // admit takes the items of scan n, sent at now (by Options.Clock), in order, until 2×Batch
 // items pace (see pacing); it reports whether it stopped there. It admits only the items of the
 // holds that are still the partitions' holds as they were when the scan was sent and hand
@@ -309,6 +336,9 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only
 		if s.handing(h) {
 			handing[h] = true
 		}
+	}
+	if only == nil {
+		s.recordBacklog(handing, res, now)
 	}
 	at := time.Now()
 	skipped, heldBack := 0, 0

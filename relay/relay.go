@@ -58,6 +58,14 @@ func (r *Relay) Close(ctx context.Context) error { return r.r.close(ctx) }
 // Stats returns the relay's counters.
 func (r *Relay) Stats() Stats { return r.r.stats.snapshot() }
 
+// Backlog returns, for each partition the relay holds, what its last scan of it found
+// pending, in partition order. It sends nothing.
+func (r *Relay) Backlog() []Backlog { return r.r.book.all() }
+
+// Member is the name the relay holds its leases under, among the relays of its LeaseKey: its
+// host, process id and a random part.
+func (r *Relay) Member() string { return r.r.member }
+
 // entryKey is an outbox entry's identity.
 type entryKey struct {
 	source string
@@ -101,6 +109,10 @@ func (outboxKind) attempts(e execstore.OutboxEntry) int { return e.Attempts.Coun
 func (outboxKind) version(e execstore.OutboxEntry) int64 { return e.Version }
 
 func (outboxKind) dueAt(execstore.OutboxEntry) time.Time { return time.Time{} }
+
+func (outboxKind) waiting(e execstore.OutboxEntry, _ time.Time) (time.Time, bool) {
+	return e.CommittedAt, true
+}
 
 func (k outboxKind) scan(ctx context.Context, parts []int, _ time.Time, _ time.Duration, limit int) (scanned[execstore.OutboxEntry], error) {
 	var entries []execstore.OutboxEntry

@@ -38,6 +38,8 @@ type runner[T any, K comparable] struct {
 	// member names the relay among the relays of its lease key: the host, the process and a
 	// random part.
 	member string
+	// book keeps what the last scan of each partition held found waiting (Backlog).
+	book backlogBook
 
 	mu      sync.Mutex
 	closed  bool
@@ -58,7 +60,7 @@ func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler
 	r.dead, _ = store.(execstore.DeadLetters)
 	r.member = memberName()
 	r.chained = k.chained()
-	r.tel = telemetry.NewRelay(component, opts.TracerProvider, opts.MeterProvider, r.stats.inFlight.Load)
+	r.tel = telemetry.NewRelay(component, opts.TracerProvider, opts.MeterProvider, r.stats.inFlight.Load, r.backlogPoints)
 	r.lease = leaser{store: opts.Lease, dur: opts.LeaseDuration, stats: &r.stats, report: opts.OnError, log: opts.Logger}
 	return r
 }
@@ -119,6 +121,7 @@ func (r *runner[T, K]) run(ctx context.Context) error {
 	s := newSession(r, handlerBase, ackBase, leaseBase)
 	cause := s.run(stopCtx.Done())
 	r.stats.holding.Store(false)
+	r.book.clear()
 	var fatal *Error
 	if errors.As(cause, &fatal) {
 		return fatal

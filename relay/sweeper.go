@@ -41,6 +41,13 @@ func (s *Sweeper) Close(ctx context.Context) error { return s.r.close(ctx) }
 // Stats returns the sweeper's counters. Acked counts deleted timers.
 func (s *Sweeper) Stats() Stats { return s.r.stats.snapshot() }
 
+// Backlog returns, for each partition the sweeper holds, what its last scan of it found due,
+// in partition order. It sends nothing.
+func (s *Sweeper) Backlog() []Backlog { return s.r.book.all() }
+
+// Member is the name the sweeper holds its leases under (Relay.Member).
+func (s *Sweeper) Member() string { return s.r.member }
+
 // timerKey is a due timer's identity: a timer re-scheduled to another time is another item.
 type timerKey struct {
 	execution, path string
@@ -80,6 +87,10 @@ func (timerKind) ref(t execstore.DueTimer) execstore.ItemRef {
 func (timerKind) attempts(t execstore.DueTimer) int { return t.Attempts.Count }
 
 func (timerKind) dueAt(t execstore.DueTimer) time.Time { return t.FireAt }
+
+func (timerKind) waiting(t execstore.DueTimer, now time.Time) (time.Time, bool) {
+	return t.FireAt, !t.FireAt.After(now)
+}
 
 // scan reads the timers due by now+ahead, earliest first. Those not due yet wait in memory
 // for their fire time.

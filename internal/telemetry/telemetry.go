@@ -151,7 +151,8 @@ func placeholder(p any) bool {
 // that found an item to its handler's start) and execstore.relay.dead (items moved to
 // dead), by component, and execstore.relay.in_flight
 // (a gauge, from inFlight); nil when both providers are OpenTelemetry's no-op ones.
-func NewRelay(component string, tp trace.TracerProvider, mp metric.MeterProvider, inFlight func() int64) *Telemetry {
+func NewRelay(component string, tp trace.TracerProvider, mp metric.MeterProvider, inFlight func() int64,
+	backlog func() []BacklogPoint) *Telemetry {
 	tp, mp, ok := providers(tp, mp)
 	if !ok {
 		return nil
@@ -172,7 +173,45 @@ func NewRelay(component string, tp trace.TracerProvider, mp metric.MeterProvider
 			o.Observe(inFlight(), metric.WithAttributes(t.measured...))
 			return nil
 		}))
+	t.backlogGauges(backlog)
 	return t
+}
+
+// BacklogPoint is one partition's backlog as a relay's last scan of it found it.
+type BacklogPoint struct {
+	Partition int
+	Holder    string
+	Items     int64
+	AtLeast   bool          // the scan stopped at its limit
+	Age       time.Duration // the oldest item's wait; negative when not known
+}
+
+// backlogGauges registers the relay's backlog gauges: execstore.backlog.items and
+// execstore.backlog.age, one point per partition the relay holds, read from backlog when a
+// reader collects.
+func (t *Telemetry) backlogGauges(backlog func() []BacklogPoint) {
+	attrs := func(p BacklogPoint) metric.MeasurementOption {
+		return metric.WithAttributes(append(append([]attribute.KeyValue{}, t.measured...),
+			attribute.Int("execstore.partition", p.Partition), attribute.String("execstore.holder", p.Holder))...)
+	}
+	_, _ = t.meter.Int64ObservableGauge("execstore.backlog.items",
+		metric.WithDescription("Items waiting in a partition the relay holds (pending entries, or due timers), as its last scan of it found them; at least that many when execstore.backlog.at_least is true."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			for _, p := range backlog() {
+				o.Observe(p.Items, attrs(p), metric.WithAttributes(attribute.Bool("execstore.backlog.at_least", p.AtLeast)))
+			}
+			return nil
+		}))
+	_, _ = t.meter.Float64ObservableGauge("execstore.backlog.age", metric.WithUnit("s"),
+		metric.WithDescription("How long the oldest item its last scan found waiting in a partition the relay holds has waited: an entry since its commit, a timer since its fire time; 0 when none waits."),
+		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
+			for _, p := range backlog() {
+				if p.Age >= 0 {
+					o.Observe(p.Age.Seconds(), attrs(p))
+				}
+			}
+			return nil
+		}))
 }
 
 // Lag records that an item waited d between the scan that found it and its handler's start.
