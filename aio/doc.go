@@ -149,6 +149,17 @@
 //     never changed once written but by Fail, so what the read saw is what is moved.
 //     Revive is guarded the same way, and a timer only onto a path that holds no timer. A
 //     commit touches none of the dead fields. Cost: one find and one update per failure.
+//   - The store is an execstore.Retaining. A commit that writes a finished status records
+//     its time; ExpiredIn reads, by that time, the executions finished past their cutoff
+//     that hold nothing. DeleteExpired deletes them with one deleteMany per status whose
+//     filter holds each execution's id with the version read, its finished status past the
+//     cutoff, and no pending entry, intent, timer hint or dead item. The filter is evaluated
+//     on each document when it is deleted (under its lock on MongoDB, on the row's latest
+//     version under its lock on a row-locking engine), so a commit, a Fail or a Revive that
+//     lands after the read makes the delete spare that execution, and a commit after the
+//     delete finds no document: a conflict. Deleting twice deletes nothing more. Every
+//     entry, intent and dead item records when its commit was made (OutboxEntry.CommittedAt),
+//     which Backlog reads in one aggregation.
 //   - Close stops new calls (execstore.ErrClosed), drains queued and in-flight work within its
 //     context, and leaves no goroutine behind.
 //

@@ -33,13 +33,16 @@ const (
 	opListDead
 	opRevive
 	opBacklog
+	opExpired
+	opDeleteExpired
+	opRetentionTotals
 	opKinds
 )
 
 var opNames = [opKinds]string{
 	"load", "load_for_event", "is_processed", "commit", "list", "pending_outbox", "ack_outbox",
 	"pending_spawns", "ack_spawn", "due_timers", "delete_timer", "restore_timer", "append_trace", "read_trace",
-	"fail", "list_dead", "revive", "backlog",
+	"fail", "list_dead", "revive", "backlog", "expired", "delete_expired", "retention_totals",
 }
 
 // Stats is a snapshot of a Store's counters. It holds those every store keeps (server.Stats:

@@ -181,6 +181,9 @@ func (s *Store) apply(r *record, pc *preparedCommit) (seqs []int64, firstSpawn i
 		s.insert(r.exe.ID, r)
 	}
 	pc.at = ops.CommitTime()
+	if r.exe.Status.Finished() {
+		r.finishedAt = pc.at
+	}
 	for _, e := range pc.emits {
 		e.version, e.at = version, pc.at
 		seqs = append(seqs, s.outbox.push(r.exe.ID, e))

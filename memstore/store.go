@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
@@ -47,6 +48,10 @@ type Store struct {
 	outbox relayQueue[outboxItem]
 	spawns relayQueue[spawnItem]
 	dead   map[contract.DeadKey]execstore.DeadItem // the dead items (dead.go)
+	// retained counts the executions DeleteExpired deleted, by status; retainedAt is when
+	// it last did (retention.go).
+	retained   map[execstore.Status]int64
+	retainedAt time.Time
 }
 
 var _ execstore.Store = (*Store)(nil)
@@ -62,6 +67,9 @@ type record struct {
 	// failed at: a timer armed or cancelled anew starts with none.
 	timerFails map[string]timerFail
 	trace      []traceEntry // oldest first, at most Store.traceMax
+	// finishedAt is when the last commit that wrote a finished status was made; zero
+	// before any.
+	finishedAt time.Time
 }
 
 // New returns an empty store.

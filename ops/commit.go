@@ -187,7 +187,7 @@ func (pc *PreparedCommit) Build(l Layout, exe *execstore.Execution, seqs Seqs) (
 	p.Bytes = execBytes(exe) + pc.bytes
 
 	at := seqs.At
-	if at.IsZero() && len(c.Emits)+len(c.Spawns) > 0 {
+	if at.IsZero() && (len(c.Emits)+len(c.Spawns) > 0 || exe.Status.Finished()) {
 		at = CommitTime()
 	}
 	outbox := make(bson.D, 0, len(c.Emits))
@@ -210,6 +210,9 @@ func (pc *PreparedCommit) Build(l Layout, exe *execstore.Execution, seqs Seqs) (
 
 	if exe.Version == 0 {
 		p.Insert = buildInsert(l, exe, c, outbox, spawns, timers, step)
+		if exe.Status.Finished() {
+			p.Insert = append(p.Insert, bson.E{Key: FieldFinishedAt, Value: at})
+		}
 		return p, p.checkSize()
 	}
 
@@ -220,6 +223,9 @@ func (pc *PreparedCommit) Build(l Layout, exe *execstore.Execution, seqs Seqs) (
 		{Key: FieldStatus, Value: string(exe.Status)},
 		{Key: FieldDefinitionID, Value: exe.DefinitionID},
 		{Key: FieldParentID, Value: nullable(exe.ParentID)},
+	}
+	if exe.Status.Finished() {
+		set = append(set, bson.E{Key: FieldFinishedAt, Value: at})
 	}
 	var unset bson.D
 	inc := bson.D{}

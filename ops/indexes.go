@@ -59,6 +59,8 @@ const (
 //     relays' scans (PendingOutboxScan, PendingSpawnsScan).
 //   - IndexPendingTimers: {partition, timer_min}, partial on timer_min being present, so only
 //     the documents with timers are in it: the sweep's scan (DueScan).
+//   - IndexFinished: {partition, finished_at}, partial on finished_at being present, so only
+//     the documents that were ever finished are in it: the retention's scan (ExpiredScan).
 //   - IndexByDefinition, IndexByStatus: {definition_id, _id} and {status, _id}, every document
 //     in them: a listing by definition or status walks one in _id order.
 //
@@ -76,6 +78,8 @@ func Indexes() []IndexSpec {
 			Partial: gt0(fSpawnsN), CompositeTerms: true},
 		{Name: IndexPendingTimers, Key: bson.D{{Key: FieldPartition, Value: 1}, {Key: FieldTimerMin, Value: 1}},
 			Partial: bson.D{{Key: FieldTimerMin, Value: bson.D{{Key: "$exists", Value: true}}}}, CompositeTerms: true},
+		{Name: IndexFinished, Key: bson.D{{Key: FieldPartition, Value: 1}, {Key: FieldFinishedAt, Value: 1}},
+			Partial: bson.D{{Key: FieldFinishedAt, Value: bson.D{{Key: "$exists", Value: true}}}}, CompositeTerms: true},
 		{Name: IndexByDefinition, Key: bson.D{{Key: FieldDefinitionID, Value: 1}, {Key: fID, Value: 1}}, CompositeTerms: true},
 		{Name: IndexByStatus, Key: bson.D{{Key: FieldStatus, Value: 1}, {Key: fID, Value: 1}}, CompositeTerms: true},
 	}

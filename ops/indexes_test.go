@@ -37,7 +37,15 @@ func TestIndexForms(t *testing.T) {
 		{{Key: "key", Value: key}, {Key: "name", Value: "by_status"}},
 	}, byName[IndexByStatus].Forms())
 
-	assert.Len(t, Indexes(), 5, "two pending-work indexes, one of timers, two of listings")
+	key = bson.D{{Key: "partition", Value: 1}, {Key: "finished_at", Value: 1}}
+	partial = bson.E{Key: "partialFilterExpression", Value: bson.D{{Key: "finished_at", Value: bson.D{{Key: "$exists", Value: true}}}}}
+	assert.Equal(t, []bson.D{
+		{{Key: "key", Value: key}, {Key: "name", Value: "finished_by_partition"}, partial, {Key: "enableCompositeTerm", Value: true}},
+		{{Key: "key", Value: key}, {Key: "name", Value: "finished_by_partition"}, partial},
+		{{Key: "key", Value: key}, {Key: "name", Value: "finished_by_partition"}},
+	}, byName[IndexFinished].Forms())
+
+	assert.Len(t, Indexes(), 6, "two pending-work indexes, one of timers, one of finished executions, two of listings")
 	assert.Equal(t, []bson.D{{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a"}}},
 		IndexSpec{Name: "a", Key: bson.D{{Key: "a", Value: 1}}}.Forms())
 }

@@ -30,6 +30,10 @@ const (
 	FieldTrace        = "trace"      // MongoDB profile: [TraceDoc, …]; FerretDB: {"<index>": TraceDoc}
 	FieldTraceNext    = "trace_next" // the index the next trace step gets
 	FieldPartition    = "partition"  // PartitionOf(_id, Layout.Partitions), set at creation, never changed
+	// FieldFinishedAt is when the last commit that wrote a finished status was made
+	// (execstore.Status.Finished), by its committer's clock: the retention counts from it. A
+	// later commit in a status not finished leaves it, and the status tells.
+	FieldFinishedAt = "finished_at"
 	// FieldCommitToken marks the commit that wrote the current version; only the store's
 	// group commit writes it.
 	FieldCommitToken = "commit_token"

@@ -54,6 +54,9 @@ const (
 	// OpRestore is putting back a fired timer that its handler's commit removed, when the
 	// handler then failed (see Sweeper).
 	OpRestore Op = "restore"
+	// OpRetain is reading or deleting finished executions past their retention
+	// (Options.Retention).
+	OpRetain Op = "retain"
 )
 
 // Error is what Options.OnError is given, and what Run returns when it stops on a failure.

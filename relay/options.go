@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/idem"
 )
 
@@ -20,6 +21,8 @@ const (
 	defaultRetryMax      = 30 * time.Second
 	defaultStopTimeout   = 5 * time.Second
 	defaultMaxAttempts   = 25
+	// defaultRetentionInterval is Options.RetentionInterval by default.
+	defaultRetentionInterval = time.Minute
 	// relayLeaseKey is a Relay's Options.LeaseKey by default.
 	relayLeaseKey = "execstore/relay/outbox"
 	// sweeperLeaseKey is a Sweeper's Options.LeaseKey by default.
@@ -121,6 +124,19 @@ type Options struct {
 	// returned. Default false: a timer is deleted only once its handler returned nil (by
 	// the next commit of its execution, or alone: see aio's DeleteTimers).
 	CommitRemovesTimer bool
+	// Retention, when set, makes the relay delete the finished executions of the partitions
+	// it holds once past their retention (execstore.Retention: execstore.DefaultRetention
+	// keeps Done and Cancelled ones 7 days and Failed ones 30), when the store is an
+	// execstore.Retaining (aio and memstore are). Every RetentionInterval it reads up to
+	// Batch of them (execstore.Retaining.ExpiredIn), deletes them (DeleteExpired: each only
+	// as read, so one a commit moved on since is kept), and goes on while a read returns
+	// Batch. Give it to one Relay or Sweeper of a database's processes: their leases share
+	// the work out. The cutoffs are by Clock, the finish times by the committers' clocks:
+	// a skew between them moves a deletion by as much. Default nil: nothing is deleted.
+	Retention *execstore.Retention
+	// RetentionInterval is how often the retention runs, the first time one PollInterval
+	// after the relay starts. Default 1m.
+	RetentionInterval time.Duration
 	// OnError, when set, is called with every failure, as an *Error. A failure is of a scan,
 	// a handler, an ack or a lease operation. It is called from the relay's goroutines and must not block.
 	// Default nil: failures are only counted in Stats.
@@ -162,6 +178,9 @@ func (o Options) withDefaults(leaseKey string) Options {
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
+	}
+	if o.RetentionInterval <= 0 {
+		o.RetentionInterval = defaultRetentionInterval
 	}
 	if o.OnError == nil {
 		o.OnError = func(error) {}

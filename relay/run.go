@@ -25,10 +25,13 @@ type runner[T any, K comparable] struct {
 	signal  *wake.Signal // nil: the store registered none, the runner only polls
 	lease   leaser
 	dead    execstore.DeadLetters // the store, when it keeps failures and dead items; else nil
-	stats   counters
-	seed    maphash.Seed         // routes lane keys to lanes
-	tel     *telemetry.Telemetry // nil: no-op providers
-	op      string               // the handler's operation, in spans: "deliver", "fire"
+	// retaining is the store when Options.Retention is set and the store deletes finished
+	// executions; else nil.
+	retaining execstore.Retaining
+	stats     counters
+	seed      maphash.Seed         // routes lane keys to lanes
+	tel       *telemetry.Telemetry // nil: no-op providers
+	op        string               // the handler's operation, in spans: "deliver", "fire"
 	// parts is the number of partitions: the store's when it is an execstore.Partitioned,
 	// else 1.
 	parts int
@@ -58,6 +61,9 @@ func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler
 		r.parts = max(ps.Partitions(), 1)
 	}
 	r.dead, _ = store.(execstore.DeadLetters)
+	if opts.Retention != nil {
+		r.retaining, _ = store.(execstore.Retaining)
+	}
 	r.member = memberName()
 	r.chained = k.chained()
 	r.tel = telemetry.NewRelay(component, opts.TracerProvider, opts.MeterProvider, r.stats.inFlight.Load, r.backlogPoints)

@@ -139,11 +139,15 @@ func (s *session[T, K]) run(stop <-chan struct{}) error {
 		}
 		s.mu.Unlock()
 	}
-	var manager sync.WaitGroup
+	var manager, retainer sync.WaitGroup
 	manager.Go(func() { s.manage(s.leaseCtx) })
 	s.settleWG.Go(s.settleLoop)
+	if s.r.retaining != nil {
+		retainer.Go(func() { s.retainLoop(stop) })
+	}
 
 	s.dispatch(stop)
+	retainer.Wait()
 
 	s.mu.Lock()
 	s.stopping = true

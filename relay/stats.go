@@ -41,9 +41,12 @@ type Stats struct {
 	TakeOvers     int64 // of which taken over from a holder whose lease had lapsed
 	ReTakes       int64 // of which this relay's own, taken again after it ran out
 	LeasesLost    int64 // leases lost before the relay stopped: fenced, or run out unrenewed
-	InFlight      int64 // gauge: items held now (waiting for their fire time, queued in a lane, in a handler, or awaiting the ack)
-	Holding       bool  // gauge: delivering now (holding a partition)
-	Partitions    int   // gauge: partitions held now
+	// Retained counts the finished executions deleted for their retention
+	// (Options.Retention), and RetentionErrors the reads and deletes of it that failed.
+	Retained, RetentionErrors int64
+	InFlight                  int64 // gauge: items held now (waiting for their fire time, queued in a lane, in a handler, or awaiting the ack)
+	Holding                   bool  // gauge: delivering now (holding a partition)
+	Partitions                int   // gauge: partitions held now
 }
 
 // counters are the live Stats.
@@ -55,6 +58,7 @@ type counters struct {
 	dead, failureErrors                                       atomic.Int64
 	leases, takeOvers, reTakes, leasesLost                    atomic.Int64
 	inFlight, partitions                                      atomic.Int64
+	retained, retentionErrors                                 atomic.Int64
 	holding                                                   atomic.Bool
 }
 
@@ -67,5 +71,6 @@ func (c *counters) snapshot() Stats {
 		Cancelled: c.cancelled.Load(), Dead: c.dead.Load(), FailureErrors: c.failureErrors.Load(),
 		Leases: c.leases.Load(), TakeOvers: c.takeOvers.Load(), ReTakes: c.reTakes.Load(), LeasesLost: c.leasesLost.Load(),
 		InFlight: c.inFlight.Load(), Holding: c.holding.Load(), Partitions: int(c.partitions.Load()),
+		Retained: c.retained.Load(), RetentionErrors: c.retentionErrors.Load(),
 	}
 }

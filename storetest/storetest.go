@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) execstore.Store) {
 	runPartitioned(t, open)
 	runTargeted(t, open)
 	runDeadLetters(t, open)
+	runRetaining(t, open)
 }
 
 // Windows is how RunWindows asks for a store to be configured.

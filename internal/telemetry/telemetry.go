@@ -66,6 +66,7 @@ type Telemetry struct {
 	batch    metric.Int64Histogram
 	lag      metric.Float64Histogram // a relay's
 	dead     metric.Int64Counter     // a relay's
+	retained metric.Int64Counter     // a relay's
 	meter    metric.Meter
 }
 
@@ -165,6 +166,8 @@ func NewRelay(component string, tp trace.TracerProvider, mp metric.MeterProvider
 		metric.WithDescription("Time from the scan that found an item to its handler's start."))
 	t.dead, _ = t.meter.Int64Counter("execstore.relay.dead",
 		metric.WithDescription("Items moved to dead after their deliveries failed."))
+	t.retained, _ = t.meter.Int64Counter("execstore.retention.deleted",
+		metric.WithDescription("Finished executions deleted for their retention, by status."))
 	t.unknown, _ = t.meter.Int64Counter("execstore.outcome.unknown")
 	t.batch, _ = t.meter.Int64Histogram("execstore.batch.size")
 	_, _ = t.meter.Int64ObservableGauge("execstore.relay.in_flight",
@@ -220,6 +223,15 @@ func (t *Telemetry) Lag(d time.Duration) {
 		return
 	}
 	t.lag.Record(context.Background(), d.Seconds(), metric.WithAttributes(t.measured...))
+}
+
+// Retained records that n finished executions in status were deleted for their retention.
+func (t *Telemetry) Retained(status string, n int64) {
+	if t == nil || t.retained == nil {
+		return
+	}
+	t.retained.Add(context.Background(), n, metric.WithAttributes(append(append([]attribute.KeyValue{}, t.measured...),
+		attribute.String("execstore.status", status))...))
 }
 
 // Dead records that an item was moved to dead.
