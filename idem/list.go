@@ -30,10 +30,9 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]Record, e
 	})
 }
 
-// prefixRange selects the keys that start with prefix: every such key sorts at or after
-// prefix and before prefix followed by the greatest code point.
+// prefixRange selects the keys that start with prefix (contract.PrefixRange).
 func prefixRange(prefix string) bson.D {
-	return bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: prefix}, {Key: "$lt", Value: prefix + "\U0010FFFF"}}}}
+	return bson.D{{Key: "_id", Value: contract.PrefixRange(prefix)}}
 }
 
 // decodeList decodes the records of cur that start with prefix, judging expiry with isLapsed.

@@ -10,12 +10,13 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/idem"
+	"github.com/execstore/execstore/internal/leases"
 )
 
 // leaseFingerprint is the fingerprint every relay claims its partitions' leases with: all
 // relays of a key make the same request, and only the claim token tells holders apart. A
 // relay's member lease adds its number of partitions (runner.memberFingerprint).
-const leaseFingerprint = "execstore/relay/lease"
+const leaseFingerprint = leases.Fingerprint
 
 // errLeaseLost ends the hold of a partition whose lease was fenced (taken over after it
 // lapsed) or ran out unrenewed.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/idem"
+	"github.com/execstore/execstore/internal/leases"
 )
 
 // The defaults of Options, as its fields document them.
@@ -24,9 +25,9 @@ const (
 	// defaultRetentionInterval is Options.RetentionInterval by default.
 	defaultRetentionInterval = time.Minute
 	// relayLeaseKey is a Relay's Options.LeaseKey by default.
-	relayLeaseKey = "execstore/relay/outbox"
+	relayLeaseKey = leases.RelayKey
 	// sweeperLeaseKey is a Sweeper's Options.LeaseKey by default.
-	sweeperLeaseKey = "execstore/relay/timers"
+	sweeperLeaseKey = leases.SweeperKey
 )
 
 // Options configures a Relay or a Sweeper. The zero value is ready to use. Every field

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/idem"
+	"github.com/execstore/execstore/internal/leases"
 )
 
 // The causes a hold's context ends with, besides errLeaseLost.
@@ -26,11 +27,11 @@ const claimFanOut = 4
 
 // memberKey is the key under which the relay registers itself, and partitionKey the key of
 // partition p's lease. A store that is not partitioned has one lease, Options.LeaseKey.
-func (r *runner[T, K]) memberKey() string { return r.opts.LeaseKey + "/members/" + r.member }
+func (r *runner[T, K]) memberKey() string { return leases.MemberKey(r.opts.LeaseKey, r.member) }
 
-func (r *runner[T, K]) membersPrefix() string { return r.opts.LeaseKey + "/members/" }
+func (r *runner[T, K]) membersPrefix() string { return leases.MembersPrefix(r.opts.LeaseKey) }
 
-func (r *runner[T, K]) partitionsPrefix() string { return r.opts.LeaseKey + "/partitions/" }
+func (r *runner[T, K]) partitionsPrefix() string { return leases.PartitionsPrefix(r.opts.LeaseKey) }
 
 // leasesPrefix is the prefix of the partitions' leases: their common prefix, or the one
 // lease of a store that is not partitioned.
@@ -43,15 +44,13 @@ func (r *runner[T, K]) leasesPrefix() string {
 
 // memberFingerprint is the fingerprint of the relay's member lease: it names the number of
 // partitions, so that relays that would share them otherwise see that they disagree.
-func (r *runner[T, K]) memberFingerprint() string {
-	return leaseFingerprint + "/member/partitions=" + strconv.Itoa(r.parts)
-}
+func (r *runner[T, K]) memberFingerprint() string { return leases.MemberFingerprint(r.parts) }
 
 // partitionsOf is the number of partitions a member fingerprint names, "none" for one of
 // an earlier version.
 func partitionsOf(fingerprint string) string {
-	if _, n, ok := strings.Cut(fingerprint, "/member/partitions="); ok {
-		return n
+	if n, ok := leases.PartitionsOfMember(fingerprint); ok {
+		return strconv.Itoa(n)
 	}
 	return "none"
 }
@@ -60,7 +59,7 @@ func (r *runner[T, K]) partitionKey(p int) string {
 	if !r.partitioned() {
 		return r.opts.LeaseKey
 	}
-	return r.partitionsPrefix() + strconv.Itoa(p)
+	return leases.PartitionKey(r.opts.LeaseKey, p)
 }
 
 // manage keeps the session's partitions until leaseCtx ends. Without a lease store there is

@@ -159,6 +159,55 @@ the claim token are never printed; the body only with -body. A hello, then one f
 		},
 	},
 	{
+		name: "idem list", args: "PREFIX", collection: "idempotency",
+		summary: "the idempotency records under a key prefix, one page at a time (by key)",
+		detail: `Prints one page of the records whose key starts with PREFIX, in key order, one row each:
+key, state, fingerprint and its version, claim time, the end of its lease or retention,
+how far that is from now and whether it has lapsed (by the server's clock), and for a
+completed record the response's status, number of headers and body size. Completed
+records past their retention are shown too, as lapsed. The claim token, header values
+and bodies are never printed; -json gives each record as "idem get -json" does, without
+a body. Then the cursor of the next page. The server's clock, then one find on the _id
+index.`,
+		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
+			limit := fs.Int("limit", defaultIdemListLimit, "page size `N`, at most 10000")
+			after := fs.String("after", "", "resume after `CURSOR`, the next page's cursor as printed; a value that is no cursor is taken as a key to resume after")
+			return func(args []string, out output, coll string) (runner, error) {
+				if err := checkLimit(*limit, contract.MaxListLimit); err != nil {
+					return nil, err
+				}
+				o := idemListOptions{output: out, Collection: coll, Prefix: args[0], Limit: *limit, After: *after}
+				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
+					return listIdem(ctx, db, w, o)
+				}, nil
+			}
+		},
+	},
+	{
+		name: "relays", collection: "idempotency",
+		summary: "the relays sharing the partitions: members, and each partition's lease",
+		detail: `Prints the relays registered under a lease key in their lease store (an idem store: give
+its -db and -collection) and the lease of each partition: whether a relay holds it, when
+the lease was claimed and ends by the server's clock, how long it has left, and whether
+its claim took over a lapsed lease (recorded by idem's MongoDB formulation only). A
+partition the members divide the store into and nobody holds shows as nobody's. A lease
+records a claim token, never printed, and not its relay's name: the holder is not named.
+Sweepers register under "` + sweeperLeaseKey + `". The server's clock, then one find
+on the _id index.`,
+		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
+			leaseKey := fs.String("lease-key", relayLeaseKey, "the relays' Options.LeaseKey `KEY`")
+			return func(_ []string, out output, coll string) (runner, error) {
+				if *leaseKey == "" {
+					return nil, usagef("-lease-key must not be empty")
+				}
+				o := relaysOptions{output: out, Collection: coll, LeaseKey: *leaseKey}
+				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
+					return listRelays(ctx, db, w, o)
+				}, nil
+			}
+		},
+	},
+	{
 		name: "journal show", args: "ID", collection: "journal",
 		summary: "one journal invocation's metadata, never its sealed payloads",
 		detail: `Prints the invocation's identity, owner, revision, checkpoint (id, phase), prepared

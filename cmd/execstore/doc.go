@@ -4,22 +4,29 @@
 //     dedupe set;
 //   - executions, a page at a time;
 //   - the pending outbox and the timers across executions;
-//   - an idempotency record (package idem);
+//   - an idempotency record (package idem), and the records under a key prefix, a page at
+//     a time;
+//   - the relays sharing the partitions (package relay): the relays registered, and each
+//     partition's lease;
 //   - a journal invocation's metadata (package journal).
 //
 // Usage:
 //
 //	execstore [flags] COMMAND [flags] [ARG]
 //
-//	execstore show ID          one execution
-//	execstore list             executions, filtered (-status, -definition, -roots), a page at
-//	                           a time (-limit, -after CURSOR or ID)
-//	execstore outbox           the oldest pending outbox entries (-limit)
-//	execstore dead             the dead items (-kind, -execution, -limit, -cursor)
-//	execstore timers           the due timers and the next ones (-limit)
-//	execstore idem get KEY     one idempotency record (-body prints the response's body)
-//	execstore journal show ID  one invocation's metadata, never its sealed payloads
-//	execstore server           what the server is, as the stores identify it
+//	execstore show ID           one execution
+//	execstore list              executions, filtered (-status, -definition, -roots), a page at
+//	                            a time (-limit, -after CURSOR or ID)
+//	execstore outbox            the oldest pending outbox entries (-limit)
+//	execstore dead              the dead items (-kind, -execution, -limit, -cursor)
+//	execstore timers            the due timers and the next ones (-limit)
+//	execstore idem get KEY      one idempotency record (-body prints the response's body)
+//	execstore idem list PREFIX  the idempotency records whose key starts with PREFIX, a page
+//	                            at a time (-limit, -after CURSOR or KEY)
+//	execstore relays            the relays registered under a lease key (-lease-key) and each
+//	                            partition's lease: held or not, its end, take-overs
+//	execstore journal show ID   one invocation's metadata, never its sealed payloads
+//	execstore server            what the server is, as the stores identify it
 //
 // Every command takes these flags, before or after its name:
 //   - -uri URI (default $MONGODB_URI), or -embedded DIR: the embedded server (package
@@ -27,7 +34,8 @@
 //     process is serving.
 //   - -db NAME (default "execstore").
 //   - -collection NAME where the store's collection is not its default (executions,
-//     idempotency, journal).
+//     idempotency, journal). The relays' leases are in an idem store: give its -db and
+//     -collection.
 //   - -json for one JSON document with stable field names instead of aligned text.
 //   - -timeout D (default 10s), which bounds connecting and every read.
 //
@@ -50,15 +58,20 @@
 //	$ execstore list -after AW9yZGVyLTUw -json | jq '.items[].id'
 //	$ execstore timers -limit 20
 //	$ execstore -db shop idem get req-42 -body
+//	$ execstore -db shop idem list req- -limit 20
+//	$ execstore -db shop_leases relays -lease-key execstore/relay/timers
 //	$ execstore -embedded ./data journal show pay-order-1
 //
 // It only reads: it sends no write command of any kind, not even an index creation. So it
 // does not open the stores. It reads their documents with the driver, through the document
-// model of package ops and the stored fields of idem and journal. An outbox entry records no
-// time, so the outbox shows seqs and versions, never an age. Timers are due by the local
-// clock. Idempotency leases and retention are due by the server's clock (hello's localTime).
-// A journal's checkpoints, operations and receipts are never opened. They show as sizes and
-// key ids. Neither a claim token nor a response's header values are ever printed.
+// model of package ops and the stored fields of idem, journal and the relays' leases. An
+// outbox entry records no time, so the outbox shows seqs and versions, never an age. Timers
+// are due by the local clock. Idempotency leases and retention, and the relays' leases, are
+// due by the server's clock, read as package idem reads it: $$NOW in an aggregate where the
+// server serves it, else hello's localTime. A journal's checkpoints, operations and receipts
+// are never opened. They show as sizes and key ids. Neither a claim token nor a response's
+// header values are ever printed, nor a body in a list. A relay's lease does not name its
+// holder, so neither does "relays".
 //
 // Exit status:
 //   - 0 on success.

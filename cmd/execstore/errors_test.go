@@ -49,6 +49,11 @@ func TestUsageErrors(t *testing.T) {
 		{append([]string{"list", "-status", "running,bogus"}, uri...),
 			`invalid value "running,bogus" for flag -status: unknown status "bogus" (one of PENDING, RUNNING, DONE, CANCELLED, SUSPENDED, CANCELLING, FAILED)`,
 			"Usage: execstore list [flags]"},
+		{append([]string{"idem", "list"}, uri...), "idem list takes one argument, PREFIX; got 0", "Usage: execstore idem list [flags] PREFIX"},
+		{append([]string{"idem", "list", "a-", "-limit", "10001"}, uri...), "-limit must be between 1 and 10000, got 10001",
+			"Usage: execstore idem list [flags] PREFIX"},
+		{append([]string{"relays", "x"}, uri...), `relays takes no argument, got ["x"]`, "Usage: execstore relays [flags]"},
+		{append([]string{"relays", "-lease-key", ""}, uri...), "-lease-key must not be empty", "Usage: execstore relays [flags]"},
 		{append([]string{"show", "x", "-trace", "-1"}, uri...), "-trace must not be negative, got -1", "Usage: execstore show [flags] ID"},
 		{append([]string{"outbox", "-limit", "x"}, uri...), `invalid value "x" for flag -limit: parse error`, "Usage: execstore outbox [flags]"},
 		{append([]string{"timers", "-timeout", "0s"}, uri...), "-timeout must be positive, got 0s", "Usage: execstore timers [flags]"},
@@ -71,7 +76,7 @@ func TestHelp(t *testing.T) {
 	require.Equal(t, 0, r.code)
 	require.Empty(t, r.stderr)
 	for _, want := range []string{"Usage: execstore [flags] COMMAND", "  show ID ", "  list ", "  outbox ", "  timers ",
-		"  idem get KEY ", "  journal show ID ", "-uri URI", "-embedded DIR", "-timeout D", "Exit status"} {
+		"  idem get KEY ", "  idem list PREFIX ", "  relays ", "  journal show ID ", "-uri URI", "-embedded DIR", "-timeout D", "Exit status"} {
 		require.Contains(t, r.stdout, want)
 	}
 	r = cli(t, "show", "-h")

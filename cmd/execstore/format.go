@@ -352,3 +352,17 @@ func bsonFields(b []byte) json.RawMessage {
 	s, _ := json.Marshal(fmt.Sprintf("(%d bytes of unreadable BSON)", len(b)))
 	return s
 }
+
+// relativeTo says how far the time at is from now, both as formatTime writes them; "-" when
+// at is empty.
+func relativeTo(at, now string) string {
+	if at == "" {
+		return "-"
+	}
+	t, err1 := time.Parse(time.RFC3339Nano, at)
+	n, err2 := time.Parse(time.RFC3339Nano, now)
+	if err1 != nil || err2 != nil {
+		return "-"
+	}
+	return relative(t, n)
+}

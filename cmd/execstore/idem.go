@@ -61,7 +61,7 @@ type idemReport struct {
 	// lapsed completed record counts as absent.
 	Lapsed bool   `json:"lapsed"`
 	Now    string `json:"now"`
-	Clock  string `json:"clock"` // "server" (hello's localTime), or "local" when it gave none
+	Clock  string `json:"clock"` // "server" ($$NOW or hello's localTime), or "local" when it gave neither
 	// Response is the stored response of a completed record; absent otherwise.
 	Response *idemResponse `json:"response,omitempty"`
 	// Problems lists the fields missing or mistyped; package idem takes a record with any as
@@ -78,8 +78,7 @@ type idemResponse struct {
 	Body        *payload `json:"body,omitempty"` // -body only
 }
 
-// getIdem prints one idempotency record: a hello for the server's clock, then one find by
-// _id.
+// getIdem prints one idempotency record: the server's clock, then one find by _id.
 func getIdem(ctx context.Context, db *mongo.Database, w io.Writer, o idemOptions) error {
 	now, clock := serverNow(ctx, db, o.Now)
 	coll := db.Collection(o.Collection)
@@ -90,7 +89,13 @@ func getIdem(ctx context.Context, db *mongo.Database, w io.Writer, o idemOptions
 	if err != nil {
 		return fmt.Errorf("reading %q from %s.%s: %w", o.Key, db.Name(), coll.Name(), err)
 	}
-	r := &idemReport{Key: o.Key, Now: formatTime(now), Clock: clock, Problems: []string{}}
+	return emit(w, o.output, readIdem(doc, o.Key, now, clock, o.Body))
+}
+
+// readIdem reads the stored record of key, judged at now by clock. The claim token is never
+// read; the response's body only when withBody is set.
+func readIdem(doc bson.Raw, key string, now time.Time, clock string, withBody bool) *idemReport {
+	r := &idemReport{Key: key, Now: formatTime(now), Clock: clock, Problems: []string{}}
 	problem := func(f, want string) { r.Problems = append(r.Problems, f+": "+want) }
 	text := func(f string) string {
 		s, ok := doc.Lookup(f).StringValueOK()
@@ -127,11 +132,11 @@ func getIdem(ctx context.Context, db *mongo.Database, w io.Writer, o idemOptions
 	case idemCompleted:
 		r.UntilIs = "retention"
 		_, r.CompletedAt = date(idemCompletedAt, true)
-		r.Response = readResponse(doc, o.Body, problem)
+		r.Response = readResponse(doc, withBody, problem)
 	default:
 		problem(idemState, fmt.Sprintf("%q is neither %s nor %s", r.State, idemClaimed, idemCompleted))
 	}
-	return emit(w, o.output, r)
+	return r
 }
 
 // readResponse reads a completed record's response.
@@ -171,19 +176,6 @@ func readResponse(doc bson.Raw, withBody bool, problem func(f, want string)) *id
 		}
 	}
 	return resp
-}
-
-// serverNow reads the server's clock (hello's localTime, as package idem does on FerretDB),
-// which judges leases and retention; local when the server gives none.
-func serverNow(ctx context.Context, db *mongo.Database, local time.Time) (time.Time, string) {
-	var hello struct {
-		LocalTime bson.DateTime `bson:"localTime"`
-	}
-	err := db.Client().Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello)
-	if err != nil || hello.LocalTime == 0 {
-		return local, "local"
-	}
-	return hello.LocalTime.Time().UTC(), "server"
 }
 
 func (r *idemReport) writeText(w io.Writer) error {

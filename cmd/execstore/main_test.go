@@ -142,8 +142,16 @@ func populateAt(t *testing.T, uri, db string) fixture {
 	_, err = j.Reconcile(ctx, fence, journal.Receipt{Attempt: attempt.N, Outcome: journal.Succeeded, Data: []byte(sealedPlaintexts[2])})
 	require.NoError(t, err)
 
-	time.Sleep(5 * time.Millisecond) // req-lapsed's lease of 1ms is over
-	return f
+	// req-lapsed's lease of 1ms is over once idem judges it so, by the server's clock: its
+	// end includes the writer's clock error bound.
+	for {
+		rec, err := idems.Get(ctx, "req-lapsed")
+		require.NoError(t, err)
+		if rec.Lapsed {
+			return f
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // result is what one run of the command printed and returned.

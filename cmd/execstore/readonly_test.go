@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/event"
@@ -21,6 +22,11 @@ var readCommands = []string{"hello", "isMaster", "ismaster", "buildInfo", "ping"
 // delete, findAndModify, createIndexes or any other write.
 func TestReadOnly(t *testing.T) {
 	f := populate(t)
+	leases := openLeases(t, f)
+	for _, key := range []string{"execstore/relay/outbox/members/r1", "execstore/relay/outbox/partitions/0"} {
+		_, err := leases.Claim(context.Background(), key, "execstore/relay/lease", 1, time.Hour)
+		require.NoError(t, err)
+	}
 	var mu sync.Mutex
 	sent := map[string]int{}
 	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
@@ -41,6 +47,11 @@ func TestReadOnly(t *testing.T) {
 		{"idem", "get", "req-done", "-body"},
 		{"idem", "get", "req-lapsed", "-json"},
 		{"idem", "get", "nope"},
+		{"idem", "list", "req-"},
+		{"idem", "list", "req-", "-limit", "1", "-after", "req-claimed", "-json"},
+		{"relays"},
+		{"relays", "-json"},
+		{"relays", "-lease-key", "execstore/relay/timers"},
 		{"journal", "show", "pay-1"},
 		{"journal", "show", "nope", "-json"},
 		{"server"},

@@ -13,7 +13,8 @@ const usageIntro = `Usage: execstore [flags] COMMAND [flags] [ARG]
 
 Shows what an execstore database holds, to answer "what happened to execution X?":
 executions with their outbox, timers, spawns, trace and dedupe set; idempotency records;
-journal invocations. It only reads: it sends no write command of any kind.
+the relays sharing the partitions; journal invocations. It only reads: it sends no write
+command of any kind.
 `
 
 // usageOutro is the end of the usage.
