@@ -62,7 +62,7 @@ type Retaining interface {
 	// ExpiredIn returns up to limit executions of the partitions whose status is finished
 	// and past its cutoff (FinishedAt at or before cutoffs[Status]; a status absent from
 	// cutoffs is kept) and that hold no pending entry or intent, no timer and no dead item,
-	// oldest finish first.
+	// in no particular order.
 	ExpiredIn(ctx context.Context, partitions []int, cutoffs map[Status]time.Time, limit int) ([]FinishedExecution, error)
 
 	// DeleteExpired deletes each of expired that is still as it was read: at the same

@@ -10,8 +10,8 @@ import (
 )
 
 // ExpiredIn returns up to limit executions of the partitions past their retention (see
-// execstore.Retaining), oldest finish first. Cost: one find on the index of finished
-// executions, which holds only the executions ever finished.
+// execstore.Retaining). Cost: one find on the index of finished executions, which holds only
+// the executions ever finished, unsorted: it stops at limit.
 func (s *Store) ExpiredIn(ctx context.Context, partitions []int, cutoffs map[execstore.Status]time.Time, limit int) ([]execstore.FinishedExecution, error) {
 	if err := s.checkRetention(partitions, cutoffs, limit); err != nil {
 		return nil, err

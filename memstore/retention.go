@@ -14,8 +14,8 @@ import (
 
 var _ execstore.Retaining = (*Store)(nil)
 
-// ExpiredIn returns up to limit executions of the partitions past their retention, oldest
-// finish first (see execstore.Retaining).
+// ExpiredIn returns up to limit executions of the partitions past their retention (see
+// execstore.Retaining), oldest finish first.
 func (s *Store) ExpiredIn(ctx context.Context, partitions []int, cutoffs map[execstore.Status]time.Time, limit int) ([]execstore.FinishedExecution, error) {
 	in, err := s.checkScan(partitions, limit)
 	if err != nil {

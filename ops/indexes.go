@@ -44,6 +44,7 @@ const (
 	IndexPendingOutbox = "pending_outbox_by_partition"
 	IndexPendingSpawns = "pending_spawns_by_partition"
 	IndexPendingTimers = "pending_timers_by_partition"
+	IndexDead          = "dead_by_partition"
 	IndexByDefinition  = "by_definition"
 	IndexByStatus      = "by_status"
 )
@@ -59,6 +60,8 @@ const (
 //     relays' scans (PendingOutboxScan, PendingSpawnsScan).
 //   - IndexPendingTimers: {partition, timer_min}, partial on timer_min being present, so only
 //     the documents with timers are in it: the sweep's scan (DueScan).
+//   - IndexDead: {partition, dead_n}, partial on a count above 0: only the documents that
+//     hold dead items, for the listing of dead items and the backlog's count of them.
 //   - IndexFinished: {partition, finished_at}, partial on finished_at being present, so only
 //     the documents that were ever finished are in it: the retention's scan (ExpiredScan).
 //   - IndexByDefinition, IndexByStatus: {definition_id, _id} and {status, _id}, every document
@@ -78,6 +81,8 @@ func Indexes() []IndexSpec {
 			Partial: gt0(fSpawnsN), CompositeTerms: true},
 		{Name: IndexPendingTimers, Key: bson.D{{Key: FieldPartition, Value: 1}, {Key: FieldTimerMin, Value: 1}},
 			Partial: bson.D{{Key: FieldTimerMin, Value: bson.D{{Key: "$exists", Value: true}}}}, CompositeTerms: true},
+		{Name: IndexDead, Key: bson.D{{Key: FieldPartition, Value: 1}, {Key: fDeadN, Value: 1}},
+			Partial: gt0(fDeadN), CompositeTerms: true},
 		{Name: IndexFinished, Key: bson.D{{Key: FieldPartition, Value: 1}, {Key: FieldFinishedAt, Value: 1}},
 			Partial: bson.D{{Key: FieldFinishedAt, Value: bson.D{{Key: "$exists", Value: true}}}}, CompositeTerms: true},
 		{Name: IndexByDefinition, Key: bson.D{{Key: FieldDefinitionID, Value: 1}, {Key: fID, Value: 1}}, CompositeTerms: true},

@@ -45,7 +45,20 @@ func TestIndexForms(t *testing.T) {
 		{{Key: "key", Value: key}, {Key: "name", Value: "finished_by_partition"}},
 	}, byName[IndexFinished].Forms())
 
-	assert.Len(t, Indexes(), 6, "two pending-work indexes, one of timers, one of finished executions, two of listings")
+	assert.Equal(t, gt0Forms("dead_by_partition", "dead_n"), byName[IndexDead].Forms())
+
+	assert.Len(t, Indexes(), 7, "two pending-work indexes, one of timers, one of dead items, one of finished executions, two of listings")
 	assert.Equal(t, []bson.D{{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a"}}},
 		IndexSpec{Name: "a", Key: bson.D{{Key: "a", Value: 1}}}.Forms())
+}
+
+// gt0Forms are the forms of an index {partition, field} partial on field above 0.
+func gt0Forms(name, field string) []bson.D {
+	key := bson.D{{Key: "partition", Value: 1}, {Key: field, Value: 1}}
+	partial := bson.E{Key: "partialFilterExpression", Value: bson.D{{Key: field, Value: bson.D{{Key: "$gt", Value: 0}}}}}
+	return []bson.D{
+		{{Key: "key", Value: key}, {Key: "name", Value: name}, partial, {Key: "enableCompositeTerm", Value: true}},
+		{{Key: "key", Value: key}, {Key: "name", Value: name}, partial},
+		{{Key: "key", Value: key}, {Key: "name", Value: name}},
+	}
 }

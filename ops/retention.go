@@ -48,14 +48,15 @@ func latest(cutoffs map[execstore.Status]time.Time) time.Time {
 }
 
 // ExpiredScan selects the documents of partitions finished past their status's cutoff
-// (cutoffs must not be empty) that hold nothing, oldest finish first, on IndexFinished. Its
-// range on FieldFinishedAt (present, at or before the latest cutoff) is what the index
-// narrows; the rest is checked on the documents it yields.
+// (cutoffs must not be empty) that hold nothing, on IndexFinished, in no order: a sort by
+// finish time across partitions would read every finished document of them before the first
+// answer. Its range on FieldFinishedAt (present, at or before the latest cutoff) is what the
+// index narrows; the rest is checked on the documents it yields.
 func ExpiredScan(partitions []int, cutoffs map[execstore.Status]time.Time) Scan {
 	filter := bson.D{InPartitions(partitions),
 		{Key: FieldFinishedAt, Value: bson.D{{Key: "$exists", Value: true}, {Key: "$lte", Value: latest(cutoffs)}}},
 		pastCutoffs(cutoffs)}
-	return Scan{Filter: append(filter, heldNothing()...), Sort: bson.D{{Key: FieldFinishedAt, Value: 1}}, Hint: IndexFinished}
+	return Scan{Filter: append(filter, heldNothing()...), Hint: IndexFinished}
 }
 
 // ExpiredProjection is what ExpiredScan reads of a document: ExpiredDoc's fields.

@@ -24,7 +24,7 @@ func ExpiredIn(ctx context.Context, env Env, partitions []int, cutoffs map[execs
 		return nil, nil
 	}
 	scan := ops.ExpiredScan(partitions, cutoffs)
-	opts := options.Find().SetProjection(ops.ExpiredProjection()).SetSort(scan.Sort).SetHint(scan.Hint)
+	opts := options.Find().SetProjection(ops.ExpiredProjection()).SetHint(scan.Hint)
 	if limit > 0 {
 		opts.SetLimit(int64(limit))
 	}
