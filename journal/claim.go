@@ -13,7 +13,9 @@ import (
 // revision 1. Of any number of concurrent claimers exactly one wins (the _id's uniqueness
 // decides). The same owner claiming again gets its fence back at the stored revision.
 // Another owner gets an *OwnerConflictError naming the holder. The same id with another
-// scope or digest gets a *BindingError.
+// scope or digest gets a *BindingError. An id whose invocation the retention deleted (see
+// DeleteExpired) is claimed anew, as if it had never been; one deleted between the insert
+// and the read is execstore.ErrNotFound, and claiming again claims it anew.
 //
 // Cost: one insert, and one majority read when the id exists. When the insert is
 // unanswered, the error matches execstore.ErrOutcomeUnknown, and the journal is uncertain
@@ -46,7 +48,7 @@ func (j *Journal) Claim(ctx context.Context, id Identity, owner string) (Fence, 
 		if err != nil {
 			return Fence{}, err
 		}
-		if d == nil { // the holder's document vanished in between: nothing deletes them
+		if d == nil { // the holder's document was deleted in between, for its retention
 			return Fence{}, &notFoundError{op: "claim", id: id.ID}
 		}
 		if d.Owner != owner {

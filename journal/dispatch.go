@@ -74,7 +74,8 @@ func (j *Journal) Dispatch(ctx context.Context, f Fence) (Attempt, error) {
 		guard := bson.D{{Key: fOpCT, Value: d.Op.CT}, {Key: fNoReplay, Value: false},
 			{Key: fAttempts, Value: d.Attempts}, {Key: fLatest, Value: d.Latest}}
 		upd := bson.D{{Key: "$set", Value: bson.D{{Key: fRev, Value: f.Revision + 1},
-			{Key: fAttempts, Value: d.Attempts + 1}, {Key: fLatest, Value: attemptPending}}}}
+			{Key: fAttempts, Value: d.Attempts + 1}, {Key: fLatest, Value: attemptPending}}},
+			{Key: "$unset", Value: bson.D{{Key: fReceiptAt, Value: ""}}}}
 		nf, err := j.guardedUpdate(ctx, "dispatch", f, guard, upd, rule)
 		if err != nil {
 			return Attempt{}, err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -34,6 +36,10 @@ type Journal struct {
 	tel       *telemetry.Telemetry // nil: no-op providers
 	opts      Options
 	uncertain uncertainty
+
+	retentionDeleted atomic.Int64    // invocations DeleteExpired deleted (Stats)
+	retained         retainedCounter // execstore.retention.deleted
+	stopRetention    func()          // stops the retention's goroutine and waits for it
 }
 
 // writeConcern is the only write concern the journal writes with: acknowledged by a
@@ -57,7 +63,9 @@ func writeConcern() *writeconcern.WriteConcern {
 // backoff until ctx ends or, when ctx has no deadline, for Connection.ConnectTimeout (30s by
 // default), which bounds the whole of Open; the error then says what answered
 // (server.ErrConnectionRefused and the errors beside it). It refuses (ErrInvalid) a server
-// older than MongoDB 4.4, as every store of the module does.
+// older than MongoDB 4.4, as every store of the module does. It creates IndexFinished, the
+// retention's index (one createIndexes; nothing changes when it exists), and starts the
+// retention when Options.Retention is set.
 func Open(ctx context.Context, uri string, cipher Cipher, opts Options) (*Journal, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
@@ -98,16 +106,36 @@ func open(ctx context.Context, client *mongo.Client, cipher Cipher, opts Options
 	if err != nil {
 		return nil, err
 	}
-	j := &Journal{client: client, cipher: cipher, opts: opts, stats: stats,
-		coll: db.Collection(opts.Collection, options.Collection().SetReadPreference(readpref.Primary()))}
+	coll := db.Collection(opts.Collection, options.Collection().SetReadPreference(readpref.Primary()))
+	if err := ensureIndex(ctx, coll); err != nil {
+		return nil, err
+	}
+	j := &Journal{client: client, cipher: cipher, opts: opts, stats: stats, coll: coll}
 	j.pool = workers.RunnerFor(opts.Pool, workers.Config{Workers: opts.Workers, QueueDepth: opts.QueueDepth})
 	j.tel = telemetry.New("journal", opts.Database, opts.Collection, opts.TracerProvider, opts.MeterProvider, j.pool)
+	j.retained = newRetainedCounter(j.tel.Meter(), opts.Database, opts.Collection)
+	j.stopRetention = func() {}
+	if opts.Retention > 0 {
+		runs, cancel := context.WithCancel(context.Background())
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			j.retainLoop(runs, stop)
+		}()
+		j.stopRetention = sync.OnceFunc(func() {
+			close(stop)
+			cancel()
+			<-done
+		})
+	}
 	return j, nil
 }
 
-// Close stops accepting calls (execstore.ErrClosed), drains queued and in-flight
-// operations within ctx and disconnects the journal's client.
+// Close stops the retention (Options.Retention), ending the run in flight, stops accepting
+// calls (execstore.ErrClosed), drains queued and in-flight operations within ctx and
+// disconnects the journal's client.
 func (j *Journal) Close(ctx context.Context) error {
+	j.stopRetention()
 	err := j.pool.Close(ctx)
 	if derr := j.client.Disconnect(ctx); derr != nil && err == nil && !errors.Is(derr, mongo.ErrClientDisconnected) {
 		err = derr
@@ -117,12 +145,24 @@ func (j *Journal) Close(ctx context.Context) error {
 
 // opNames are the journal's operations, as Stats counts them.
 var opNames = []string{"claim", "has_invocation", "verify_owner", "read", "dispatch", "checkpoint",
-	"prepare", "reconcile", "reverify"}
+	"prepare", "reconcile", "reverify", "delete_expired", "retention_totals"}
 
-// Stats returns the journal's counters: its queue, its operations by name (claim,
-// has_invocation, verify_owner, read, dispatch, checkpoint, prepare, reconcile, reverify),
-// the unknown outcomes, the calls shed for load and the server commands.
-func (j *Journal) Stats() server.Stats { return j.stats.Stats(j.pool) }
+// Stats are the journal's counters.
+type Stats struct {
+	// Stats holds the queue, the operations by name (claim, has_invocation, verify_owner,
+	// read, dispatch, checkpoint, prepare, reconcile, reverify, delete_expired,
+	// retention_totals), the unknown outcomes, the calls shed for load and the server
+	// commands.
+	server.Stats
+	// RetentionDeleted counts the invocations this Journal deleted for their retention
+	// (DeleteExpired, the runs of Options.Retention included).
+	RetentionDeleted int64
+}
+
+// Stats returns the journal's counters.
+func (j *Journal) Stats() Stats {
+	return Stats{Stats: j.stats.Stats(j.pool), RetentionDeleted: j.retentionDeleted.Load()}
+}
 
 // submit runs fn as an operation op on invocation id on the journal's pool and waits for it,
 // with the context rules of package async, in a span of its own.

@@ -10,9 +10,20 @@ import (
 
 // The defaults of Options, as its fields document them.
 const (
-	defaultCollection   = "journal"
-	defaultWriteTimeout = 10 * time.Second
+	defaultCollection        = "journal"
+	defaultWriteTimeout      = 10 * time.Second
+	defaultRetentionInterval = time.Minute
+	defaultRetentionBatch    = 100
 )
+
+// DefaultRetention is the retention this package suggests for Options.Retention: 30 days
+// from the receipt that finished an invocation. It is not the default, which keeps every
+// invocation: see Options.Retention.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// MaxRetentionBatch bounds the invocations one DeleteExpired reads and deletes (its limit,
+// and Options.RetentionBatch): each is a clause of the delete's filter.
+const MaxRetentionBatch = 1000
 
 // Options configures a Journal. The zero value is ready to use against a replica set or a
 // sharded cluster. Every field documents its default.
@@ -41,6 +52,35 @@ type Options struct {
 	// arbiters, or one with passive or hidden members, whose votes hello cannot show.
 	// Default false: Open refuses such a deployment with execstore.ErrInvalid.
 	AcceptWeakDurability bool
+
+	// Retention, when above 0, makes the Journal delete its finished invocations (see
+	// Invocation.Finished) once Retention has passed since the receipt that finished them.
+	// It runs in a goroutine the Journal owns, one RetentionInterval after Open and then
+	// every RetentionInterval, until Close: each run calls DeleteExpired with the cutoff
+	// time.Now()-Retention and a limit of RetentionBatch, again while a call deletes that
+	// many. A failed run is counted in Stats (Ops["delete_expired"]), logged to
+	// Connection.Logger (level warn) and tried again at the next interval.
+	//
+	// Deleting an invocation forgets its id: a later Claim of the same id claims it anew,
+	// and its operation can run again. So keep invocations longer than any caller may
+	// retry an id. Default 0: the Journal deletes nothing, and every invocation is kept
+	// for good. Off is the default because only the caller knows how long its ids may come
+	// back; DefaultRetention (30 days) suits ids that are retried within minutes or days. A
+	// negative one is refused.
+	//
+	// The cutoff is by this process's clock and the finish times are by the server's: a
+	// clock ahead of the server's by s deletes s early. Several processes may run it on
+	// one collection: each invocation is deleted once, and counted once.
+	Retention time.Duration
+	// RetentionInterval is how often the retention runs when Retention is set. Default 1m.
+	// A negative one is refused.
+	RetentionInterval time.Duration
+	// RetentionBatch is the limit of each DeleteExpired the retention runs. Default 100, at
+	// most MaxRetentionBatch. A negative one, or one above MaxRetentionBatch, is refused.
+	RetentionBatch int
+
+	// retained, when set (by tests), is told the outcome of every retention run.
+	retained func(deleted int64, err error)
 }
 
 // check refuses, before any I/O and with an *execstore.InvalidError naming the field, the
@@ -62,7 +102,22 @@ func (o Options) check() error {
 	if err := connect.CheckConnection(o.Connection, defaultCollection); err != nil {
 		return err
 	}
-	return connect.NotNegativeDuration("Options.WriteTimeout", o.WriteTimeout)
+	if err := connect.NotNegativeDuration("Options.WriteTimeout", o.WriteTimeout); err != nil {
+		return err
+	}
+	if err := connect.NotNegativeDuration("Options.Retention", o.Retention); err != nil {
+		return err
+	}
+	if err := connect.NotNegativeDuration("Options.RetentionInterval", o.RetentionInterval); err != nil {
+		return err
+	}
+	if err := connect.NotNegative("Options.RetentionBatch", o.RetentionBatch); err != nil {
+		return err
+	}
+	if o.RetentionBatch > MaxRetentionBatch {
+		return contract.Invalid("Options.RetentionBatch", "is %d, more than MaxRetentionBatch (%d)", o.RetentionBatch, MaxRetentionBatch)
+	}
+	return nil
 }
 
 func (o Options) withDefaults() Options {
@@ -71,6 +126,12 @@ func (o Options) withDefaults() Options {
 	o.SettleTimeout = settle // refused by check when set; never used
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = defaultWriteTimeout
+	}
+	if o.RetentionInterval <= 0 {
+		o.RetentionInterval = defaultRetentionInterval
+	}
+	if o.RetentionBatch <= 0 {
+		o.RetentionBatch = defaultRetentionBatch
 	}
 	return o
 }

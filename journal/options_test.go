@@ -33,6 +33,13 @@ func TestOpenRefusesWhatItCannotHonour(t *testing.T) {
 	table["WriteTimeout"] = settingstest.Row[Options]{Bad: []settingstest.Bad[Options]{
 		bad("-1s", "Options.WriteTimeout", func(o *Options) { o.WriteTimeout = -time.Second })}}
 	table["AcceptWeakDurability"] = settingstest.Row[Options]{None: "a bool: either value is honoured"}
+	table["Retention"] = settingstest.Row[Options]{Bad: []settingstest.Bad[Options]{
+		bad("-1s", "Options.Retention", func(o *Options) { o.Retention = -time.Second })}}
+	table["RetentionInterval"] = settingstest.Row[Options]{Bad: []settingstest.Bad[Options]{
+		bad("-1s", "Options.RetentionInterval", func(o *Options) { o.RetentionInterval = -time.Second })}}
+	table["RetentionBatch"] = settingstest.Row[Options]{Bad: []settingstest.Bad[Options]{
+		bad("-1", "Options.RetentionBatch", func(o *Options) { o.RetentionBatch = -1 }),
+		bad("above MaxRetentionBatch", "Options.RetentionBatch", func(o *Options) { o.RetentionBatch = MaxRetentionBatch + 1 })}}
 
 	settingstest.Refused(t, table, func(t *testing.T, set func(*Options)) (int64, error) {
 		var commands atomic.Int64

@@ -18,6 +18,11 @@ import (
 // (ErrNoReplay for Dispatch). A later Succeeded or Failed receipt settles the attempt but
 // does not lift that.
 //
+// The same write records when, by the server's clock ($currentDate). A receipt that
+// finishes the invocation (Succeeded, or Failed after an attempt ended Unknown: see
+// Invocation.Finished) thus records when it finished, which the retention counts from (see
+// DeleteExpired).
+//
 // Cost and unknown outcomes as Checkpoint.
 func (j *Journal) Reconcile(ctx context.Context, f Fence, r Receipt) (Fence, error) {
 	if err := validateFence(f); err != nil {
@@ -49,7 +54,8 @@ func (j *Journal) Reconcile(ctx context.Context, f Fence, r Receipt) (Fence, err
 		set = append(set, bson.E{Key: fNoReplay, Value: true})
 	}
 	upd := bson.D{{Key: "$set", Value: set},
-		{Key: "$push", Value: bson.D{{Key: fReceipts, Value: storedReceiptItem{Attempt: r.Attempt, Outcome: string(r.Outcome), CT: ct}}}}}
+		{Key: "$push", Value: bson.D{{Key: fReceipts, Value: storedReceiptItem{Attempt: r.Attempt, Outcome: string(r.Outcome), CT: ct}}}},
+		{Key: "$currentDate", Value: bson.D{{Key: fReceiptAt, Value: true}}}}
 	return j.update(ctx, "reconcile", f, guard, upd, func(d *document) error {
 		refuse := func(format string, args ...any) error {
 			return &StateError{InvocationID: f.InvocationID, Op: "reconcile", Reason: fmt.Sprintf(format, args...)}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -102,7 +103,25 @@ type Invocation struct {
 	Latest       string // the latest attempt's state: "none", "pending", or its Outcome
 	NoReplay     bool   // an attempt ended Unknown: the operation is never handed out again
 	Receipts     []Receipt
-	claim        string
+	// FinishedAt is when the invocation finished (see Finished), by the server's clock: the
+	// time of the receipt that finished it. Zero when it is not finished, or when it
+	// finished before the journal recorded receipt times.
+	FinishedAt time.Time
+	claim      string
+}
+
+// Finished reports whether the invocation is finished: no call of the journal can record
+// another attempt or receipt for it. That is when its latest attempt Succeeded, or ended
+// Failed after an attempt ended Unknown (no replay: Dispatch refuses it for good). A
+// finished invocation takes only checkpoints. The retention deletes finished invocations
+// only (see Journal.DeleteExpired).
+func (inv *Invocation) Finished() bool {
+	return finished(inv.Latest, inv.NoReplay)
+}
+
+// finished is Invocation.Finished on the stored flags.
+func finished(latest string, noReplay bool) bool {
+	return latest == string(Succeeded) || (latest == string(Failed) && noReplay)
 }
 
 // Fence returns the fence of the invocation as read.
@@ -127,6 +146,10 @@ type document struct {
 	Latest   string              `bson:"latest"`
 	NoReplay bool                `bson:"no_replay"`
 	Receipts []storedReceiptItem `bson:"receipts,omitempty"`
+	// ReceiptAt is when the latest receipt was recorded, by the server's clock
+	// ($currentDate in Reconcile's write); absent while the latest attempt awaits one, and
+	// before the first.
+	ReceiptAt *time.Time `bson:"receipt_at,omitempty"`
 }
 
 type storedCheckpoint struct {
@@ -148,18 +171,19 @@ type storedReceiptItem struct {
 
 // The document's fields, as filters and updates name them.
 const (
-	fID       = "_id"
-	fOwner    = "owner"
-	fClaim    = "claim"
-	fRev      = "rev"
-	fCkpt     = "ckpt"
-	fCkptID   = "ckpt.id"
-	fOp       = "op"
-	fOpCT     = "op.ct"
-	fAttempts = "attempts"
-	fLatest   = "latest"
-	fNoReplay = "no_replay"
-	fReceipts = "receipts"
+	fID        = "_id"
+	fOwner     = "owner"
+	fClaim     = "claim"
+	fRev       = "rev"
+	fCkpt      = "ckpt"
+	fCkptID    = "ckpt.id"
+	fOp        = "op"
+	fOpCT      = "op.ct"
+	fAttempts  = "attempts"
+	fLatest    = "latest"
+	fNoReplay  = "no_replay"
+	fReceipts  = "receipts"
+	fReceiptAt = "receipt_at"
 )
 
 func (d *document) identity() Identity { return Identity{ID: d.ID, Scope: d.Scope, Digest: d.Digest} }
@@ -216,6 +240,9 @@ func (d *document) openAll(c Cipher) (*Invocation, []byte, error) {
 	id := d.identity()
 	inv := &Invocation{Identity: id, Owner: d.Owner, Revision: d.Rev, Attempts: d.Attempts,
 		Latest: d.Latest, NoReplay: d.NoReplay, claim: d.Claim}
+	if d.ReceiptAt != nil && finished(d.Latest, d.NoReplay) {
+		inv.FinishedAt = d.ReceiptAt.UTC()
+	}
 	refused := func(what string, err error) error {
 		return &IntegrityError{InvocationID: d.ID, What: what, Err: err}
 	}

@@ -63,7 +63,7 @@ func (j *Journal) Uncertain() []string {
 // mutations again when it is uncertain about nothing else. The caller goes on from the
 // invocation Reverify returns (its Fence), never from what it had before. Reverify returns
 // execstore.ErrNotFound, and clears id, when the invocation does not exist: a claim that
-// never landed.
+// never landed, or a finished invocation the retention deleted (see DeleteExpired).
 //
 // It fails closed. Its read failing once sent is an *execstore.OutcomeUnknownError (Op
 // "reverify"), and leaves the journal uncertain about id, or makes it so. An

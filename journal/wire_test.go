@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,8 +16,8 @@ import (
 )
 
 // The concerns on the wire: every write carries {w: "majority", j: true} and no
-// transaction number (no driver retries); every read readConcern majority, from the
-// primary. wtimeout is never sent: driver v2 cannot, the write timeout is the operation's
+// transaction number (no driver retries), the retention's delete and count and Open's
+// createIndexes included; every read readConcern majority, from the primary. wtimeout is never sent: driver v2 cannot, the write timeout is the operation's
 // deadline (Options.WriteTimeout).
 func TestConcernsOnTheWire(t *testing.T) {
 	var mu sync.Mutex
@@ -27,7 +28,7 @@ func TestConcernsOnTheWire(t *testing.T) {
 		defer mu.Unlock()
 		names[e.CommandName]++
 		switch e.CommandName {
-		case "insert", "update", "findAndModify", "find":
+		case "insert", "update", "findAndModify", "find", "delete", "createIndexes":
 			cmds = append(cmds, e.Command)
 		}
 	}}
@@ -41,10 +42,17 @@ func TestConcernsOnTheWire(t *testing.T) {
 	require.NoError(t, err)
 	_, err = j.Claim(bg, id, "worker-2") // an insert refused, then a read
 	require.Error(t, err)
+	// The retention: a read, a delete, and the count (an update, an insert, an update).
+	lifeUntilReceipt(t, j, ident("wire-finished"), Succeeded)
+	n, err := j.DeleteExpired(bg, time.Now().Add(time.Hour), 10)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	_, err = j.RetentionTotals(bg)
+	require.NoError(t, err)
 
 	mu.Lock()
 	defer mu.Unlock()
-	for _, name := range []string{"insert", "update", "find"} {
+	for _, name := range []string{"insert", "update", "find", "delete", "createIndexes"} {
 		assert.Positive(t, names[name], "no %s was sent", name)
 	}
 	for _, c := range cmds {

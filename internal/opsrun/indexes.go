@@ -58,7 +58,7 @@ func createIndex(ctx context.Context, env Env, spec ops.IndexSpec) error {
 				return err
 			}
 			i--
-		case indexOptionRefusals[ce.Code] && i < len(forms)-1:
+		case IndexOptionRefused(err) && i < len(forms)-1:
 			continue
 		default:
 			return err
@@ -75,6 +75,13 @@ const codeIndexOptionsConflict = 85
 // BadValue, InvalidOptions, CommandNotSupported, InvalidIndexSpecificationOption,
 // NotImplemented.
 var indexOptionRefusals = map[int32]bool{2: true, 72: true, 115: true, 197: true, 238: true}
+
+// IndexOptionRefused reports whether err is a createIndexes refused for an index option the
+// server lacks: the next of the index's forms (ops.IndexSpec.Forms) is to be tried.
+func IndexOptionRefused(err error) bool {
+	var ce mongo.CommandError
+	return errors.As(err, &ce) && indexOptionRefusals[ce.Code]
+}
 
 func runCreateIndex(ctx context.Context, env Env, form bson.D) error {
 	return env.Executions.Database().RunCommand(ctx, bson.D{

@@ -166,8 +166,7 @@ func NewRelay(component string, tp trace.TracerProvider, mp metric.MeterProvider
 		metric.WithDescription("Time from the scan that found an item to its handler's start."))
 	t.dead, _ = t.meter.Int64Counter("execstore.relay.dead",
 		metric.WithDescription("Items moved to dead after their deliveries failed."))
-	t.retained, _ = t.meter.Int64Counter("execstore.retention.deleted",
-		metric.WithDescription("Finished executions deleted for their retention, by status."))
+	t.retained, _ = t.meter.Int64Counter(RetentionDeleted, metric.WithDescription(RetentionDeletedDescription))
 	t.unknown, _ = t.meter.Int64Counter("execstore.outcome.unknown")
 	t.batch, _ = t.meter.Int64Histogram("execstore.batch.size")
 	_, _ = t.meter.Int64ObservableGauge("execstore.relay.in_flight",
@@ -224,6 +223,13 @@ func (t *Telemetry) Lag(d time.Duration) {
 	}
 	t.lag.Record(context.Background(), d.Seconds(), metric.WithAttributes(t.measured...))
 }
+
+// RetentionDeleted is the counter of what retention deleted, a relay's and a journal's: one
+// name and one description, so that both are one stream.
+const (
+	RetentionDeleted            = "execstore.retention.deleted"
+	RetentionDeletedDescription = "Finished executions or journal invocations deleted for their retention."
+)
 
 // Retained records that n finished executions in status were deleted for their retention.
 func (t *Telemetry) Retained(status string, n int64) {
