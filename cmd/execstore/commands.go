@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -20,6 +21,7 @@ type command struct {
 	detail     string // what it prints and what it costs, for its own usage
 	collection string // the default of -collection; "" when it reads no collection
 	payloads   bool   // it prints opaque payloads: its usage says what they look like
+	serves     bool   // it runs until interrupted (ui): -timeout bounds connecting and each request
 	// setup declares the command's own flags on fs and returns bind, which checks them and
 	// the command's arguments (a *usageError when they are wrong) and returns the command
 	// ready to run.
@@ -142,6 +144,25 @@ execution can hold an earlier timer.`,
 		},
 	},
 	{
+		name: "backlog", collection: ops.ExecutionsCollection,
+		summary: "the work waiting per partition, and what retention deleted",
+		detail: `Prints, for each partition with work waiting, the pending outbox entries and spawn
+intents, how long the oldest has waited (from its commit time, by its committer's clock),
+the due timers (by the local clock) and how late the most overdue is, and the dead items;
+then the totals, and the executions retention deleted by status, and when it last did.
+Entries written by earlier versions record no commit time and count without an age. The
+aggregation execstore.Store.Backlog sends (one find instead on a server without its
+operators), then one find of the retention's counters.`,
+		setup: func(*flag.FlagSet) func([]string, output, string) (runner, error) {
+			return func(_ []string, out output, coll string) (runner, error) {
+				o := backlogOptions{output: out, Collection: coll}
+				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
+					return showBacklog(ctx, db, w, o)
+				}, nil
+			}
+		},
+	},
+	{
 		name: "idem get", args: "KEY", collection: "idempotency",
 		summary: "one idempotency record",
 		detail: `Prints the record of KEY: state, fingerprint, claim and completion times, the end of its
@@ -220,6 +241,32 @@ sealed them. One find.`,
 				o := journalOptions{output: out, Collection: coll, ID: args[0]}
 				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
 					return showJournal(ctx, db, w, o)
+				}, nil
+			}
+		},
+	},
+	{
+		name: "ui", collection: ops.ExecutionsCollection, serves: true,
+		summary: "a read-only web UI of the same, until interrupted",
+		detail: `Serves a read-only web UI (package ui) on -listen until interrupted: an overview, the
+executions, one execution, the outbox, the timers, the dead items, the backlog, the
+relays, idempotency records and journal invocations, each page also as ?format=json in
+the shapes -json prints. It answers GET and HEAD only and sends the server only reads.
+Basic authentication is on when EXECSTORE_UI_USER is set (with EXECSTORE_UI_PASSWORD).
+-timeout bounds connecting and each request's reads. -collection names the executions
+collection; the idempotency records and the relays' leases are read from "idempotency",
+the journal from "journal".`,
+		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
+			listen := fs.String("listen", "127.0.0.1:8080", "listen on `ADDRESS`; only this machine can reach the default")
+			leaseKey := fs.String("lease-key", relayLeaseKey, "the relays' Options.LeaseKey `KEY`")
+			refresh := fs.Duration("refresh", 10*time.Second, "refresh the open pages every `D`; 0 turns it off")
+			return func(_ []string, out output, coll string) (runner, error) {
+				if *listen == "" {
+					return nil, usagef("-listen must not be empty")
+				}
+				o := uiOptions{output: out, Collection: coll, Listen: *listen, LeaseKey: *leaseKey, Refresh: *refresh}
+				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
+					return serveUI(ctx, db, w, o)
 				}, nil
 			}
 		},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/inspect"
 	"github.com/execstore/execstore/server"
 )
 
@@ -40,7 +41,7 @@ func TestDead(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 
-	var page deadReport
+	var page inspect.DeadPage
 	require.NoError(t, json.Unmarshal([]byte(f.inspect(t, "dead", "-json")), &page))
 	require.Len(t, page.Items, 2)
 	require.Equal(t, "cannot ship", page.Items[0].LastError)
@@ -62,7 +63,7 @@ func TestDead(t *testing.T) {
 		execstore.Failure{Error: "retrying", At: at})
 	require.NoError(t, err)
 	require.True(t, ok)
-	var shown showReport
+	var shown inspect.Execution
 	require.NoError(t, json.Unmarshal([]byte(f.inspect(t, "show", p[0].SourceID, "-json")), &shown))
 	require.NotEmpty(t, shown.Dead)
 	require.Equal(t, "cannot ship", shown.Dead[0].LastError)

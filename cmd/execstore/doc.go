@@ -3,7 +3,8 @@
 //   - an execution's snapshot, pending outbox entries, timers, spawn intents, trace and
 //     dedupe set;
 //   - executions, a page at a time;
-//   - the pending outbox and the timers across executions;
+//   - the pending outbox, the timers and the dead items across executions;
+//   - the backlog: the work waiting per partition, and what retention deleted;
 //   - an idempotency record (package idem), and the records under a key prefix, a page at
 //     a time;
 //   - the relays sharing the partitions (package relay): the relays registered, and each
@@ -20,6 +21,11 @@
 //	execstore outbox            the oldest pending outbox entries (-limit)
 //	execstore dead              the dead items (-kind, -execution, -limit, -cursor)
 //	execstore timers            the due timers and the next ones (-limit)
+//	execstore backlog           per partition: pending entries and intents, the oldest's age,
+//	                            due timers and the most overdue's lag, dead items; totals;
+//	                            executions deleted for retention by status
+//	execstore ui                the same, read-only, as a web UI (-listen 127.0.0.1:8080;
+//	                            see package ui)
 //	execstore idem get KEY      one idempotency record (-body prints the response's body)
 //	execstore idem list PREFIX  the idempotency records whose key starts with PREFIX, a page
 //	                            at a time (-limit, -after CURSOR or KEY)
@@ -64,8 +70,9 @@
 //
 // It only reads: it sends no write command of any kind, not even an index creation. So it
 // does not open the stores. It reads their documents with the driver, through the document
-// model of package ops and the stored fields of idem, journal and the relays' leases. An
-// outbox entry records no time, so the outbox shows seqs and versions, never an age. Timers
+// model of package ops and the stored fields of idem, journal and the relays' leases (package
+// internal/inspect). An outbox entry and a spawn intent record their commit's time, by the
+// committer's clock: backlog measures ages from it. Timers
 // are due by the local clock. Idempotency leases and retention, and the relays' leases, are
 // due by the server's clock, read as package idem reads it: $$NOW in an aggregate where the
 // server serves it, else hello's localTime. A journal's checkpoints, operations and receipts

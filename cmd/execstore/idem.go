@@ -2,38 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-)
 
-// The fields of an idempotency record, as package idem stores them (idem/record.go). The
-// claim token is never read: whoever holds it can complete the key.
-const (
-	idemState       = "state"
-	idemFingerprint = "fingerprint"
-	idemFPVersion   = "fingerprint_version"
-	idemClaimedAt   = "claimed_at"
-	idemLeaseUntil  = "lease_until" // the lease's end, or the retention's once completed
-	idemExpireAt    = "expire_at"   // when the record may be reaped
-	idemCompletedAt = "completed_at"
-	idemStatus      = "response_status"
-	idemHeaders     = "response_headers" // [{n: name, v: [values]}]
-	idemBody        = "response_body"
-	idemHeaderName  = "n"
-)
-
-// The states of a record (idem.Claimed, idem.Completed).
-const (
-	idemClaimed   = "CLAIMED"
-	idemCompleted = "COMPLETED"
+	"github.com/execstore/execstore/internal/inspect"
 )
 
 // idemOptions name the record `idem get` prints.
@@ -44,141 +20,17 @@ type idemOptions struct {
 	Body       bool // print the stored response's body, not only its size
 }
 
-// idemReport is one idempotency record.
-type idemReport struct {
-	Key                string `json:"key"`
-	State              string `json:"state"`
-	Fingerprint        string `json:"fingerprint"`
-	FingerprintVersion int64  `json:"fingerprint_version"`
-	ClaimedAt          string `json:"claimed_at"`
-	CompletedAt        string `json:"completed_at,omitempty"` // absent unless completed
-	// Until is the end of the lease of a claimed record, of the retention of a completed
-	// one (UntilIs says which), by the server's clock.
-	Until      string `json:"until"`
-	UntilIs    string `json:"until_is"`    // "lease" or "retention"
-	ReapableAt string `json:"reapable_at"` // expire_at: when the record may be deleted
-	// Lapsed: Until has passed at Now. A lapsed claim is taken over by the next claim; a
-	// lapsed completed record counts as absent.
-	Lapsed bool   `json:"lapsed"`
-	Now    string `json:"now"`
-	Clock  string `json:"clock"` // "server" ($$NOW or hello's localTime), or "local" when it gave neither
-	// Response is the stored response of a completed record; absent otherwise.
-	Response *idemResponse `json:"response,omitempty"`
-	// Problems lists the fields missing or mistyped; package idem takes a record with any as
-	// absent (and the next claim takes it over).
-	Problems []string `json:"problems"`
-}
-
-// idemResponse is a stored response: its header values are never shown, its body only when
-// asked.
-type idemResponse struct {
-	Status      int64    `json:"status"`
-	HeaderNames []string `json:"header_names"`
-	BodyBytes   int      `json:"body_bytes"`
-	Body        *payload `json:"body,omitempty"` // -body only
-}
-
 // getIdem prints one idempotency record: the server's clock, then one find by _id.
 func getIdem(ctx context.Context, db *mongo.Database, w io.Writer, o idemOptions) error {
-	now, clock := serverNow(ctx, db, o.Now)
-	coll := db.Collection(o.Collection)
-	doc, err := coll.FindOne(ctx, bson.D{{Key: idField, Value: o.Key}}).Raw()
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return notFound("idempotency record", o.Key, coll)
-	}
+	r, err := inspect.GetIdem(ctx, db.Collection(o.Collection), o.Key, o.Body, o.Now)
 	if err != nil {
-		return fmt.Errorf("reading %q from %s.%s: %w", o.Key, db.Name(), coll.Name(), err)
+		return err
 	}
-	return emit(w, o.output, readIdem(doc, o.Key, now, clock, o.Body))
+	return emit(w, o.output, r, writeIdem)
 }
 
-// readIdem reads the stored record of key, judged at now by clock. The claim token is never
-// read; the response's body only when withBody is set.
-func readIdem(doc bson.Raw, key string, now time.Time, clock string, withBody bool) *idemReport {
-	r := &idemReport{Key: key, Now: formatTime(now), Clock: clock, Problems: []string{}}
-	problem := func(f, want string) { r.Problems = append(r.Problems, f+": "+want) }
-	text := func(f string) string {
-		s, ok := doc.Lookup(f).StringValueOK()
-		if !ok {
-			problem(f, "missing or not a string")
-		}
-		return s
-	}
-	date := func(f string, required bool) (time.Time, string) {
-		ms, ok := doc.Lookup(f).DateTimeOK()
-		if !ok {
-			if required {
-				problem(f, "missing or not a date")
-			}
-			return time.Time{}, ""
-		}
-		t := time.UnixMilli(ms).UTC()
-		return t, formatTime(t)
-	}
-	r.State = text(idemState)
-	r.Fingerprint = text(idemFingerprint)
-	v, ok := doc.Lookup(idemFPVersion).AsInt64OK()
-	if !ok {
-		problem(idemFPVersion, "missing or not an integer")
-	}
-	r.FingerprintVersion = v
-	_, r.ClaimedAt = date(idemClaimedAt, true)
-	until, untilText := date(idemLeaseUntil, true)
-	r.Until, r.UntilIs = untilText, "lease"
-	_, r.ReapableAt = date(idemExpireAt, false)
-	r.Lapsed = untilText != "" && now.After(until)
-	switch r.State {
-	case idemClaimed:
-	case idemCompleted:
-		r.UntilIs = "retention"
-		_, r.CompletedAt = date(idemCompletedAt, true)
-		r.Response = readResponse(doc, withBody, problem)
-	default:
-		problem(idemState, fmt.Sprintf("%q is neither %s nor %s", r.State, idemClaimed, idemCompleted))
-	}
-	return r
-}
-
-// readResponse reads a completed record's response.
-func readResponse(doc bson.Raw, withBody bool, problem func(f, want string)) *idemResponse {
-	resp := &idemResponse{HeaderNames: []string{}}
-	status, ok := doc.Lookup(idemStatus).AsInt64OK()
-	if !ok {
-		problem(idemStatus, "missing or not an integer")
-	}
-	resp.Status = status
-	if v := doc.Lookup(idemHeaders); v.Type != 0 {
-		arr, ok := v.ArrayOK()
-		vals, err := arr.Values()
-		if !ok || err != nil {
-			problem(idemHeaders, "not an array of headers")
-		}
-		for _, h := range vals {
-			entry, ok := h.DocumentOK()
-			name, okName := entry.Lookup(idemHeaderName).StringValueOK()
-			if !ok || !okName {
-				problem(idemHeaders, "a header without a name")
-				continue
-			}
-			resp.HeaderNames = append(resp.HeaderNames, name)
-		}
-		slices.Sort(resp.HeaderNames)
-	}
-	if v := doc.Lookup(idemBody); v.Type != 0 {
-		_, body, ok := v.BinaryOK()
-		if !ok {
-			problem(idemBody, "not binary")
-		}
-		resp.BodyBytes = len(body)
-		if withBody {
-			p := describePayload(body)
-			resp.Body = &p
-		}
-	}
-	return resp
-}
-
-func (r *idemReport) writeText(w io.Writer) error {
+// writeIdem writes one idempotency record for people.
+func writeIdem(w io.Writer, r *inspect.IdemRecord) error {
 	now, _ := time.Parse(time.RFC3339Nano, r.Now)
 	at := func(s string) string {
 		if s == "" {
@@ -193,9 +45,9 @@ func (r *idemReport) writeText(w io.Writer) error {
 	fp := plain(r.Fingerprint) + " (version " + strconv.FormatInt(r.FingerprintVersion, 10) + ")"
 	lapsed := yesNo(r.Lapsed)
 	switch {
-	case r.Lapsed && r.State == idemClaimed:
+	case r.Lapsed && r.State == inspect.IdemClaimed:
 		lapsed = "yes: the lease has ended; the next claim takes the key over"
-	case r.Lapsed && r.State == idemCompleted:
+	case r.Lapsed && r.State == inspect.IdemCompleted:
 		lapsed = "yes: the retention has ended; the record counts as absent"
 	}
 	kv := [][2]string{
@@ -204,7 +56,7 @@ func (r *idemReport) writeText(w io.Writer) error {
 		{"fingerprint", fp},
 		{"claimed at", at(r.ClaimedAt)},
 	}
-	if r.State == idemCompleted {
+	if r.State == inspect.IdemCompleted {
 		kv = append(kv, [2]string{"completed at", at(r.CompletedAt)})
 	}
 	kv = append(kv,
@@ -224,7 +76,7 @@ func (r *idemReport) writeText(w io.Writer) error {
 		}
 		body := plural(r.Response.BodyBytes, "byte", "bytes")
 		if r.Response.Body != nil {
-			body = r.Response.Body.text()
+			body = r.Response.Body.Line()
 		} else if r.Response.BodyBytes > 0 {
 			body += " (-body shows it)"
 		}

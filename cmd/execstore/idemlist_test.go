@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/execstore/execstore/idem"
+	"github.com/execstore/execstore/internal/inspect"
 	"github.com/execstore/execstore/server"
 )
 
@@ -64,7 +65,7 @@ func TestIdemList(t *testing.T) {
 		require.NotContains(t, text, secret)
 	}
 
-	var page idemListReport
+	var page inspect.IdemPage
 	require.NoError(t, json.Unmarshal([]byte(f.inspect(t, "idem", "list", "req-", "-json")), &page))
 	require.Equal(t, "req-", page.Prefix)
 	require.Empty(t, page.NextCursor)
@@ -73,7 +74,7 @@ func TestIdemList(t *testing.T) {
 	done := page.Items[1]
 	require.Equal(t, "req-done", done.Key)
 	require.Equal(t, "retention", done.UntilIs)
-	require.Equal(t, &idemResponse{Status: 201, HeaderNames: []string{"Content-Type", "X-Session"}, BodyBytes: 29}, done.Response)
+	require.Equal(t, &inspect.IdemResponse{Status: 201, HeaderNames: []string{"Content-Type", "X-Session"}, BodyBytes: 29}, done.Response)
 	require.True(t, page.Items[2].Lapsed)
 	require.Equal(t, "lease", page.Items[2].UntilIs)
 
@@ -98,7 +99,7 @@ func TestIdemList(t *testing.T) {
 	var keys []string
 	cursor := ""
 	for range 5 {
-		var page idemListReport
+		var page inspect.IdemPage
 		require.NoError(t, json.Unmarshal([]byte(f.inspect(t, "idem", "list", "req-", "-json", "-limit", "3", "-after", cursor)), &page))
 		for _, r := range page.Items {
 			keys = append(keys, r.Key)
@@ -108,7 +109,7 @@ func TestIdemList(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"req-claimed", "req-done", "req-lapsed", "req-mine"}, keys)
-	page = idemListReport{}
+	page = inspect.IdemPage{}
 	require.NoError(t, json.Unmarshal([]byte(f.inspect(t, "idem", "list", "re", "-json", "-after", "req-lapsed")), &page))
 	require.Len(t, page.Items, 2)
 	require.Equal(t, "req-mine", page.Items[0].Key)

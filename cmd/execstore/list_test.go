@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/execstore/execstore/internal/inspect"
 	"github.com/execstore/execstore/internal/testserver"
 )
 
@@ -26,7 +27,7 @@ ship-1   shipping    RUNNING  order-1  2
 `, f.inspect(t, "list"))
 
 	ids := func(args ...string) []string {
-		var page listReport
+		var page inspect.ExecutionPage
 		require.NoError(t, json.Unmarshal([]byte(f.inspect(t, append([]string{"list", "-json"}, args...)...)), &page))
 		var out []string
 		for _, s := range page.Items {
@@ -54,7 +55,7 @@ order-1  checkout    RUNNING  -       3
 	var seen []string
 	cursor := ""
 	for range 4 {
-		var page listReport
+		var page inspect.ExecutionPage
 		require.NoError(t, json.Unmarshal([]byte(f.inspect(t, "list", "-json", "-limit", "2", "-after", cursor)), &page))
 		for _, s := range page.Items {
 			seen = append(seen, s.ID)

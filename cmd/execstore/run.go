@@ -49,11 +49,14 @@ func run(ctx context.Context, args []string, env environment) int {
 		return failure(env.stderr, err)
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, inv.common.timeout)
+	bounded, cancel := context.WithTimeout(ctx, inv.common.timeout)
 	defer cancel()
-	sess, err := openSession(ctx, inv.conn)
+	sess, err := openSession(bounded, inv.conn)
 	if err != nil {
 		return failure(env.stderr, err)
+	}
+	if !inv.serves {
+		ctx = bounded // a server bounds each request instead
 	}
 	err = inv.run(ctx, sess.client.Database(inv.common.db), env.stdout)
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -70,6 +73,7 @@ type invocation struct {
 	common common
 	run    runner
 	conn   connection
+	serves bool // it runs until interrupted: -timeout bounds connecting and each request
 }
 
 // helpRequest is -h, -help or the help command: print the usage of cmd, or of the command
@@ -138,7 +142,9 @@ func parse(args []string, env environment) (*invocation, error) {
 	if collection == "" {
 		collection = cmd.collection
 	}
-	if inv.run, err = bind(positional, output{JSON: c.json, Now: env.now().UTC()}, collection); err != nil {
+	out := output{JSON: c.json, Now: env.now().UTC(), clock: env.now, getenv: env.getenv, timeout: c.timeout}
+	inv.serves = cmd.serves
+	if inv.run, err = bind(positional, out, collection); err != nil {
 		return nil, withCommand(err, cmd)
 	}
 	if inv.conn, err = c.connection(env); err != nil {

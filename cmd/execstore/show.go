@@ -2,15 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/execstore/execstore/ops"
+	"github.com/execstore/execstore/internal/inspect"
 )
 
 // showOptions are what `show` reads and prints.
@@ -22,116 +20,18 @@ type showOptions struct {
 	Dedupe     bool // print the dedupe set's event ids, not only their number
 }
 
-// showReport is one execution, as `show` prints it.
-type showReport struct {
-	ID         string  `json:"id"`
-	Definition string  `json:"definition,omitempty"`
-	Status     string  `json:"status"`
-	Parent     string  `json:"parent,omitempty"` // absent for a root
-	Version    int64   `json:"version"`
-	TraceNext  int64   `json:"trace_next"`
-	Data       payload `json:"data"`
-	Now        string  `json:"now"` // what timers are measured from
-
-	Outbox []outboxEntry `json:"outbox"`
-	Timers []timer       `json:"timers"`
-	Spawns []spawnEntry  `json:"spawns"`
-	// TraceKept is how many steps the execution keeps; Trace holds the last of them.
-	TraceKept int         `json:"trace_kept"`
-	Trace     []traceStep `json:"trace"`
-	// DedupeSize is the number of event ids in the dedupe set; Dedupe lists them only when
-	// asked (-dedupe), else it is absent.
-	DedupeSize int      `json:"dedupe_size"`
-	Dedupe     []string `json:"dedupe,omitzero"`
-	// Dead are the execution's dead items, absent when it has none.
-	Dead []deadItem `json:"dead,omitempty"`
-}
-
-// notFoundError is what the commands return for an id or key no document has.
-type notFoundError struct {
-	what, id  string
-	namespace string // database.collection
-}
-
-func (e *notFoundError) Error() string {
-	return fmt.Sprintf("no %s %q in %s", e.what, e.id, e.namespace)
-}
-
-// notFound says that no document of what has id in coll.
-func notFound(what, id string, coll *mongo.Collection) error {
-	return &notFoundError{what: what, id: id, namespace: coll.Database().Name() + "." + coll.Name()}
-}
-
 // showExecution prints one execution: one find by _id.
 func showExecution(ctx context.Context, db *mongo.Database, w io.Writer, o showOptions) error {
-	r, err := readExecution(ctx, db, o)
+	q := inspect.ExecutionQuery{ID: o.ID, Trace: o.Trace, Dedupe: o.Dedupe}
+	r, err := inspect.ReadExecution(ctx, db.Collection(o.Collection), q, o.Now)
 	if err != nil {
 		return err
 	}
-	return emit(w, o.output, r)
+	return emit(w, o.output, r, writeExecution)
 }
 
-// readExecution reads one execution into its report.
-func readExecution(ctx context.Context, db *mongo.Database, o showOptions) (*showReport, error) {
-	coll := db.Collection(o.Collection)
-	doc, err := coll.FindOne(ctx, bson.D{{Key: idField, Value: o.ID}}).Raw()
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, notFound("execution", o.ID, coll)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading %q from %s.%s: %w", o.ID, db.Name(), coll.Name(), err)
-	}
-	_, data, _ := doc.Lookup(ops.FieldData).BinaryOK()
-	r := &showReport{
-		ID:         o.ID,
-		Definition: str(doc, ops.FieldDefinitionID),
-		Status:     str(doc, ops.FieldStatus),
-		Parent:     str(doc, ops.FieldParentID),
-		Version:    integer(doc, ops.FieldVersion),
-		TraceNext:  integer(doc, ops.FieldTraceNext),
-		Data:       describePayload(data),
-		Now:        formatTime(o.Now),
-	}
-	if r.Outbox, err = outboxOf(doc); err != nil {
-		return nil, err
-	}
-	if r.Timers, err = timersOf(doc, o.Now); err != nil {
-		return nil, err
-	}
-	if r.Spawns, err = spawnsOf(doc); err != nil {
-		return nil, err
-	}
-	if r.Dead, err = deadOf(doc); err != nil {
-		return nil, err
-	}
-	trace, err := traceOf(doc)
-	if err != nil {
-		return nil, err
-	}
-	r.TraceKept = len(trace)
-	r.Trace = trace[max(0, len(trace)-o.Trace):]
-	ids := dedupeOf(doc)
-	r.DedupeSize = len(ids)
-	if o.Dedupe {
-		r.Dedupe = ids
-	}
-	// Empty lists print as [] in JSON, so that scripts need not tell null from none.
-	r.Outbox, r.Timers, r.Spawns, r.Trace = nonNil(r.Outbox), nonNil(r.Timers), nonNil(r.Spawns), nonNil(r.Trace)
-	if o.Dedupe {
-		r.Dedupe = nonNil(r.Dedupe)
-	}
-	return r, nil
-}
-
-// nonNil returns s, or an empty slice for nil.
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
-
-func (r *showReport) writeText(w io.Writer) error {
+// writeExecution writes one execution for people.
+func writeExecution(w io.Writer, r *inspect.Execution) error {
 	parent := "(root)"
 	if r.Parent != "" {
 		parent = plain(r.Parent)
@@ -142,7 +42,7 @@ func (r *showReport) writeText(w io.Writer) error {
 		{"status", orDash(r.Status)},
 		{"parent", parent},
 		{"version", strconv.FormatInt(r.Version, 10)},
-		{"data", r.Data.text()},
+		{"data", r.Data.Line()},
 	}); err != nil {
 		return err
 	}
@@ -151,7 +51,7 @@ func (r *showReport) writeText(w io.Writer) error {
 	if len(r.Outbox) > 0 {
 		rows := make([][]string, len(r.Outbox))
 		for i, e := range r.Outbox {
-			rows[i] = []string{strconv.FormatInt(e.Seq, 10), strconv.FormatInt(e.Version, 10), orDash(e.Target), e.preview.text()}
+			rows[i] = []string{strconv.FormatInt(e.Seq, 10), strconv.FormatInt(e.Version, 10), orDash(e.Target), e.Preview().Line()}
 		}
 		if err := table(w, "  ", []string{"SEQ", "VERSION", "TARGET", "EVENT"}, rows); err != nil {
 			return err
@@ -179,7 +79,7 @@ func (r *showReport) writeText(w io.Writer) error {
 
 	if len(r.Dead) > 0 {
 		fmt.Fprintln(w)
-		if err := (&deadReport{Items: r.Dead}).writeText(w); err != nil {
+		if err := writeDead(w, &inspect.DeadPage{Items: r.Dead}); err != nil {
 			return err
 		}
 	}
@@ -233,7 +133,7 @@ func countOrNone(n int) string {
 }
 
 // timerTable writes timers; withExecution adds the execution column.
-func timerTable(w io.Writer, ts []timer, withExecution bool) error {
+func timerTable(w io.Writer, ts []inspect.Timer, withExecution bool) error {
 	header := []string{"PATH", "FIRE AT", "FROM NOW", "DUE"}
 	if withExecution {
 		header = append([]string{"EXECUTION"}, header...)

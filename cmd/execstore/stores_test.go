@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore/internal/inspect"
 )
 
 // stamp matches the times the server stamps (claims, completions, its clock), and what
@@ -73,7 +75,7 @@ now          TIME
 	require.NoError(t, err)
 	require.JSONEq(t, want, string(got))
 
-	var lapsed idemReport
+	var lapsed inspect.IdemRecord
 	require.NoError(t, json.Unmarshal([]byte(f.inspect(t, "idem", "get", "req-lapsed", "-json")), &lapsed))
 	require.True(t, lapsed.Lapsed)
 	require.Equal(t, "lease", lapsed.UntilIs)
@@ -131,7 +133,7 @@ receipts: 2
 // TestServer checks `server`: the server identified as the stores identify it.
 func TestServer(t *testing.T) {
 	f := populateNothing(t)
-	var r serverReport
+	var r inspect.Server
 	require.NoError(t, json.Unmarshal([]byte(f.inspect(t, "server", "-json")), &r))
 	require.NotEmpty(t, r.Family)
 	require.Contains(t, []string{"mongodb", "ferretdb"}, r.Profile)

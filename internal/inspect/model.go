@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"cmp"
@@ -34,36 +34,36 @@ func dedupeFields() []string {
 	return fields
 }
 
-// outboxEntry is one pending outbox entry.
-type outboxEntry struct {
+// OutboxEntry is one pending outbox entry.
+type OutboxEntry struct {
 	Seq     int64   `json:"seq"`
 	Source  string  `json:"source,omitempty"` // the emitting execution; listings across executions only
 	Version int64   `json:"version"`          // the version of the commit that emitted it
 	Target  string  `json:"target,omitempty"` // absent for none
-	Event   payload `json:"event"`
+	Event   Payload `json:"event"`
 	// Attempts and LastError are the failed deliveries recorded of the entry, absent when none.
 	Attempts  int64   `json:"attempts,omitempty"`
 	LastError string  `json:"last_error,omitempty"`
-	preview   preview // the event's start, for text output
+	preview   Preview // the event's start, for text output
 }
 
 // outboxOf reads the outbox entries of an executions document, by seq.
-func outboxOf(doc bson.Raw) ([]outboxEntry, error) {
-	var out []outboxEntry
+func outboxOf(doc bson.Raw) ([]OutboxEntry, error) {
+	var out []OutboxEntry
 	err := entries(doc, ops.FieldOutbox, func(d ops.OutboxDoc) {
 		target := ""
 		if d.TargetID != nil {
 			target = *d.TargetID
 		}
-		out = append(out, outboxEntry{Seq: d.Seq, Version: d.Version, Target: target,
+		out = append(out, OutboxEntry{Seq: d.Seq, Version: d.Version, Target: target,
 			Event: describePayload(d.Event), preview: previewPayload(d.Event), Attempts: d.Attempts, LastError: d.LastError})
 	})
-	slices.SortFunc(out, func(a, b outboxEntry) int { return cmp.Compare(a.Seq, b.Seq) })
+	slices.SortFunc(out, func(a, b OutboxEntry) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, err
 }
 
-// spawnEntry is one pending spawn intent.
-type spawnEntry struct {
+// SpawnEntry is one pending spawn intent.
+type SpawnEntry struct {
 	Seq      int64           `json:"seq"`
 	Version  int64           `json:"version"`
 	Child    string          `json:"child"`
@@ -72,13 +72,13 @@ type spawnEntry struct {
 }
 
 // spawnsOf reads the spawn intents of an executions document, by seq.
-func spawnsOf(doc bson.Raw) ([]spawnEntry, error) {
-	var out []spawnEntry
+func spawnsOf(doc bson.Raw) ([]SpawnEntry, error) {
+	var out []SpawnEntry
 	err := entries(doc, ops.FieldSpawns, func(d ops.SpawnDoc) {
-		out = append(out, spawnEntry{Seq: d.Seq, Version: d.Version, Child: d.ChildID, RootPath: d.RootPath,
+		out = append(out, SpawnEntry{Seq: d.Seq, Version: d.Version, Child: d.ChildID, RootPath: d.RootPath,
 			Context: bsonFields(d.Context)})
 	})
-	slices.SortFunc(out, func(a, b spawnEntry) int { return cmp.Compare(a.Seq, b.Seq) })
+	slices.SortFunc(out, func(a, b SpawnEntry) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, err
 }
 
@@ -102,8 +102,8 @@ func entries[T any](doc bson.Raw, field string, each func(T)) error {
 	return nil
 }
 
-// timer is one durable timer.
-type timer struct {
+// Timer is one durable timer.
+type Timer struct {
 	Execution string `json:"execution,omitempty"` // listings across executions only
 	Path      string `json:"path"`
 	// FireAt is RFC 3339 in UTC, to the nanosecond the store reads back (see
@@ -121,7 +121,7 @@ type timer struct {
 
 // timersOf reads the timers of an executions document, by fire time then path. A timer is
 // due as the stores find it: when its fire time read back is at or before now.
-func timersOf(doc bson.Raw, now time.Time) ([]timer, error) {
+func timersOf(doc bson.Raw, now time.Time) ([]Timer, error) {
 	sub, ok := doc.Lookup(ops.FieldTimers).DocumentOK()
 	if !ok {
 		return nil, nil
@@ -130,7 +130,7 @@ func timersOf(doc bson.Raw, now time.Time) ([]timer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", ops.FieldTimers, err)
 	}
-	out := make([]timer, 0, len(elems))
+	out := make([]Timer, 0, len(elems))
 	for _, e := range elems {
 		at, ok := e.Value().AsFloat64OK()
 		if !ok {
@@ -140,7 +140,7 @@ func timersOf(doc bson.Raw, now time.Time) ([]timer, error) {
 		if !ok {
 			path = e.Key()
 		}
-		t := timer{Path: path, FireAtUnix: at, BadKey: !ok}
+		t := Timer{Path: path, FireAtUnix: at, BadKey: !ok}
 		if fire, ok := contract.TimeFromStored(at); ok {
 			t.FireAt, t.InSeconds, t.Due = fire.Format(time.RFC3339Nano), seconds(fire.Sub(now)), !fire.After(now)
 		} else {
@@ -153,22 +153,22 @@ func timersOf(doc bson.Raw, now time.Time) ([]timer, error) {
 }
 
 // sortTimers orders timers by fire time, then execution, then path.
-func sortTimers(ts []timer) {
-	slices.SortFunc(ts, func(a, b timer) int {
+func sortTimers(ts []Timer) {
+	slices.SortFunc(ts, func(a, b Timer) int {
 		return cmp.Or(cmp.Compare(a.FireAtUnix, b.FireAtUnix), cmp.Compare(a.Execution, b.Execution),
 			cmp.Compare(a.Path, b.Path))
 	})
 }
 
-// traceStep is one kept trace step.
-type traceStep struct {
+// TraceStep is one kept trace step.
+type TraceStep struct {
 	Index  int64           `json:"index"`
 	Fields json.RawMessage `json:"fields"`
 }
 
 // traceOf reads the kept trace steps of an executions document, by index, under either
 // profile's shape.
-func traceOf(doc bson.Raw) ([]traceStep, error) {
+func traceOf(doc bson.Raw) ([]TraceStep, error) {
 	v := doc.Lookup(ops.FieldTrace)
 	if v.Type != bson.TypeArray && v.Type != bson.TypeEmbeddedDocument {
 		return nil, nil
@@ -177,7 +177,7 @@ func traceOf(doc bson.Raw) ([]traceStep, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", ops.FieldTrace, err)
 	}
-	var out []traceStep
+	var out []TraceStep
 	for _, e := range elems {
 		if e.Value().Type != bson.TypeEmbeddedDocument {
 			continue // the nulls a $set by index may leave in an array
@@ -186,9 +186,9 @@ func traceOf(doc bson.Raw) ([]traceStep, error) {
 		if err := e.Value().Unmarshal(&d); err != nil {
 			return nil, fmt.Errorf("reading %s.%s: %w", ops.FieldTrace, e.Key(), err)
 		}
-		out = append(out, traceStep{Index: d.Index, Fields: bsonFields(d.Step)})
+		out = append(out, TraceStep{Index: d.Index, Fields: bsonFields(d.Step)})
 	}
-	slices.SortFunc(out, func(a, b traceStep) int { return cmp.Compare(a.Index, b.Index) })
+	slices.SortFunc(out, func(a, b TraceStep) int { return cmp.Compare(a.Index, b.Index) })
 	return out, nil
 }
 
@@ -224,3 +224,6 @@ func integer(doc bson.Raw, f string) int64 {
 	n, _ := doc.Lookup(f).AsInt64OK()
 	return n
 }
+
+// Preview is the start of the entry's event, for a table row.
+func (e OutboxEntry) Preview() Preview { return e.preview }

@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"context"
@@ -12,18 +12,18 @@ import (
 
 // The clocks a report's now is read from.
 const (
-	clockServer = "server" // the server's: $$NOW in an aggregate, or hello's localTime
-	clockLocal  = "local"  // this machine's: the server gave neither
+	ClockServer = "server" // the server's: $$NOW in an aggregate, or hello's localTime
+	ClockLocal  = "local"  // this machine's: the server gave neither
 )
 
-// serverNow reads the server's clock as package idem reads it, since that clock judges
+// ServerNow reads the server's clock as package idem reads it, since that clock judges
 // idempotency leases and retention and the relays' leases: $$NOW in an aggregate of no
 // collection where the server serves it, else hello's localTime. It returns local, and
-// clockLocal, when the server gives neither. Both are reads: nothing is written.
-func serverNow(ctx context.Context, db *mongo.Database, local time.Time) (time.Time, string) {
+// ClockLocal, when the server gives neither. Both are reads: nothing is written.
+func ServerNow(ctx context.Context, db *mongo.Database, local time.Time) (time.Time, string) {
 	if reply, err := db.RunCommand(ctx, connect.NowInReadsCommand()).Raw(); err == nil {
 		if now, err := connect.NowOf(reply); err == nil && now != 0 {
-			return now.Time().UTC(), clockServer
+			return now.Time().UTC(), ClockServer
 		}
 	}
 	var hello struct {
@@ -31,7 +31,7 @@ func serverNow(ctx context.Context, db *mongo.Database, local time.Time) (time.T
 	}
 	err := db.Client().Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello)
 	if err != nil || hello.LocalTime == 0 {
-		return local, clockLocal
+		return local, ClockLocal
 	}
-	return hello.LocalTime.Time().UTC(), clockServer
+	return hello.LocalTime.Time().UTC(), ClockServer
 }

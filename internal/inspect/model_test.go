@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"testing"
@@ -33,7 +33,7 @@ func step(t *testing.T, m map[string]any) []byte {
 func TestTraceShapes(t *testing.T) {
 	s0 := ops.TraceDoc{Index: 7, Step: step(t, map[string]any{"to": "a"})}
 	s1 := ops.TraceDoc{Index: 8, Step: step(t, map[string]any{"to": "b"})}
-	want := []traceStep{{Index: 7, Fields: []byte(`{"to":"a"}`)}, {Index: 8, Fields: []byte(`{"to":"b"}`)}}
+	want := []TraceStep{{Index: 7, Fields: []byte(`{"to":"a"}`)}, {Index: 8, Fields: []byte(`{"to":"b"}`)}}
 
 	array, err := traceOf(rawDoc(t, bson.D{{Key: ops.FieldTrace, Value: bson.A{nil, s1, s0}}}))
 	require.NoError(t, err)
@@ -71,7 +71,7 @@ func TestTimerKeys(t *testing.T) {
 	}}})
 	ts, err := timersOf(doc, testNow)
 	require.NoError(t, err)
-	require.Equal(t, []timer{
+	require.Equal(t, []Timer{
 		{Path: "bad%zz", FireAt: "2027-01-15T08:00:00Z", FireAtUnix: 1_800_000_000, InSeconds: -99_999_000, Due: true, BadKey: true},
 		{Path: "Fork.A$1", FireAt: "2030-03-17T17:46:40Z", FireAtUnix: 1_900_000_000, InSeconds: 1000},
 		{Path: "Sub.Ms", FireAt: "2030-03-17T17:46:40.00025Z", FireAtUnix: 1_900_000_000.00025, InSeconds: 1000},

@@ -1,0 +1,18 @@
+// Package ui is a read-only web UI over an execstore database: an overview (executions by
+// status, the backlog per partition, the relays' partitions and the worst lags), executions
+// filtered and paged, one execution with its snapshot, outbox, timers, spawns, dead items,
+// trace as a timeline, parent and children, the outbox and the timers oldest first, the dead
+// items, the relays, an idempotency record and a journal invocation.
+//
+// Handler is an http.Handler to mount under any path; the command "execstore ui" serves it.
+// It answers GET and HEAD only (405 otherwise) and sends only reads to the server: finds,
+// aggregates and the server's identification, through package internal/inspect, as the
+// command execstore does. Every page is also JSON with ?format=json, in the shapes of
+// "execstore … -json". A claim token or a response's header values are never shown; a
+// snapshot, an event or a response body only on request (?body=1). Pages carry a strict
+// Content-Security-Policy (scripts, styles and images from the handler only, nothing
+// inline), and basic authentication when Options.User is set.
+//
+// The pages are html/template with the stylesheet and one small script for live refresh
+// embedded: there is no front-end build.
+package ui

@@ -1,0 +1,188 @@
+package ui
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/execstore/execstore/internal/inspect"
+	"github.com/execstore/execstore/ops"
+)
+
+// Options configure Handler. Only Database is required.
+type Options struct {
+	// Database is the store's database. Handler reads it and never writes to it.
+	Database *mongo.Database
+	// Executions is the executions collection. Default "executions".
+	Executions string
+	// Idempotency is the idem store's collection, for idempotency records. Default
+	// "idempotency".
+	Idempotency string
+	// Leases is the collection of the relays' leases (an idem store's). Default Idempotency.
+	Leases string
+	// LeaseKey is the relays' Options.LeaseKey. Default the relays' default.
+	LeaseKey string
+	// Journal is the journal's collection. Default "journal".
+	Journal string
+	// User and Password turn on basic authentication when User is not empty: every request
+	// must carry them. Default off.
+	User, Password string
+	// Refresh is how often the pages refresh themselves while open (with a pause toggle);
+	// 0 or less turns it off. Default 0; the command execstore ui sets 10s.
+	Refresh time.Duration
+	// Timeout bounds the reads of one request. Default 10s.
+	Timeout time.Duration
+	// Now is the clock timers are due by. Default time.Now.
+	Now func() time.Time
+}
+
+// handler serves the views.
+type handler struct {
+	o     Options
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+}
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed static
+var staticFiles embed.FS
+
+// contentSecurityPolicy lets a page load scripts, styles and images from the handler only,
+// run no inline script or style, submit forms only to the handler, and be framed by no one.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// Handler returns the UI over o.Database, to mount anywhere: its links are relative, so
+// http.StripPrefix("/inspect", ui.Handler(o)) serves it under /inspect/. It panics when
+// o.Database is nil.
+func Handler(o Options) http.Handler {
+	if o.Database == nil {
+		panic("ui: Options.Database is nil")
+	}
+	if o.Executions == "" {
+		o.Executions = ops.ExecutionsCollection
+	}
+	if o.Idempotency == "" {
+		o.Idempotency = "idempotency"
+	}
+	if o.Leases == "" {
+		o.Leases = o.Idempotency
+	}
+	if o.LeaseKey == "" {
+		o.LeaseKey = inspect.RelayLeaseKey
+	}
+	if o.Journal == "" {
+		o.Journal = "journal"
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	h := &handler{o: o, pages: parsePages(), mux: http.NewServeMux()}
+	static, _ := fs.Sub(staticFiles, "static")
+	h.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	for _, v := range views {
+		h.mux.HandleFunc("GET "+v.pattern, h.serve(v))
+	}
+	return h
+}
+
+// ServeHTTP answers GET and HEAD (405 with Allow otherwise), after basic authentication when
+// it is on, with the security headers on every answer.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", contentSecurityPolicy)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Cache-Control", "no-store")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		hd.Set("Allow", "GET, HEAD")
+		http.Error(w, "read-only: GET and HEAD only", http.StatusMethodNotAllowed)
+		return
+	}
+	if h.o.User != "" && !h.authorized(r) {
+		hd.Set("WWW-Authenticate", `Basic realm="execstore", charset="UTF-8"`)
+		http.Error(w, "authentication required", http.StatusUnauthorized)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// authorized reports whether r carries the user and password, compared in constant time.
+func (h *handler) authorized(r *http.Request) bool {
+	user, pass, ok := r.BasicAuth()
+	if !ok {
+		return false
+	}
+	eq := func(a, b string) bool {
+		x, y := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
+		return subtle.ConstantTimeCompare(x[:], y[:]) == 1
+	}
+	return eq(user, h.o.User) && eq(pass, h.o.Password)
+}
+
+// serve answers view v: its data as HTML, or as JSON with ?format=json.
+func (h *handler) serve(v view) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
+		defer cancel()
+		q := request{Request: r, now: h.o.Now().UTC()}
+		data, err := v.read(ctx, h, q)
+		status := http.StatusOK
+		var nf *inspect.NotFoundError
+		var bad *badRequest
+		switch {
+		case errors.As(err, &nf):
+			status = http.StatusNotFound
+		case errors.As(err, &bad):
+			status = http.StatusBadRequest
+		case err != nil:
+			status = http.StatusInternalServerError
+		}
+		if r.URL.Query().Get("format") == "json" {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			if err != nil {
+				w.WriteHeader(status)
+				_ = inspect.WriteJSON(w, map[string]string{"error": err.Error()})
+				return
+			}
+			_ = inspect.WriteJSON(w, jsonOf(data))
+			return
+		}
+		h.render(w, r, v, status, data, err)
+	}
+}
+
+// badRequest is a query the view cannot read: a bad status, limit or cursor.
+type badRequest struct{ msg string }
+
+func (e *badRequest) Error() string { return e.msg }
+
+// request is one request to a view: its query, and the now it is judged at.
+type request struct {
+	*http.Request
+	now time.Time
+}
+
+// param is the query parameter name, trimmed.
+func (r request) param(name string) string { return strings.TrimSpace(r.URL.Query().Get(name)) }
+
+// flag reports whether the query parameter name is set to 1 (or true).
+func (r request) flag(name string) bool {
+	v := r.param(name)
+	return v == "1" || v == "true"
+}

@@ -1,0 +1,308 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/inspect"
+	"github.com/execstore/execstore/ops"
+)
+
+// view is one page: its route, its title and template, and how it reads its data.
+type view struct {
+	name    string // its template, and the navigation entry it lights
+	title   string
+	pattern string
+	read    func(ctx context.Context, h *handler, q request) (any, error)
+}
+
+// views are the pages, in the navigation's order.
+var views = []view{
+	{name: "overview", title: "Overview", pattern: "/{$}", read: readOverview},
+	{name: "executions", title: "Executions", pattern: "/executions", read: readExecutions},
+	{name: "execution", title: "Execution", pattern: "/executions/{id}", read: readExecution},
+	{name: "outbox", title: "Outbox", pattern: "/outbox", read: readOutbox},
+	{name: "timers", title: "Timers", pattern: "/timers", read: readTimers},
+	{name: "dead", title: "Dead items", pattern: "/dead", read: readDead},
+	{name: "backlog", title: "Backlog", pattern: "/backlog", read: readBacklog},
+	{name: "relays", title: "Relays", pattern: "/relays", read: readRelays},
+	{name: "idem", title: "Idempotency", pattern: "/idem", read: readIdem},
+	{name: "journal", title: "Journal", pattern: "/journal", read: readJournal},
+}
+
+// jsonReport is a page whose JSON is not the page itself but a report of package inspect.
+type jsonReport interface{ report() any }
+
+// jsonOf is what ?format=json writes of a view's data.
+func jsonOf(data any) any {
+	if r, ok := data.(jsonReport); ok {
+		return r.report()
+	}
+	return data
+}
+
+// overviewPage is the overview: the executions by status, the backlog and the relays.
+type overviewPage struct {
+	Statuses *inspect.StatusCounts `json:"statuses"`
+	Backlog  *inspect.Backlog      `json:"backlog"`
+	Relays   *inspect.Relays       `json:"relays"`
+}
+
+func readOverview(ctx context.Context, h *handler, q request) (any, error) {
+	counts, err := inspect.CountStatuses(ctx, h.executions())
+	if err != nil {
+		return nil, err
+	}
+	backlog, err := h.backlog(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	relays, err := inspect.ReadRelays(ctx, h.o.Database.Collection(h.o.Leases), h.o.LeaseKey, q.now)
+	if err != nil {
+		return nil, err
+	}
+	return &overviewPage{Statuses: counts, Backlog: backlog, Relays: relays}, nil
+}
+
+// executionsPage is one page of executions and the filters that chose it.
+type executionsPage struct {
+	Page       *inspect.ExecutionPage
+	Statuses   []string // every status, for the filter
+	Status     map[string]bool
+	Definition string
+	Parent     string
+	Roots      bool
+	Limit      int
+}
+
+func (p *executionsPage) report() any { return p.Page }
+
+// defaultPageSize is the number of rows a listing shows unless ?limit= says otherwise.
+const defaultPageSize = 50
+
+func readExecutions(ctx context.Context, h *handler, q request) (any, error) {
+	p := &executionsPage{Status: map[string]bool{}, Definition: q.param("definition"), Parent: q.param("parent"),
+		Roots: q.flag("roots")}
+	for _, s := range contract.Statuses() {
+		p.Statuses = append(p.Statuses, string(s))
+	}
+	lq := inspect.ListQuery{Definition: p.Definition, Parent: p.Parent, Roots: p.Roots, After: q.param("after")}
+	for _, v := range q.URL.Query()["status"] {
+		for _, s := range strings.Split(v, ",") {
+			st := execstore.Status(strings.ToUpper(strings.TrimSpace(s)))
+			if st == "" {
+				continue
+			}
+			if !contract.ValidStatus(st) {
+				return nil, &badRequest{"unknown status " + strconv.Quote(s)}
+			}
+			lq.Statuses = append(lq.Statuses, st)
+			p.Status[string(st)] = true
+		}
+	}
+	var err error
+	if lq.Limit, err = limitOf(q, defaultPageSize, contract.MaxListLimit); err != nil {
+		return nil, err
+	}
+	p.Limit = lq.Limit
+	p.Page, err = inspect.ListExecutions(ctx, h.executions(), lq)
+	return p, err
+}
+
+// childrenLimit bounds the children an execution's page lists: no index leads with the
+// parent, so the find reads the collection in _id order until it has found as many.
+const childrenLimit = 50
+
+// executionPage is one execution, its children and whether bodies are shown.
+type executionPage struct {
+	Execution *inspect.Execution
+	Children  *inspect.ExecutionPage
+	// ChildrenLimit is the most children listed; more are on the executions page.
+	ChildrenLimit int
+	Body          bool
+}
+
+func (p *executionPage) report() any { return p.Execution }
+
+func readExecution(ctx context.Context, h *handler, q request) (any, error) {
+	trace := 10
+	if s := q.param("trace"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return nil, &badRequest{"trace must be a number of steps, got " + strconv.Quote(s)}
+		}
+		trace = n
+	}
+	eq := inspect.ExecutionQuery{ID: q.PathValue("id"), Trace: trace, Dedupe: q.flag("dedupe")}
+	exe, err := inspect.ReadExecution(ctx, h.executions(), eq, q.now)
+	if err != nil {
+		return nil, err
+	}
+	p := &executionPage{Execution: exe, ChildrenLimit: childrenLimit, Body: q.flag("body")}
+	if !p.Body {
+		exe.Data = withoutBody(exe.Data)
+		for i := range exe.Outbox {
+			exe.Outbox[i].Event = withoutBody(exe.Outbox[i].Event)
+		}
+		for i := range exe.Spawns {
+			exe.Spawns[i].Context = nil
+		}
+	}
+	p.Children, err = inspect.ListExecutions(ctx, h.executions(), inspect.ListQuery{Parent: exe.ID, Limit: childrenLimit})
+	return p, err
+}
+
+// withoutBody is p with its size and kind only.
+func withoutBody(p inspect.Payload) inspect.Payload {
+	return inspect.Payload{Bytes: p.Bytes, Kind: p.Kind}
+}
+
+// outboxPage is the oldest pending outbox entries.
+type outboxPage struct {
+	Outbox *inspect.Outbox
+	Body   bool
+}
+
+func (p *outboxPage) report() any { return p.Outbox }
+
+func readOutbox(ctx context.Context, h *handler, q request) (any, error) {
+	limit, err := limitOf(q, 100, 100_000)
+	if err != nil {
+		return nil, err
+	}
+	r, err := inspect.ReadOutbox(ctx, h.executions(), limit)
+	if err != nil {
+		return nil, err
+	}
+	p := &outboxPage{Outbox: r, Body: q.flag("body")}
+	if !p.Body {
+		for i := range r.Entries {
+			r.Entries[i].Event = withoutBody(r.Entries[i].Event)
+		}
+	}
+	return p, nil
+}
+
+func readTimers(ctx context.Context, h *handler, q request) (any, error) {
+	limit, err := limitOf(q, 100, 100_000)
+	if err != nil {
+		return nil, err
+	}
+	return inspect.ReadTimers(ctx, h.executions(), limit, q.now)
+}
+
+// deadPage is one page of dead items and the filters that chose it.
+type deadPage struct {
+	Page      *inspect.DeadPage
+	Kind      string
+	Execution string
+}
+
+func (p *deadPage) report() any { return p.Page }
+
+func readDead(ctx context.Context, h *handler, q request) (any, error) {
+	limit, err := limitOf(q, 100, 10_000)
+	if err != nil {
+		return nil, err
+	}
+	p := &deadPage{Kind: q.param("kind"), Execution: q.param("execution")}
+	dq := execstore.DeadQuery{ExecutionID: p.Execution, Limit: limit, Cursor: q.param("cursor")}
+	if p.Kind != "" {
+		dq.Kinds = []execstore.ItemKind{execstore.ItemKind(p.Kind)}
+	}
+	if err := inspect.ValidateDeadQuery(&dq); err != nil {
+		return nil, &badRequest{err.Error()}
+	}
+	p.Page, err = inspect.ListDead(ctx, h.executions(), dq)
+	return p, err
+}
+
+func readBacklog(ctx context.Context, h *handler, q request) (any, error) { return h.backlog(ctx, q) }
+
+func readRelays(ctx context.Context, h *handler, q request) (any, error) {
+	key := q.param("lease-key")
+	if key == "" {
+		key = h.o.LeaseKey
+	}
+	return inspect.ReadRelays(ctx, h.o.Database.Collection(h.o.Leases), key, q.now)
+}
+
+// idemPage is one idempotency record, or a page of them under a prefix.
+type idemPage struct {
+	Record *inspect.IdemRecord // with ?key=
+	List   *inspect.IdemPage   // without
+	Key    string
+	Prefix string
+	Body   bool
+}
+
+func (p *idemPage) report() any {
+	if p.Record != nil {
+		return p.Record
+	}
+	return p.List
+}
+
+func readIdem(ctx context.Context, h *handler, q request) (any, error) {
+	coll := h.o.Database.Collection(h.o.Idempotency)
+	p := &idemPage{Key: q.param("key"), Prefix: q.URL.Query().Get("prefix"), Body: q.flag("body")}
+	var err error
+	if p.Key != "" {
+		p.Record, err = inspect.GetIdem(ctx, coll, p.Key, p.Body, q.now)
+		return p, err
+	}
+	limit, err := limitOf(q, defaultPageSize, contract.MaxListLimit)
+	if err != nil {
+		return nil, err
+	}
+	p.List, err = inspect.ListIdem(ctx, coll, inspect.IdemListQuery{Prefix: p.Prefix, Limit: limit, After: q.param("after")}, q.now)
+	return p, err
+}
+
+// journalPage is one invocation, or none before an id is given.
+type journalPage struct {
+	ID         string
+	Invocation *inspect.Invocation
+}
+
+func (p *journalPage) report() any { return p.Invocation }
+
+func readJournal(ctx context.Context, h *handler, q request) (any, error) {
+	p := &journalPage{ID: q.param("id")}
+	if p.ID == "" {
+		return p, nil // the form alone; JSON null
+	}
+	var err error
+	p.Invocation, err = inspect.ReadInvocation(ctx, h.o.Database.Collection(h.o.Journal), p.ID)
+	return p, err
+}
+
+// executions is the executions collection.
+func (h *handler) executions() *mongo.Collection { return h.o.Database.Collection(h.o.Executions) }
+
+// backlog reads the backlog and the retention totals.
+func (h *handler) backlog(ctx context.Context, q request) (*inspect.Backlog, error) {
+	return inspect.ReadBacklog(ctx, h.executions(), h.o.Database.Collection(ops.CountersCollection), q.now)
+}
+
+// limitOf reads ?limit=, def when absent, between 1 and most.
+func limitOf(q request, def, most int) (int, error) {
+	s := q.param("limit")
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > most {
+		return 0, &badRequest{"limit must be between 1 and " + strconv.Itoa(most) + ", got " + strconv.Quote(s)}
+	}
+	return n, nil
+}
+
+// rawJSON is raw JSON for a template, as text.
+func rawJSON(b json.RawMessage) string { return string(b) }
