@@ -82,9 +82,9 @@ func TestCommitsHandedToSinks(t *testing.T) {
 	})
 }
 
-// A commit the server refuses hands over nil; where the server stores the document instead
-// (the embedded FerretDB 1.24.2 does not enforce the 16 MiB limit), it hands over what the
-// commit wrote. Either way the End tells what Commit returns.
+// A commit the server refuses hands over nil; where a server stores the document instead (a
+// FerretDB 1.x without the embedded server's front does not enforce the 16 MiB limit), it
+// hands over what the commit wrote. Either way the End tells what Commit returns.
 func TestCommitRefusedByServerHandsOverNothing(t *testing.T) {
 	bothGroupings(t, func(t *testing.T, opts aio.Options) {
 		h := newHarness(t, opts)

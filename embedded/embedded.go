@@ -15,12 +15,47 @@
 //   - that holds when clients go away too: a write whose client closes, resets or times out
 //     before the answer still runs to its end in FerretDB (as it may on MongoDB), and no
 //     other write enters FerretDB until it has ended;
+//   - a write that would take a document past MongoDB's 16 MiB limit (maxBsonObjectSize)
+//     is refused as MongoDB refuses it, and nothing of it is written: an inserted document
+//     with BadValue (2, "object to insert too large"), an update with 17419 ("Resulting
+//     document after update is larger than 16777216"), an upsert with 17420, each as the
+//     write error of its statement, and a findAndModify with the same codes as a command
+//     error. In a bulk write the other statements run as on MongoDB: an ordered one stops
+//     at the refused statement, an unordered one runs all the others;
 //   - reads (find, aggregate without $out or $merge, count, getMore, hello, …) are never
 //     held back behind writes: they go to FerretDB at once;
-//   - every command still runs on FerretDB, with its results and its gaps.
+//   - every other command, and every write that stays within the limit, still runs on
+//     FerretDB, with its results and its gaps.
+//
+// Keeping the limit costs little in the common case. The front keeps an upper bound of the
+// size of each document written through URI, by collection and _id (string or ObjectID),
+// learned only while it holds the database's write slot. An insert sets the bound to the
+// document's size once FerretDB reports it inserted. An update or findAndModify whose filter
+// names its documents by _id ({_id: v}, {_id: {$eq: v}} or {_id: {$in: […]}}, with any other
+// conditions) adds to each bound the most the update can add, or raises it to the size of
+// a replacement. When every bound stays within the limit, the write goes to FerretDB
+// with no read. Otherwise, and for a document without a known bound, the front reads the
+// document by _id and uses its exact size. A write the front cannot attribute to _ids, or
+// whose outcome it cannot know, makes it forget the bounds that write may touch.
+//
+// What always holds: for every collection and _id the front keeps a bound of, the document
+// with that _id is no larger than the bound, as long as every write to the database goes
+// through URI. A write through BareURI is not seen: after it, a bound may be lower than its
+// document, and a later update through URI may then take that document past the limit.
+//
+// The rest costs more. An update or findAndModify whose filter does not name its documents
+// by _id first reads every document the filter matches, and one that could bring a document
+// near the limit is first tried on copies of them, in a collection named
+// embedded.size_check of the same database that exists only while the try runs. A bulk
+// write with such a statement runs one statement at a time. At most 131072 bounds are
+// kept; past that they are all forgotten, and documents are read again.
 //
 // It does not:
 //
+//   - keep the size limit on writes other than insert, update and findAndModify (an
+//     aggregate with $out or $merge). A refused statement of a multi-document update
+//     changes none of its documents (MongoDB may have changed some before the one that
+//     failed).
 //   - make FerretDB MongoDB. Commands and operators FerretDB lacks or implements
 //     differently (aggregation expressions, $push with $slice, $pull by condition, $expr,
 //     TTL and partial indexes, …) behave as they do on FerretDB. In particular, a bulk
@@ -83,6 +118,7 @@ type Server struct {
 	bareURI string
 
 	front  *front
+	guard  *sizeGuard         // the front's check; nil before it starts
 	cancel context.CancelFunc // stops FerretDB
 	done   chan struct{}      // closed when FerretDB's Run has returned; nil before it starts
 	tmpDir string             // removed by Close; "" when the caller gave Dir
@@ -91,8 +127,14 @@ type Server struct {
 	closeErr  error
 }
 
-// readyPollInterval is how often Start retries its readiness check.
-const readyPollInterval = 20 * time.Millisecond
+const (
+	// readyPollInterval is how often Start retries its readiness check.
+	readyPollInterval = 20 * time.Millisecond
+
+	// guardCloseTimeout bounds closing the connections the front's size check keeps to
+	// FerretDB; no check runs any more when they close.
+	guardCloseTimeout = 10 * time.Second
+)
 
 // Start starts FerretDB and the front, and returns once both accept connections and
 // answer hello. ctx bounds only the start; the server runs until Close. On error nothing
@@ -161,7 +203,11 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		front.RawQuery = "tls=true"
 		dial = tlsDial(ln.Addr().String())
 	}
-	s.front = startFront(ln, bare.Host, defaultDrainTimeout, logger.With("component", "front"))
+	if s.guard, err = newSizeGuard(s.bareURI); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	s.front = startFront(ln, bare.Host, defaultDrainTimeout, s.guard, logger.With("component", "front"))
 	s.uri = front.String()
 
 	if err := s.waitReady(ctx, dial); err != nil {
@@ -219,6 +265,11 @@ func (s *Server) Close() error {
 		// for them.
 		if s.front != nil {
 			errs = append(errs, s.front.close())
+		}
+		if s.guard != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), guardCloseTimeout)
+			errs = append(errs, s.guard.close(ctx))
+			cancel()
 		}
 		if s.cancel != nil {
 			s.cancel()

@@ -10,6 +10,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
 // The front is a MongoDB wire-protocol proxy between the clients and FerretDB. FerretDB
@@ -37,12 +39,31 @@ import (
 //     to one database ever overlap inside FerretDB. There are two exceptions: close, after which no write
 //     enters through this front, and a write FerretDB has still not finished drainTimeout
 //     after its client went away (see below). Reads never wait for the slot.
-//   - Messages are forwarded whole, unchanged and in order in both directions; the front
-//     never makes one up. One kind is dropped: FerretDB answers a request sent with
-//     moreToCome, which MongoDB never answers, and the front discards that answer so that
-//     the client reads the stream MongoDB would send. Such a write keeps the slot until
-//     FerretDB's answer shows it is done, so unacknowledged writes are serialized too,
-//     whether or not their client is still there.
+//   - Messages are forwarded whole, unchanged and in order in both directions, with two
+//     exceptions. FerretDB answers a request sent with moreToCome, which MongoDB never
+//     answers, and the front discards that answer so that the client reads the stream
+//     MongoDB would send. Such a write keeps the slot until FerretDB's answer shows it is
+//     done, so unacknowledged writes are serialized too, whether or not their client is
+//     still there. And a write the front's check answers (below) is not forwarded: a ping
+//     with its request id and flags goes in its place, and the client gets the check's
+//     reply instead of the ping's. The ping keeps the link's pairing of replies with
+//     requests, and the slot, exactly as for any write.
+//   - No write through the front makes a document larger than MongoDB's 16 MiB limit. The
+//     check (sizeGuard) is asked about every insert, update and findAndModify after the
+//     request has taken its slot and before any byte of it is forwarded, and the slot is
+//     held from the check until FerretDB has finished the write (or the ping), so no other
+//     write to the database runs between them: the documents the check measured are the
+//     ones the write changes. The check lets the request through as sent, or refuses the
+//     statements that would pass the limit, as MongoDB refuses them, and runs the others
+//     itself, one at a time, on connections of its own to FerretDB; all of that happens
+//     inside the request's slot, before the ping is forwarded. A check that fails (FerretDB
+//     unreachable, or close) ends the link as a broken client side does: the client sees
+//     its connection drop, as it would when MongoDB's connection drops, and learns nothing
+//     of what ran. The check is asked about every other write too, and learns the outcome
+//     of each write it let through (verdict.settle) before the slot is given back: from
+//     FerretDB's final reply, or, when the slot is given back without one (FerretDB closed
+//     the connection, the drain timed out, close), as unknown. So the document sizes the
+//     check keeps (sizeBounds) change only inside their database's slot.
 //   - When the client side of a link ends (the client closes or resets its connection, sends
 //     a message the front cannot classify, or cannot be written to) or a request cannot be
 //     forwarded, the link stops reading and writing the client and forwards nothing more
@@ -110,6 +131,10 @@ type front struct {
 	// finish its write before it gives the slot back regardless.
 	drainTimeout time.Duration
 
+	// check is asked about every write while its request holds the slot; nil lets every
+	// write through as sent.
+	check writeCheck
+
 	// wg counts serve and every link's goroutines.
 	wg sync.WaitGroup
 }
@@ -135,9 +160,32 @@ const (
 	drainWarnAfter = 10 * time.Second
 )
 
+// writeCheck decides, while the front holds the write slot of a request's database, whether
+// FerretDB may run the request as sent.
+type writeCheck interface {
+	// answer returns a verdict without reply when msg, the whole message of req, may be
+	// forwarded as sent. Otherwise it has done what of the request may be done, through
+	// connections of its own, and the verdict's reply is the reply the client gets instead
+	// of FerretDB's. An error means it could not tell, and may have done part of the
+	// request: the link then ends.
+	answer(ctx context.Context, req request, msg []byte) (verdict, error)
+}
+
+// verdict is a writeCheck's answer about one write.
+type verdict struct {
+	// reply, when not nil, is the reply the client gets instead of FerretDB's; the
+	// request itself is not forwarded.
+	reply bsoncore.Document
+	// settle, when not nil, is called once for a forwarded request, while it still holds
+	// its slot: with the command document of FerretDB's final reply to it, or with nil
+	// when the slot is given back without one (the outcome is unknown).
+	settle func(reply bsoncore.Document)
+}
+
 // startFront starts serving ln, forwarding every connection to upstream. drainTimeout is
-// the front's drainTimeout (defaultDrainTimeout outside tests).
-func startFront(ln net.Listener, upstream string, drainTimeout time.Duration, log *slog.Logger) *front {
+// the front's drainTimeout (defaultDrainTimeout outside tests); check, when not nil, is
+// asked about every write before it is forwarded.
+func startFront(ln net.Listener, upstream string, drainTimeout time.Duration, check writeCheck, log *slog.Logger) *front {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &front{
 		ln:           ln,
@@ -148,6 +196,7 @@ func startFront(ln net.Listener, upstream string, drainTimeout time.Duration, lo
 		cancel:       cancel,
 		links:        make(map[*link]struct{}),
 		drainTimeout: drainTimeout,
+		check:        check,
 	}
 	f.wg.Add(1)
 	go f.serve()
@@ -331,6 +380,9 @@ func (l *link) run() {
 	// the drain timed out.
 	for _, req := range l.awaiting {
 		if req.slot != nil {
+			if req.settle != nil {
+				req.settle(nil)
+			}
 			release(req.slot)
 		}
 	}
@@ -436,15 +488,42 @@ func (l *link) up() {
 		if req.write && !l.f.acquire(&req, l.clientDone) {
 			return
 		}
+		out, err := l.answered(&req, msg)
+		if err != nil {
+			release(req.slot)
+			l.f.log.Warn("front: dropping client connection: cannot check a write's document sizes", "err", err)
+			return
+		}
 		l.mu.Lock()
 		l.awaiting = append(l.awaiting, req)
 		l.mu.Unlock()
-		if _, err := l.server.Write(msg); err != nil {
+		if _, err := l.server.Write(out); err != nil {
 			l.logEnd("FerretDB", err)
 			return
 		}
 		buf = reusable(msg)
 	}
+}
+
+// answered asks the front's check about req, a request holding its slot, and returns the
+// message to forward to FerretDB for it: msg itself, or, when the check answered req, a ping
+// with req's request id and flags, whose reply down replaces with req.answer.
+func (l *link) answered(req *request, msg []byte) ([]byte, error) {
+	if l.f.check == nil || !req.write {
+		return msg, nil
+	}
+	v, err := l.f.check.answer(l.f.ctx, *req, msg)
+	if err != nil {
+		return msg, err
+	}
+	if v.reply == nil {
+		req.settle = v.settle
+		return msg, nil
+	}
+	l.f.log.Debug("front: request answered by the front", "command", req.command, "database", req.database,
+		"request_id", req.requestID, "reply", v.reply)
+	req.answer = replyMessage(req.requestID, v.reply)
+	return pingMessage(req.requestID, req.database, req.moreToCome), nil
 }
 
 // down forwards replies from FerretDB to the client, giving the write slot back when a
@@ -483,6 +562,9 @@ func (l *link) down() {
 		case <-l.clientDone:
 			continue
 		default:
+		}
+		if req.answer != nil {
+			msg = req.answer
 		}
 		if _, err := l.client.Write(msg); err != nil {
 			l.logEnd("client", err)
@@ -532,6 +614,9 @@ func (l *link) pair(reply []byte) (req request, drained bool, err error) {
 	l.mu.Unlock()
 
 	if final && req.slot != nil {
+		if req.settle != nil {
+			req.settle(replyDocument(reply))
+		}
 		release(req.slot)
 	}
 	if !final {

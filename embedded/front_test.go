@@ -193,7 +193,7 @@ func startTestFrontDrain(t *testing.T, upstream *fakeUpstream, drainTimeout time
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	f := startFront(ln, upstream.addr(), drainTimeout, log)
+	f := startFront(ln, upstream.addr(), drainTimeout, nil, log)
 	t.Cleanup(func() {
 		assert.NoError(t, f.close())
 		upstream.close()
@@ -533,7 +533,7 @@ func TestFrontCloseEndsDrain(t *testing.T) {
 	u := newFakeUpstream(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	f := startFront(ln, u.addr(), defaultDrainTimeout, slog.New(slog.DiscardHandler))
+	f := startFront(ln, u.addr(), defaultDrainTimeout, nil, slog.New(slog.DiscardHandler))
 	waiter, _ := holdAndLeave(t, f, u, "hold", 0, (*wireClient).reset)
 
 	require.NoError(t, f.close())
@@ -628,7 +628,7 @@ func TestFrontCloseEndsLinks(t *testing.T) {
 	u := newFakeUpstream(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	f := startFront(ln, u.addr(), defaultDrainTimeout, slog.New(slog.DiscardHandler))
+	f := startFront(ln, u.addr(), defaultDrainTimeout, nil, slog.New(slog.DiscardHandler))
 	addr := f.addr().String()
 
 	holder := dialClient(t, addr)

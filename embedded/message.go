@@ -99,6 +99,11 @@ type request struct {
 
 	// slot is the write slot the request holds, set by the front when it takes it.
 	slot chan struct{}
+	// answer, when set, is the reply the client gets instead of FerretDB's: the front's
+	// check answered the request, and the front forwarded a ping in its place.
+	answer []byte
+	// settle, when set, is the check's verdict.settle for the forwarded request.
+	settle func(reply bsoncore.Document)
 }
 
 // classify tells what msg, a whole request message, is. Requests that cannot be parsed
@@ -291,4 +296,44 @@ func pipelineWrites(doc bsoncore.Document) bool {
 		}
 	}
 	return false
+}
+
+// replyMessage returns an OP_MSG reply to request requestID carrying doc.
+func replyMessage(requestID int32, doc bsoncore.Document) []byte {
+	idx, msg := wiremessage.AppendHeaderStart(nil, wiremessage.NextRequestID(), requestID, wiremessage.OpMsg)
+	msg = wiremessage.AppendMsgFlags(msg, 0)
+	msg = wiremessage.AppendMsgSectionType(msg, wiremessage.SingleDocument)
+	msg = append(msg, doc...)
+	return bsoncore.UpdateLength(msg, idx, int32(len(msg[idx:])))
+}
+
+// pingMessage returns an OP_MSG request {ping: 1, $db: database} with request id requestID,
+// sent with moreToCome when moreToCome is set.
+func pingMessage(requestID int32, database string, moreToCome bool) []byte {
+	var flags wiremessage.MsgFlag
+	if moreToCome {
+		flags = wiremessage.MoreToCome
+	}
+	idx, msg := wiremessage.AppendHeaderStart(nil, requestID, 0, wiremessage.OpMsg)
+	msg = wiremessage.AppendMsgFlags(msg, flags)
+	msg = wiremessage.AppendMsgSectionType(msg, wiremessage.SingleDocument)
+	msg = append(msg, bsoncore.NewDocumentBuilder().
+		AppendInt32("ping", 1).
+		AppendString("$db", database).
+		Build()...)
+	return bsoncore.UpdateLength(msg, idx, int32(len(msg[idx:])))
+}
+
+// replyDocument returns the command document of reply, an OP_MSG reply, or nil when it is
+// not one.
+func replyDocument(reply []byte) bsoncore.Document {
+	h, err := parseHeader(reply)
+	if err != nil || h.opCode != wiremessage.OpMsg {
+		return nil
+	}
+	doc, err := msgCommand(reply[headerLen:])
+	if err != nil {
+		return nil
+	}
+	return doc
 }
