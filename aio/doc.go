@@ -153,7 +153,7 @@
 //     its time; ExpiredIn reads, by that time, the executions finished past their cutoff
 //     that hold nothing. DeleteExpired deletes them with one deleteMany per status whose
 //     filter holds each execution's id with the version read, its finished status past the
-//     cutoff, and no pending entry, intent, timer hint or dead item. The filter is evaluated
+//     cutoff, and no pending entry, intent, timer or dead item. The filter is evaluated
 //     on each document when it is deleted (under its lock on MongoDB, on the row's latest
 //     version under its lock on a row-locking engine), so a commit, a Fail or a Revive that
 //     lands after the read makes the delete spare that execution, and a commit after the

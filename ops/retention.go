@@ -15,14 +15,15 @@ import (
 const IndexFinished = "finished_by_partition"
 
 // heldNothing are the conditions of a document that holds no pending entry or intent, no
-// timer hint and no dead item: each count absent or not above 0, and no timer_min. A document
-// whose last timer went while its hint stayed waits for the sweep to remove the hint.
+// timer and no dead item: each count absent or not above 0, and FieldTimers empty or absent.
+// A timer hint left behind by the last timer's removal does not hold it: the hint is no
+// timer, and on the FerretDB formulation nothing removes it before the sweep repairs it.
 func heldNothing() bson.D {
 	not0 := func(f string) bson.E {
 		return bson.E{Key: f, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gt", Value: 0}}}}}
 	}
 	return bson.D{not0(fOutboxN), not0(fSpawnsN), not0(fDeadN),
-		{Key: FieldTimerMin, Value: bson.D{{Key: "$exists", Value: false}}}}
+		{Key: FieldTimers, Value: bson.D{{Key: "$in", Value: bson.A{bson.D{}, nil}}}}}
 }
 
 // pastCutoffs is the condition of a document finished past its status's cutoff: one branch

@@ -68,16 +68,23 @@ func expiredPastCutoffHoldingNothing(t *testing.T, s execstore.Retaining) {
 		execstore.ScheduleTimer("p", time.Now().Add(time.Hour))}})
 	cancelled := newExe("ret-cancelled")
 	finish(t, s, cancelled, execstore.Cancelled, execstore.Commit{})
+	// A timer armed, then cancelled by the commit that finishes: no timer is left, whatever
+	// hint of it a store keeps.
+	disarmed := newExe("ret-disarmed")
+	mustCommit(t, s, disarmed, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", time.Now().Add(time.Hour))}})
+	finish(t, s, disarmed, execstore.Done, execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("p")}})
 	cut := time.Now().Add(time.Second)
 
 	all := allPartitions(s.Partitions())
 	got, err := s.ExpiredIn(bg, all, map[execstore.Status]time.Time{execstore.Done: cut}, 0)
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []string{done1.ID, done2.ID}, ids(got), "finished Done, holding nothing")
-	require.Len(t, got, 2)
-	first := got[0]
-	if got[1].ID == done1.ID {
-		first = got[1]
+	assert.ElementsMatch(t, []string{done1.ID, done2.ID, disarmed.ID}, ids(got), "finished Done, holding nothing")
+	require.Len(t, got, 3)
+	var first execstore.FinishedExecution
+	for _, e := range got {
+		if e.ID == done1.ID {
+			first = e
+		}
 	}
 	assert.Equal(t, execstore.Done, first.Status)
 	assert.Equal(t, done1.Version, first.Version)
@@ -93,11 +100,11 @@ func expiredPastCutoffHoldingNothing(t *testing.T, s execstore.Retaining) {
 	cutoffs := map[execstore.Status]time.Time{execstore.Done: cut, execstore.Failed: cut, execstore.Cancelled: cut}
 	got, err = s.ExpiredIn(bg, all, cutoffs, 0)
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []string{done1.ID, done2.ID, failed.ID, cancelled.ID}, ids(got))
+	assert.ElementsMatch(t, []string{done1.ID, done2.ID, disarmed.ID, failed.ID, cancelled.ID}, ids(got))
 	got, err = s.ExpiredIn(bg, all, cutoffs, 1)
 	require.NoError(t, err)
 	require.Len(t, got, 1, "the limit")
-	assert.Contains(t, []string{done1.ID, done2.ID, failed.ID, cancelled.ID}, got[0].ID)
+	assert.Contains(t, []string{done1.ID, done2.ID, disarmed.ID, failed.ID, cancelled.ID}, got[0].ID)
 	p := execstore.PartitionOf(failed.ID, s.Partitions())
 	got, err = s.ExpiredIn(bg, []int{p}, cutoffs, 0)
 	require.NoError(t, err)
