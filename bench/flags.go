@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/execstore/execstore"
 )
 
 // Sizes of a run when none is given: quick ones, which keep the default run within 90 s on
@@ -79,6 +81,17 @@ type config struct {
 	scalingSizes []int
 	scalingDue   int
 	scalingReps  int
+
+	// soakEvents is the soak's budget of events (-soak); 0: no soak, the workload runs.
+	soakEvents      int
+	soakLive        int     // executions kept live through the soak
+	soakDays        float64 // simulated days the soak's events span
+	soakCheckpoints int
+	soakTimerOneIn  int // one step in this many waits for a timer; 0: none does
+	// soakSlack is how long a finished execution may outlive the moment it became deletable
+	// before a checkpoint counts it against the bound.
+	soakSlack     time.Duration
+	soakRetention execstore.Retention // the soak's relay's Options.Retention
 }
 
 // parseFlags parses the command line args into a config, checking every value before
@@ -138,6 +151,19 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	fs.StringVar(&sizes, "scaling-sizes", "1000,100000", "collection sizes for -scaling, comma-separated")
 	fs.IntVar(&cfg.scalingDue, "scaling-due", 20, "due timers in the collection for -scaling")
 	fs.IntVar(&cfg.scalingReps, "scaling-reps", 5, "sweeps timed per size and design for -scaling (the median is reported)")
+	fs.IntVar(&cfg.soakEvents, "soak", 0,
+		"drive this many events through one database over simulated days, checking that it stays bounded (0: no soak)")
+	fs.IntVar(&cfg.soakLive, "soak-live", 2000, "executions kept live (unfinished) through the soak")
+	fs.Float64Var(&cfg.soakDays, "soak-days", 30, "simulated days the soak's events span")
+	fs.IntVar(&cfg.soakCheckpoints, "soak-checkpoints", 20, "checkpoints of the soak, evenly spread over its events")
+	fs.IntVar(&cfg.soakTimerOneIn, "soak-timer-one-in", 4, "one step of the soak's executions in this many waits for a timer rather than an emit (0: none does)")
+	fs.DurationVar(&cfg.soakSlack, "soak-slack", 6*time.Second,
+		"how long a finished execution may outlive the moment it became deletable (its retention past, its last ack and timer delete due) before the soak's bound counts it: "+
+			"one RetentionInterval (1s), a retention pass's read and delete, the last ack's AckWait (300ms) and the sweeper's ScanGap (250ms)")
+	fs.DurationVar(&cfg.soakRetention.Done, "soak-retain-done", 24*time.Hour, "retention of Done executions in the soak, simulated (0: kept)")
+	fs.DurationVar(&cfg.soakRetention.Failed, "soak-retain-failed", 72*time.Hour, "retention of Failed executions in the soak, simulated (0: kept)")
+	fs.DurationVar(&cfg.soakRetention.Cancelled, "soak-retain-cancelled", 24*time.Hour,
+		"retention of Cancelled executions in the soak, simulated (0: kept)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -229,6 +255,20 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 		return config{}, fmt.Errorf("-scaling-due must be at least 1, got %d", cfg.scalingDue)
 	case cfg.scalingReps < 1:
 		return config{}, fmt.Errorf("-scaling-reps must be at least 1, got %d", cfg.scalingReps)
+	case cfg.soakEvents < 0:
+		return config{}, fmt.Errorf("-soak must not be negative, got %d", cfg.soakEvents)
+	case cfg.soakLive < 1:
+		return config{}, fmt.Errorf("-soak-live must be at least 1, got %d", cfg.soakLive)
+	case !(cfg.soakDays > 0):
+		return config{}, fmt.Errorf("-soak-days must be positive, got %v", cfg.soakDays)
+	case cfg.soakTimerOneIn < 0:
+		return config{}, fmt.Errorf("-soak-timer-one-in must not be negative, got %d", cfg.soakTimerOneIn)
+	case cfg.soakSlack < 0:
+		return config{}, fmt.Errorf("-soak-slack must not be negative, got %v", cfg.soakSlack)
+	case cfg.soakCheckpoints < 1:
+		return config{}, fmt.Errorf("-soak-checkpoints must be at least 1, got %d", cfg.soakCheckpoints)
+	case cfg.soakRetention.Done < 0 || cfg.soakRetention.Failed < 0 || cfg.soakRetention.Cancelled < 0:
+		return config{}, fmt.Errorf("-soak-retain-done, -soak-retain-failed and -soak-retain-cancelled must not be negative")
 	}
 	for _, d := range rtts {
 		if d < 0 || d%time.Millisecond != 0 {

@@ -6,6 +6,7 @@
 //	go run ./bench -uri mongodb://host:27017 -rtt 2ms -rounds 3
 //	go run ./bench -rtt 0,2ms,10ms -concurrency 1,64   # every variant at each round trip
 //	go run ./bench -scaling        # the timer sweep's cost by collection size
+//	go run ./bench -soak 1000000 -timeout 2h -uri mongodb://host:27017   # a month of retention in one database
 //	go run ./bench -variants memory -idem idem -journal none   # the idempotency-key store alone
 //	go run ./bench -variants memory -idem none   # the operation journal alone
 //	go run ./bench -h              # the flags
@@ -101,9 +102,12 @@ func run(cfg config) int {
 
 	var status int
 	var err error
-	if cfg.scaling {
+	switch {
+	case cfg.soakEvents > 0:
+		status, err = soak(ctx, cfg)
+	case cfg.scaling:
 		status, err = scaling(ctx, cfg)
-	} else {
+	default:
 		status, err = bench(ctx, cfg)
 	}
 	if err != nil {
