@@ -70,23 +70,24 @@ func lapsed(until, now time.Time, eps time.Duration) bool {
 }
 
 // claimedRecord is the record a claim with token writes at server time now.
-func (f *ferretForm) claimedRecord(key, fingerprint string, version int, token string, now time.Time,
-	eps, lease time.Duration) (*Record, bson.D) {
-	rec := &Record{Key: key, State: Claimed, Fingerprint: fingerprint, FingerprintVersion: version,
-		ClaimedAt: now.Truncate(time.Millisecond).UTC(), Until: until(now, eps, lease), token: token}
+func (f *ferretForm) claimedRecord(key string, c claimant, now time.Time, eps, lease time.Duration) (*Record, bson.D) {
+	rec := &Record{Key: key, State: Claimed, Fingerprint: c.fingerprint, FingerprintVersion: c.version,
+		ClaimedAt: now.Truncate(time.Millisecond).UTC(), Until: until(now, eps, lease), Holder: c.holder, token: c.token}
 	return rec, bson.D{
 		{Key: "_id", Value: key},
 		{Key: fState, Value: string(Claimed)},
-		{Key: fFingerprint, Value: fingerprint},
-		{Key: fFPVersion, Value: int64(version)},
-		{Key: fToken, Value: token},
+		{Key: fFingerprint, Value: c.fingerprint},
+		{Key: fFPVersion, Value: int64(c.version)},
+		{Key: fToken, Value: c.token},
+		{Key: fHolder, Value: c.holder},
 		{Key: fClaimedAt, Value: rec.ClaimedAt},
 		{Key: fLeaseUntil, Value: rec.Until},
 		{Key: fExpireAt, Value: rec.Until.Add(f.grace)},
 	}
 }
 
-func (f *ferretForm) claim(ctx context.Context, key, fingerprint string, version int, lease time.Duration, token string) (Claim, error) {
+func (f *ferretForm) claim(ctx context.Context, key string, c claimant, lease time.Duration) (Claim, error) {
+	fingerprint, version, token := c.fingerprint, c.version, c.token
 	// What the last write tried: a round that finds the record carrying token learns that
 	// this write landed after all (the driver retried it, say, and the retry lost).
 	var tried Outcome
@@ -100,7 +101,7 @@ func (f *ferretForm) claim(ctx context.Context, key, fingerprint string, version
 		if err != nil {
 			return Claim{}, err
 		}
-		rec, doc := f.claimedRecord(key, fingerprint, version, token, now, eps, lease)
+		rec, doc := f.claimedRecord(key, c, now, eps, lease)
 		if raw == nil {
 			tried, triedCorrupt = New, false
 			_, err := f.coll.InsertOne(ctx, doc)

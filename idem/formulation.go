@@ -18,8 +18,8 @@ import (
 // guarded writes on FerretDB. Release and the settling reads are the same on both (the
 // records type below).
 type formulation interface {
-	// claim claims key with token, chosen by the caller before anything is sent.
-	claim(ctx context.Context, key, fingerprint string, version int, lease time.Duration, token string) (Claim, error)
+	// claim claims key for c, whose token the caller chose before anything is sent.
+	claim(ctx context.Context, key string, c claimant, lease time.Duration) (Claim, error)
 	complete(ctx context.Context, key, token string, resp Response, retention time.Duration) (bool, error)
 	renew(ctx context.Context, key, token string, lease time.Duration) (bool, error)
 	// renewAll renews every claim as renew does, in one bulk write, and returns how many
@@ -33,6 +33,15 @@ type formulation interface {
 	list(ctx context.Context, prefix string, limit int) ([]Record, error)
 	// ensureIndexes prepares the collection at Open.
 	ensureIndexes(ctx context.Context) error
+}
+
+// claimant is who claims a key, as a claim writes it: the request's fingerprint and its
+// version, the claim's token, and the holder's name (empty for none).
+type claimant struct {
+	fingerprint string
+	version     int
+	token       string
+	holder      string
 }
 
 // records is what both formulations share: the collection and the writes and reads that

@@ -59,7 +59,7 @@ func claimFilter(key string) bson.D { return unique.UpsertFilter(key) }
 // unreadable record is never taken here: the claim sees it come back unreadable and takes it
 // over under corruptGuard, as New with RecoveredFromCorrupt, as the FerretDB formulation
 // does whatever its lease says.
-func claimPipeline(fingerprint string, version int, token string, lease, grace time.Duration) bson.A {
+func claimPipeline(c claimant, lease, grace time.Duration) bson.A {
 	take := bson.D{{Key: "$or", Value: bson.A{
 		typeIs("$"+fState, "missing"),
 		bson.D{{Key: "$and", Value: bson.A{
@@ -77,9 +77,10 @@ func claimPipeline(fingerprint string, version int, token string, lease, grace t
 			// before this claim.
 			either(fPrevState, "$"+fState),
 			either(fState, string(Claimed)),
-			either(fFingerprint, lit(fingerprint)),
-			either(fFPVersion, int64(version)),
-			either(fToken, token),
+			either(fFingerprint, lit(c.fingerprint)),
+			either(fFPVersion, int64(c.version)),
+			either(fToken, c.token),
+			either(fHolder, lit(c.holder)),
 			either(fClaimedAt, "$$NOW"),
 			either(fLeaseUntil, afterNow(lease)),
 			either(fExpireAt, afterNow(lease+grace)),
@@ -154,13 +155,14 @@ func readableExpr() bson.D {
 
 // takeOverPipeline writes a fresh claim with token over whatever is there: the take-over of
 // an unreadable record, under corruptGuard.
-func takeOverPipeline(fingerprint string, version int, token string, lease, grace time.Duration) bson.A {
+func takeOverPipeline(c claimant, lease, grace time.Duration) bson.A {
 	return bson.A{bson.D{{Key: "$set", Value: bson.D{
 		{Key: fPrevState, Value: nil},
 		{Key: fState, Value: string(Claimed)},
-		{Key: fFingerprint, Value: lit(fingerprint)},
-		{Key: fFPVersion, Value: int64(version)},
-		{Key: fToken, Value: token},
+		{Key: fFingerprint, Value: lit(c.fingerprint)},
+		{Key: fFPVersion, Value: int64(c.version)},
+		{Key: fToken, Value: c.token},
+		{Key: fHolder, Value: lit(c.holder)},
 		{Key: fClaimedAt, Value: "$$NOW"},
 		{Key: fLeaseUntil, Value: afterNow(lease)},
 		{Key: fExpireAt, Value: afterNow(lease + grace)},
@@ -207,11 +209,12 @@ func ttlIndex() mongo.IndexModel {
 		Options: options.Index().SetName("expire_at_ttl").SetExpireAfterSeconds(0)}
 }
 
-func (m *mongoForm) claim(ctx context.Context, key, fingerprint string, version int, lease time.Duration, token string) (Claim, error) {
+func (m *mongoForm) claim(ctx context.Context, key string, c claimant, lease time.Duration) (Claim, error) {
+	fingerprint, version, token := c.fingerprint, c.version, c.token
 	after := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
 	for range maxClaimRounds {
 		raw, err := m.coll.FindOneAndUpdate(ctx, claimFilter(key),
-			claimPipeline(fingerprint, version, token, lease, m.grace), after).Raw()
+			claimPipeline(c, lease, m.grace), after).Raw()
 		if unique.IsDuplicateKey(err) {
 			continue // another claimer created the record first: claim the record it made
 		}
@@ -228,7 +231,7 @@ func (m *mongoForm) claim(ctx context.Context, key, fingerprint string, version 
 		// Unreadable and not taken (its lease_until is a future date): take it over, unless
 		// someone else did first.
 		raw, err = m.coll.FindOneAndUpdate(ctx, corruptGuard(key, raw),
-			takeOverPipeline(fingerprint, version, token, lease, m.grace), options.FindOneAndUpdate().SetReturnDocument(options.After)).Raw()
+			takeOverPipeline(c, lease, m.grace), options.FindOneAndUpdate().SetReturnDocument(options.After)).Raw()
 		if errors.Is(err, mongo.ErrNoDocuments) {
 			continue
 		}

@@ -51,13 +51,14 @@ func TestMongoCommandDocuments(t *testing.T) {
 		want string
 	}{
 		"claim filter": {claimFilter("k"), `{"v":{"_id":"k","__never_written":{"$exists":false}}}`},
-		"claim pipeline": {claimPipeline("$fp", 3, token0, 1500*time.Millisecond, time.Minute),
+		"claim pipeline": {claimPipeline(claimant{fingerprint: "$fp", version: 3, token: token0, holder: "$relay-1"}, 1500*time.Millisecond, time.Minute),
 			`{"v":[{"$set":{"__take":{"$or":[{"$in":[{"$type":"$state"},["missing"]]},{"$and":[` + readableJSON + `,{"$lt":["$lease_until","$$NOW"]}]}]}}},` +
 				`{"$set":{"prev_state":{"$cond":["$__take","$state","$prev_state"]},` +
 				`"state":{"$cond":["$__take","CLAIMED","$state"]},` +
 				`"fingerprint":{"$cond":["$__take",{"$literal":"$fp"},"$fingerprint"]},` +
 				`"fingerprint_version":{"$cond":["$__take",3,"$fingerprint_version"]},` +
 				`"claim_token":{"$cond":["$__take","` + token0 + `","$claim_token"]},` +
+				`"holder":{"$cond":["$__take",{"$literal":"$relay-1"},"$holder"]},` +
 				`"claimed_at":{"$cond":["$__take","$$NOW","$claimed_at"]},` +
 				`"lease_until":{"$cond":["$__take",{"$add":["$$NOW",1500]},"$lease_until"]},` +
 				`"expire_at":{"$cond":["$__take",{"$add":["$$NOW",61500]},"$expire_at"]},` +
@@ -66,9 +67,9 @@ func TestMongoCommandDocuments(t *testing.T) {
 				`"response_headers":{"$cond":["$__take",{"$literal":[]},"$response_headers"]},` +
 				`"response_body":{"$cond":["$__take",{"$literal":{"$binary":{"base64":"","subType":"00"}}},"$response_body"]}}},` +
 				`{"$unset":"__take"}]}`},
-		"take over pipeline": {takeOverPipeline("fp", 1, token0, time.Second, time.Minute),
+		"take over pipeline": {takeOverPipeline(claimant{fingerprint: "fp", version: 1, token: token0}, time.Second, time.Minute),
 			`{"v":[{"$set":{"prev_state":null,"state":"CLAIMED","fingerprint":{"$literal":"fp"},"fingerprint_version":1,` +
-				`"claim_token":"` + token0 + `","claimed_at":"$$NOW","lease_until":{"$add":["$$NOW",1000]},` +
+				`"claim_token":"` + token0 + `","holder":{"$literal":""},"claimed_at":"$$NOW","lease_until":{"$add":["$$NOW",1000]},` +
 				`"expire_at":{"$add":["$$NOW",61000]},"completed_at":null,"response_status":null,` +
 				`"response_headers":{"$literal":[]},"response_body":{"$literal":{"$binary":{"base64":"","subType":"00"}}}}}]}`},
 		"held filter": {heldFilter("k", token0), `{"v":{"_id":"k","state":"CLAIMED","claim_token":"` + token0 + `"}}`},
@@ -134,12 +135,12 @@ func TestMongoFormulationSendsCommands(t *testing.T) {
 		} else {
 			require.NoError(t, m.ensureIndexes(bg))
 		}
-		_, err = m.claim(bg, "k", "fp", 2, time.Second, token0)
+		_, err = m.claim(bg, "k", claimant{fingerprint: "fp", version: 2, token: token0}, time.Second)
 		require.Error(t, err)
 		assert.NotErrorIs(t, err, execstore.ErrOutcomeUnknown, "a refusal proves nothing was applied")
 	} else {
 		require.NoError(t, m.ensureIndexes(bg))
-		c, err := m.claim(bg, "k", "fp", 2, time.Second, token0)
+		c, err := m.claim(bg, "k", claimant{fingerprint: "fp", version: 2, token: token0}, time.Second)
 		require.NoError(t, err)
 		assert.Equal(t, New, c.Outcome)
 		assert.Equal(t, token0, c.Token)

@@ -18,12 +18,24 @@ import (
 // execstore.ErrOutcomeUnknown. Then claim again: a claim that landed is then AlreadyClaimed
 // under a token no one holds, and is reclaimed once its lease lapses.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, fingerprintVersion int, lease time.Duration) (Claim, error) {
+	return s.ClaimAs(ctx, key, fingerprint, fingerprintVersion, lease, "")
+}
+
+// ClaimAs is Claim that names the claimer: a claim that takes the record stores holder as
+// its Holder, which Get and List return to anyone (a holder is not a secret, and proves
+// nothing). A claim that takes a record from another holder replaces that holder's name;
+// Complete keeps it. A holder longer than MaxHolderBytes, or not valid UTF-8, is
+// execstore.ErrInvalid before any I/O. It costs what Claim costs.
+func (s *Store) ClaimAs(ctx context.Context, key, fingerprint string, fingerprintVersion int, lease time.Duration, holder string) (Claim, error) {
 	if err := validateClaim(key, fingerprint, lease); err != nil {
+		return Claim{}, err
+	}
+	if err := validateHolder(holder); err != nil {
 		return Claim{}, err
 	}
 	token := newToken()
 	c, err := submit(ctx, s, opClaim, key, func(ctx context.Context) (Claim, error) {
-		return s.form.claim(ctx, key, fingerprint, fingerprintVersion, lease, token)
+		return s.form.claim(ctx, key, claimant{fingerprint: fingerprint, version: fingerprintVersion, token: token, holder: holder}, lease)
 	})
 	s.stats.recordClaim(c, err)
 	return c, err

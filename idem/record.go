@@ -45,6 +45,10 @@ type Record struct {
 	Lapsed      bool
 	CompletedAt time.Time // Completed only
 	Response    *Response // Completed only
+	// Holder is the name the claim that took the record gave its claimer (ClaimAs): a
+	// process, a relay member. Empty for a claim made with Claim. Not a secret, and proves
+	// nothing: the token does.
+	Holder string
 
 	token string // the claim token; never handed to anyone but its holder
 }
@@ -63,6 +67,7 @@ const (
 	fHeaders     = "response_headers"
 	fBody        = "response_body"
 	fPrevState   = "prev_state" // MongoDB only: the state a claim took the record over from
+	fHolder      = "holder"     // ClaimAs's holder; absent or empty for Claim's
 )
 
 // stateless reports whether a stored document has no state: it holds no claim and no
@@ -114,6 +119,7 @@ func decodeRecord(raw bson.Raw) (rec *Record, ok bool) {
 	r.token, okTok = str(fToken)
 	r.ClaimedAt, okAt = date(fClaimedAt)
 	r.Until, okUntil = date(fLeaseUntil)
+	r.Holder, _ = str(fHolder) // optional: a record without one (or of an earlier version) names none
 	if !(okKey && okState && okFP && okV && okTok && okAt && okUntil) || len(r.token) != tokenHexLen {
 		return nil, false
 	}

@@ -403,6 +403,11 @@ func TestInvalidInput(t *testing.T) {
 		"no retention":  func() error { _, err := s.Complete(bg, "k", tok, Response{Status: 200}, 0); return err }(),
 		"get empty key": func() error { _, err := s.Get(bg, ""); return err }(),
 		"long fp":       func() error { _, err := s.Claim(bg, "k", long, 1, time.Second); return err }(),
+		"long holder": func() error {
+			_, err := s.ClaimAs(bg, "k", fp, 1, time.Second, strings.Repeat("h", MaxHolderBytes+1))
+			return err
+		}(),
+		"holder not UTF-8": func() error { _, err := s.ClaimAs(bg, "k", fp, 1, time.Second, "\xff"); return err }(),
 	} {
 		assert.ErrorIs(t, err, execstore.ErrInvalid, name)
 	}
@@ -629,5 +634,60 @@ func TestFormulationsShareRecords(t *testing.T) {
 		require.NotNil(t, replay.Record.Response)
 		assert.Equal(t, 201, replay.Record.Response.Status)
 		assert.Equal(t, []byte("done"), replay.Record.Response.Body)
+	}
+}
+
+// A claim names its holder to every reader, on both formulations and across them: the
+// holder that took the record, replaced by the one that takes it over once it lapsed, kept
+// by Complete, and none for Claim. A claim that finds the record held changes nothing.
+func TestClaimAsNamesTheHolder(t *testing.T) {
+	const lease = 2 * time.Second
+	db := testDatabase(t)
+	probed := openStore(t, Options{Connection: server.Connection{Database: db}})
+	guarded := openStore(t, Options{Connection: server.Connection{Database: db, Profile: server.FerretDB}})
+	for _, pair := range []struct {
+		name          string
+		first, second *Store
+	}{{"probed first", probed, guarded}, {"forced first", guarded, probed}} {
+		key := pair.name
+		c, err := pair.first.ClaimAs(bg, key, fp, 1, lease, "relay-a")
+		require.NoError(t, err)
+		require.Equal(t, New, c.Outcome)
+		assert.Equal(t, "relay-a", c.Record.Holder, "the claim's own record")
+		other, err := pair.second.ClaimAs(bg, key, fp, 1, longLease, "relay-b")
+		require.NoError(t, err)
+		require.Equal(t, AlreadyClaimed, other.Outcome)
+		assert.Equal(t, "relay-a", other.Record.Holder, "%s: the holder found", pair.name)
+		for _, s := range []*Store{probed, guarded} {
+			rec, err := s.Get(bg, key)
+			require.NoError(t, err)
+			assert.Equal(t, "relay-a", rec.Holder, "%s: Get (%s)", pair.name, s.Server().Profile)
+			recs, err := s.List(bg, key, 0)
+			require.NoError(t, err)
+			require.Len(t, recs, 1)
+			assert.Equal(t, "relay-a", recs[0].Holder, "%s: List (%s)", pair.name, s.Server().Profile)
+		}
+		time.Sleep(lease + 100*time.Millisecond)
+		taken, err := pair.second.ClaimAs(bg, key, fp, 1, longLease, "relay-b")
+		require.NoError(t, err)
+		require.Equal(t, LeaseReclaimed, taken.Outcome)
+		ok, err := pair.second.Complete(bg, key, taken.Token, Response{Status: 200}, longLease)
+		require.NoError(t, err)
+		require.True(t, ok)
+		rec, err := pair.first.Get(bg, key)
+		require.NoError(t, err)
+		assert.Equal(t, "relay-b", rec.Holder, "%s: taken over, then completed", pair.name)
+
+		unnamed := key + "/unnamed"
+		_, err = pair.first.ClaimAs(bg, unnamed, fp, 1, time.Millisecond, "relay-a")
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			c, err := pair.second.Claim(bg, unnamed, fp, 1, longLease)
+			require.NoError(t, err)
+			return c.Held()
+		}, 10*time.Second, 10*time.Millisecond)
+		rec, err = pair.first.Get(bg, unnamed)
+		require.NoError(t, err)
+		assert.Empty(t, rec.Holder, "%s: a Claim takes the record over with no holder", pair.name)
 	}
 }

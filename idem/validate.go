@@ -3,6 +3,7 @@ package idem
 import (
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/execstore/execstore/internal/contract"
 )
@@ -12,6 +13,8 @@ import (
 const (
 	// MaxFingerprintBytes bounds a fingerprint.
 	MaxFingerprintBytes = 1024
+	// MaxHolderBytes bounds a holder's name (ClaimAs).
+	MaxHolderBytes = 256
 	// MaxBodyLimit is the largest Options.MaxBodyBytes: a stored response must fit in one
 	// MongoDB document with its headers.
 	MaxBodyLimit = 15 << 20
@@ -27,6 +30,16 @@ func validateClaim(key, fingerprint string, lease time.Duration) error {
 		return contract.Invalid("fingerprint", "is %d bytes, more than the %d allowed", len(fingerprint), MaxFingerprintBytes)
 	}
 	return validateDuration("lease", lease)
+}
+
+func validateHolder(holder string) error {
+	if len(holder) > MaxHolderBytes {
+		return contract.Invalid("holder", "is %d bytes, more than the %d allowed", len(holder), MaxHolderBytes)
+	}
+	if !utf8.ValidString(holder) {
+		return contract.Invalid("holder", "is not valid UTF-8")
+	}
+	return nil
 }
 
 func validateDuration(field string, d time.Duration) error {

@@ -27,6 +27,7 @@ var errLeaseLost = errors.New("relay: lease lost")
 // the execution store (see the package doc).
 type leaser struct {
 	store  *idem.Store // nil: no lease, every partition is held for as long as the run lasts
+	holder string      // the relay's member name, which its claims record as their holder
 	dur    time.Duration
 	stats  *counters
 	report func(error)
@@ -83,7 +84,7 @@ func (l *leaser) claim(ctx context.Context, key string) (*lease, error) {
 // and any other failure for the caller to retry later.
 func (l *leaser) claimAs(ctx context.Context, key, fingerprint string) (*lease, error) {
 	sent := time.Now()
-	c, err := l.store.Claim(ctx, key, fingerprint, 1, l.dur)
+	c, err := l.store.ClaimAs(ctx, key, fingerprint, 1, l.dur, l.holder)
 	switch {
 	case ctx.Err() != nil:
 		return nil, ctx.Err()

@@ -67,7 +67,7 @@ func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler
 	r.member = memberName()
 	r.chained = k.chained()
 	r.tel = telemetry.NewRelay(component, opts.TracerProvider, opts.MeterProvider, r.stats.inFlight.Load, r.backlogPoints)
-	r.lease = leaser{store: opts.Lease, dur: opts.LeaseDuration, stats: &r.stats, report: opts.OnError, log: opts.Logger}
+	r.lease = leaser{store: opts.Lease, holder: r.member, dur: opts.LeaseDuration, stats: &r.stats, report: opts.OnError, log: opts.Logger}
 	return r
 }
 

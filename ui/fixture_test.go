@@ -146,7 +146,7 @@ func fill(t testing.TB, uri, db string) {
 	_, err = idems.Claim(ctx, leases.MemberKey(leases.RelayKey, "relay-eu-1"), leases.MemberFingerprint(4), 1, time.Hour)
 	require.NoError(t, err)
 	for p := range 3 {
-		_, err = idems.Claim(ctx, leases.PartitionKey(leases.RelayKey, p), leases.Fingerprint, 1, time.Hour)
+		_, err = idems.ClaimAs(ctx, leases.PartitionKey(leases.RelayKey, p), leases.Fingerprint, 1, time.Hour, "relay-eu-1")
 		require.NoError(t, err)
 	}
 

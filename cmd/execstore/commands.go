@@ -211,8 +211,8 @@ index.`,
 its -db and -collection) and the lease of each partition: whether a relay holds it, when
 the lease was claimed and ends by the server's clock, how long it has left, and whether
 its claim took over a lapsed lease (recorded by idem's MongoDB formulation only). A
-partition the members divide the store into and nobody holds shows as nobody's. A lease
-records a claim token, never printed, and not its relay's name: the holder is not named.
+lease names its holder, the member whose claim took it; its claim token is never printed.
+A partition the members divide the store into and nobody holds shows as nobody's.
 Sweepers register under "` + sweeperLeaseKey + `". The server's clock, then one find
 on the _id index.`,
 		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {

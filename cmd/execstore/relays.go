@@ -73,9 +73,14 @@ func writeRelays(w io.Writer, r *inspect.Relays) error {
 	for i, l := range r.Partitions {
 		holder := "nobody"
 		switch {
-		case l.Held:
-			holder = "a relay"
+		case l.Held && l.Holder != "":
+			holder = plain(l.Holder)
 			held++
+		case l.Held:
+			holder = "a relay (unnamed)"
+			held++
+		case l.Lapsed && l.Holder != "":
+			holder = "nobody (lapsed: " + plain(l.Holder) + ")"
 		case l.Lapsed:
 			holder = "nobody (lapsed)"
 		case len(l.Problems) > 0:
@@ -101,7 +106,7 @@ func writeRelays(w io.Writer, r *inspect.Relays) error {
 		fmt.Fprintf(w, "problem: %s\n", p)
 	}
 	_, err := fmt.Fprint(w, `
-A lease names no holder: it records a claim token (never shown), not the relay's name.
+HOLDER: the member whose claim took the lease; "a relay (unnamed)" for a relay of an earlier version.
 TAKE-OVER: yes where the lease's claim took over a lapsed one (idem records it on MongoDB only).
 `)
 	return err

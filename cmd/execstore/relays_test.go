@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"testing"
 	"time"
 
@@ -54,10 +55,11 @@ func TestRelaysOfARelay(t *testing.T) {
 	requireRow(t, []string{`\S+`, "3", at, at, live}, rows[4])
 	requireRow(t, []string{"partitions: 3, 3 held"}, rows[6])
 	requireRow(t, []string{"PARTITION", "HOLDER", "CLAIMED AT", "EXPIRES AT", "REMAINING", "TAKE-OVER"}, rows[7])
+	member := rows[4][0]
 	for p := range 3 {
-		requireRow(t, []string{string(rune('0' + p)), "a relay", at, at, live, "-"}, rows[8+p])
+		requireRow(t, []string{string(rune('0' + p)), regexp.QuoteMeta(member), at, at, live, "-"}, rows[8+p])
 	}
-	require.Equal(t, "A lease names no holder: it records a claim token (never shown), not the relay's name.", rows[12][0])
+	require.Equal(t, `HOLDER: the member whose claim took the lease; "a relay (unnamed)" for a relay of an earlier version.`, rows[12][0])
 
 	var rep inspect.Relays
 	require.NoError(t, json.Unmarshal([]byte(f.inspect(t, "relays", "-json")), &rep))
@@ -75,6 +77,7 @@ func TestRelaysOfARelay(t *testing.T) {
 		require.Equal(t, p, l.Partition)
 		require.Equal(t, "execstore/relay/outbox/partitions/"+string(rune('0'+p)), l.Key)
 		require.True(t, l.Held, "partition %d", p)
+		require.Equal(t, m.Name, l.Holder, "partition %d: held by the one member", p)
 		require.False(t, l.Lapsed)
 		require.InDelta(t, 60, *l.RemainingSeconds, 2)
 		require.Empty(t, l.Problems)
@@ -104,7 +107,11 @@ func TestRelaysLeases(t *testing.T) {
 	const key = "shop/relays"
 	var tokens []string
 	claim := func(k, fingerprint string, d time.Duration) idem.Claim {
-		c, err := leases.Claim(ctx, key+"/"+k, fingerprint, 1, d)
+		holder := ""
+		if k != "partitions/0" { // partition 0: a relay of an earlier version, which names none
+			holder = "relay-a"
+		}
+		c, err := leases.ClaimAs(ctx, key+"/"+k, fingerprint, 1, d, holder)
 		require.NoError(t, err)
 		require.True(t, c.Held(), k)
 		tokens = append(tokens, c.Token)
@@ -145,9 +152,9 @@ func TestRelaysLeases(t *testing.T) {
 	if recorded {
 		takeOver = "yes"
 	}
-	requireRow(t, []string{"0", "a relay", at, at, live, "-"}, rows[9])
-	requireRow(t, []string{"1", `nobody \(lapsed\)`, at, at, ago, "-"}, rows[10])
-	requireRow(t, []string{"2", "a relay", at, at, live, takeOver}, rows[11])
+	requireRow(t, []string{"0", `a relay \(unnamed\)`, at, at, live, "-"}, rows[9])
+	requireRow(t, []string{"1", `nobody \(lapsed: relay-a\)`, at, at, ago, "-"}, rows[10])
+	requireRow(t, []string{"2", "relay-a", at, at, live, takeOver}, rows[11])
 	requireRow(t, []string{"3", "nobody", "-", "-", "-", "-"}, rows[12])
 	requireRow(t, []string{`TAKE-OVER: yes where the lease's claim took over a lapsed one \(idem records it on MongoDB only\)\.`}, rows[15])
 
@@ -167,6 +174,9 @@ func TestRelaysLeases(t *testing.T) {
 	require.True(t, p1.Lapsed)
 	require.LessOrEqual(t, *p1.RemainingSeconds, 0.0)
 	require.Equal(t, recorded, rep.Partitions[2].TakenOver)
+	require.Empty(t, rep.Partitions[0].Holder, "claimed with no holder")
+	require.Equal(t, "relay-a", p1.Holder, "a lapsed lease still names its last holder")
+	require.Equal(t, "relay-a", rep.Partitions[2].Holder)
 	require.JSONEq(t, `{"partition": 3, "key": "shop/relays/partitions/3", "held": false, "lapsed": false,
 		"taken_over": false, "problems": []}`, string(must(json.Marshal(p3))))
 

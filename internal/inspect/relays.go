@@ -25,6 +25,10 @@ const (
 // formulation records (idem/record.go): CLAIMED when the claim took over a lapsed lease.
 const idemPrevState = "prev_state"
 
+// idemHolder is the name the claim that took the record gave its claimer (idem's
+// Record.Holder): a relay's member name.
+const idemHolder = "holder"
+
 // Relays are the relays of a lease key: the members registered and the partitions'
 // leases, judged by the server's clock.
 type Relays struct {
@@ -55,9 +59,12 @@ type RelayMember struct {
 type PartitionLease struct {
 	Partition int    `json:"partition"`
 	Key       string `json:"key"`
-	// Held: a relay holds the partition under a live lease. The lease does not name the
-	// relay: it records a claim token, never shown, which no member's record shares.
+	// Held: a relay holds the partition under a live lease.
 	Held bool `json:"held"`
+	// Holder is the member name of the relay whose claim took the lease (idem's
+	// Record.Holder), live or lapsed; absent when the claim named none (a relay of an
+	// earlier version) or there is no lease.
+	Holder string `json:"holder,omitempty"`
 	// Lapsed: the lease's end has passed; nobody holds the partition until the next claim.
 	// Neither Held nor Lapsed: there is no lease (never claimed, or released).
 	Lapsed           bool     `json:"lapsed"`
@@ -146,6 +153,9 @@ func readPartitionLease(doc bson.Raw, key string, p int, now time.Time) Partitio
 	}
 	prev, _ := doc.Lookup(idemPrevState).StringValueOK()
 	l.TakenOver = prev == IdemClaimed
+	if len(l.Problems) == 0 {
+		l.Holder, _ = doc.Lookup(idemHolder).StringValueOK()
+	}
 	return l
 }
 
