@@ -56,6 +56,9 @@ func writeIdem(w io.Writer, r *inspect.IdemRecord) error {
 		{"fingerprint", fp},
 		{"claimed at", at(r.ClaimedAt)},
 	}
+	if r.Holder != "" {
+		kv = append(kv, [2]string{"holder", plain(r.Holder)})
+	}
 	if r.State == inspect.IdemCompleted {
 		kv = append(kv, [2]string{"completed at", at(r.CompletedAt)})
 	}

@@ -177,6 +177,8 @@ func TestRelaysLeases(t *testing.T) {
 	require.Empty(t, rep.Partitions[0].Holder, "claimed with no holder")
 	require.Equal(t, "relay-a", p1.Holder, "a lapsed lease still names its last holder")
 	require.Equal(t, "relay-a", rep.Partitions[2].Holder)
+	require.Regexp(t, `\nholder +relay-a\n`, f.inspect(t, "idem", "get", key+"/partitions/2"), "idem get names the holder")
+	require.NotContains(t, f.inspect(t, "idem", "get", key+"/partitions/0"), "holder", "none named")
 	require.JSONEq(t, `{"partition": 3, "key": "shop/relays/partitions/3", "held": false, "lapsed": false,
 		"taken_over": false, "problems": []}`, string(must(json.Marshal(p3))))
 

@@ -41,7 +41,10 @@ type IdemRecord struct {
 	Fingerprint        string `json:"fingerprint"`
 	FingerprintVersion int64  `json:"fingerprint_version"`
 	ClaimedAt          string `json:"claimed_at"`
-	CompletedAt        string `json:"completed_at,omitempty"` // absent unless completed
+	// Holder is the name the claim that took the record gave its claimer (idem's
+	// Record.Holder); absent when it gave none.
+	Holder      string `json:"holder,omitempty"`
+	CompletedAt string `json:"completed_at,omitempty"` // absent unless completed
 	// Until is the end of the lease of a claimed record, of the retention of a completed
 	// one (UntilIs says which), by the server's clock.
 	Until      string `json:"until"`
@@ -116,6 +119,7 @@ func readIdem(doc bson.Raw, key string, now time.Time, clock string, withBody bo
 	}
 	r.FingerprintVersion = v
 	_, r.ClaimedAt = date(idemClaimedAt, true)
+	r.Holder, _ = doc.Lookup(idemHolder).StringValueOK()
 	until, untilText := date(idemLeaseUntil, true)
 	r.Until, r.UntilIs = untilText, "lease"
 	_, r.ReapableAt = date(idemExpireAt, false)

@@ -154,7 +154,7 @@ func readPartitionLease(doc bson.Raw, key string, p int, now time.Time) Partitio
 	prev, _ := doc.Lookup(idemPrevState).StringValueOK()
 	l.TakenOver = prev == IdemClaimed
 	if len(l.Problems) == 0 {
-		l.Holder, _ = doc.Lookup(idemHolder).StringValueOK()
+		l.Holder = rec.Holder
 	}
 	return l
 }
