@@ -265,20 +265,28 @@ func readIdem(ctx context.Context, h *handler, q request) (any, error) {
 	return p, err
 }
 
-// journalPage is one invocation, or none before an id is given.
+// journalPage is one invocation, or before an id is given what the journal's retention
+// deleted.
 type journalPage struct {
 	ID         string
 	Invocation *inspect.Invocation
+	Retention  *inspect.JournalRetention // without an id only
 }
 
-func (p *journalPage) report() any { return p.Invocation }
+func (p *journalPage) report() any {
+	if p.ID == "" {
+		return p.Retention
+	}
+	return p.Invocation
+}
 
 func readJournal(ctx context.Context, h *handler, q request) (any, error) {
 	p := &journalPage{ID: q.param("id")}
-	if p.ID == "" {
-		return p, nil // the form alone; JSON null
-	}
 	var err error
+	if p.ID == "" {
+		p.Retention, err = inspect.ReadJournalRetention(ctx, h.o.Database.Collection(ops.CountersCollection), h.o.Journal)
+		return p, err
+	}
 	p.Invocation, err = inspect.ReadInvocation(ctx, h.o.Database.Collection(h.o.Journal), p.ID)
 	return p, err
 }

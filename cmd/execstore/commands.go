@@ -246,6 +246,21 @@ sealed them. One find.`,
 		},
 	},
 	{
+		name: "journal retention", collection: "journal",
+		summary: "the finished invocations the journal's retention deleted",
+		detail: `Prints how many finished invocations the journal's retention (journal.Options.Retention,
+or DeleteExpired) deleted from the collection since its data was created, and when it
+last did, by the deleting process's clock. One find by _id in the database's counters.`,
+		setup: func(*flag.FlagSet) func([]string, output, string) (runner, error) {
+			return func(_ []string, out output, coll string) (runner, error) {
+				o := journalRetentionOptions{output: out, Collection: coll}
+				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
+					return showJournalRetention(ctx, db, w, o)
+				}, nil
+			}
+		},
+	},
+	{
 		name: "ui", collection: ops.ExecutionsCollection, serves: true,
 		summary: "a read-only web UI of the same, until interrupted",
 		detail: `Serves a read-only web UI (package ui) on -listen until interrupted: an overview, the

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/execstore/execstore/internal/inspect"
+	"github.com/execstore/execstore/ops"
 )
 
 // journalOptions name the invocation `journal show` prints.
@@ -62,4 +63,34 @@ func writeJournal(w io.Writer, r *inspect.Invocation) error {
 	}
 	_, err := fmt.Fprintln(w, "\n(sealed payloads are never opened here: sizes and key ids only)")
 	return err
+}
+
+// journalRetentionOptions name the journal collection whose retention totals
+// `journal retention` prints.
+type journalRetentionOptions struct {
+	output
+	Collection string
+}
+
+// showJournalRetention prints what the journal's retention deleted: one find by _id in the
+// counters collection.
+func showJournalRetention(ctx context.Context, db *mongo.Database, w io.Writer, o journalRetentionOptions) error {
+	r, err := inspect.ReadJournalRetention(ctx, db.Collection(ops.CountersCollection), o.Collection)
+	if err != nil {
+		return err
+	}
+	return emit(w, o.output, r, writeJournalRetention)
+}
+
+// writeJournalRetention writes the journal's retention totals for people.
+func writeJournalRetention(w io.Writer, r *inspect.JournalRetention) error {
+	last := "never"
+	if r.LastAt != "" {
+		last = r.LastAt
+	}
+	return pairs(w, "", [][2]string{
+		{"journal", plain(r.Collection)},
+		{"deleted", strconv.FormatInt(r.Deleted, 10) + " finished invocations, for their retention"},
+		{"last deleted at", last},
+	})
 }

@@ -129,6 +129,22 @@ func populateAt(t *testing.T, uri, db string) fixture {
 	j, err := journal.Open(ctx, uri, ring, journal.Options{AcceptWeakDurability: true, Connection: conn})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, j.Close(ctx)) }()
+	// pay-0 ran to its end and the retention deleted it: the journal's totals count one.
+	{
+		f0, err := j.Claim(ctx, journal.Identity{ID: "pay-0", Scope: "shop/payments", Digest: "sha256:0a1b"}, "worker-a")
+		require.NoError(t, err)
+		f0, c0, err := j.Checkpoint(ctx, f0, journal.PhaseBefore, []byte("pay-0 state"))
+		require.NoError(t, err)
+		f0, err = j.Prepare(ctx, f0, c0, []byte("pay-0 operation"))
+		require.NoError(t, err)
+		a0, err := j.Dispatch(ctx, f0)
+		require.NoError(t, err)
+		_, err = j.Reconcile(ctx, a0.Fence, journal.Receipt{Attempt: a0.N, Outcome: journal.Succeeded})
+		require.NoError(t, err)
+		n, err := j.DeleteExpired(ctx, time.Now().Add(time.Hour), 10)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+	}
 	fence, err := j.Claim(ctx, journal.Identity{ID: "pay-1", Scope: "shop/payments", Digest: "sha256:4f2a"}, "worker-a")
 	require.NoError(t, err)
 	fence, f.checkpointID, err = j.Checkpoint(ctx, fence, journal.PhaseBefore, []byte(sealedPlaintexts[0]))

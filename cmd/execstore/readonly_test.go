@@ -57,6 +57,8 @@ func TestReadOnly(t *testing.T) {
 		{"relays", "-lease-key", "execstore/relay/timers"},
 		{"journal", "show", "pay-1"},
 		{"journal", "show", "nope", "-json"},
+		{"journal", "retention"},
+		{"journal", "retention", "-json"},
 		{"server"},
 	} {
 		r := runWith(t, "", copts, append([]string{"-uri", srv.URI, "-db", f.db}, args...)...)

@@ -143,3 +143,17 @@ func TestServer(t *testing.T) {
 	require.Regexp(t, `(?m)^family +\S+\nversion +\S+\nmax wire version +\d+\nferretdb version +\S+\naio profile +\S+\n`+
 		`aggregation expressions in find projections +(served|refused: .+)\n$`, f.inspect(t, "server"))
 }
+
+// TestJournalRetention checks `journal retention` against the journal's own totals: the
+// fixture's one invocation deleted, when, and nothing for a collection no retention ran on.
+func TestJournalRetention(t *testing.T) {
+	f := populate(t)
+	text := f.inspect(t, "journal", "retention")
+	require.Regexp(t, `^journal +journal\ndeleted +1 finished invocations, for their retention\nlast deleted at +\d{4}-\d\d-\d\dT[\d:.]+Z\n$`, text)
+	var r inspect.JournalRetention
+	require.NoError(t, json.Unmarshal([]byte(f.inspect(t, "journal", "retention", "-json")), &r))
+	require.Equal(t, "journal", r.Collection)
+	require.EqualValues(t, 1, r.Deleted)
+	require.NotEmpty(t, r.LastAt)
+	require.JSONEq(t, `{"collection": "other", "deleted": 0}`, f.inspect(t, "journal", "retention", "-collection", "other", "-json"))
+}

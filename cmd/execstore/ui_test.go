@@ -34,6 +34,7 @@ func TestUIJSONMatchesCLI(t *testing.T) {
 		{"/dead", []string{"dead", "-json"}},
 		{"/backlog", []string{"backlog", "-json"}},
 		{"/journal?id=pay-1", []string{"journal", "show", "pay-1", "-json"}},
+		{"/journal", []string{"journal", "retention", "-json"}},
 	} {
 		sep := "?"
 		if strings.Contains(c.path, "?") {
