@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -88,7 +90,7 @@ func (s *soakRun) checkpoints(ctx context.Context, report *soakReport) error {
 		if n != last {
 			last, lastAt = n, time.Now()
 		} else if time.Since(lastAt) > soakStallAfter {
-			return fmt.Errorf("no event driven for %v, at %d of %d events", soakStallAfter, n, total)
+			return fmt.Errorf("no event driven for %v, at %d of %d events: %s", soakStallAfter, n, total, s.stalled(ctx))
 		}
 		if n < next && n < total {
 			continue
@@ -337,4 +339,33 @@ func (s *soakRun) held(ctx context.Context) (map[string]int64, error) {
 		out[name] = n
 	}
 	return out, nil
+}
+
+// stalled describes a stalled soak for its error: the relay's and the sweeper's Stats, the
+// backlog the store holds now, and where the goroutines wait (written to
+// -out/soak-stall-goroutines.txt).
+func (s *soakRun) stalled(ctx context.Context) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "relay %+v; sweeper %+v", s.relay.Stats(), s.sweeper.Stats())
+	if parts, err := s.probe.Backlog(ctx); err != nil {
+		fmt.Fprintf(&b, "; backlog: %v", err)
+	} else {
+		var total execstore.PartitionBacklog
+		for _, p := range parts {
+			total.PendingOutbox += p.PendingOutbox
+			total.DueTimers += p.DueTimers
+			total.Dead += p.Dead
+		}
+		fmt.Fprintf(&b, "; the store holds %d pending entries, %d due timers, %d dead items",
+			total.PendingOutbox, total.DueTimers, total.Dead)
+	}
+	if err := os.MkdirAll(s.cfg.out, 0o755); err == nil {
+		path := filepath.Join(s.cfg.out, "soak-stall-goroutines.txt")
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.Lookup("goroutine").WriteTo(f, 2)
+			_ = f.Close()
+			fmt.Fprintf(&b, "; goroutines in %s", path)
+		}
+	}
+	return b.String()
 }
