@@ -92,6 +92,8 @@ type config struct {
 	// before a checkpoint counts it against the bound.
 	soakSlack     time.Duration
 	soakRetention execstore.Retention // the soak's relay's Options.Retention
+	// viewsExecutions is the views run's number of executions (-views); 0: no views run.
+	viewsExecutions int
 }
 
 // parseFlags parses the command line args into a config, checking every value before
@@ -153,6 +155,8 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	fs.IntVar(&cfg.scalingReps, "scaling-reps", 5, "sweeps timed per size and design for -scaling (the median is reported)")
 	fs.IntVar(&cfg.soakEvents, "soak", 0,
 		"drive this many events through one database over simulated days, checking that it stays bounded (0: no soak)")
+	fs.IntVar(&cfg.viewsExecutions, "views", 0,
+		"fill a database with this many executions and time every page of the web UI (and so every command's read), counting its server commands (0: no views run)")
 	fs.IntVar(&cfg.soakLive, "soak-live", 2000, "executions kept live (unfinished) through the soak")
 	fs.Float64Var(&cfg.soakDays, "soak-days", 30, "simulated days the soak's events span")
 	fs.IntVar(&cfg.soakCheckpoints, "soak-checkpoints", 20, "checkpoints of the soak, evenly spread over its events")
@@ -255,6 +259,8 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 		return config{}, fmt.Errorf("-scaling-due must be at least 1, got %d", cfg.scalingDue)
 	case cfg.scalingReps < 1:
 		return config{}, fmt.Errorf("-scaling-reps must be at least 1, got %d", cfg.scalingReps)
+	case cfg.viewsExecutions < 0:
+		return config{}, fmt.Errorf("-views must not be negative, got %d", cfg.viewsExecutions)
 	case cfg.soakEvents < 0:
 		return config{}, fmt.Errorf("-soak must not be negative, got %d", cfg.soakEvents)
 	case cfg.soakLive < 1:

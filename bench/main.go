@@ -105,6 +105,8 @@ func run(cfg config) int {
 	switch {
 	case cfg.soakEvents > 0:
 		status, err = soak(ctx, cfg)
+	case cfg.viewsExecutions > 0:
+		status, err = views(ctx, cfg)
 	case cfg.scaling:
 		status, err = scaling(ctx, cfg)
 	default:
