@@ -335,7 +335,6 @@ func fillJournal(ctx context.Context, uri, database string) error {
 	return nil
 }
 
-
 // write prints the report's table and writes bench-views.json under -out.
 func (r viewsReport) write(cfg config) error {
 	out := os.Stdout
