@@ -70,7 +70,9 @@
 // them as one write. A batch of timers is one DeleteTimers. Scans overlap delivery: the next
 // one is sent as soon as at most Options.Batch items are in flight, those waiting for their
 // ack counting only beyond 2×Batch of them (a store may hold an ack until a later commit
-// carries it): at most 4×Batch items are in flight.
+// carries it): at most 4×Batch items are in flight. Timers whose fire time came while they
+// waited in memory do not count: only a scan sent after it confirms them, so however many
+// wait, that scan is sent.
 //
 // With Options.CommitRemovesTimer, a timer's handler that commits on the timer's execution
 // with the context it was given, through an aio store of this process, removes the timer

@@ -53,7 +53,8 @@ type Options struct {
 	Lanes int
 	// Batch paces the scans. A scan is sent once at most Batch items are in flight (queued
 	// in lanes or in handlers; those awaiting their ack count only beyond 2×Batch of them,
-	// since a store may hold an ack a while). It asks for every item in flight plus Batch
+	// since a store may hold an ack a while; timers come due in memory, which wait for the
+	// scan that confirms them, not at all). It asks for every item in flight plus Batch
 	// more, and takes new ones until 2×Batch count. At most 4×Batch items are in flight at
 	// once. Scanning thus overlaps delivery, and never piles it up. Default 256.
 	Batch int

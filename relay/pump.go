@@ -186,11 +186,14 @@ func (s *session[T, K]) scannable() ([]int, map[int]*hold) {
 	return parts, holds
 }
 
-// room reports whether a scan may be sent: at most Batch items pace (see pacing).
+// room reports whether a scan may be sent: at most Batch items pace (see pacing), not
+// counting the items waiting for their confirmation. Those need no lane, and only a scan
+// sent after their fire time lets them go: counted, more than Batch of them would hold
+// back the one scan that confirms them, for ever.
 func (s *session[T, K]) room() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pacing() <= s.r.opts.Batch
+	return s.pacing()-len(s.unconfirmed) <= s.r.opts.Batch
 }
 
 // pacing is the number of items in flight that pace the scans and hand-overs: those settling

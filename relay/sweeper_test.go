@@ -170,6 +170,34 @@ func TestSweeperHandOver(t *testing.T) {
 	})
 }
 
+// More timers handed over than a Batch wait in memory for their fire time, then for the read
+// that confirms them: that read is sent though they are in flight, since only it can let
+// them go. With Batch 2 and no poll, twelve timers due together all fire (before, the
+// sweeper held 2×Batch of them unconfirmed and sent no read while more than Batch were in
+// flight: it stalled).
+func TestSweeperConfirmsMoreTimersThanABatch(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
+		if wake.Of(store) == nil {
+			t.Skipf("%T registers no wake-up signal: its sweepers only poll", store)
+		}
+		f := newFirings(t)
+		sw := relay.NewSweeper(store, f.handle, relay.Options{PollInterval: time.Hour, Batch: 2})
+		stop := run(t, sw)
+		eventually(t, func() bool { return sw.Stats().Scans >= 1 }, "the first look")
+		em := newEmitter(t, store)
+		fire := nowFireTime().Add(300 * time.Millisecond)
+		const n = 12
+		for i := range n {
+			em.schedule(fmt.Sprintf("x%02d", i), "Soon", fire)
+		}
+		eventually(t, func() bool { return sw.Stats().Acked == n }, "every timer fired")
+		require.NoError(t, stop())
+		assert.GreaterOrEqual(t, sw.Stats().HandedOver, int64(4), "2×Batch handed over")
+		f.check()
+		assert.Empty(t, timers(t, store))
+	})
+}
+
 // A failing handler leaves its timer in place; it is fired again after a back-off and
 // deleted only once its handler returned nil. The execution's other timers wait for it.
 func TestSweeperRetries(t *testing.T) {
