@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
@@ -54,20 +55,27 @@ type overviewPage struct {
 	Relays   *inspect.Relays       `json:"relays"`
 }
 
+// readOverview sends the overview's three reads at once: they are independent, and the
+// page takes as long as the slowest.
 func readOverview(ctx context.Context, h *handler, q request) (any, error) {
-	counts, err := inspect.CountStatuses(ctx, h.executions())
-	if err != nil {
+	p := &overviewPage{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		p.Statuses, err = inspect.CountStatuses(gctx, h.executions())
+		return err
+	})
+	g.Go(func() (err error) {
+		p.Backlog, err = h.backlog(gctx, q)
+		return err
+	})
+	g.Go(func() (err error) {
+		p.Relays, err = inspect.ReadRelays(gctx, h.o.Database.Collection(h.o.Leases), h.o.LeaseKey, q.now)
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	backlog, err := h.backlog(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	relays, err := inspect.ReadRelays(ctx, h.o.Database.Collection(h.o.Leases), h.o.LeaseKey, q.now)
-	if err != nil {
-		return nil, err
-	}
-	return &overviewPage{Statuses: counts, Backlog: backlog, Relays: relays}, nil
+	return p, nil
 }
 
 // executionsPage is one page of executions and the filters that chose it.
