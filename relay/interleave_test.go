@@ -54,6 +54,9 @@ func (b *harness[T, K]) handle(_ context.Context, item T) error {
 	id := b.r.kind.describe(item)
 	b.mu.Lock()
 	b.calls = append(b.calls, id)
+	if b.gates[id] == nil && b.gates[nextItem] != nil {
+		id = nextItem
+	}
 	gate := b.gates[id]
 	delete(b.gates, id)
 	if c := b.entered[id]; c != nil {
@@ -67,8 +70,11 @@ func (b *harness[T, K]) handle(_ context.Context, item T) error {
 	return nil
 }
 
-// gate makes the next handler call of item id wait for the error sent on the returned
-// channel; entered is closed once the call began.
+// nextItem is the id gate takes for the next handler call of any item not gated by its own.
+const nextItem = "(next)"
+
+// gate makes the next handler call of item id (nextItem: of any item) wait for the error
+// sent on the returned channel; entered is closed once the call began.
 func (b *harness[T, K]) gate(id string) (result chan error, entered chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -101,8 +101,9 @@ func TestTargetedReadWhileTheLeaseIsNotLiveTeachesNothing(t *testing.T) {
 func TestTargetedReadDeliversAReleasedItemAgainFirst(t *testing.T) {
 	b := newOutboxHarness(t)
 	b.hold("S", b.lease())
+	// Gated before the commit: its hand-over may reach the handler before emit returns.
+	result, entered := b.gate(nextItem)
 	e1 := b.emit("S", "T", false)
-	result, entered := b.gate(entryName(e1))
 	<-entered
 	result <- errors.New("failed once")
 	require.Eventually(t, func() bool { return b.held() == 0 }, 10*time.Second, time.Millisecond, "e1 released")
