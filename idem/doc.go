@@ -27,6 +27,10 @@
 //     concurrent replaces one matches, and of concurrent inserts one is stored. A
 //     duplicate-key refusal is MongoDB's 11000 or a row-locking engine's unique violation
 //     (code 1).
+//   - A record's Holder (ClaimAs) is written by the same write as its token, and replaced
+//     by every claim that takes the record: it names the claimer of the token the record
+//     holds, on either formulation, whatever write ran in between. It proves nothing; the
+//     token does.
 //   - Expiry is decided by the server's clock, never the application's. The MongoDB
 //     formulation reads $$NOW inside the write. The FerretDB formulation estimates the
 //     server's clock within ε (half a round trip plus 1ms) from a reading of it. It takes
