@@ -1,15 +1,19 @@
 package aio_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/ops"
 )
 
 // Backlog agrees with what the store's own reads return, partition by partition: pending
@@ -59,6 +63,49 @@ func TestBacklogAgreesWithTheStoresReads(t *testing.T) {
 		t.Logf("the server refused the aggregation's operators: the find stood in")
 	default:
 		t.Errorf("Backlog sent %v: want one aggregate, or an aggregate refused and one find", names)
+	}
+}
+
+// An execution written before partitions, with no partition, counts in partition 0, each kind
+// of work waiting: the backlog's filter names the partition to reach the indexes, and must
+// still match a document without one.
+func TestBacklogCountsAnExecutionWithoutAPartitionInPartitionZero(t *testing.T) {
+	h := newHarness(t, aio.Options{Partitions: 4})
+	s := h.store
+	id := "backlog-old"
+	for i := 0; execstore.PartitionOf(id, s.Partitions()) == 0; i++ {
+		id = fmt.Sprintf("backlog-old-%d", i)
+	}
+	now := time.Now()
+	overdue := now.Add(-time.Minute).Truncate(time.Microsecond)
+	exe := newExe(id)
+	seqs, err := s.Commit(bg, exe, execstore.Commit{Emits: []execstore.Emit{{Event: []byte("dies")}, {Event: []byte("waits")}},
+		Spawns: []execstore.Spawn{{ChildID: id + "-child"}},
+		Timers: []execstore.TimerOp{execstore.ScheduleTimer("late", overdue)}})
+	require.NoError(t, err)
+	_, ok, err := s.Fail(bg, execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: id, Seq: seqs[0]},
+		execstore.Failure{Error: "no", At: now, Dead: true})
+	require.NoError(t, err)
+	require.True(t, ok)
+	res, err := h.db.Collection(ops.ExecutionsCollection).UpdateOne(bg, bson.D{{Key: "_id", Value: id}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: ops.FieldPartition, Value: ""}}}})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.ModifiedCount)
+
+	for name, read := range map[string]func(context.Context) ([]execstore.PartitionBacklog, error){
+		"aggregation": s.Backlog, "find": s.BacklogByFind,
+	} {
+		got, err := read(bg)
+		require.NoError(t, err, name)
+		require.Len(t, got, 1, "%s: %+v", name, got)
+		g := got[0]
+		assert.Equal(t, 0, g.Partition, name)
+		assert.EqualValues(t, 1, g.PendingOutbox, name)
+		assert.EqualValues(t, 1, g.PendingSpawns, name)
+		assert.EqualValues(t, 1, g.DueTimers, name)
+		assert.EqualValues(t, 1, g.Dead, name)
+		assert.True(t, overdue.Equal(g.OldestDue), "%s: oldest due %s", name, g.OldestDue)
+		assert.False(t, g.OldestPending.IsZero(), name)
 	}
 }
 
