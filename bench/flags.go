@@ -92,8 +92,13 @@ type config struct {
 	// before a checkpoint counts it against the bound.
 	soakSlack     time.Duration
 	soakRetention execstore.Retention // the soak's relay's Options.Retention
+	// soakReindex rebuilds the executions collection's indexes after each checkpoint's measures.
+	soakReindex bool
 	// viewsExecutions is the views run's number of executions (-views); 0: no views run.
 	viewsExecutions int
+	// indexGrowth is how many executions the index-growth run passes through (-index-growth);
+	// 0: no index-growth run.
+	indexGrowth int
 }
 
 // parseFlags parses the command line args into a config, checking every value before
@@ -157,6 +162,8 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 		"drive this many events through one database over simulated days, checking that it stays bounded (0: no soak)")
 	fs.IntVar(&cfg.viewsExecutions, "views", 0,
 		"fill a database with this many executions and time every page of the web UI (and so every command's read), counting its server commands (0: no views run)")
+	fs.IntVar(&cfg.indexGrowth, "index-growth", 0,
+		"time the relay family's reads over 1,000 live executions, then again after this many more were created, finished and deleted, after a minute, and after a reIndex (0: no index-growth run)")
 	fs.IntVar(&cfg.soakLive, "soak-live", 2000, "executions kept live (unfinished) through the soak")
 	fs.Float64Var(&cfg.soakDays, "soak-days", 30, "simulated days the soak's events span")
 	fs.IntVar(&cfg.soakCheckpoints, "soak-checkpoints", 20, "checkpoints of the soak, evenly spread over its events")
@@ -166,6 +173,8 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 			"one RetentionInterval (1s), a retention pass's read and delete, the last ack's AckWait (300ms) and the sweeper's ScanGap (250ms)")
 	fs.DurationVar(&cfg.soakRetention.Done, "soak-retain-done", 24*time.Hour, "retention of Done executions in the soak, simulated (0: kept)")
 	fs.DurationVar(&cfg.soakRetention.Failed, "soak-retain-failed", 72*time.Hour, "retention of Failed executions in the soak, simulated (0: kept)")
+	fs.BoolVar(&cfg.soakReindex, "soak-reindex", false,
+		"after each checkpoint's measures, rebuild the executions collection's indexes (reIndex), which a server that keeps the keys of deleted documents in its indexes needs to keep its scans flat")
 	fs.DurationVar(&cfg.soakRetention.Cancelled, "soak-retain-cancelled", 24*time.Hour,
 		"retention of Cancelled executions in the soak, simulated (0: kept)")
 	if err := fs.Parse(args); err != nil {
@@ -259,6 +268,8 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 		return config{}, fmt.Errorf("-scaling-due must be at least 1, got %d", cfg.scalingDue)
 	case cfg.scalingReps < 1:
 		return config{}, fmt.Errorf("-scaling-reps must be at least 1, got %d", cfg.scalingReps)
+	case cfg.indexGrowth < 0:
+		return config{}, fmt.Errorf("-index-growth must not be negative, got %d", cfg.indexGrowth)
 	case cfg.viewsExecutions < 0:
 		return config{}, fmt.Errorf("-views must not be negative, got %d", cfg.viewsExecutions)
 	case cfg.soakEvents < 0:

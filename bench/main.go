@@ -107,6 +107,8 @@ func run(cfg config) int {
 		status, err = soak(ctx, cfg)
 	case cfg.viewsExecutions > 0:
 		status, err = views(ctx, cfg)
+	case cfg.indexGrowth > 0:
+		status, err = indexGrowth(ctx, cfg)
 	case cfg.scaling:
 		status, err = scaling(ctx, cfg)
 	default:

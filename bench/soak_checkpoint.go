@@ -47,13 +47,20 @@ type soakCheckpoint struct {
 	WithinRetention int64 `json:"within_retention"`
 	// Recent are the other finished executions that became deletable less than -soak-slack
 	// ago: the slack of the bound.
-	Recent           int64               `json:"recent"`
-	Bound            int64               `json:"bound"` // Live + WithinRetention + Recent
-	BoundMet         bool                `json:"bound_met"`
-	Deleted          int64               `json:"deleted"` // RetentionTotals, every status
-	DeletedByStatus  map[string]int64    `json:"deleted_by_status"`
-	CommandsPerEvent float64             `json:"commands_per_event"` // the soak's clients, since its start
-	Costs            map[string]soakCost `json:"costs"`
+	Recent           int64            `json:"recent"`
+	Bound            int64            `json:"bound"` // Live + WithinRetention + Recent
+	BoundMet         bool             `json:"bound_met"`
+	Deleted          int64            `json:"deleted"` // RetentionTotals, every status
+	DeletedByStatus  map[string]int64 `json:"deleted_by_status"`
+	CommandsPerEvent float64          `json:"commands_per_event"` // the soak's clients, since its start
+	// IndexBytes is the executions collection's indexes' size (collStats' totalIndexSize),
+	// measured after the costs; absent where the server does not tell it.
+	IndexBytes *int64 `json:"index_bytes,omitempty"`
+	// ReindexMs is how long the reIndex after the measures took (-soak-reindex), and
+	// IndexBytesAfter the indexes' size after it.
+	ReindexMs       *float64            `json:"reindex_ms,omitempty"`
+	IndexBytesAfter *int64              `json:"index_bytes_after,omitempty"`
+	Costs           map[string]soakCost `json:"costs"`
 	// Held is taken only when the bound is not met: the finished documents by what keeps the
 	// retention from deleting them.
 	Held map[string]int64 `json:"held,omitempty"`
@@ -145,6 +152,17 @@ func (s *soakRun) checkpoint(ctx context.Context) (soakCheckpoint, error) {
 	}
 	if cp.Costs, err = s.costs(ctx); err != nil {
 		return cp, err
+	}
+	cp.IndexBytes = totalIndexSize(ctx, s.env.admin.Database(s.database))
+	if s.cfg.soakReindex {
+		t := time.Now()
+		err := s.env.admin.Database(s.database).RunCommand(ctx, bson.D{{Key: "reIndex", Value: ops.ExecutionsCollection}}).Err()
+		if err != nil {
+			return cp, fmt.Errorf("rebuilding the indexes (-soak-reindex): %w", err)
+		}
+		ms := round(float64(time.Since(t).Microseconds())/1000, 1)
+		cp.ReindexMs = &ms
+		cp.IndexBytesAfter = totalIndexSize(ctx, s.env.admin.Database(s.database))
 	}
 	return cp, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
 // A short soak on the suite's server (the embedded one unless MONGODB_URI names another):
@@ -45,5 +47,44 @@ func TestSoakStaysBounded(t *testing.T) {
 		for _, name := range soakCosts {
 			assert.Contains(t, cp.Costs, name)
 		}
+		if assert.NotNil(t, cp.IndexBytes, "at %d events: the indexes' size", cp.Events) {
+			assert.Positive(t, *cp.IndexBytes)
+		}
+		assert.Nil(t, cp.ReindexMs, "no -soak-reindex, no rebuild")
+	}
+}
+
+// With -soak-reindex each checkpoint rebuilds the indexes after its measures and reports it; a
+// server without reIndex (the embedded one) fails the soak at its first checkpoint, saying so.
+func TestSoakReindex(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives 400 events through a server")
+	}
+	const events = 400
+	cfg, err := parseFlags([]string{"-soak", strconv.Itoa(events), "-soak-live", "10", "-soak-checkpoints", "2",
+		"-soak-slack", "20s", "-soak-reindex", "-out", t.TempDir()},
+		os.Getenv("MONGODB_URI"), io.Discard)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	env, err := startEnvironment(ctx, cfg)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, env.close()) }()
+
+	report, err := runSoak(ctx, cfg, env)
+	var ce mongo.CommandError
+	if errors.As(err, &ce) && ce.Code == 59 { // CommandNotFound
+		assert.ErrorContains(t, err, "rebuilding the indexes (-soak-reindex)")
+		t.Logf("the server has no reIndex: %v", err)
+		return
+	}
+	require.NoError(t, err)
+	require.NotEmpty(t, report.checkpoints)
+	for _, cp := range report.checkpoints {
+		require.NotNil(t, cp.ReindexMs, "at %d events", cp.Events)
+		assert.GreaterOrEqual(t, *cp.ReindexMs, 0.0)
+		require.NotNil(t, cp.IndexBytes)
+		require.NotNil(t, cp.IndexBytesAfter)
+		assert.Contains(t, indexCell(cp), " → ")
 	}
 }
