@@ -87,6 +87,6 @@ func TestBacklog(t *testing.T) {
 
 	text := f.inspect(t, "backlog")
 	require.Contains(t, text, "backlog: 1 partition with work waiting (now 2030-03-17T17:30:00Z)\n")
-	require.Regexp(t, `\n  \d+ +2 +1 +\d+d\d+h +1 +2314d19h +1\n  total +2 +1 +\d+d\d+h +1 +2314d19h +1\n`, text)
+	require.Regexp(t, `\n  \d+ +2 +1 +\d+d(\d+h)? +1 +2314d19h +1\n  total +2 +1 +\d+d(\d+h)? +1 +2314d19h +1\n`, text)
 	require.Regexp(t, `\nretention: deleted 0 CANCELLED, 1 DONE, 0 FAILED; last \S+ \(\S+ ago\)\n`, text)
 }
