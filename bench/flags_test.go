@@ -162,6 +162,7 @@ func TestParseFlagsRefusesBadValues(t *testing.T) {
 		{[]string{"-run-timeout", "-1m"}, "-timeout and -run-timeout must be positive"},
 		{[]string{"-scaling-due", "0"}, "-scaling-due must be at least 1, got 0"},
 		{[]string{"-scaling-reps", "0"}, "-scaling-reps must be at least 1, got 0"},
+		{[]string{"-index-growth", "-3"}, "-index-growth must not be negative, got -3"},
 		{[]string{"-no-such-flag"}, "flag provided but not defined: -no-such-flag"},
 		{[]string{"-rounds", "3", "extra"}, "unexpected arguments: extra"},
 	} {

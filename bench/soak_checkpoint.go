@@ -160,7 +160,7 @@ func (s *soakRun) checkpoint(ctx context.Context) (soakCheckpoint, error) {
 		if err != nil {
 			return cp, fmt.Errorf("rebuilding the indexes (-soak-reindex): %w", err)
 		}
-		ms := round(float64(time.Since(t).Microseconds())/1000, 1)
+		ms := round(millis(time.Since(t)), 1)
 		cp.ReindexMs = &ms
 		cp.IndexBytesAfter = totalIndexSize(ctx, s.env.admin.Database(s.database))
 	}

@@ -127,7 +127,7 @@ func indexCell(cp soakCheckpoint) string {
 		if b == nil {
 			return "-"
 		}
-		return fmt.Sprintf("%.1f", float64(*b)/(1<<20))
+		return fmt.Sprintf("%.1f", mebibytes(uint64(*b)))
 	}
 	if cp.ReindexMs == nil {
 		return mb(cp.IndexBytes)

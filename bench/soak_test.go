@@ -24,17 +24,8 @@ func TestSoakStaysBounded(t *testing.T) {
 	const events = 800
 	// A slack of 20 s: under the race detector on the embedded server an execution's last ack
 	// has been measured to stay unwritten beyond the default 6 s.
-	cfg, err := parseFlags([]string{"-soak", strconv.Itoa(events), "-soak-live", "20", "-soak-checkpoints", "4",
-		"-soak-slack", "20s", "-out", t.TempDir()},
-		os.Getenv("MONGODB_URI"), io.Discard)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	env, err := startEnvironment(ctx, cfg)
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, env.close()) }()
-
-	report, err := runSoak(ctx, cfg, env)
+	report, err := soakOnTheSuitesServer(t, "-soak", strconv.Itoa(events), "-soak-live", "20", "-soak-checkpoints", "4",
+		"-soak-slack", "20s")
 	require.NoError(t, err)
 	require.EqualValues(t, events, report.events)
 	require.NotEmpty(t, report.checkpoints)
@@ -61,17 +52,8 @@ func TestSoakReindex(t *testing.T) {
 		t.Skip("drives 400 events through a server")
 	}
 	const events = 400
-	cfg, err := parseFlags([]string{"-soak", strconv.Itoa(events), "-soak-live", "10", "-soak-checkpoints", "2",
-		"-soak-slack", "20s", "-soak-reindex", "-out", t.TempDir()},
-		os.Getenv("MONGODB_URI"), io.Discard)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	env, err := startEnvironment(ctx, cfg)
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, env.close()) }()
-
-	report, err := runSoak(ctx, cfg, env)
+	report, err := soakOnTheSuitesServer(t, "-soak", strconv.Itoa(events), "-soak-live", "10", "-soak-checkpoints", "2",
+		"-soak-slack", "20s", "-soak-reindex")
 	var ce mongo.CommandError
 	if errors.As(err, &ce) && ce.Code == 59 { // CommandNotFound
 		assert.ErrorContains(t, err, "rebuilding the indexes (-soak-reindex)")
@@ -87,4 +69,18 @@ func TestSoakReindex(t *testing.T) {
 		require.NotNil(t, cp.IndexBytesAfter)
 		assert.Contains(t, indexCell(cp), " → ")
 	}
+}
+
+// soakOnTheSuitesServer runs a soak with the flags args on the suite's server (the embedded
+// one unless MONGODB_URI names another).
+func soakOnTheSuitesServer(t *testing.T, args ...string) (*soakReport, error) {
+	t.Helper()
+	cfg, err := parseFlags(append(args, "-out", t.TempDir()), os.Getenv("MONGODB_URI"), io.Discard)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	env, err := startEnvironment(ctx, cfg)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, env.close()) }()
+	return runSoak(ctx, cfg, env)
 }
