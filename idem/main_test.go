@@ -87,3 +87,21 @@ func serverServesNowInWrites(t testing.TB) bool {
 	require.True(t, isDate, "a served $$NOW is a date, got %#v", got.At)
 	return true
 }
+
+// claimOnceLapsed claims key with s for longLease once a claim of it has lapsed: it asks every
+// 50 ms, for 10 s at most, while the claim is still live. Sleeping the lease's length and a
+// margin is not enough: the FerretDB formulation's expiry is by its estimate of the server's
+// clock, which may be ahead by half the round trip of its reading, past 100 ms on a loaded
+// machine. It returns the last answer, which is a reclaim unless the claim stayed live.
+func claimOnceLapsed(t *testing.T, s *Store, key string) Claim {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := s.Claim(bg, key, fp, 1, longLease)
+		require.NoError(t, err)
+		if c.Outcome != AlreadyClaimed || time.Now().After(deadline) {
+			return c
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -173,10 +173,10 @@ func TestRenewAllReclaimedBetweenWriteAndRead(t *testing.T) {
 			require.Equal(t, New, c.Outcome)
 			held = append(held, Held{Key: name + "/" + k, Token: c.Token})
 		}
-		time.Sleep(shortLease + 100*time.Millisecond)
-		_, err := other.Claim(bg, held[0].Key, fp, 1, longLease)
-		require.NoError(t, err)
+		time.Sleep(shortLease)
+		require.Equal(t, LeaseReclaimed, claimOnceLapsed(t, other, held[0].Key).Outcome, name)
 		var between Claim
+		var err error
 		s.afterRenewWrite = func() {
 			// The write renewed it for a millisecond: take it over once that has lapsed.
 			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
@@ -187,9 +187,9 @@ func TestRenewAllReclaimedBetweenWriteAndRead(t *testing.T) {
 		}
 		renewed, rerr := s.RenewAll(bg, held, time.Millisecond)
 		s.afterRenewWrite = nil
+		require.NoError(t, rerr)
 		require.NoError(t, err)
 		require.Equal(t, LeaseReclaimed, between.Outcome, name)
-		require.NoError(t, rerr)
 		assert.Equal(t, []bool{false, false, true}, renewed, name)
 	}
 }
