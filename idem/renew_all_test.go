@@ -102,11 +102,11 @@ func TestRenewAllOneFencedAmongMany(t *testing.T) {
 			require.Equal(t, New, c.Outcome)
 			held[i] = Held{Key: key, Token: c.Token}
 		}
-		time.Sleep(shortLease + 100*time.Millisecond)
-		taken, err := other.Claim(bg, held[fenced].Key, fp, 1, longLease)
-		require.NoError(t, err)
+		time.Sleep(shortLease)
+		taken := claimOnceLapsed(t, other, held[fenced].Key)
 		require.Equal(t, LeaseReclaimed, taken.Outcome)
 		before := make([]*Record, n)
+		var err error
 		for i, h := range held {
 			before[i], err = s.Get(bg, h.Key)
 			require.NoError(t, err)
