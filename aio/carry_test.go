@@ -343,7 +343,9 @@ func TestAckStopsWaitingOnceTheStoreIsIdle(t *testing.T) {
 func TestASourcesRemovalsGoAloneTogether(t *testing.T) {
 	for _, profile := range []server.Profile{server.MongoDB, server.FerretDB} {
 		t.Run(string(profile), func(t *testing.T) {
-			h := newHarness(t, aio.Options{AckWait: 2 * time.Second, Connection: server.Connection{Profile: profile}})
+			// The acks and the delete must all wait before the store is idle, a tenth of
+			// AckWait after its last commit: 200 ms was once too short on a busy machine.
+			h := newHarness(t, aio.Options{AckWait: 10 * time.Second, Connection: server.Connection{Profile: profile}})
 			exe := newExe("s")
 			mustCommit(t, h.store, exe, execstore.Commit{})
 			seqs, err := h.store.Commit(bg, exe, execstore.Commit{
@@ -353,6 +355,7 @@ func TestASourcesRemovalsGoAloneTogether(t *testing.T) {
 			due, err := h.store.DueTimers(bg, time.Now(), 0)
 			require.NoError(t, err)
 			require.Len(t, due, 1)
+			mustCommit(t, h.store, exe, execstore.Commit{}) // the idle wait counts from here
 
 			h.cmds.reset()
 			first := ackAsync(t, h, bg, "s", seqs[0])

@@ -83,8 +83,11 @@ func noBuild(t *testing.T) Builder[struct{}] {
 
 // Open with a context without deadline gives up after ConnectTimeout, and its error names
 // the address, says what answered (a reach error of package server) and wraps
-// context.DeadlineExceeded.
+// context.DeadlineExceeded. The bound leaves the driver's first check of an answering
+// address time to finish on a busy machine (400 ms did not once, and the answer read as
+// ErrNoAnswer); the cases run side by side.
 func TestOpenGivesUpAfterConnectTimeout(t *testing.T) {
+	const bound = 2 * time.Second
 	for name, c := range map[string]struct {
 		addr string
 		want error
@@ -95,8 +98,9 @@ func TestOpenGivesUpAfterConnectTimeout(t *testing.T) {
 		"garbage answerer": {listen(t, garbage), server.ErrNotMongoDB},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
-			_, err := Open(ctx, "mongodb://"+c.addr+"/", Config{ConnectTimeout: 400 * time.Millisecond, PingInterval: 20 * time.Millisecond}, noBuild(t))
+			_, err := Open(ctx, "mongodb://"+c.addr+"/", Config{ConnectTimeout: bound, PingInterval: 20 * time.Millisecond}, noBuild(t))
 			require.Error(t, err)
 			t.Log(err)
 			assert.ErrorIs(t, err, c.want)
@@ -107,7 +111,7 @@ func TestOpenGivesUpAfterConnectTimeout(t *testing.T) {
 			}
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
 			assert.Contains(t, err.Error(), "server at "+c.addr+" not reachable")
-			assert.Contains(t, err.Error(), "Connection.ConnectTimeout, 400ms")
+			assert.Contains(t, err.Error(), "Connection.ConnectTimeout, "+bound.String())
 		})
 	}
 }
