@@ -113,3 +113,15 @@ type DeadLetters interface {
 	// timer now stays dead, and Revive returns an error matching ErrConflict.
 	Revive(ctx context.Context, ref ItemRef) (bool, error)
 }
+
+// DeadCounting is a DeadLetters store divided into partitions that counts its dead items by
+// partition: what a relay reports of the partitions it holds (relay.Backlog's Dead).
+type DeadCounting interface {
+	DeadLetters
+	Partitioned
+
+	// CountDeadIn returns the number of dead items, of every kind, in each of partitions that
+	// holds any; a partition with none is absent. A partition out of [0, Partitions()) is
+	// refused with ErrInvalid. An empty list returns nothing, with no I/O.
+	CountDeadIn(ctx context.Context, partitions []int) (map[int]int64, error)
+}

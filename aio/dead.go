@@ -8,7 +8,7 @@ import (
 	"github.com/execstore/execstore/internal/opsrun"
 )
 
-var _ execstore.DeadLetters = (*Store)(nil)
+var _ execstore.DeadCounting = (*Store)(nil)
 
 // Fail records one failed delivery of the pending item ref, and with f.Dead moves it to
 // dead. Cost: one find of the item at the primary and one guarded single-document update
@@ -49,6 +49,22 @@ func (s *Store) ListDead(ctx context.Context, q execstore.DeadQuery) (execstore.
 func (s *Store) CountDead(ctx context.Context) (map[execstore.ItemKind]int64, error) {
 	return submit(ctx, s, opListDead, "", func(ctx context.Context) (map[execstore.ItemKind]int64, error) {
 		return opsrun.CountDead(ctx, s.env)
+	}).Wait(ctx)
+}
+
+// CountDeadIn returns the number of dead items in each of partitions that holds any (see
+// execstore.DeadCounting). Cost: one aggregation, which reads the documents of the partitions
+// that hold dead items, on their partial index, and answers a row per partition.
+func (s *Store) CountDeadIn(ctx context.Context, partitions []int) (map[int]int64, error) {
+	parts, err := contract.ValidatePartitions("partitions", partitions, s.env.Partitions)
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) == 0 {
+		return map[int]int64{}, nil
+	}
+	return submit(ctx, s, opListDead, "", func(ctx context.Context) (map[int]int64, error) {
+		return opsrun.CountDeadIn(ctx, s.env, parts)
 	}).Wait(ctx)
 }
 

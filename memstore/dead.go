@@ -11,7 +11,7 @@ import (
 	"github.com/execstore/execstore/internal/contract"
 )
 
-var _ execstore.DeadLetters = (*Store)(nil)
+var _ execstore.DeadCounting = (*Store)(nil)
 
 // timerFail is what the store keeps of a timer's failed deliveries: the fire time they
 // failed at, as stored, and the attempts.
@@ -176,6 +176,28 @@ func (s *Store) CountDead(ctx context.Context) (map[execstore.ItemKind]int64, er
 	out := map[execstore.ItemKind]int64{}
 	for k := range s.dead {
 		out[k.Kind]++
+	}
+	return out, nil
+}
+
+// CountDeadIn returns the number of dead items in each of partitions that holds any.
+func (s *Store) CountDeadIn(ctx context.Context, partitions []int) (map[int]int64, error) {
+	in, err := s.checkScan(partitions, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]int64{}
+	if in == nil {
+		return out, nil
+	}
+	if err := s.rlock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	for _, d := range s.dead {
+		if in(d.ExecutionID) {
+			out[execstore.PartitionOf(d.ExecutionID, s.partitions)]++
+		}
 	}
 	return out, nil
 }

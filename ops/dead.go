@@ -179,3 +179,18 @@ func DeadFilter(id, after string) bson.D {
 	}
 	return filter
 }
+
+// DeadCountPipeline is the aggregation of ExecutionsCollection that counts the dead items of
+// partitions: one row per partition with any, its _id the partition (null for the documents
+// written before partitions, partition 0's) and dead the sum of their counts. Its $match is
+// IndexDead's partial filter with the partition named, so that it reads only the documents
+// that hold dead items.
+func DeadCountPipeline(partitions []int) []bson.D {
+	return []bson.D{
+		{{Key: "$match", Value: append(bson.D{InPartitions(partitions)}, DeadItemsFilter()...)}},
+		{{Key: "$group", Value: bson.D{
+			{Key: "_id", Value: "$" + FieldPartition},
+			{Key: "dead", Value: bson.D{{Key: "$sum", Value: "$" + fDeadN}}},
+		}}},
+	}
+}

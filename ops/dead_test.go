@@ -60,3 +60,22 @@ func TestDeadLetterCommands(t *testing.T) {
 	_, update = ops.ReviveCommand(timer, ops.DeadDoc{Kind: "timer", Path: "a.b", FireAt: 1.5e9}, nil, &hint)
 	assert.Equal(t, bson.E{Key: "timer_min", Value: math.Nextafter(1.4e9, math.Inf(-1))}, update[2].Value.(bson.D)[1])
 }
+
+// The dead count's aggregation as MongoDB receives it: the dead index's partial filter with
+// the partitions named (null with 0), then a sum of the counts per partition.
+func TestDeadCountPipeline(t *testing.T) {
+	e := func(k string, v any) bson.D { return bson.D{{Key: k, Value: v}} }
+	want := []bson.D{
+		e("$match", bson.D{
+			{Key: "partition", Value: e("$in", bson.A{int32(0), int32(3), nil})},
+			{Key: "dead_n", Value: e("$gt", 0)},
+		}),
+		e("$group", bson.D{{Key: "_id", Value: "$partition"}, {Key: "dead", Value: e("$sum", "$dead_n")}}),
+	}
+	assert.Equal(t, want, ops.DeadCountPipeline([]int{3, 0}))
+	want[0] = e("$match", bson.D{
+		{Key: "partition", Value: e("$in", bson.A{int32(2)})},
+		{Key: "dead_n", Value: e("$gt", 0)},
+	})
+	assert.Equal(t, want, ops.DeadCountPipeline([]int{2}))
+}

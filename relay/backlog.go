@@ -11,12 +11,13 @@ import (
 
 // Backlog is what a Relay's or a Sweeper's last scan of one partition it holds found waiting
 // there: the pending outbox entries, or the due timers, and how long the oldest has waited.
-// It costs no command of its own: it is the scan's answer, kept. A targeted read (of named
-// executions) does not change it.
+// That costs no command of its own: it is the scan's answer, kept. A targeted read (of named
+// executions) does not change it. It also holds the partition's dead items as last counted,
+// which the scans cannot tell: a command of its own (see Options.DeadCountInterval).
 type Backlog struct {
 	Partition int
-	Holder    string    // the relay's member name (Stats.Member): the partition's lease holder
-	ScannedAt time.Time // when the scan was sent, by Options.Clock
+	Holder    string    // the relay's member name (Member): the partition's lease holder
+	ScannedAt time.Time // when the scan was sent, by Options.Clock; zero: counted, not scanned yet
 	// Items are the entries (a Relay) or the timers due at ScannedAt (a Sweeper) that the
 	// scan returned. AtLeast: the scan stopped at its limit, and there may be more.
 	Items   int
@@ -24,6 +25,12 @@ type Backlog struct {
 	// Oldest is when the oldest of Items began to wait: an entry's CommittedAt, by its
 	// committer's clock (zero when no entry records it), or a timer's FireAt.
 	Oldest time.Time
+	// Dead is the number of dead items of the partition, of every kind, as counted at
+	// DeadCountedAt (by Options.Clock; zero when not counted yet), plus those the runner
+	// moved to dead since. A count is one command of its own, every Options.DeadCountInterval
+	// (see there); a store that is not an execstore.DeadCounting is never counted.
+	Dead          int64
+	DeadCountedAt time.Time
 }
 
 // Age is how long the oldest item has waited at now, if it still waits: 0 when none waited
@@ -38,10 +45,18 @@ func (b Backlog) Age(now time.Time) time.Duration {
 }
 
 // backlogBook keeps the Backlog of each partition a runner holds, as its last scan of it
-// found it.
+// found it, and its dead items as last counted.
 type backlogBook struct {
-	mu    sync.Mutex
-	parts map[int]Backlog
+	holder string // the runner's member name
+	mu     sync.Mutex
+	parts  map[int]Backlog
+	dead   map[int]deadCount
+}
+
+// deadCount is a partition's dead items: n at at, by Options.Clock.
+type deadCount struct {
+	n  int64
+	at time.Time
 }
 
 func (b *backlogBook) record(bl Backlog) {
@@ -53,11 +68,45 @@ func (b *backlogBook) record(bl Backlog) {
 	b.parts[bl.Partition] = bl
 }
 
+// counted records the dead items of parts counted at at: n[p] in p, none in a partition
+// absent from n. A partition dropped since the count was sent is left out: holds tells
+// which are still held.
+func (b *backlogBook) counted(parts []int, n map[int]int64, at time.Time, held func(p int) bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dead == nil {
+		b.dead = map[int]deadCount{}
+	}
+	for _, p := range parts {
+		if held(p) {
+			b.dead[p] = deadCount{n: n[p], at: at}
+		}
+	}
+}
+
+// movedToDead counts one item of partition p moved to dead since its last count.
+func (b *backlogBook) movedToDead(p int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d, ok := b.dead[p]; ok {
+		d.n++
+		b.dead[p] = d
+	}
+}
+
+// countedAt returns when partition p's dead items were last counted, zero if never.
+func (b *backlogBook) countedAt(p int) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.dead[p].at
+}
+
 // drop forgets partition p: the runner no longer holds it.
 func (b *backlogBook) drop(p int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.parts, p)
+	delete(b.dead, p)
 }
 
 // clear forgets every partition: the session ended.
@@ -65,15 +114,28 @@ func (b *backlogBook) clear() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.parts = nil
+	b.dead = nil
 }
 
-// all returns the partitions' backlogs in partition order.
+// all returns the partitions' backlogs in partition order: each partition scanned or counted.
 func (b *backlogBook) all() []Backlog {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]Backlog, 0, len(b.parts))
-	for _, p := range slices.Sorted(maps.Keys(b.parts)) {
-		out = append(out, b.parts[p])
+	rows := maps.Clone(b.parts)
+	if rows == nil {
+		rows = map[int]Backlog{}
+	}
+	for p, d := range b.dead {
+		bl, ok := rows[p]
+		if !ok {
+			bl = Backlog{Partition: p, Holder: b.holder}
+		}
+		bl.Dead, bl.DeadCountedAt = d.n, d.at
+		rows[p] = bl
+	}
+	out := make([]Backlog, 0, len(rows))
+	for _, p := range slices.Sorted(maps.Keys(rows)) {
+		out = append(out, rows[p])
 	}
 	return out
 }
@@ -84,9 +146,13 @@ func (r *runner[T, K]) backlogPoints() []telemetry.BacklogPoint {
 	now := r.opts.Clock()
 	out := make([]telemetry.BacklogPoint, len(all))
 	for i, b := range all {
-		out[i] = telemetry.BacklogPoint{Partition: b.Partition, Holder: b.Holder, Items: int64(b.Items), AtLeast: b.AtLeast, Age: -1}
+		out[i] = telemetry.BacklogPoint{Partition: b.Partition, Holder: r.member, Scanned: !b.ScannedAt.IsZero(),
+			Items: int64(b.Items), AtLeast: b.AtLeast, Age: -1, Dead: -1}
 		if b.Items == 0 || !b.Oldest.IsZero() { // known: none waits, or when the oldest began
 			out[i].Age = b.Age(now)
+		}
+		if !b.DeadCountedAt.IsZero() {
+			out[i].Dead = b.Dead
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,13 +13,13 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/testserver"
 	"github.com/execstore/execstore/relay"
 )
 
 // A relay's backlog is what its last scan of each partition found pending: the entries
 // counted per partition, the oldest one's commit time, the relay as their holder; its gauges
-// report the same, and the partitions empty once everything is delivered. It sends nothing
-// of its own: the store sees the relay's scans and acks only.
+// report the same, and the partitions empty once everything is delivered.
 func TestRelayBacklogIsItsLastScan(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -114,7 +115,15 @@ func TestSweeperBacklogCountsDueTimers(t *testing.T) {
 	}, relay.Options{PollInterval: time.Hour})
 	stop := run(t, sw)
 	defer func() { close(release); require.NoError(t, stop()) }()
-	eventually(t, func() bool { return len(sw.Backlog()) > 0 }, "scanned")
+	eventually(t, func() bool {
+		bl := sw.Backlog()
+		for _, b := range bl {
+			if b.ScannedAt.IsZero() {
+				return false
+			}
+		}
+		return len(bl) == store.Partitions()
+	}, "every partition scanned")
 	late := execstore.PartitionOf("late", store.Partitions())
 	soon := execstore.PartitionOf("soon", store.Partitions())
 	for _, b := range sw.Backlog() {
@@ -157,3 +166,204 @@ func backlogGauges(t *testing.T, reader *sdkmetric.ManualReader) (items map[int]
 	}
 	return items, ages
 }
+
+// A relay's dead count per partition is the store's, counted by one command when it takes
+// its partitions: its Backlog and its gauge execstore.backlog.dead agree with the dead items
+// listed one by one. An item it moves to dead itself is added at once, with no count sent.
+func TestRelayDeadCountIsTheStoresCount(t *testing.T) {
+	eachDeadLetters(t, func(t *testing.T, store execstore.Store) {
+		dl := store.(execstore.DeadCounting)
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+		em := newEmitter(t, store)
+		want := killSome(t, em, dl, 12)
+
+		r := relay.New(store, func(_ context.Context, e execstore.OutboxEntry) error {
+			if string(e.Event) == "poison" {
+				return relay.ErrPermanent
+			}
+			return nil
+		}, relay.Options{PollInterval: 20 * time.Millisecond, DeadCountInterval: time.Hour, MeterProvider: mp})
+		run(t, r)
+		counted := func() bool {
+			bl := r.Backlog()
+			for _, b := range bl {
+				if b.DeadCountedAt.IsZero() {
+					return false
+				}
+			}
+			return len(bl) == dl.Partitions()
+		}
+		eventually(t, counted, "every partition counted")
+		assertDeadCount(t, r.Backlog(), deadGauge(t, reader), want)
+		assert.EqualValues(t, 1, r.Stats().DeadCounts, "one count for every partition")
+
+		em.emit("dead-gauge-3", "t", "poison")
+		eventually(t, func() bool { return r.Stats().Dead == 1 }, "the poison moved to dead")
+		want = deadByPartition(t, dl)
+		assertDeadCount(t, r.Backlog(), deadGauge(t, reader), want)
+		assert.EqualValues(t, 1, r.Stats().DeadCounts, "no count sent for it")
+		assert.Zero(t, r.Stats().DeadCountErrors)
+	})
+}
+
+// Relays sharing the partitions each count the dead items of those they hold, one taken
+// from another counted within a PollInterval: together their gauges give every partition's
+// count once, as listed one by one.
+func TestRelaysSharingPartitionsCountTheirOwnDead(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store execstore.Store, another func() execstore.Store) {
+		dl := store.(execstore.DeadCounting)
+		want := killSome(t, newEmitter(t, store), dl, 16)
+		leaseDB := testserver.Database(t, "lease")
+		type member struct {
+			r      *relay.Relay
+			reader *sdkmetric.ManualReader
+		}
+		start := func(s execstore.Store) member {
+			leases, _ := openLeases(t, leaseDB)
+			reader := sdkmetric.NewManualReader()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+			opts := leaseOptions(leases)
+			opts.MeterProvider = mp
+			// Leases that hold on a busy machine: the test waits for a moment when every
+			// partition is held, and counted, by one of them.
+			opts.LeaseDuration = 5 * time.Second
+			r := relay.New(s, func(context.Context, execstore.OutboxEntry) error { return nil }, opts)
+			run(t, r)
+			return member{r, reader}
+		}
+		countedAll := func(ms ...member) func() bool {
+			return func() bool {
+				held := 0
+				for _, m := range ms {
+					st := m.r.Stats()
+					if st.Partitions == 0 || st.Partitions == dl.Partitions() && len(ms) > 1 {
+						return false
+					}
+					bl := m.r.Backlog()
+					for _, b := range bl {
+						if b.DeadCountedAt.IsZero() {
+							return false
+						}
+					}
+					if len(bl) != st.Partitions {
+						return false
+					}
+					held += len(bl)
+				}
+				return held == dl.Partitions()
+			}
+		}
+		a := start(store)
+		eventually(t, countedAll(a), "a holds and counted every partition")
+		assertDeadCount(t, a.r.Backlog(), deadGauge(t, a.reader), want)
+
+		b := start(another())
+		eventually(t, countedAll(a, b), "a and b share the partitions, each counted by its holder: a %+v %+v, b %+v %+v",
+			lazy(func() any { return a.r.Stats() }), lazy(func() any { return a.r.Backlog() }),
+			lazy(func() any { return b.r.Stats() }), lazy(func() any { return b.r.Backlog() }))
+		together := map[int]int64{}
+		for _, m := range []member{a, b} {
+			gauge := deadGauge(t, m.reader)
+			assertDeadCount(t, m.r.Backlog(), gauge, want)
+			for p, n := range gauge {
+				_, twice := together[p]
+				assert.False(t, twice, "partition %d reported by both", p)
+				together[p] = n
+			}
+			assert.Positive(t, m.r.Stats().DeadCounts)
+		}
+		assert.Len(t, together, dl.Partitions())
+	})
+}
+
+// killSome commits two entries from each of n sources and moves the first of each to dead;
+// it returns the store's dead items by partition, in several partitions.
+func killSome(t *testing.T, em *emitter, dl execstore.DeadCounting, n int) map[int]int64 {
+	t.Helper()
+	for i := range n {
+		src := fmt.Sprintf("dead-gauge-%d", i)
+		seq := em.emit(src, "t", "dies")
+		_, ok, err := dl.Fail(bg, execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: src, Seq: seq},
+			execstore.Failure{Error: "no", At: time.Now(), Dead: true})
+		require.NoError(t, err)
+		require.True(t, ok)
+		em.emit(src, "t", "lives")
+	}
+	want := deadByPartition(t, dl)
+	require.Greater(t, len(want), 1, "dead items in several partitions")
+	return want
+}
+
+// A negative DeadCountInterval counts nothing: no command, no gauge point, no Dead.
+func TestDeadCountOff(t *testing.T) {
+	store := newMemstore(t)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	r := relay.New(store, func(context.Context, execstore.OutboxEntry) error { return nil },
+		relay.Options{PollInterval: 10 * time.Millisecond, DeadCountInterval: -1, MeterProvider: mp})
+	run(t, r)
+	eventually(t, func() bool { return r.Stats().Scans >= 3 }, "scanned a few times")
+	for _, b := range r.Backlog() {
+		assert.True(t, b.DeadCountedAt.IsZero())
+	}
+	assert.Zero(t, r.Stats().DeadCounts)
+	assert.Empty(t, deadGauge(t, reader))
+}
+
+// deadByPartition lists the dead items of store, counted by partition.
+func deadByPartition(t *testing.T, store execstore.DeadCounting) map[int]int64 {
+	t.Helper()
+	out := map[int]int64{}
+	for cursor := ""; ; {
+		page, err := store.ListDead(bg, execstore.DeadQuery{Cursor: cursor})
+		require.NoError(t, err)
+		for _, d := range page.Items {
+			out[execstore.PartitionOf(d.ExecutionID, store.Partitions())]++
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			return out
+		}
+	}
+}
+
+// assertDeadCount asserts that the backlog and the gauge give want's dead items for each
+// partition (none where want has none).
+func assertDeadCount(t *testing.T, backlog []relay.Backlog, gauge, want map[int]int64) {
+	t.Helper()
+	require.NotEmpty(t, backlog)
+	for _, b := range backlog {
+		assert.Equal(t, want[b.Partition], b.Dead, "partition %d", b.Partition)
+		assert.Equal(t, want[b.Partition], gauge[b.Partition], "gauge of partition %d", b.Partition)
+	}
+	assert.Len(t, gauge, len(backlog), "one point per partition held")
+}
+
+// deadGauge collects the gauge execstore.backlog.dead, by partition.
+func deadGauge(t *testing.T, reader *sdkmetric.ManualReader) map[int]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	out := map[int]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "execstore.backlog.dead" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Gauge[int64]).DataPoints {
+				v, ok := dp.Attributes.Value("execstore.partition")
+				require.True(t, ok)
+				out[int(v.AsInt64())] = dp.Value
+			}
+		}
+	}
+	return out
+}
+
+// lazy formats as f's result at the time it is formatted.
+type lazy func() any
+
+func (l lazy) String() string { return fmt.Sprintf("%+v", l()) }

@@ -74,6 +74,7 @@ func (s *session[T, K]) recordFailures(batch []settling[T]) {
 			s.gone(st.item)
 			s.retries.succeeded(s.r.kind.lane(st.item))
 			s.r.stats.dead.Add(1)
+			s.r.book.movedToDead(s.partOf(st.item))
 			dead = append(dead, DeadEvent{Item: s.r.kind.ref(st.item), Attempts: res.attempts, Err: st.cause})
 			poke(s.rescan) // its execution's later items, released behind it, go on
 		default:

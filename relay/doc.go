@@ -108,6 +108,9 @@
 // limit, and since when the oldest waits. The gauges execstore.backlog.items and
 // execstore.backlog.age report it, one point per partition held, with the holder. They cost no
 // command: the figures are the last scan's, at most a PollInterval old while the relay runs.
+// The scans read only pending work, so a partition's dead items are counted apart, by one
+// command for all the partitions held every Options.DeadCountInterval and when one is taken
+// (Backlog's Dead, the gauge execstore.backlog.dead).
 //
 // # What always holds
 //

@@ -57,6 +57,9 @@ const (
 	// OpRetain is reading or deleting finished executions past their retention
 	// (Options.Retention).
 	OpRetain Op = "retain"
+	// OpCountDead is counting the dead items of the partitions held
+	// (Options.DeadCountInterval).
+	OpCountDead Op = "count dead"
 )
 
 // Error is what Options.OnError is given, and what Run returns when it stops on a failure.

@@ -24,6 +24,8 @@ const (
 	defaultMaxAttempts   = 25
 	// defaultRetentionInterval is Options.RetentionInterval by default.
 	defaultRetentionInterval = time.Minute
+	// defaultDeadCountInterval is Options.DeadCountInterval by default.
+	defaultDeadCountInterval = time.Minute
 	// relayLeaseKey is a Relay's Options.LeaseKey by default.
 	relayLeaseKey = leases.RelayKey
 	// sweeperLeaseKey is a Sweeper's Options.LeaseKey by default.
@@ -107,10 +109,10 @@ type Options struct {
 	// TracerProvider and MeterProvider receive a span per handler call
 	// ("execstore.relay.deliver", "execstore.sweeper.fire", with the item and its outcome).
 	// They also receive the metrics execstore.relay.handle.duration, execstore.relay.lag
-	// (from the scan that found an item to its handler's start) and
-	// execstore.relay.in_flight. Default nil: the global ones as they are at New, so install
-	// the SDK first. While none is installed, or given OpenTelemetry's no-op providers,
-	// nothing is instrumented.
+	// (from the scan that found an item to its handler's start), execstore.relay.in_flight
+	// and the backlog gauges (see Backlog). Default nil: the global ones as they are at New,
+	// so install the SDK first. While none is installed, or given OpenTelemetry's no-op
+	// providers, nothing is instrumented.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	// OnPartition, when set, is called each time the relay takes a partition or gives one up
@@ -139,6 +141,16 @@ type Options struct {
 	// RetentionInterval is how often the retention runs, the first time one PollInterval
 	// after the relay starts. Default 1m.
 	RetentionInterval time.Duration
+	// DeadCountInterval is how often the relay counts the dead items of the partitions it
+	// holds, for Backlog's Dead and the gauge execstore.backlog.dead, when the store is an
+	// execstore.DeadCounting (aio and memstore are). Each count is one command
+	// (CountDeadIn: on aio, one aggregation that reads only the documents holding dead
+	// items), sent for all the partitions held at once, and again within a PollInterval
+	// when the relay takes a partition. Between counts the relay adds the items it moves to
+	// dead itself; a revive by another process shows at the next count. The scans cannot
+	// tell instead: they read only pending work. Default 1m; negative: never counted, and
+	// the gauge has no points.
+	DeadCountInterval time.Duration
 	// OnError, when set, is called with every failure, as an *Error. A failure is of a scan,
 	// a handler, an ack or a lease operation. It is called from the relay's goroutines and must not block.
 	// Default nil: failures are only counted in Stats.
@@ -183,6 +195,9 @@ func (o Options) withDefaults(leaseKey string) Options {
 	}
 	if o.RetentionInterval <= 0 {
 		o.RetentionInterval = defaultRetentionInterval
+	}
+	if o.DeadCountInterval == 0 {
+		o.DeadCountInterval = defaultDeadCountInterval
 	}
 	if o.OnError == nil {
 		o.OnError = func(error) {}

@@ -28,10 +28,13 @@ type runner[T any, K comparable] struct {
 	// retaining is the store when Options.Retention is set and the store deletes finished
 	// executions; else nil.
 	retaining execstore.Retaining
-	stats     counters
-	seed      maphash.Seed         // routes lane keys to lanes
-	tel       *telemetry.Telemetry // nil: no-op providers
-	op        string               // the handler's operation, in spans: "deliver", "fire"
+	// counting is the store when it counts dead items by partition and
+	// Options.DeadCountInterval is not negative; else nil.
+	counting execstore.DeadCounting
+	stats    counters
+	seed     maphash.Seed         // routes lane keys to lanes
+	tel      *telemetry.Telemetry // nil: no-op providers
+	op       string               // the handler's operation, in spans: "deliver", "fire"
 	// parts is the number of partitions: the store's when it is an execstore.Partitioned,
 	// else 1.
 	parts int
@@ -64,7 +67,11 @@ func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler
 	if opts.Retention != nil {
 		r.retaining, _ = store.(execstore.Retaining)
 	}
+	if opts.DeadCountInterval > 0 {
+		r.counting, _ = store.(execstore.DeadCounting)
+	}
 	r.member = memberName()
+	r.book.holder = r.member
 	r.chained = k.chained()
 	r.tel = telemetry.NewRelay(component, opts.TracerProvider, opts.MeterProvider, r.stats.inFlight.Load, r.backlogPoints)
 	r.lease = leaser{store: opts.Lease, holder: r.member, dur: opts.LeaseDuration, stats: &r.stats, report: opts.OnError, log: opts.Logger}

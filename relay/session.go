@@ -145,6 +145,9 @@ func (s *session[T, K]) run(stop <-chan struct{}) error {
 	if s.r.retaining != nil {
 		retainer.Go(func() { s.retainLoop(stop) })
 	}
+	if s.r.counting != nil {
+		retainer.Go(func() { s.countDeadLoop(stop) })
+	}
 
 	s.dispatch(stop)
 	retainer.Wait()

@@ -44,9 +44,12 @@ type Stats struct {
 	// Retained counts the finished executions deleted for their retention
 	// (Options.Retention), and RetentionErrors the reads and deletes of it that failed.
 	Retained, RetentionErrors int64
-	InFlight                  int64 // gauge: items held now (waiting for their fire time, queued in a lane, in a handler, or awaiting the ack)
-	Holding                   bool  // gauge: delivering now (holding a partition)
-	Partitions                int   // gauge: partitions held now
+	// DeadCounts counts the counts of dead items sent (Options.DeadCountInterval), and
+	// DeadCountErrors those that failed.
+	DeadCounts, DeadCountErrors int64
+	InFlight                    int64 // gauge: items held now (waiting for their fire time, queued in a lane, in a handler, or awaiting the ack)
+	Holding                     bool  // gauge: delivering now (holding a partition)
+	Partitions                  int   // gauge: partitions held now
 }
 
 // counters are the live Stats.
@@ -59,6 +62,7 @@ type counters struct {
 	leases, takeOvers, reTakes, leasesLost                    atomic.Int64
 	inFlight, partitions                                      atomic.Int64
 	retained, retentionErrors                                 atomic.Int64
+	deadCounts, deadCountErrors                               atomic.Int64
 	holding                                                   atomic.Bool
 }
 
@@ -72,5 +76,6 @@ func (c *counters) snapshot() Stats {
 		Leases: c.leases.Load(), TakeOvers: c.takeOvers.Load(), ReTakes: c.reTakes.Load(), LeasesLost: c.leasesLost.Load(),
 		InFlight: c.inFlight.Load(), Holding: c.holding.Load(), Partitions: int(c.partitions.Load()),
 		Retained: c.retained.Load(), RetentionErrors: c.retentionErrors.Load(),
+		DeadCounts: c.deadCounts.Load(), DeadCountErrors: c.deadCountErrors.Load(),
 	}
 }

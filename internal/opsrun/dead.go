@@ -321,3 +321,30 @@ func CountDead(ctx context.Context, env Env) (map[execstore.ItemKind]int64, erro
 	}
 	return out, nil
 }
+
+// CountDeadIn counts the dead items of each of partitions that holds any: one aggregation
+// (ops.DeadCountPipeline).
+func CountDeadIn(ctx context.Context, env Env, partitions []int) (map[int]int64, error) {
+	cur, err := env.Executions.Aggregate(ctx, ops.DeadCountPipeline(partitions))
+	if err != nil {
+		return nil, outcome.ReadFailure("count dead", "", err)
+	}
+	var rows []struct {
+		Partition *int32 `bson:"_id"`
+		Dead      int64  `bson:"dead"`
+	}
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, outcome.ReadFailure("count dead", "", err)
+	}
+	out := map[int]int64{}
+	for _, r := range rows {
+		var p int // the documents without a partition are partition 0's
+		if r.Partition != nil {
+			p = int(*r.Partition)
+		}
+		if r.Dead > 0 {
+			out[p] += r.Dead
+		}
+	}
+	return out, nil
+}

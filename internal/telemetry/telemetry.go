@@ -179,18 +179,21 @@ func NewRelay(component string, tp trace.TracerProvider, mp metric.MeterProvider
 	return t
 }
 
-// BacklogPoint is one partition's backlog as a relay's last scan of it found it.
+// BacklogPoint is one partition's backlog as a relay's last scan of it found it, and its
+// dead items as last counted.
 type BacklogPoint struct {
 	Partition int
 	Holder    string
+	Scanned   bool // Items, AtLeast and Age are a scan's: false before the first
 	Items     int64
 	AtLeast   bool          // the scan stopped at its limit
 	Age       time.Duration // the oldest item's wait; negative when not known
+	Dead      int64         // the dead items; negative when not counted
 }
 
-// backlogGauges registers the relay's backlog gauges: execstore.backlog.items and
-// execstore.backlog.age, one point per partition the relay holds, read from backlog when a
-// reader collects.
+// backlogGauges registers the relay's backlog gauges: execstore.backlog.items,
+// execstore.backlog.age and execstore.backlog.dead, one point per partition the relay holds
+// (scanned, or counted), read from backlog when a reader collects.
 func (t *Telemetry) backlogGauges(backlog func() []BacklogPoint) {
 	attrs := func(p BacklogPoint) metric.MeasurementOption {
 		return metric.WithAttributes(append(append([]attribute.KeyValue{}, t.measured...),
@@ -200,7 +203,9 @@ func (t *Telemetry) backlogGauges(backlog func() []BacklogPoint) {
 		metric.WithDescription("Items waiting in a partition the relay holds (pending entries, or due timers), as its last scan of it found them; at least that many when execstore.backlog.at_least is true."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
 			for _, p := range backlog() {
-				o.Observe(p.Items, attrs(p), metric.WithAttributes(attribute.Bool("execstore.backlog.at_least", p.AtLeast)))
+				if p.Scanned {
+					o.Observe(p.Items, attrs(p), metric.WithAttributes(attribute.Bool("execstore.backlog.at_least", p.AtLeast)))
+				}
 			}
 			return nil
 		}))
@@ -208,8 +213,18 @@ func (t *Telemetry) backlogGauges(backlog func() []BacklogPoint) {
 		metric.WithDescription("How long the oldest item its last scan found waiting in a partition the relay holds has waited: an entry since its commit, a timer since its fire time; 0 when none waits."),
 		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
 			for _, p := range backlog() {
-				if p.Age >= 0 {
+				if p.Scanned && p.Age >= 0 {
 					o.Observe(p.Age.Seconds(), attrs(p))
+				}
+			}
+			return nil
+		}))
+	_, _ = t.meter.Int64ObservableGauge("execstore.backlog.dead",
+		metric.WithDescription("Dead items of a partition the relay holds, of every kind, as last counted (every DeadCountInterval) plus those it moved to dead since."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			for _, p := range backlog() {
+				if p.Dead >= 0 {
+					o.Observe(p.Dead, attrs(p))
 				}
 			}
 			return nil
