@@ -33,11 +33,17 @@ func TestListUnderPrefix(t *testing.T) {
 	ok, err := probed.Release(bg, "m/c", gone.Token)
 	require.NoError(t, err)
 	require.True(t, ok)
-	time.Sleep(shortLease + 100*time.Millisecond)
+	time.Sleep(shortLease)
 
 	for _, s := range []*Store{probed, guarded} {
-		recs, err := s.List(bg, "m/", 0)
-		require.NoError(t, err)
+		// m/d's lease has run out by this process's clock; a store's reading of the
+		// server's may lag behind it a little, so ask until it shows.
+		var recs []Record
+		require.Eventually(t, func() bool {
+			recs, err = s.List(bg, "m/", 0)
+			require.NoError(t, err)
+			return len(recs) == 3 && recs[2].Key == "m/d" && recs[2].Lapsed
+		}, 10*time.Second, 20*time.Millisecond, "m/d shows as lapsed: %+v", recs)
 		var keys []string
 		var lapsed []bool
 		for _, r := range recs {
