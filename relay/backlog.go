@@ -27,8 +27,9 @@ type Backlog struct {
 	Oldest time.Time
 	// Dead is the number of dead items of the partition, of every kind, as counted at
 	// DeadCountedAt (by Options.Clock; zero when not counted yet), plus those the runner
-	// moved to dead since. A count is one command of its own, every Options.DeadCountInterval
-	// (see there); a store that is not an execstore.DeadCounting is never counted.
+	// moved to dead since (one it moves while a count is in flight may be missed until the
+	// next count). A count is one command of its own, every Options.DeadCountInterval (see
+	// there); a store that is not an execstore.DeadCounting is never counted.
 	Dead          int64
 	DeadCountedAt time.Time
 }
@@ -69,7 +70,7 @@ func (b *backlogBook) record(bl Backlog) {
 }
 
 // counted records the dead items of parts counted at at: n[p] in p, none in a partition
-// absent from n. A partition dropped since the count was sent is left out: holds tells
+// absent from n. A partition dropped since the count was sent is left out: held tells
 // which are still held.
 func (b *backlogBook) counted(parts []int, n map[int]int64, at time.Time, held func(p int) bool) {
 	b.mu.Lock()
@@ -146,7 +147,7 @@ func (r *runner[T, K]) backlogPoints() []telemetry.BacklogPoint {
 	now := r.opts.Clock()
 	out := make([]telemetry.BacklogPoint, len(all))
 	for i, b := range all {
-		out[i] = telemetry.BacklogPoint{Partition: b.Partition, Holder: r.member, Scanned: !b.ScannedAt.IsZero(),
+		out[i] = telemetry.BacklogPoint{Partition: b.Partition, Holder: b.Holder, Scanned: !b.ScannedAt.IsZero(),
 			Items: int64(b.Items), AtLeast: b.AtLeast, Age: -1, Dead: -1}
 		if b.Items == 0 || !b.Oldest.IsZero() { // known: none waits, or when the oldest began
 			out[i].Age = b.Age(now)

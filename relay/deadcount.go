@@ -1,33 +1,26 @@
 package relay
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // countDeadLoop counts the dead items of the partitions the session hands out (Backlog's
 // Dead), until stop: every PollInterval it counts them all when one of them was never
 // counted, or DeadCountInterval passed since the last count.
 func (s *session[T, K]) countDeadLoop(stop <-chan struct{}) {
-	t := time.NewTimer(0)
-	defer t.Stop()
 	var last time.Time // when the last count was sent, by this process's clock
-	for {
-		select {
-		case <-stop:
-			return
-		case <-s.sessionCtx.Done():
-			return
-		case <-t.C:
-		}
-		if s.countDeadOnce(time.Since(last) >= s.r.opts.DeadCountInterval) {
+	s.repeat(stop, 0, s.r.opts.PollInterval, func(ctx context.Context) {
+		if s.countDeadOnce(ctx, time.Since(last) >= s.r.opts.DeadCountInterval) {
 			last = time.Now()
 		}
-		t.Reset(s.r.opts.PollInterval)
-	}
+	})
 }
 
 // countDeadOnce counts the dead items of the partitions handed out now, when stale or one of
 // them was never counted, and reports whether it sent a count. A partition given up while the
 // count was in flight is not recorded.
-func (s *session[T, K]) countDeadOnce(stale bool) bool {
+func (s *session[T, K]) countDeadOnce(ctx context.Context, stale bool) bool {
 	s.mu.Lock()
 	var parts []int
 	due := stale
@@ -43,9 +36,9 @@ func (s *session[T, K]) countDeadOnce(stale bool) bool {
 	}
 	at := s.r.opts.Clock()
 	s.r.stats.deadCounts.Add(1)
-	n, err := s.r.counting.CountDeadIn(s.sessionCtx, parts)
+	n, err := s.r.counting.CountDeadIn(ctx, parts)
 	if err != nil {
-		if s.sessionCtx.Err() == nil {
+		if ctx.Err() == nil {
 			s.r.stats.deadCountErrors.Add(1)
 			s.r.opts.OnError(&Error{Op: OpCountDead, Err: err})
 		}
@@ -53,6 +46,6 @@ func (s *session[T, K]) countDeadOnce(stale bool) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.r.book.counted(parts, n, at, func(p int) bool { h := s.holds[p]; return s.handing(h) })
+	s.r.book.counted(parts, n, at, func(p int) bool { return s.handing(s.holds[p]) })
 	return true
 }

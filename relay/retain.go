@@ -1,34 +1,20 @@
 package relay
 
-import "time"
+import "context"
 
 // retainLoop runs the retention (Options.Retention) over the partitions the session hands
 // out, one PollInterval after the start and then every RetentionInterval, until stop.
 func (s *session[T, K]) retainLoop(stop <-chan struct{}) {
-	t := time.NewTimer(s.r.opts.PollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-s.sessionCtx.Done():
-			return
-		case <-t.C:
-		}
-		s.retainOnce(stop)
-		t.Reset(s.r.opts.RetentionInterval)
-	}
+	s.repeat(stop, s.r.opts.PollInterval, s.r.opts.RetentionInterval, s.retainOnce)
 }
 
 // retainOnce reads up to Batch executions past their retention in the partitions handed out
 // now and deletes them, again while a read returns Batch.
-func (s *session[T, K]) retainOnce(stop <-chan struct{}) {
+func (s *session[T, K]) retainOnce(ctx context.Context) {
 	store := s.r.retaining
 	for {
-		select {
-		case <-stop:
+		if ctx.Err() != nil {
 			return
-		default:
 		}
 		s.mu.Lock()
 		var parts []int
@@ -42,21 +28,21 @@ func (s *session[T, K]) retainOnce(stop <-chan struct{}) {
 		if len(parts) == 0 || cutoffs == nil {
 			return
 		}
-		expired, err := store.ExpiredIn(s.sessionCtx, parts, cutoffs, s.r.opts.Batch)
+		expired, err := store.ExpiredIn(ctx, parts, cutoffs, s.r.opts.Batch)
 		if err != nil {
-			s.retainFailed(err)
+			s.retainFailed(ctx, err)
 			return
 		}
 		if len(expired) == 0 {
 			return
 		}
-		deleted, err := store.DeleteExpired(s.sessionCtx, expired, cutoffs)
+		deleted, err := store.DeleteExpired(ctx, expired, cutoffs)
 		for status, n := range deleted {
 			s.r.stats.retained.Add(n)
 			s.r.tel.Retained(string(status), n)
 		}
 		if err != nil {
-			s.retainFailed(err)
+			s.retainFailed(ctx, err)
 			return
 		}
 		if len(expired) < s.r.opts.Batch {
@@ -65,10 +51,10 @@ func (s *session[T, K]) retainOnce(stop <-chan struct{}) {
 	}
 }
 
-// retainFailed counts and reports a failed read or delete of the retention, unless the session
-// is ending.
-func (s *session[T, K]) retainFailed(err error) {
-	if s.sessionCtx.Err() != nil {
+// retainFailed counts and reports a failed read or delete of the retention, unless ctx (the
+// relay stopping, or the session ending) ended it.
+func (s *session[T, K]) retainFailed(ctx context.Context, err error) {
+	if ctx.Err() != nil {
 		return
 	}
 	s.r.stats.retentionErrors.Add(1)
