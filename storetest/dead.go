@@ -32,13 +32,17 @@ var deadBehaviours = []deadBehaviour{
 // with the pending items, dead items out of every pending scan and listed with what they
 // were, their execution's later items still pending, Fail of an item no longer pending and
 // Revive of an item not dead writing nothing, a dead timer whose path was armed again staying
-// dead, listing with filters and cursors, and bad input refused. open must return a new,
+// dead, listing with filters and cursors, and bad input refused. For a store that is also an
+// execstore.DeadCounting, it checks the counts by partition too. open must return a new,
 // empty store each time it is called, and release it with t.Cleanup. Run runs it already
 // for stores that are DeadLetters.
 func RunDeadLetters(t *testing.T, open func(t *testing.T) execstore.DeadLetters) {
 	t.Helper()
 	for _, b := range deadBehaviours {
 		t.Run(b.name, func(t *testing.T) { b.check(t, open(t)) })
+	}
+	if _, ok := open(t).(execstore.DeadCounting); ok {
+		t.Run("CountDeadInCountsByPartition", func(t *testing.T) { countDeadIn(t, open(t).(execstore.DeadCounting)) })
 	}
 }
 
@@ -315,5 +319,49 @@ func deadBadInput(t *testing.T, s execstore.DeadLetters) {
 	for _, q := range []execstore.DeadQuery{{Limit: -1}, {Limit: 10001}, {Cursor: "nonsense"}, {Kinds: []execstore.ItemKind{"job"}}} {
 		_, err := s.ListDead(bg, q)
 		assert.ErrorIs(t, err, execstore.ErrInvalid, "%+v", q)
+	}
+}
+
+// countDeadIn: the dead items of every kind are counted by partition, only in the
+// partitions asked for; an empty list counts nothing, and a partition out of range is
+// ErrInvalid.
+func countDeadIn(t *testing.T, s execstore.DeadCounting) {
+	n := s.Partitions()
+	fire := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	want := map[int]int64{}
+	for i := range 6 {
+		id := "dl-count-" + string(rune('a'+i))
+		exe := newExe(id)
+		seqs := mustCommit(t, s, exe, execstore.Commit{Emits: []execstore.Emit{{Event: []byte("1")}, {Event: []byte("2")}},
+			Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
+		refs := []execstore.ItemRef{{Kind: execstore.OutboxItem, ExecutionID: id, Seq: seqs[0]}}
+		if i%2 == 0 {
+			refs = append(refs, execstore.ItemRef{Kind: execstore.TimerItem, ExecutionID: id, Path: "p", FireAt: fire})
+		}
+		for _, ref := range refs {
+			_, ok, err := s.Fail(bg, ref, execstore.Failure{Error: "x", At: failAt, Dead: true})
+			require.NoError(t, err)
+			require.True(t, ok)
+			want[execstore.PartitionOf(id, n)]++
+		}
+	}
+	all := make([]int, n)
+	for p := range all {
+		all[p] = p
+	}
+	got, err := s.CountDeadIn(bg, all)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	for p, c := range want {
+		got, err := s.CountDeadIn(bg, []int{p})
+		require.NoError(t, err)
+		assert.Equal(t, map[int]int64{p: c}, got, "partition %d alone", p)
+	}
+	got, err = s.CountDeadIn(bg, nil)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	for _, bad := range [][]int{{-1}, {n}} {
+		_, err := s.CountDeadIn(bg, bad)
+		assert.ErrorIs(t, err, execstore.ErrInvalid, "%v", bad)
 	}
 }
