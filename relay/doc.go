@@ -256,7 +256,9 @@
 //     then, whatever the handlers do with their context, so no other relay takes a
 //     partition over while a handler of this one runs. Then the leases are released, each
 //     within StopTimeout of a context of its own, so that the other relays take the
-//     partitions over at once. No goroutine outlives Run.
+//     partitions over at once. The retention's and the dead count's calls in flight are
+//     cancelled at once: a server that holds them does not hold the stop. No goroutine
+//     outlives Run.
 //   - A failing ack slows no other: it is retried after a back-off of its own while the
 //     item stays in flight, and the other acks go on. Once the item's partition is being
 //     handed over or was dropped, it is tried again at once, whatever back-off it had
