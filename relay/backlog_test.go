@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/testserver"
+	"github.com/execstore/execstore/memstore"
 	"github.com/execstore/execstore/relay"
 )
 
@@ -367,3 +369,41 @@ func deadGauge(t *testing.T, reader *sdkmetric.ManualReader) map[int]int64 {
 type lazy func() any
 
 func (l lazy) String() string { return fmt.Sprintf("%+v", l()) }
+
+// failingCount is a memstore whose dead counts fail.
+type failingCount struct{ *memstore.Store }
+
+var errCountRefused = errors.New("count refused")
+
+func (failingCount) CountDeadIn(context.Context, []int) (map[int]int64, error) {
+	return nil, errCountRefused
+}
+
+// A dead count that fails is an *Error of OpCountDead given to OnError and counted in
+// DeadCountErrors; the partitions stay uncounted (no gauge point), and the count is sent
+// again at the next poll.
+func TestFailedDeadCountIsReported(t *testing.T) {
+	store := failingCount{newMemstore(t)}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	errs := make(chan error, 100)
+	r := relay.New(store, func(context.Context, execstore.OutboxEntry) error { return nil },
+		relay.Options{PollInterval: 10 * time.Millisecond, MeterProvider: mp, OnError: func(err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}})
+	run(t, r)
+	eventually(t, func() bool { return r.Stats().DeadCountErrors >= 2 }, "the count sent again after it failed")
+	err := <-errs
+	var re *relay.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, relay.OpCountDead, re.Op)
+	assert.ErrorIs(t, err, errCountRefused)
+	for _, b := range r.Backlog() {
+		assert.True(t, b.DeadCountedAt.IsZero(), "partition %d", b.Partition)
+	}
+	assert.Empty(t, deadGauge(t, reader))
+}
