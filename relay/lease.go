@@ -22,12 +22,27 @@ const leaseFingerprint = leases.Fingerprint
 // lapsed) or ran out unrenewed.
 var errLeaseLost = errors.New("relay: lease lost")
 
+// Leases is what a relay needs of a lease store: the calls it claims, renews, releases and
+// lists its leases with, each as package idem documents it for *idem.Store, which implements
+// it. memstore.Leases implements it in memory, with a clock of its own, for tests. Of any
+// number of concurrent claims of one key, at most one gets a token; RenewAll and Release act
+// only with the current token; a record's expiry is decided by the lease store's clock.
+type Leases interface {
+	ClaimAs(ctx context.Context, key, fingerprint string, fingerprintVersion int, lease time.Duration, holder string) (idem.Claim, error)
+	Complete(ctx context.Context, key, token string, resp idem.Response, retention time.Duration) (bool, error)
+	RenewAll(ctx context.Context, claims []idem.Held, lease time.Duration) ([]bool, error)
+	Release(ctx context.Context, key, token string) (bool, error)
+	List(ctx context.Context, prefix string, limit int) ([]idem.Record, error)
+}
+
+var _ Leases = (*idem.Store)(nil)
+
 // leaser claims, renews and releases a relay's leases in an idem store: one per partition
 // it holds, and its membership. A lease says who may hand out items; it fences nothing in
 // the execution store (see the package doc).
 type leaser struct {
-	store  *idem.Store // nil: no lease, every partition is held for as long as the run lasts
-	holder string      // the relay's member name, which its claims record as their holder
+	store  Leases // nil: no lease, every partition is held for as long as the run lasts
+	holder string // the relay's member name, which its claims record as their holder
 	dur    time.Duration
 	stats  *counters
 	report func(error)

@@ -61,10 +61,10 @@ type Options struct {
 	// once. Scanning thus overlaps delivery, and never piles it up. Default 256.
 	Batch int
 	// Lease, when set, makes the relays of many processes share the delivery through
-	// leases in this idempotency store. Each relay registers itself, and holds its share of
+	// leases in this lease store: an idem store (*idem.Store), or memstore.Leases in tests. Each relay registers itself, and holds its share of
 	// the store's partitions, each under a lease of its own. Default nil: no lease, and the
 	// relay delivers every partition at once (run one per database).
-	Lease *idem.Store
+	Lease Leases
 	// LeaseKey is the prefix of the relays' keys in Lease. Use one per database the relays
 	// serve, and another for sweepers. Default "execstore/relay/outbox" for a Relay,
 	// "execstore/relay/timers" for a Sweeper.
@@ -167,6 +167,9 @@ func (o Options) withDefaults(leaseKey string) Options {
 	}
 	if o.Batch <= 0 {
 		o.Batch = defaultBatch
+	}
+	if st, ok := o.Lease.(*idem.Store); ok && st == nil {
+		o.Lease = nil // a nil *idem.Store is no lease store
 	}
 	if o.LeaseKey == "" {
 		o.LeaseKey = leaseKey
