@@ -52,6 +52,14 @@ func (s *session[T, K]) recordFailures(batch []settling[T]) {
 		})
 	}
 	wg.Wait()
+	for i, st := range batch {
+		// A move to dead whose outcome is unknown may have been applied: the dead list tells.
+		if res := results[i]; st.fail.Dead && errors.Is(res.err, execstore.ErrOutcomeUnknown) {
+			if a, ok, err := s.readBackDead(s.r.kind.ref(st.item)); err == nil {
+				results[i] = result{a, ok, nil}
+			}
+		}
+	}
 	var dead []DeadEvent
 	var reports []error
 	s.mu.Lock()
@@ -95,5 +103,27 @@ func (s *session[T, K]) recordFailures(batch []settling[T]) {
 				"item", ev.Item, "attempts", ev.Attempts.Count, "error", ev.Attempts.LastError)
 		}
 		s.r.opts.OnDead(ev)
+	}
+}
+
+// readBackDead settles a move to dead of ref whose outcome is unknown by reading the dead
+// items of its execution: it returns ref's attempts and true when ref is dead (the move was
+// applied), false when it is not (not applied: ref is released, and a scan tells).
+func (s *session[T, K]) readBackDead(ref execstore.ItemRef) (execstore.Attempts, bool, error) {
+	q := execstore.DeadQuery{Kinds: []execstore.ItemKind{ref.Kind}, ExecutionID: ref.ExecutionID, Limit: 1000}
+	for {
+		page, err := s.r.dead.ListDead(s.ackCtx, q)
+		if err != nil {
+			return execstore.Attempts{}, false, err
+		}
+		for _, d := range page.Items {
+			if d.Kind == ref.Kind && d.Seq == ref.Seq && d.Path == ref.Path && d.FireAt.Equal(ref.FireAt) {
+				return d.Attempts, true, nil
+			}
+		}
+		if page.NextCursor == "" {
+			return execstore.Attempts{}, false, nil
+		}
+		q.Cursor = page.NextCursor
 	}
 }
