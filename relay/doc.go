@@ -132,9 +132,12 @@
 //     package idem argues. A relay hands an item out only while its partition's lease is
 //     known to hold for LeaseDuration/6 more. That is measured on this process's monotonic
 //     clock from the moment the last successful claim or renew was sent (the server started
-//     it no earlier). A relay renews its leases every LeaseDuration/3, all in one write, and
-//     waits for the answer for as long as the leases hold: a late answer extends them from
-//     when it was sent, so one slow call pauses the handing out at worst, and loses nothing.
+//     it no earlier). A relay renews its leases every LeaseDuration/3, all in one write,
+//     without waiting for the renewal before it: each is awaited for up to LeaseDuration and
+//     extends the leases from when it was sent, never shortening them. So one slow call
+//     loses nothing, and a lease server that answers every write within LeaseDuration/2
+//     neither loses a lease nor pauses the handing out (within LeaseDuration×2/3 it pauses
+//     the handing out at worst, and loses nothing).
 //     A partition whose renew finds its lease taken over (fenced) is dropped alone; one whose
 //     lease runs out unrenewed is dropped too: nothing more of it is handed out, and its
 //     handlers' context is cancelled. A partition claimed again starts a new hold that
@@ -149,11 +152,15 @@
 //     another process waits no longer than PollInterval past the moment its partition may
 //     be handed out again; a late renewal that makes a lease live again has the relay scan
 //     at once.
-//   - The relays of a lease key agree on the partitions: each registers under a
-//     fingerprint that names its number of partitions (1 for a store that is not an
-//     execstore.Partitioned). A relay that sees a live relay of another number, registered
-//     no later than itself, claims nothing and Run returns ErrPartitionsDisagree; the one
-//     registered first reports the newcomer (OnError) and leaves it out of the share.
+//   - The relays of a lease key agree on the partitions, decided by one winner: before it
+//     claims anything, a relay claims the record LeaseKey/partitioning with a fingerprint
+//     that names its number of partitions (1 for a store that is not an
+//     execstore.Partitioned). The first claim to get a token writes that number and
+//     completes the record for good; a completed record never changes. A relay whose
+//     number the record names goes on; any other is refused by the lease store's
+//     fingerprint check, claims nothing, and Run returns ErrPartitionsDisagree. No clocks
+//     or registration times are compared, so a stalled relay, a lapsed registration or a
+//     slow write cannot make two numbers both go on. Change the number with a new LeaseKey.
 //   - Per execution, one at a time and in order, within a relay: every item of one
 //     execution goes to the same lane, whose handler calls never overlap. Each source's
 //     entries come in commit order, and each execution's timers by fire time. An item is
@@ -273,6 +280,7 @@
 // "execstore/relay/timers"), retries from 100ms to 30s, StopTimeout 5s: see Options. A
 // relay registers itself under LeaseKey/members/<name> and holds partition p under
 // LeaseKey/partitions/<p>; a store that is not partitioned has the one lease LeaseKey.
+// LeaseKey/partitioning holds the number of partitions the relays of LeaseKey share.
 // Give Options.Lease an idem store of its own, with no Pool shared with the execution
 // store, on a database of its own (the example's db+"_leases"): its calls then never wait
 // behind the store's data traffic, neither in the process nor on a server that runs one

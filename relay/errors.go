@@ -19,13 +19,13 @@ var (
 	// relay's lease (a completed idempotency key, or one claimed with another fingerprint).
 	// Run returns it. Pick another key.
 	ErrLeaseKeyInUse = errors.New("relay: lease key is in use by something other than a relay")
-	// ErrPartitionsDisagree: a live relay of the same lease key counts another number of
-	// partitions (its store another Partitions(), or a store that is not an
-	// execstore.Partitioned, which counts 1). Sharing the partitions then would deliver items
-	// twice and leave others undelivered. The relay that registered last gives way: its Run
-	// returns an *Error matching it, before it claims any partition. Open every store of a
-	// database with the same Partitions, and give relays of different stores different
-	// lease keys.
+	// ErrPartitionsDisagree: the relays of the lease key share another number of partitions
+	// than this relay counts (its store another Partitions(), or a store that is not an
+	// execstore.Partitioned, which counts 1), as the record LeaseKey/partitioning says: the
+	// first relay of the key wrote it, once. Sharing the partitions then would deliver items
+	// twice and leave others undelivered. Run returns an *Error matching it before it claims
+	// any partition. Open every store of a database with the same Partitions, give relays of
+	// different stores different lease keys, and use a new lease key to change the number.
 	ErrPartitionsDisagree = errors.New("relay: the relays of the lease key disagree on the partitions")
 	// ErrPermanent is for handlers. One that returns an error wrapping it (fmt.Errorf("bad
 	// event: %w", relay.ErrPermanent)) says the item will never succeed: over a

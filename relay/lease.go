@@ -85,6 +85,17 @@ func (l *lease) liveUntil() time.Time {
 	return l.base.Add(time.Duration(l.until.Load()) - l.margin())
 }
 
+// extend makes the lease known to hold until base+until, unless it is known to hold longer
+// already: renewals answered out of order never shorten it.
+func (l *lease) extend(until time.Duration) {
+	for {
+		cur := l.until.Load()
+		if int64(until) <= cur || l.until.CompareAndSwap(cur, int64(until)) {
+			return
+		}
+	}
+}
+
 // lastRoundTrip is the last renewal's round trip.
 func (l *lease) lastRoundTrip() time.Duration { return time.Duration(l.rtt.Load()) }
 
@@ -124,25 +135,23 @@ func (l *leaser) claimAs(ctx context.Context, key, fingerprint string) (*lease, 
 }
 
 // renewAll renews leases at once, and reports which were renewed. It waits for the answer
-// for as long as the shortest lease holds, less a last LeaseDuration/12 for one more try:
-// one slow answer does not lose a lease that a renewal still keeps, and a renewal answered
-// late extends each lease from the moment it was sent. It returns an *Error when the lease
-// store is closed, and any other failure for the caller to retry while the leases hold.
-// resumed reports that a lease the renewal made live again had stopped being live while it
-// was awaited: its partition's items may be handed out again.
+// for up to LeaseDuration, the longest a renewal can extend a lease by: a renewal answered
+// late extends each lease from the moment it was sent, and never shortens one that a later
+// renewal extended further. It returns an *Error when the lease store is closed, and any
+// other failure for the caller to retry while the leases hold. resumed reports that a
+// lease the renewal made live again had stopped being live while it was awaited: its
+// partition's items may be handed out again.
 func (l *leaser) renewAll(ctx context.Context, leases []*lease) (renewed []bool, resumed bool, err error) {
 	if len(leases) == 0 {
 		return nil, false, nil
 	}
 	sent := time.Now()
-	left := time.Duration(1<<62 - 1)
 	claims := make([]idem.Held, len(leases))
 	for i, ls := range leases {
-		left = min(left, ls.left())
 		claims[i] = idem.Held{Key: ls.key, Token: ls.token}
 	}
 	// A renewal given up on still reaches the server; what it does there is harmless.
-	renewCtx, cancel := context.WithTimeout(ctx, max(left-l.dur/12, l.dur/12))
+	renewCtx, cancel := context.WithTimeout(ctx, l.dur)
 	renewed, err = l.store.RenewAll(renewCtx, claims, l.dur)
 	cancel()
 	rtt := time.Since(sent)
@@ -155,7 +164,7 @@ func (l *leaser) renewAll(ctx context.Context, leases []*lease) (renewed []bool,
 		l.report(&Error{Op: OpRenew, Item: leases[0].key, Err: err})
 		if l.log != nil {
 			l.log.Warn("relay: lease renewal failed: retried every LeaseDuration/12 while the leases hold; the relay stops handing a partition's items out when less than LeaseDuration/6 of its lease is left",
-				"key", leases[0].key, "leases", len(leases), "waited", rtt, "left", left, "error", err)
+				"key", leases[0].key, "leases", len(leases), "waited", rtt, "error", err)
 		}
 		return nil, false, err
 	}
@@ -163,7 +172,7 @@ func (l *leaser) renewAll(ctx context.Context, leases []*lease) (renewed []bool,
 		ls.rtt.Store(int64(rtt))
 		if renewed[i] {
 			paused := !ls.live()
-			ls.until.Store(int64(sent.Sub(ls.base) + l.dur))
+			ls.extend(sent.Sub(ls.base) + l.dur)
 			resumed = resumed || paused && ls.live()
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/idem"
 	"github.com/execstore/execstore/internal/leases"
 )
@@ -114,35 +115,6 @@ func (s *session[T, K]) keepAssigning(leaseCtx context.Context) {
 	}
 }
 
-// keepRenewing renews every lease the session holds every LeaseDuration/3 (LeaseDuration/12
-// after a failure), and drops the partitions whose lease is no longer live, until leaseCtx ends.
-func (s *session[T, K]) keepRenewing(leaseCtx context.Context) {
-	dur := s.r.opts.LeaseDuration
-	step := max(dur/12, time.Millisecond)
-	timer := time.NewTimer(step)
-	defer timer.Stop()
-	lastRenew := time.Now()
-	renewFailed := false
-	for {
-		select {
-		case <-leaseCtx.Done():
-			return
-		case <-timer.C:
-		}
-		s.dropLost()
-		if time.Since(lastRenew) >= dur/3 || renewFailed && time.Since(lastRenew) >= step {
-			lastRenew = time.Now()
-			var fatal error
-			renewFailed, fatal = s.renewWatched(leaseCtx)
-			if fatal != nil {
-				s.endSession(fatal)
-				return
-			}
-		}
-		timer.Reset(step)
-	}
-}
-
 // addHold makes partition p held under ls. The caller holds mu.
 func (s *session[T, K]) addHold(p int, ls *lease) *hold {
 	h := newHold(s.sessionCtx, p, ls)
@@ -230,73 +202,6 @@ func (s *session[T, K]) lose(h *hold, cause error) {
 	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt, Local: h.stoppedAt})
 }
 
-// renewWatched is renewAll, recording while it is in flight, and whether it failed, for
-// claimsWait.
-func (s *session[T, K]) renewWatched(leaseCtx context.Context) (failed bool, fatal error) {
-	s.mu.Lock()
-	s.renewSent = time.Now()
-	s.mu.Unlock()
-	failed, fatal = s.renewAll(leaseCtx)
-	s.mu.Lock()
-	s.renewSent, s.renewFailed = time.Time{}, failed
-	s.mu.Unlock()
-	return failed, fatal
-}
-
-// claimsWait reports whether the session's renewal is late (in flight for longer than a
-// lease's margin, LeaseDuration/6) or the last one failed. A renewal that waits is most
-// often queued on the lease server behind other lease writes: claims, which would add to
-// that queue, wait a look. The caller holds mu.
-func (s *session[T, K]) claimsWait() bool {
-	inFlight := !s.renewSent.IsZero() && time.Since(s.renewSent) > s.r.opts.LeaseDuration/6
-	return s.renewFailed || inFlight
-}
-
-// renewAll renews the member lease and every partition's, in one write. It reports whether
-// the renewal failed (to be retried soon), and returns an *Error when the lease store is
-// closed. A partition whose lease was fenced is dropped alone.
-func (s *session[T, K]) renewAll(leaseCtx context.Context) (failed bool, fatal error) {
-	s.mu.Lock()
-	leases := make([]*lease, 0, len(s.holds)+1)
-	for _, h := range s.holds {
-		if !h.lease.expired() { // the others are dropped as lost
-			leases = append(leases, h.lease)
-		}
-	}
-	member := s.member
-	if member != nil && member.expired() {
-		s.member, member = nil, nil // lapsed: registered again at the next assignment
-	}
-	if member != nil {
-		leases = append(leases, member)
-	}
-	s.mu.Unlock()
-	renewed, resumed, err := s.r.lease.renewAll(leaseCtx, leases)
-	switch {
-	case errors.As(err, new(*Error)):
-		return true, err
-	case err != nil:
-		return true, nil
-	}
-	for i, ls := range leases {
-		switch {
-		case renewed[i]:
-		case ls == member:
-			s.mu.Lock()
-			if s.member == member {
-				s.member = nil // registered again at the next assignment
-			}
-			s.mu.Unlock()
-		default:
-			s.loseLease(ls, fmt.Errorf("%w: fenced", errLeaseLost))
-		}
-	}
-	if resumed {
-		poke(s.rescan) // partitions handed out again: a scan owed goes now, not at the next poll
-	}
-	return false, nil
-}
-
 // register claims the relay's member lease, when it holds none, under the fingerprint that
 // names its partitioning: the relays of a lease key agree on it.
 func (s *session[T, K]) register(leaseCtx context.Context) (*lease, error) {
@@ -319,17 +224,14 @@ func (s *session[T, K]) register(leaseCtx context.Context) (*lease, error) {
 	}
 	s.mu.Lock()
 	s.member = m
-	if s.joined.IsZero() {
-		s.joined = m.claimedAt
-	}
 	s.mu.Unlock()
 	return m, nil
 }
 
 // members lists the live relays of the lease key that partition as this one does, this one
-// included, in name order. A live relay that partitions otherwise is refused: when it
-// registered first (or at once), this relay gives way, and Run returns an *Error matching
-// ErrPartitionsDisagree; otherwise it is reported, and left out of the share.
+// included, in name order. A live relay registered with another number of partitions has
+// not agreed (agree refuses it before it claims anything) or is of an earlier version: it is
+// reported, and left out of the share.
 func (s *session[T, K]) members(leaseCtx context.Context) ([]string, error) {
 	r := s.r
 	recs, err := r.opts.Lease.List(leaseCtx, r.membersPrefix(), 0)
@@ -339,9 +241,6 @@ func (s *session[T, K]) members(leaseCtx context.Context) ([]string, error) {
 		}
 		return nil, err
 	}
-	s.mu.Lock()
-	joined := s.joined
-	s.mu.Unlock()
 	members := []string{r.member}
 	for _, rec := range recs {
 		id := strings.TrimPrefix(rec.Key, r.membersPrefix())
@@ -349,13 +248,9 @@ func (s *session[T, K]) members(leaseCtx context.Context) ([]string, error) {
 			continue
 		}
 		if rec.Fingerprint != r.memberFingerprint() {
-			disagree := &Error{Op: OpClaim, Item: rec.Key, Err: fmt.Errorf(
-				"%w: this relay has %d partitions, relay %s has %s (a store that is not an execstore.Partitioned has 1; a relay of an earlier version says none)",
-				ErrPartitionsDisagree, r.parts, id, partitionsOf(rec.Fingerprint))}
-			if !rec.ClaimedAt.After(joined) {
-				return nil, disagree
-			}
-			r.opts.OnError(disagree)
+			r.opts.OnError(&Error{Op: OpClaim, Item: rec.Key, Err: fmt.Errorf(
+				"%w: this relay has %d partitions, relay %s has %s (a store that is not an execstore.Partitioned has 1; a relay of an earlier version says none): it is left out of the share",
+				ErrPartitionsDisagree, r.parts, id, partitionsOf(rec.Fingerprint))})
 			continue
 		}
 		members = append(members, id)
@@ -364,11 +259,74 @@ func (s *session[T, K]) members(leaseCtx context.Context) ([]string, error) {
 	return members, nil
 }
 
+// partitioningRetention is how long the record that fixes the lease key's number of
+// partitions is kept: for good.
+const partitioningRetention = 100 * 365 * 24 * time.Hour
+
+// agree settles the number of partitions the relays of the lease key share, before the
+// relay claims anything: the record under leases.PartitioningKey is written once, by the
+// first relay whose claim of it gets a token, with the relay's member fingerprint, and
+// completed for good. A relay agrees when the completed record names its own number. It
+// returns an *Error matching ErrPartitionsDisagree when the record names another (a record
+// claimed or completed with another fingerprint is refused by the lease store), and false
+// with no error while the record is claimed and not yet completed, or its writer's
+// complete failed: the relay claims nothing until a later look finds it completed. No
+// timestamps are compared: of any number of concurrent claims at most one gets the token,
+// and a completed record never changes, so every relay reads the same number.
+func (s *session[T, K]) agree(leaseCtx context.Context) (bool, error) {
+	r := s.r
+	s.mu.Lock()
+	agreed := s.agreed
+	s.mu.Unlock()
+	if agreed {
+		return true, nil
+	}
+	key := leases.PartitioningKey(r.opts.LeaseKey)
+	c, err := r.opts.Lease.ClaimAs(leaseCtx, key, r.memberFingerprint(), 1, r.opts.LeaseDuration, r.member)
+	switch {
+	case leaseCtx.Err() != nil:
+		return false, leaseCtx.Err()
+	case errors.Is(err, idem.ErrFingerprintMismatch):
+		other := "another number"
+		if c.Record != nil {
+			other = partitionsOf(c.Record.Fingerprint)
+		}
+		return false, &Error{Op: OpClaim, Item: key, Err: fmt.Errorf(
+			"%w: this relay has %d partitions, lease key %q has %s (a store that is not an execstore.Partitioned has 1); "+
+				"open every store of a database with the same Partitions, give relays of different stores different lease keys, "+
+				"and use a new lease key to change the number", ErrPartitionsDisagree, r.parts, r.opts.LeaseKey, other)}
+	case errors.Is(err, execstore.ErrClosed), errors.Is(err, execstore.ErrInvalid):
+		return false, &Error{Op: OpClaim, Item: key, Err: err}
+	case err != nil:
+		r.opts.OnError(&Error{Op: OpClaim, Item: key, Err: err})
+		return false, err
+	case c.Held():
+		done, err := r.opts.Lease.Complete(leaseCtx, key, c.Token,
+			idem.Response{Status: 200, Body: []byte(strconv.Itoa(r.parts))}, partitioningRetention)
+		if err != nil || !done {
+			if err != nil && leaseCtx.Err() == nil {
+				r.opts.OnError(&Error{Op: OpClaim, Item: key, Err: err})
+			}
+			return false, nil // a later look reads what the record became
+		}
+	case c.Outcome == idem.AlreadyCompleted:
+	default: // claimed with this relay's fingerprint, not yet completed: its writer completes it
+		return false, nil
+	}
+	s.mu.Lock()
+	s.agreed = true
+	s.mu.Unlock()
+	return true, nil
+}
+
 // assign registers the relay, works out the partitions it wants, hands over those it holds
 // and does not want, and claims those it wants and does not hold. A store that is not
 // partitioned has one partition, which every relay wants: the first claim wins it.
 func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	r := s.r
+	if ok, err := s.agree(leaseCtx); !ok {
+		return err
+	}
 	if m, err := s.register(leaseCtx); m == nil {
 		return err
 	}

@@ -52,21 +52,17 @@ type session[T any, K comparable] struct {
 	leaseCtx  context.Context
 	endLease  context.CancelFunc
 
-	mu      sync.Mutex
-	ledger  ledger[K]
-	retries retries
-	lanes   []lane[T]
-	holds   map[int]*hold // the partitions held now
-	member  *lease        // the relay's registration, nil until it is claimed
-	// renewSent is when the renewal of the session's leases in flight was sent (zero: none
-	// is), renewFailed whether the last one failed: while the one in flight is late or the
-	// last failed, the session claims nothing (claimsWait).
-	renewSent   time.Time
-	renewFailed bool
+	mu       sync.Mutex
+	ledger   ledger[K]
+	retries  retries
+	lanes    []lane[T]
+	holds    map[int]*hold // the partitions held now
+	member   *lease        // the relay's registration, nil until it is claimed
+	renewals renewals      // the renewals in flight, and whether the last failed (renew.go)
 	// claimsWaited is set when the last look claimed nothing for a late renewal: the next
 	// claims all the same.
 	claimsWaited bool
-	joined       time.Time // when its first registration was claimed, by the lease server's clock
+	agreed       bool // the lease key's partitioning record names the relay's number (agree)
 	// lost holds, for each partition whose lease this relay lost, when that lease was
 	// claimed: claiming it again is a re-take, not a take-over.
 	lost       map[int]time.Time
