@@ -62,4 +62,3 @@ func TestUnknownMoveToDeadIsReadBack(t *testing.T) {
 		require.NoError(t, <-done)
 	})
 }
-
