@@ -52,4 +52,28 @@
 // PendingSpawns cost what they return. An ack costs a binary search and the shift of the
 // later entries. List costs the executions it steps over. Fail costs a binary search (an
 // entry) or a map look-up (a timer); ListDead sorts every dead item of the store.
+//
+// Leases (NewLeases) is a lease store in process memory: a relay's Options.Lease in tests,
+// and in simulations run in virtual time. Its ClaimAs, Complete, RenewAll, Release and List
+// are *idem.Store's (storetest.RunLeases checks both), by the clock LeasesOptions.Clock
+// (default time.Now, which is the bubble's clock inside a testing/synctest bubble). What
+// holds:
+//   - Every call holds the Leases' one lock from its first read of a record to its last
+//     write, so no other call's write lands in between. Of concurrent claims of one key
+//     exactly one finds it free and takes it (New, or LeaseReclaimed from a lapsed claim);
+//     the others find that claim. Complete, RenewAll and Release act only on a record still
+//     claimed with the token given, as the lock shows it, so a claim taken over is fenced.
+//   - Expiry is decided when a call reads a record, by the clock: a lease or a retention
+//     ends at its Until. No goroutine runs. A completed record past its retention reads as
+//     absent, and is deleted as the store grows; a lapsed claim stays, listed with Lapsed
+//     set, until a claim takes it or its token releases it.
+//   - Input an idem.Store refuses is refused with the same execstore.ErrInvalid, by idem's
+//     own checks, before anything else. Then a call whose context has ended returns its
+//     error, and after Close every call returns execstore.ErrClosed.
+//
+// Unlike an idem.Store, Leases keeps nothing beyond the process, never returns an unknown
+// outcome, and reaps no lapsed claim. Each call costs a map look-up per key; a claim of a
+// new key, or a release, the shift of the sorted keys, and the claim that finds the store
+// doubled since the last sweep a pass over every record; List a binary search and the
+// records it steps over.
 package memstore
