@@ -39,6 +39,13 @@ type Failure struct {
 	// Dead moves the item from pending to dead in the same write: it is delivered no more
 	// until Revive puts it back.
 	Dead bool
+	// MaxAttempts, when positive, has the same write move the item to dead once its recorded
+	// attempts, this failure included, reach MaxAttempts. The store counts them in that one
+	// guarded write, so callers that report failures of one item at once (two relays without
+	// a lease) never record more than MaxAttempts of them, and exactly one of them moves the
+	// item: the one whose returned Attempts.Count is MaxAttempts (or more, when failures
+	// recorded without it, or with a higher one, came first). 0 leaves it to Dead.
+	MaxAttempts int
 }
 
 // Attempts is what a store keeps of an item's failed deliveries. The zero value is an item
@@ -89,14 +96,25 @@ type DeadPage struct {
 // Each method is one atomic write (or one read) of the item's execution's document, guarded
 // so that a commit or an ack of another process in between is never undone: a failure of an
 // item already acked, already dead, or (a timer) re-armed or cancelled since, writes nothing.
+//
+// A write that makes an item pending again (Revive) moves its execution's version on by one,
+// in that same write, as a commit does: a relay that hands a commit's items over without a
+// scan when it knows every earlier version of the execution (package relay) then sees a
+// version it did not know, and scans, so the revived item keeps its place before the items
+// committed after it. A commit made at the version read before the revival fails with a
+// *ConflictError, as it would after another process's commit.
 type DeadLetters interface {
 	Store
 
 	// Fail records one failed delivery of the pending item ref: its attempts grow by one,
-	// and the failure's text and time are kept. With f.Dead the item moves from pending to
-	// dead in the same write. It returns the attempts now recorded, and false when the item
-	// is not pending (acked, dead, a timer re-armed or cancelled): then nothing is written.
-	// Cost: one single-document update.
+	// and the failure's text and time are kept. With f.Dead, or when f.MaxAttempts is
+	// positive and the attempts now recorded reach it, the item moves from pending to dead
+	// in the same write. It returns the attempts now recorded, and false when the item is not
+	// pending (acked, dead, a timer re-armed or cancelled): then nothing is written. So a
+	// call that returned true moved the item to dead exactly when f.Dead is set or
+	// f.MaxAttempts > 0 and the returned Count >= f.MaxAttempts. Under contention a store may
+	// give up with an error matching ErrRolledBack, having written nothing. Fail does not
+	// change the execution's version. Cost: one single-document update.
 	Fail(ctx context.Context, ref ItemRef, f Failure) (Attempts, bool, error)
 
 	// ListDead returns one page of dead items matching q. Keep calling with the returned
@@ -108,9 +126,11 @@ type DeadLetters interface {
 
 	// Revive puts the dead item ref back to pending, its attempts cleared, in one write: an
 	// entry or intent under its own seq, a timer at its fire time (due at once when that has
-	// passed). It reports false, writing nothing, when ref is not dead (revived already, or
-	// never dead), so calling it twice is harmless. A dead timer whose path holds another
-	// timer now stays dead, and Revive returns an error matching ErrConflict.
+	// passed) with the Version it had. The same write moves the execution's version on by
+	// one (see above): reload the execution before its next commit. It reports false,
+	// writing nothing, when ref is not dead (revived already, or never dead), so calling it
+	// twice is harmless. A dead timer whose path holds another timer now stays dead, and
+	// Revive returns an error matching ErrConflict.
 	Revive(ctx context.Context, ref ItemRef) (bool, error)
 }
 

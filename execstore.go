@@ -28,6 +28,13 @@ import (
 //
 // Bad input (an empty id, a nil execution, a negative limit, a zero fire time, …) is refused
 // with an error matching ErrInvalid before any I/O, and nothing is written.
+//
+// An execution's version moves on with each commit, and with each write of the store that
+// makes one of its items pending again without a commit: DeadLetters.Revive, and the put-back
+// of a timer that a commit removed in passing (package aio's, for a sweeper with
+// relay.Options.CommitRemovesTimer). Each moves it on by one in its own single-document
+// write, so a relay that knows every version of an execution knows every item it made
+// pending, and a commit at a version read before such a write fails with a *ConflictError.
 type Store interface {
 	// Load returns the execution with the given id, or (nil, nil) when there is none.
 	Load(ctx context.Context, id string) (*Execution, error)
@@ -84,11 +91,15 @@ type Store interface {
 
 	// DeleteTimer removes the timer at path only if it still fires at fireAt, so a
 	// re-schedule that raced a sweep survives. A DueTimer's FireAt matches its timer
-	// exactly. It reports whether a timer was removed.
+	// exactly. It reports whether a timer was removed. It does not tell a timer from one
+	// re-armed to the same fire time: DeleteTimers does, by DueTimer.Version.
 	DeleteTimer(ctx context.Context, id, path string, fireAt time.Time) (bool, error)
 
 	// DeleteTimers is DeleteTimer for many timers at once (a sweep's result), in as few
-	// server commands as the server allows. It does not report which timers it removed.
+	// server commands as the server allows. It does not report which timers it removed. A
+	// DueTimer whose Version is positive removes the timer only if it is still the one that
+	// version armed: a re-arm of the path to the same fire time since (by the timer's own
+	// handler, say) survives. One with Version 0 matches by path and fire time alone.
 	DeleteTimers(ctx context.Context, timers []DueTimer) error
 
 	// AppendTrace records a trace step outside a commit. It stamps the step with the next

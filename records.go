@@ -24,7 +24,8 @@ type Execution struct {
 	Status       Status
 	ParentID     string // "" for a root execution
 	// Version is the optimistic-concurrency counter: 0 before the first commit, incremented
-	// by each successful one. A commit is accepted only if the stored version still equals it.
+	// by each successful one, and by each store write that makes an item pending again (see
+	// Store). A commit is accepted only if the stored version still equals it.
 	Version int64
 	// Data is the engine's snapshot, opaque to the store and returned byte for byte.
 	Data []byte
@@ -111,6 +112,13 @@ type DueTimer struct {
 	// Attempts are the failed deliveries a DeadLetters store recorded of the timer at this
 	// fire time.
 	Attempts Attempts
+	// Version names this arming of the timer: the version of the commit that armed it (a
+	// revived or put-back timer keeps its own). A re-arm of the path, even to the same fire
+	// time, is another Version. DeleteTimers removes the timer only while it is still the
+	// one of this Version. It is 0 when the store did not record it (a timer armed by an
+	// earlier version of this module, or a store that keeps none): such a timer is matched
+	// by path and fire time alone.
+	Version int64
 }
 
 // TraceStep is one recorded step of an execution's trace.

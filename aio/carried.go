@@ -46,7 +46,7 @@ func (s *Store) takeCarried(ctx context.Context, exe *execstore.Execution, c *ex
 		id, t, version := exe.ID, f.Timer, exe.Version+1
 		if take, ok := f.Take(func(ctx context.Context) (bool, error) { return s.restoreTimer(ctx, id, t, version, token) }); ok {
 			k.fired, k.take, k.token = f, take, token
-			seqs.Fired = append(seqs.Fired, ops.FiredRef{Path: t.Path, FireAt: t.FireAt})
+			seqs.Fired = append(seqs.Fired, ops.FiredRef{Path: t.Path, FireAt: t.FireAt, Version: t.Version})
 			paths[t.Path] = true
 		}
 	}
@@ -66,7 +66,7 @@ func (s *Store) takeCarried(ctx context.Context, exe *execstore.Execution, c *ex
 			twice = append(twice, a)
 			continue
 		default:
-			seqs.Fired = append(seqs.Fired, ops.FiredRef{Path: a.fired.Path, FireAt: a.fired.FireAt})
+			seqs.Fired = append(seqs.Fired, ops.FiredRef{Path: a.fired.Path, FireAt: a.fired.FireAt, Version: a.fired.Version})
 			paths[a.fired.Path] = true
 		}
 		k.acks = append(k.acks, a)
@@ -132,16 +132,17 @@ func (k *carried) gone(s *Store, seqs ops.Seqs) ops.Seqs {
 	return seqs
 }
 
-// restoreTimer puts back timer t, which the commit that created version with token removed,
-// if nothing changed the execution since (ops.RestoreTimerCommand). Its sweeper calls it
-// when the handler that made the commit failed.
+// restoreTimer puts back timer t, as the arming t.Version names, which the commit that
+// created version with token removed, if nothing changed the execution since
+// (ops.RestoreTimerCommand), and moves the version on by one. Its sweeper calls it when the
+// handler that made the commit failed.
 func (s *Store) restoreTimer(ctx context.Context, id string, t execstore.DueTimer, version, token int64) (bool, error) {
 	if err := contract.ValidateTimerRef(contract.DeleteTimerFields, id, t.Path, t.FireAt); err != nil {
 		return false, err
 	}
 	return submit(ctx, s, opRestoreTimer, id, func(ctx context.Context) (bool, error) {
 		s.forget(id) // the restore moves the version on
-		ok, err := opsrun.RestoreTimer(ctx, s.env, id, t.Path, t.FireAt, version, token)
+		ok, err := opsrun.RestoreTimer(ctx, s.env, id, t.Path, t.FireAt, t.Version, version, token)
 		s.forget(id)
 		return ok, err
 	}).Wait(ctx)

@@ -403,7 +403,7 @@ func (s *Store) removalsAsync(items []*carriedAck) *Future[[]error] {
 			writes[i] = opsrun.OutboxAckWrite(a.source, a.seq)
 			kind = opAckOutbox
 		} else {
-			writes[i] = opsrun.DeleteTimerWrite(a.source, a.fired.Path, a.fired.FireAt)
+			writes[i] = opsrun.DeleteTimerWrite(a.source, a.fired.Path, a.fired.FireAt, a.fired.Version)
 		}
 	}
 	all, release := async.AllDone(s.stop, ctxs)

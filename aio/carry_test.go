@@ -377,10 +377,10 @@ func TestASourcesRemovalsGoAloneTogether(t *testing.T) {
 				require.Len(t, qs, 2, "one statement, in two forms")
 				elems, err := qs[0].Elements()
 				require.NoError(t, err)
-				assert.Len(t, elems, 4, "_id and the three guards, the timer's as the only one")
+				assert.Len(t, elems, 5, "_id and the three guards, the timer's as the only one, with its arming version")
 				elems, err = qs[1].Elements()
 				require.NoError(t, err)
-				assert.Len(t, elems, 5, "_id, the three guards and another timer")
+				assert.Len(t, elems, 6, "_id, the three guards (the timer's with its arming version) and another timer")
 				_, err = h.rawDoc(t, "s").LookupErr("timer_min")
 				assert.Error(t, err, "the last timer's delete left the hint")
 			} else {

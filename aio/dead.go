@@ -10,10 +10,14 @@ import (
 
 var _ execstore.DeadCounting = (*Store)(nil)
 
-// Fail records one failed delivery of the pending item ref, and with f.Dead moves it to
-// dead. Cost: one find of the item at the primary and one guarded single-document update
-// (again when another process's failure record came in between). A write whose answer was
-// lost is an *execstore.OutcomeUnknownError.
+// Fail records one failed delivery of the pending item ref, and with f.Dead, or once the
+// attempts reach a positive f.MaxAttempts, moves it to dead. The update is guarded by the
+// attempts read, so the count it writes is the stored one plus one: concurrent calls never
+// record more than f.MaxAttempts, and the one that reaches it moves the item (see
+// opsrun.Fail). Cost: one find of the item at the primary and one guarded single-document
+// update (again, up to 4 rounds, when another process's failure record came in between;
+// then an error matching execstore.ErrRolledBack, nothing written). A write whose answer
+// was lost is an *execstore.OutcomeUnknownError.
 func (s *Store) Fail(ctx context.Context, ref execstore.ItemRef, f execstore.Failure) (execstore.Attempts, bool, error) {
 	if err := contract.ValidateItemRef(ref); err != nil {
 		return execstore.Attempts{}, false, err
@@ -68,14 +72,20 @@ func (s *Store) CountDeadIn(ctx context.Context, partitions []int) (map[int]int6
 	}).Wait(ctx)
 }
 
-// Revive puts the dead item ref back to pending. Cost: one find and one guarded
-// single-document update.
+// Revive puts the dead item ref back to pending, and moves the execution's version on by one
+// in the same write (ops.ReviveCommand). The snapshot cache forgets the execution, before
+// the write and after it: LoadForEvent then reads the new version, and a commit at the old
+// one fails its version guard on the server with a *execstore.ConflictError, as after any
+// other writer's commit. Cost: one find and one guarded single-document update.
 func (s *Store) Revive(ctx context.Context, ref execstore.ItemRef) (bool, error) {
 	if err := contract.ValidateItemRef(ref); err != nil {
 		return false, err
 	}
 	ref = contract.NormalRef(ref)
 	return submit(ctx, s, opRevive, ref.ExecutionID, func(ctx context.Context) (bool, error) {
-		return opsrun.Revive(ctx, s.env, ref)
+		s.forget(ref.ExecutionID) // the revival moves the version on
+		ok, err := opsrun.Revive(ctx, s.env, ref)
+		s.forget(ref.ExecutionID)
+		return ok, err
 	}).Wait(ctx)
 }

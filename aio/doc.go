@@ -118,9 +118,23 @@
 //     statements in the order sent (one execution's writes that go alone together are sent
 //     ordered). A server that ran the two forms the other way round could also remove a
 //     re-arm at the same fire time made between them, as a repeated DeleteTimer may: the
-//     contract makes a delete repeatable by path and fire time. The hint is never late in
+//     contract makes a delete repeatable by path and fire time. A DueTimer with a Version
+//     cannot: both forms hold its arming version too (below). The hint is never late in
 //     either order. A delete that removes the last timer so spares the sweep a repair of
 //     the hint.
+//   - Each timer's arming is named (execstore.DueTimer.Version): the commit that arms a
+//     path writes its own new version under ops.FieldTimerVersions beside the fire time, in
+//     its one update, and a cancel, a delete and a move to dead remove it in theirs. A
+//     delete of a DueTimer with a Version (alone, in a bulk, in the two forms above, or
+//     carried by a commit, with the handler's fired timer too) is guarded by that version
+//     as well as by the fire time. A commit that re-arms the path in between, even to the
+//     same fire time (the timer's own handler, say), wrote another version, so the delete
+//     matches nothing and the re-armed timer survives and fires: atomic on MongoDB, and
+//     evaluated under the row's lock on a row-locking engine, where the delete waits for
+//     the commit's lock and reads its row. Revive and the restore of a carried timer put
+//     the version back as it was, since they put back the same arming. A timer armed by a
+//     version of this module that did not write the version has none: it is read with
+//     Version 0 and deleted by path and fire time, as before; its next re-arm writes one.
 //   - Every execution is in one partition, execstore.PartitionOf(id, Store.Partitions()). A
 //     commit that creates an execution stores the partition in its document. No update
 //     changes it. The first Open of a database records the number of partitions, and every
@@ -147,8 +161,23 @@
 //     and enters the dead ones at once, atomic on MongoDB and under the row's lock on a
 //     row-locking engine, so it is pending or dead, never both nor neither. Entries are
 //     never changed once written but by Fail, so what the read saw is what is moved.
-//     Revive is guarded the same way, and a timer only onto a path that holds no timer. A
-//     commit touches none of the dead fields. Cost: one find and one update per failure.
+//     With Failure.MaxAttempts the same update moves the item once the attempts it writes
+//     (those read, plus one) reach it: since it matches only while the stored count is
+//     the one read, the count it writes is the stored count plus one whatever other relay
+//     failed the item meanwhile, so of concurrent calls each writes one count, none writes
+//     past MaxAttempts (the item is no longer pending once one reached it, and the others
+//     read it so), and the one that reached it moved the item.
+//     Revive is guarded the same way, and a timer only onto a path that holds no timer. It
+//     also moves the version on by one (and drops the commit token) in that same update: a
+//     commit racing it either lands first (the revive's guard on the dead item still holds,
+//     it applies on top, and the commit's items are older than the revived one's new
+//     version) or after, and then its version guard misses and it fails with a conflict, as
+//     after any other commit; a group commit's read-back sees a version it did not write.
+//     The revived item is pending again at a version no relay knew, so a relay that hands
+//     over commits only when it knows every earlier version scans instead, and the item is
+//     delivered in its place. The snapshot cache forgets the execution before and after the
+//     revive. A commit touches none of the dead fields. Cost: one find and one update per
+//     failure.
 //   - The store is an execstore.Retaining. A commit that writes a finished status records
 //     its time; ExpiredIn reads, by that time, the executions finished past their cutoff
 //     that hold nothing. DeleteExpired deletes them with one deleteMany per status whose

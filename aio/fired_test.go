@@ -109,7 +109,7 @@ func TestFiredTimerReArmedOrCancelledByTheCommitIsNotCarried(t *testing.T) {
 func TestFiredTimerDeletedByAnotherWriterRidesNot(t *testing.T) {
 	eachGrouping(t, func(t *testing.T, grouped bool) {
 		h, exe, fired := firedHarness(t, grouped)
-		filter, update := ops.DeleteTimerCommand("x", "a", fired.Timer.FireAt)
+		filter, update := ops.DeleteTimerCommand("x", "a", fired.Timer.FireAt, fired.Timer.Version)
 		res, err := h.db.Collection(ops.ExecutionsCollection).UpdateOne(bg, filter, update)
 		require.NoError(t, err)
 		require.EqualValues(t, 1, res.ModifiedCount)
@@ -177,9 +177,9 @@ func TestFiredTimerOnlyItsExecutionsCommitsWhileItsHandlerRuns(t *testing.T) {
 	assert.Zero(t, h.store.Stats().TimersCarried)
 }
 
-// The exact command: the commit's filter guards the timer's fire time, its update unsets
-// it; the restore is guarded by the version and token of that commit and the path being
-// empty.
+// The exact command: the commit's filter guards the timer's fire time (and its arming
+// version, when known), its update unsets both; the restore is guarded by the version and
+// token of that commit and the path being empty, and puts the arming version back.
 func TestFiredTimerCommands(t *testing.T) {
 	exe := &execstore.Execution{ID: "x", DefinitionID: "d", Status: execstore.Running, Version: 4}
 	at := time.Unix(1_700_000_000, 500_000_000).UTC()
@@ -188,14 +188,21 @@ func TestFiredTimerCommands(t *testing.T) {
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(4)}, {Key: "timers.a", Value: 1_700_000_000.5}}, p.Filter)
 	unset, ok := lookupOp(p.Update, "$unset")
 	require.True(t, ok)
-	assert.Equal(t, bson.D{{Key: "timers.a", Value: ""}}, unset)
+	assert.Equal(t, bson.D{{Key: "timers.a", Value: ""}, {Key: "timer_v.a", Value: ""}}, unset)
+	p, err = ops.BuildCommit(ops.Layout{Profile: server.MongoDB, TraceMax: 200}, exe, &execstore.Commit{},
+		ops.Seqs{Fired: []ops.FiredRef{{Path: "a", FireAt: at, Version: 3}}})
+	require.NoError(t, err)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(4)}, {Key: "timers.a", Value: 1_700_000_000.5},
+		{Key: "timer_v.a", Value: int64(3)}}, p.Filter)
 
-	filter, update := ops.RestoreTimerCommand("x", "a", at, 5, 77)
+	filter, update := ops.RestoreTimerCommand("x", "a", at, 3, 5, 77)
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(5)}, {Key: "commit_token", Value: int64(77)},
 		{Key: "timers.a", Value: bson.D{{Key: "$exists", Value: false}}}}, filter)
-	assert.Equal(t, bson.D{{Key: "$set", Value: bson.D{{Key: "timers.a", Value: 1_700_000_000.5}}},
+	assert.Equal(t, bson.D{{Key: "$set", Value: bson.D{{Key: "timers.a", Value: 1_700_000_000.5}, {Key: "timer_v.a", Value: int64(3)}}},
 		{Key: "$min", Value: bson.D{{Key: "timer_min", Value: 1_700_000_000.5}}},
 		{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}}, {Key: "$unset", Value: bson.D{{Key: "commit_token", Value: ""}}}}, update)
+	_, update = ops.RestoreTimerCommand("x", "a", at, 0, 5, 77)
+	assert.Equal(t, bson.E{Key: "$set", Value: bson.D{{Key: "timers.a", Value: 1_700_000_000.5}}}, update[0], "no arming version known: none written")
 }
 
 func lookupOp(update bson.D, op string) (bson.D, bool) {

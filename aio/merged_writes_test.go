@@ -117,7 +117,7 @@ func TestTimerDeletesMergeByPath(t *testing.T) {
 	env := watchedEnv(t, h, server.FerretDB, log)
 	var writes []opsrun.IdempotentWrite
 	for _, id := range []string{"z", "y", "x"} {
-		writes = append(writes, opsrun.DeleteTimerWrite(id, "T", unixAt(1)))
+		writes = append(writes, opsrun.DeleteTimerWrite(id, "T", unixAt(1), 0))
 	}
 	log.reset()
 	for i, err := range opsrun.IdempotentWrites(bg, env, writes) {
@@ -133,7 +133,7 @@ func TestTimerDeletesMergeByPath(t *testing.T) {
 		assert.ElementsMatch(t, want, got, "%s's timers", id)
 	}
 
-	mixed := []opsrun.IdempotentWrite{opsrun.DeleteTimerWrite("x", "U", unixAt(2)), opsrun.DeleteTimerWrite("y", "T", unixAt(1)), opsrun.DeleteTimerWrite("z", "T", unixAt(5))}
+	mixed := []opsrun.IdempotentWrite{opsrun.DeleteTimerWrite("x", "U", unixAt(2), 0), opsrun.DeleteTimerWrite("y", "T", unixAt(1), 0), opsrun.DeleteTimerWrite("z", "T", unixAt(5), 0)}
 	log.reset()
 	for i, err := range opsrun.IdempotentWrites(bg, env, mixed) {
 		require.NoError(t, err, "write %d", i)
@@ -214,7 +214,7 @@ func TestDocumentWritesRemoveTheLastTimersHint(t *testing.T) {
 	env := watchedEnv(t, h, server.MongoDB, log)
 	for _, id := range []string{"alone", "besides"} {
 		log.reset()
-		writes := []opsrun.IdempotentWrite{opsrun.OutboxAckWrite(id, seqs[id][0]), opsrun.DeleteTimerWrite(id, "p", unixAt(10))}
+		writes := []opsrun.IdempotentWrite{opsrun.OutboxAckWrite(id, seqs[id][0]), opsrun.DeleteTimerWrite(id, "p", unixAt(10), 0)}
 		for i, err := range opsrun.DocumentWrites(bg, env, writes, 128) {
 			require.NoError(t, err, "%s: write %d", id, i)
 		}
@@ -233,5 +233,5 @@ func TestDocumentWritesRemoveTheLastTimersHint(t *testing.T) {
 	}
 	left, err := h.store.DueTimers(bg, unixAt(1000), 0)
 	require.NoError(t, err)
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "besides", Path: "q", FireAt: unixAt(900)}}, left)
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "besides", Path: "q", FireAt: unixAt(900), Version: 1}}, left)
 }

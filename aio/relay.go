@@ -74,11 +74,14 @@ func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt time.Ti
 	}).Wait(ctx)
 }
 
-// DeleteTimers removes each of timers only if it still fires at its FireAt. Unlike
-// DeleteTimer it does not say which timers it removed. Each delete waits up to
+// DeleteTimers removes each of timers only if it still fires at its FireAt and, when its
+// Version is positive, is still the arming of that Version (execstore.DueTimer.Version), so
+// a re-arm of its path to the same fire time survives. Unlike DeleteTimer it does not say
+// which timers it removed. Each delete waits up to
 // Options.AckWait for the next commit of its execution through this store, which removes the
 // timer in its own write, as an ack does (see AckOutbox and the package doc): guarded by the
-// timer still firing at FireAt, or by the commit's own re-arm or cancel of its path. The
+// timer still firing at FireAt as that arming, or by the commit's own re-arm or cancel of its
+// path. The
 // others go out in one bulk write per batch.
 func (s *Store) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) error {
 	if err := contract.ValidateDueTimers(timers); err != nil {
@@ -102,7 +105,7 @@ func (s *Store) deleteTimersAlone(ctx context.Context, timers []execstore.DueTim
 func (s *Store) deleteTimersAloneAsync(ctx context.Context, timers []execstore.DueTimer) *Future[struct{}] {
 	writes := make([]opsrun.IdempotentWrite, len(timers))
 	for i, t := range timers {
-		writes[i] = opsrun.DeleteTimerWrite(t.ExecutionID, t.Path, t.FireAt)
+		writes[i] = opsrun.DeleteTimerWrite(t.ExecutionID, t.Path, t.FireAt, t.Version)
 	}
 	return submit(ctx, s, opDeleteTimer, "", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, errors.Join(opsrun.IdempotentWritesChunked(ctx, s.env, writes, s.opts.MaxBatch)...)

@@ -122,7 +122,7 @@ func testTimerHint(t *testing.T, profile server.Profile) {
 	require.NoError(t, err)
 	d, err = h.store.DueTimers(bg, unixAt(400), 0)
 	require.NoError(t, err)
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "C", FireAt: unixAt(50)}, {ExecutionID: "e", Path: "B", FireAt: unixAt(300)}}, d)
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "C", FireAt: unixAt(50), Version: 3}, {ExecutionID: "e", Path: "B", FireAt: unixAt(300), Version: 1}}, d)
 
 	for _, x := range d {
 		removed, err := h.store.DeleteTimer(bg, x.ExecutionID, x.Path, x.FireAt)
@@ -195,14 +195,14 @@ func TestDeleteTimersOfTheLastTimerRemoveTheHint(t *testing.T) {
 	left, err := h.store.DueTimers(bg, unixAt(1000), 0)
 	require.NoError(t, err)
 	require.Len(t, left, 1)
-	assert.Equal(t, execstore.DueTimer{ExecutionID: "besides", Path: "c", FireAt: unixAt(900)}, left[0])
+	assert.Equal(t, execstore.DueTimer{ExecutionID: "besides", Path: "c", FireAt: unixAt(900), Version: 1}, left[0])
 
 	// The last timer's path re-armed at the same fire time comes due again, and goes again.
 	_, err = h.store.Commit(bg, alone, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("a.b", unixAt(10))}})
 	require.NoError(t, err)
 	due, err = h.store.DueTimers(bg, unixAt(50), 0)
 	require.NoError(t, err)
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "alone", Path: "a.b", FireAt: unixAt(10)}}, due)
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "alone", Path: "a.b", FireAt: unixAt(10), Version: 2}}, due)
 }
 
 // With a dedupe window the stored set stays bounded by twice the window, on either profile's
@@ -245,7 +245,7 @@ func TestTimerHintRepairRacesCommit(t *testing.T) {
 	assert.Zero(t, res.MatchedCount, "a stale repair applied")
 	due, err := h.store.DueTimers(bg, unixAt(1000), 0)
 	require.NoError(t, err)
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "P", FireAt: unixAt(200)}}, due)
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "P", FireAt: unixAt(200), Version: e.Version}}, due)
 }
 
 // unixAt is a fire time given in seconds since the Unix epoch.

@@ -160,7 +160,8 @@ func (s *Store) guard(exe *execstore.Execution, eventID string) (*record, error)
 	case !found && exe.Version == 0:
 		// The create starts the trace at the caller's TraceNext, as the MongoDB store's
 		// insert does.
-		return &record{exe: execstore.Execution{ID: exe.ID, TraceNext: exe.TraceNext}, timers: map[string]float64{}}, nil
+		return &record{exe: execstore.Execution{ID: exe.ID, TraceNext: exe.TraceNext}, timers: map[string]float64{},
+			timerVersions: map[string]int64{}}, nil
 	case !found:
 		return nil, &execstore.ConflictError{ExecutionID: exe.ID, Expected: exe.Version, Found: execstore.NoVersion}
 	case r.exe.Version != exe.Version:
@@ -199,8 +200,10 @@ func (s *Store) apply(r *record, pc *preparedCommit) (seqs []int64, firstSpawn i
 		delete(r.timerFails, op.Path) // a timer armed or cancelled anew starts with no failure
 		if op.Cancel {
 			delete(r.timers, op.Path)
+			delete(r.timerVersions, op.Path)
 		} else {
 			r.timers[op.Path] = contract.StoredTime(op.FireAt)
+			r.timerVersions[op.Path] = version // this arming, even at the fire time it had
 		}
 	}
 	if pc.step != nil {

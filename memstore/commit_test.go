@@ -137,7 +137,8 @@ func TestCommitWritesEverything(t *testing.T) {
 			assert.True(t, hit)
 			due, err := s.DueTimers(bg, unixAt(10), 0)
 			require.NoError(t, err)
-			assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "T", FireAt: unixAt(5)}, {ExecutionID: "e", Path: "U", FireAt: unixAt(6)}}, due)
+			assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "T", FireAt: unixAt(5), Version: e.Version},
+				{ExecutionID: "e", Path: "U", FireAt: unixAt(6), Version: e.Version}}, due, "armed by the commit")
 			trace, err := s.ReadTrace(bg, "e")
 			require.NoError(t, err)
 			assert.Equal(t, []execstore.TraceStep{{Index: 0, Fields: map[string]any{"k": "v"}}}, trace)

@@ -48,8 +48,10 @@ func (q *relayQueue[T]) restore(e queued[T]) {
 	q.entries = slices.Insert(q.entries, i, e)
 }
 
-// Fail records one failed delivery of the pending item ref, and with f.Dead moves it to the
-// dead items, under the store's write lock: seen whole or not at all.
+// Fail records one failed delivery of the pending item ref, and with f.Dead, or once the
+// attempts reach a positive f.MaxAttempts, moves it to the dead items, under the store's
+// write lock: seen whole or not at all, and counted from the attempts as they stand, so
+// concurrent calls never record more than f.MaxAttempts.
 func (s *Store) Fail(ctx context.Context, ref execstore.ItemRef, f execstore.Failure) (execstore.Attempts, bool, error) {
 	if err := contract.ValidateItemRef(ref); err != nil {
 		return execstore.Attempts{}, false, err
@@ -72,7 +74,7 @@ func (s *Store) Fail(ctx context.Context, ref execstore.ItemRef, f execstore.Fai
 		}
 		e := &s.outbox.entries[i]
 		a = addFailure(e.attempts, f)
-		if !f.Dead {
+		if !contract.Dies(f, a.Count) {
 			e.attempts = a
 			return a, true, nil
 		}
@@ -85,7 +87,7 @@ func (s *Store) Fail(ctx context.Context, ref execstore.ItemRef, f execstore.Fai
 		}
 		e := &s.spawns.entries[i]
 		a = addFailure(e.attempts, f)
-		if !f.Dead {
+		if !contract.Dies(f, a.Count) {
 			e.attempts = a
 			return a, true, nil
 		}
@@ -105,14 +107,16 @@ func (s *Store) Fail(ctx context.Context, ref execstore.ItemRef, f execstore.Fai
 			return execstore.Attempts{}, false, nil
 		}
 		a = addFailure(r.timerAttempts(ref.Path, at), f)
-		if !f.Dead {
+		if !contract.Dies(f, a.Count) {
 			if r.timerFails == nil {
 				r.timerFails = map[string]timerFail{}
 			}
 			r.timerFails[ref.Path] = timerFail{at: at, attempts: a}
 			return a, true, nil
 		}
+		dead.Version = r.timerVersions[ref.Path]
 		delete(r.timers, ref.Path)
+		delete(r.timerVersions, ref.Path)
 		delete(r.timerFails, ref.Path)
 	}
 	dead.Attempts = a
@@ -202,8 +206,8 @@ func (s *Store) CountDeadIn(ctx context.Context, partitions []int) (map[int]int6
 	return out, nil
 }
 
-// Revive puts the dead item ref back to pending with no attempts, under the store's write
-// lock.
+// Revive puts the dead item ref back to pending with no attempts, and moves its execution's
+// version on by one, under the store's write lock: seen whole or not at all.
 func (s *Store) Revive(ctx context.Context, ref execstore.ItemRef) (bool, error) {
 	if err := contract.ValidateItemRef(ref); err != nil {
 		return false, err
@@ -239,6 +243,12 @@ func (s *Store) Revive(ctx context.Context, ref execstore.ItemRef) (bool, error)
 				execstore.ErrConflict, d.Path, d.ExecutionID, found.Format("2006-01-02T15:04:05.999999999Z07:00"))
 		}
 		r.timers[d.Path] = contract.StoredTime(d.FireAt)
+		if d.Version > 0 {
+			r.timerVersions[d.Path] = d.Version
+		}
+	}
+	if r := s.execs[d.ExecutionID]; r != nil {
+		r.exe.Version++ // the item is pending again: a relay that knew the version scans
 	}
 	delete(s.dead, key)
 	return true, nil

@@ -23,10 +23,17 @@
 //   - The store is an execstore.DeadLetters. Fail, ListDead, CountDead and Revive each run
 //     under the store-wide lock, so a commit or an ack never lands in the middle of one. Fail
 //     changes only an item still pending (a timer still at the fire time named), and with
-//     Failure.Dead moves it, with what it held, from pending to dead at once. A commit never
-//     drops a dead item. A timer armed or cancelled anew starts with no attempts. Revive
-//     puts an entry back under its seq, so in its source's order, and refuses a timer whose
-//     path is armed again (execstore.ErrConflict). Neither changes the version.
+//     Failure.Dead, or once its attempts reach Failure.MaxAttempts (counted under that
+//     lock, so concurrent calls never record more), moves it, with what it held, from
+//     pending to dead at once. A commit never drops a dead item. A timer armed or cancelled
+//     anew starts with no attempts. Revive puts an entry back under its seq, so in its
+//     source's order, and refuses a timer whose path is armed again (execstore.ErrConflict).
+//     Fail leaves the version alone; Revive moves it on by one under the same lock, so a
+//     relay that knew the version scans and the revived item keeps its place.
+//   - Each timer's arming is named by the version of the commit that armed it
+//     (execstore.DueTimer.Version). DeleteTimers removes a timer only while it is still that
+//     arming, so a re-arm of its path to the same fire time survives the delete of the
+//     timer before it.
 //   - The dedupe set, with Options.DedupeWindow, keeps exactly the event ids the MongoDB
 //     store keeps with the same window. The trace keeps the last Options.TraceMax steps,
 //     stamped with a per-execution index that only grows.

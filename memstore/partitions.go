@@ -99,7 +99,8 @@ func (s *Store) dueTimers(ctx context.Context, in func(id string) bool, now time
 		}
 		for path, at := range r.timers {
 			if fireAt, _ := contract.TimeFromStored(at); !fireAt.After(now) {
-				due = append(due, execstore.DueTimer{ExecutionID: id, Path: path, FireAt: fireAt, Attempts: r.timerAttempts(path, at)})
+				due = append(due, execstore.DueTimer{ExecutionID: id, Path: path, FireAt: fireAt, Attempts: r.timerAttempts(path, at),
+					Version: r.timerVersions[path]})
 			}
 		}
 	}

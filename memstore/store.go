@@ -63,6 +63,9 @@ type record struct {
 	exe    execstore.Execution
 	dedupe dedupeSet
 	timers map[string]float64 // fire time by path, stored as package aio stores it (seconds)
+	// timerVersions names each timer's arming, by path: the version of the commit that armed
+	// it (execstore.DueTimer.Version), kept by a revive.
+	timerVersions map[string]int64
 	// timerFails are the failed deliveries of timers, by path, each of the fire time it
 	// failed at: a timer armed or cancelled anew starts with none.
 	timerFails map[string]timerFail

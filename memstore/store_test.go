@@ -261,7 +261,7 @@ func TestNoAliasing(t *testing.T) {
 
 	due, err := s.DueTimers(bg, unixAt(10), 0)
 	require.NoError(t, err)
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "T", FireAt: unixAt(1)}}, due)
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "T", FireAt: unixAt(1), Version: 1}}, due)
 
 	// The statuses of a query are read during the call only.
 	q := execstore.ListQuery{Statuses: []execstore.Status{execstore.Running}}

@@ -29,7 +29,8 @@ func (s *Store) DueTimers(ctx context.Context, now time.Time, limit int) ([]exec
 	for id, r := range s.execs {
 		for path, at := range r.timers {
 			if fireAt, _ := contract.TimeFromStored(at); !fireAt.After(now) {
-				due = append(due, execstore.DueTimer{ExecutionID: id, Path: path, FireAt: fireAt, Attempts: r.timerAttempts(path, at)})
+				due = append(due, execstore.DueTimer{ExecutionID: id, Path: path, FireAt: fireAt, Attempts: r.timerAttempts(path, at),
+					Version: r.timerVersions[path]})
 			}
 		}
 	}
@@ -50,11 +51,11 @@ func (s *Store) DeleteTimer(ctx context.Context, id, path string, fireAt time.Ti
 		return false, err
 	}
 	defer s.mu.Unlock()
-	return s.deleteTimer(id, path, fireAt), nil
+	return s.deleteTimer(id, path, fireAt, 0), nil
 }
 
-// DeleteTimers removes each of timers only if it still fires at its FireAt. Every timer is
-// checked first. One bad entry refuses them all, and none is removed. As with the MongoDB
+// DeleteTimers removes each of timers only if it still fires at its FireAt and, when its
+// Version is positive, is still the arming of that Version. Every timer is checked first. One bad entry refuses them all, and none is removed. As with the MongoDB
 // store, an empty list returns nil before anything else.
 func (s *Store) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) error {
 	if err := contract.ValidateDueTimers(timers); err != nil {
@@ -68,13 +69,14 @@ func (s *Store) DeleteTimers(ctx context.Context, timers []execstore.DueTimer) e
 	}
 	defer s.mu.Unlock()
 	for _, t := range timers {
-		s.deleteTimer(t.ExecutionID, t.Path, t.FireAt)
+		s.deleteTimer(t.ExecutionID, t.Path, t.FireAt, t.Version)
 	}
 	return nil
 }
 
-// deleteTimer is the guarded delete; the caller holds the lock.
-func (s *Store) deleteTimer(id, path string, fireAt time.Time) bool {
+// deleteTimer is the guarded delete, of the arming of version when it is positive; the
+// caller holds the lock.
+func (s *Store) deleteTimer(id, path string, fireAt time.Time, version int64) bool {
 	r := s.execs[id]
 	if r == nil {
 		return false
@@ -82,7 +84,11 @@ func (s *Store) deleteTimer(id, path string, fireAt time.Time) bool {
 	if at, ok := r.timers[path]; !ok || at != contract.StoredTime(fireAt) {
 		return false
 	}
+	if version > 0 && r.timerVersions[path] != version {
+		return false // re-armed since, to the same fire time
+	}
 	delete(r.timers, path)
+	delete(r.timerVersions, path)
 	delete(r.timerFails, path)
 	return true
 }

@@ -26,11 +26,11 @@ func TestTimers(t *testing.T) {
 	require.NoError(t, s.Save(bg, e))
 	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("Fork.A", unixAt(100))}})
 	assert.Empty(t, dueAt(t, s, 50))
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: unixAt(100)}}, dueAt(t, s, 150))
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: unixAt(100)}}, dueAt(t, s, 100), "due at its fire time")
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: unixAt(100), Version: 2}}, dueAt(t, s, 150))
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: unixAt(100), Version: 2}}, dueAt(t, s, 100), "due at its fire time")
 	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("Fork.A", unixAt(200))}})
 	assert.Empty(t, dueAt(t, s, 150))
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: unixAt(200)}}, dueAt(t, s, 250))
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: unixAt(200), Version: 3}}, dueAt(t, s, 250))
 	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("Fork.A")}})
 	assert.Empty(t, dueAt(t, s, 250))
 	// A commit without timer ops leaves the timers alone.
@@ -50,11 +50,11 @@ func TestTimersOrderAndLastOpWins(t *testing.T) {
 		execstore.ScheduleTimer("w", unixAt(20)), execstore.ScheduleTimer("tie", unixAt(20))}})
 	mustCommit(t, s, b, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("x", unixAt(20))}})
 	want := []execstore.DueTimer{
-		{ExecutionID: "a", Path: "z", FireAt: unixAt(5)},
-		{ExecutionID: "a", Path: "tie", FireAt: unixAt(20)},
-		{ExecutionID: "a", Path: "w", FireAt: unixAt(20)},
-		{ExecutionID: "b", Path: "x", FireAt: unixAt(20)},
-		{ExecutionID: "a", Path: "x", FireAt: unixAt(30)},
+		{ExecutionID: "a", Path: "z", FireAt: unixAt(5), Version: 1},
+		{ExecutionID: "a", Path: "tie", FireAt: unixAt(20), Version: 1},
+		{ExecutionID: "a", Path: "w", FireAt: unixAt(20), Version: 1},
+		{ExecutionID: "b", Path: "x", FireAt: unixAt(20), Version: 1},
+		{ExecutionID: "a", Path: "x", FireAt: unixAt(30), Version: 1},
 	}
 	assert.Equal(t, want, dueAt(t, s, 100))
 	for limit := 1; limit <= 6; limit++ {
@@ -108,7 +108,7 @@ func TestDeleteTimers(t *testing.T) {
 	require.NoError(t, s.DeleteTimers(bg, due))
 	left := dueAt(t, s, 1000)
 	require.Len(t, left, 11)
-	assert.Equal(t, execstore.DueTimer{ExecutionID: "e3", Path: "a.b", FireAt: unixAt(60)}, left[0])
+	assert.Equal(t, execstore.DueTimer{ExecutionID: "e3", Path: "a.b", FireAt: unixAt(60), Version: 2}, left[0])
 	require.NoError(t, s.DeleteTimers(bg, due)) // again: a no-op
 	require.NoError(t, s.DeleteTimers(bg, nil))
 	// One bad entry refuses them all.
@@ -125,7 +125,7 @@ func TestTimerFireTimes(t *testing.T) {
 	e := newExe("e")
 	mustCommit(t, s, e, execstore.Commit{Timers: []execstore.TimerOp{
 		execstore.ScheduleTimer("neg", unixAt(-5)), execstore.ScheduleTimer("frac", unixAt(0.25))}})
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "neg", FireAt: unixAt(-5)}}, dueAt(t, s, 0))
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "neg", FireAt: unixAt(-5), Version: 1}}, dueAt(t, s, 0))
 	assert.Len(t, dueAt(t, s, 0.25), 2)
 }
 

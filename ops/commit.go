@@ -50,8 +50,8 @@ type Seqs struct {
 	// there (a commit whose acked entry is gone matches nothing: see CommitPlan.Acked).
 	Acked []int64
 	// Fired are due timers of the execution that fired: the commit removes each, guarded by
-	// it still firing at its fire time (a commit that finds one gone or re-armed matches
-	// nothing). The commit must have no timer op on their paths (a re-arm or cancel in the
+	// it still firing at its fire time and, with a Version, still being that arming (a
+	// commit that finds one gone or re-armed, even to the same fire time, matches nothing). The commit must have no timer op on their paths (a re-arm or cancel in the
 	// commit is the timer's fate instead), and no two may share a path.
 	Fired []FiredRef
 	// At is when the commit is made, as its outbox entries and spawn intents record it
@@ -68,6 +68,9 @@ func CommitTime() time.Time { return time.Now().UTC().Truncate(time.Millisecond)
 type FiredRef struct {
 	Path   string
 	FireAt time.Time
+	// Version is the timer's arming (execstore.DueTimer.Version); 0 matches it by path and
+	// fire time alone.
+	Version int64
 }
 
 // PreparedCommit is a commit with everything worked out that does not depend on its seqs or
@@ -106,10 +109,10 @@ func PrepareCommit(l Layout, exe *execstore.Execution, c *execstore.Commit) (*Pr
 	pc.timers, pc.cancels = foldTimers(c.Timers)
 	pc.bytes = payloadBytes(c, pc.contexts, pc.step)
 	for _, t := range pc.timers {
-		pc.bytes += sizeTimer + len(t.Key)
+		pc.bytes += sizeTimer + 2*len(t.Key)
 	}
 	for _, k := range pc.cancels {
-		pc.bytes += sizeTimer + len(k)
+		pc.bytes += sizeTimer + 2*len(k)
 	}
 	if pc.bytes+execBytes(exe) > execstore.MaxDocumentBytes {
 		// Near the limit: build it with the longest seqs there are, and measure.
@@ -151,7 +154,7 @@ func payloadBytes(c *execstore.Commit, contexts [][]byte, step []byte) int {
 func CheckCommitSize(exe *execstore.Execution, c *execstore.Commit, contexts [][]byte, step []byte) error {
 	n := execBytes(exe) + payloadBytes(c, contexts, step)
 	for _, t := range c.Timers {
-		n += sizeTimer + len(EncodeKey(t.Path))
+		n += sizeTimer + 2*len(EncodeKey(t.Path))
 	}
 	if n <= execstore.MaxDocumentBytes {
 		return nil
@@ -240,10 +243,13 @@ func (pc *PreparedCommit) Build(l Layout, exe *execstore.Execution, seqs Seqs) (
 	p.Acked = seqs.Acked
 	p.Bytes += ackedBytes * len(seqs.Acked)
 	for _, f := range seqs.Fired {
-		key := FieldTimers + "." + EncodeKey(f.Path)
+		key, vkey := FieldTimers+"."+EncodeKey(f.Path), TimerVersionKey(f.Path)
 		p.Filter = append(p.Filter, bson.E{Key: key, Value: contract.StoredTime(f.FireAt)})
-		unset = append(unset, bson.E{Key: key, Value: ""})
-		p.Bytes += ackedBytes + 2*len(key)
+		if f.Version > 0 {
+			p.Filter = append(p.Filter, bson.E{Key: vkey, Value: f.Version})
+		}
+		unset = append(unset, bson.E{Key: key, Value: ""}, bson.E{Key: vkey, Value: ""})
+		p.Bytes += 2*ackedBytes + 2*len(key) + 2*len(vkey)
 	}
 	p.Fired = seqs.Fired
 	if n := len(outbox) - len(seqs.Acked); n != 0 {
@@ -256,10 +262,11 @@ func (pc *PreparedCommit) Build(l Layout, exe *execstore.Execution, seqs Seqs) (
 		inc = append(inc, bson.E{Key: fSpawnsN, Value: int64(len(spawns))})
 	}
 	for _, t := range timers {
-		set = append(set, bson.E{Key: FieldTimers + "." + t.Key, Value: t.Value})
+		set = append(set, bson.E{Key: FieldTimers + "." + t.Key, Value: t.Value},
+			bson.E{Key: FieldTimerVersions + "." + t.Key, Value: newVersion}) // this arming, even at the fire time it had
 	}
 	for _, k := range cancels {
-		unset = append(unset, bson.E{Key: FieldTimers + "." + k, Value: ""})
+		unset = append(unset, bson.E{Key: FieldTimers + "." + k, Value: ""}, bson.E{Key: FieldTimerVersions + "." + k, Value: ""})
 	}
 	update := bson.D{}
 	if at, ok := earliest(timers); ok {
@@ -327,8 +334,9 @@ const (
 	sizeEmit = 128
 	// sizeSpawn covers "spawns.<seq>" and a spawn entry's fields.
 	sizeSpawn = 160
-	// sizeTimer covers "timers." and a fire time (or the "" of a cancel), besides the key.
-	sizeTimer = 32
+	// sizeTimer covers "timers." and a fire time (or the "" of a cancel), and "timer_v." and
+	// a version (or a ""), besides the key twice.
+	sizeTimer = 64
 	// sizeTrace covers a trace step's index and framing, and $push's $each and $slice.
 	sizeTrace = 128
 	// tokenBytes is the encoded commit_token element SetToken adds to an update.
@@ -404,6 +412,11 @@ func buildInsert(l Layout, exe *execstore.Execution, c *execstore.Commit, outbox
 	)
 	if at, ok := earliest(timers); ok {
 		doc = append(doc, bson.E{Key: FieldTimerMin, Value: at})
+		armed := make(bson.D, len(timers))
+		for i, t := range timers {
+			armed[i] = bson.E{Key: t.Key, Value: int64(1)}
+		}
+		doc = append(doc, bson.E{Key: FieldTimerVersions, Value: armed})
 	}
 	if l.Partitions > 0 {
 		doc = append(doc, bson.E{Key: FieldPartition, Value: int32(execstore.PartitionOf(exe.ID, l.Partitions))})

@@ -62,10 +62,11 @@ func TestBuildCommitMongoDB(t *testing.T) {
 			{Key: "outbox.11", Value: OutboxDoc{Seq: 11, Version: 5, Event: []byte("e2"), At: at}},
 			{Key: "spawns.3", Value: SpawnDoc{Seq: 3, Version: 5, ChildID: "c", RootPath: "F.A", Context: mustMarshal(t, map[string]any{"x": 1}), At: at}},
 			{Key: "timers.F%2EA", Value: 100.0},
+			{Key: "timer_v.F%2EA", Value: int64(5)},
 			{Key: "trace_next", Value: int64(8)},
 		}},
 		{Key: "$min", Value: bson.D{{Key: "timer_min", Value: 100.0}}},
-		{Key: "$unset", Value: bson.D{{Key: "timers.G", Value: ""}}},
+		{Key: "$unset", Value: bson.D{{Key: "timers.G", Value: ""}, {Key: "timer_v.G", Value: ""}}},
 		{Key: "$inc", Value: bson.D{{Key: "outbox_n", Value: int64(2)}, {Key: "spawns_n", Value: int64(1)}}},
 		{Key: "$push", Value: bson.D{{Key: "trace", Value: bson.D{
 			{Key: "$each", Value: bson.A{step}},
@@ -125,7 +126,7 @@ func TestBuildCommitCreate(t *testing.T) {
 			keys = append(keys, e.Key)
 		}
 		assert.Equal(t, []string{"_id", "definition_id", "status", "parent_id", "version", "data", "outbox", "outbox_n",
-			"spawns", "spawns_n", "processed", "timers", "trace", "trace_next", "timer_min"}, keys)
+			"spawns", "spawns_n", "processed", "timers", "trace", "trace_next", "timer_min", "timer_v"}, keys)
 		doc := map[string]any{}
 		for _, e := range p.Insert {
 			doc[e.Key] = e.Value
@@ -136,6 +137,7 @@ func TestBuildCommitCreate(t *testing.T) {
 		assert.Equal(t, bson.D{{Key: "F%2EA", Value: 100.0}}, doc["timers"]) // the cancel of G has nothing to cancel
 		assert.Equal(t, int64(1), doc["trace_next"])
 		assert.Equal(t, 100.0, doc["timer_min"])
+		assert.Equal(t, bson.D{{Key: "F%2EA", Value: int64(1)}}, doc["timer_v"], "armed by version 1")
 		if profile == server.FerretDB {
 			assert.IsType(t, bson.D{}, doc["trace"])
 		} else {
@@ -163,16 +165,24 @@ func TestAckCommands(t *testing.T) {
 	}, update)
 	filter, _ = AckSpawnCommand("y", 6)
 	assert.Equal(t, bson.D{{Key: "_id", Value: "y"}, {Key: "spawns.6", Value: bson.D{{Key: "$exists", Value: true}}}}, filter)
-	filter, update = DeleteTimerCommand("x", "F.A", unixAt(1.5))
-	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers.F%2EA", Value: 1.5}}, filter)
-	assert.Equal(t, bson.D{{Key: "$unset", Value: bson.D{{Key: "timers.F%2EA", Value: ""}}}}, update)
-	filter, update = DeleteLastTimerCommand("x", "F.A", unixAt(1.5))
+	unsetTimer := bson.D{{Key: "$unset", Value: bson.D{{Key: "timers.F%2EA", Value: ""}, {Key: "timer_v.F%2EA", Value: ""}}}}
+	filter, update = DeleteTimerCommand("x", "F.A", unixAt(1.5), 0)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers.F%2EA", Value: 1.5}}, filter, "no version: path and fire time alone")
+	assert.Equal(t, unsetTimer, update)
+	filter, update = DeleteTimerCommand("x", "F.A", unixAt(1.5), 9)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers.F%2EA", Value: 1.5}, {Key: "timer_v.F%2EA", Value: int64(9)}}, filter)
+	assert.Equal(t, unsetTimer, update)
+	filter, update = DeleteLastTimerCommand("x", "F.A", unixAt(1.5), 0)
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers", Value: bson.D{{Key: "F%2EA", Value: 1.5}}}}, filter)
-	assert.Equal(t, bson.D{{Key: "$unset", Value: bson.D{{Key: "timers.F%2EA", Value: ""}, {Key: "timer_min", Value: ""}}}}, update)
-	filter, update = DeleteTimerBesidesCommand("x", "F.A", unixAt(1.5))
-	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers.F%2EA", Value: 1.5},
+	assert.Equal(t, bson.D{{Key: "$unset", Value: bson.D{{Key: "timers.F%2EA", Value: ""}, {Key: "timer_v.F%2EA", Value: ""},
+		{Key: "timer_min", Value: ""}}}}, update)
+	filter, _ = DeleteLastTimerCommand("x", "F.A", unixAt(1.5), 9)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers", Value: bson.D{{Key: "F%2EA", Value: 1.5}}},
+		{Key: "timer_v.F%2EA", Value: int64(9)}}, filter)
+	filter, update = DeleteTimerBesidesCommand("x", "F.A", unixAt(1.5), 9)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers.F%2EA", Value: 1.5}, {Key: "timer_v.F%2EA", Value: int64(9)},
 		{Key: "timers", Value: bson.D{{Key: "$ne", Value: bson.D{{Key: "F%2EA", Value: 1.5}}}}}}, filter)
-	assert.Equal(t, bson.D{{Key: "$unset", Value: bson.D{{Key: "timers.F%2EA", Value: ""}}}}, update)
+	assert.Equal(t, unsetTimer, update)
 	assert.Equal(t, bson.D{{Key: "outbox_n", Value: bson.D{{Key: "$gt", Value: 0}}}}, PendingOutboxFilter())
 	assert.Equal(t, bson.D{{Key: "spawns_n", Value: bson.D{{Key: "$gt", Value: 0}}}}, PendingSpawnsFilter())
 }

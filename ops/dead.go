@@ -117,13 +117,15 @@ func FailCommand(ref execstore.ItemRef, fireAt float64, read TimerFailDoc, f Fai
 
 // DeadCommand is the updateOne that moves the pending item ref, read as dead says and with
 // the attempts read, from pending to dead: one write of its document, so the item is pending
-// or dead, never both nor neither. The guard is FailCommand's.
+// or dead, never both nor neither. The guard is FailCommand's. A timer's arming version goes
+// with it, as dead's Version.
 func DeadCommand(ref execstore.ItemRef, fireAt float64, read TimerFailDoc, dead DeadDoc) (filter, update bson.D) {
 	filter, _ = FailCommand(ref, fireAt, read, Failures{})
 	unset := bson.D{{Key: PendingItemPath(ref), Value: ""}}
 	inc := bson.D{{Key: fDeadN, Value: int64(1)}}
 	if ref.Kind == execstore.TimerItem {
-		unset = append(unset, bson.E{Key: FieldTimerFails + "." + EncodeKey(ref.Path), Value: ""})
+		unset = append(unset, bson.E{Key: TimerVersionKey(ref.Path), Value: ""},
+			bson.E{Key: FieldTimerFails + "." + EncodeKey(ref.Path), Value: ""})
 	} else {
 		inc = append(bson.D{{Key: pendingCount(ref.Kind), Value: int64(-1)}}, inc...)
 	}
@@ -136,17 +138,21 @@ func DeadCommand(ref execstore.ItemRef, fireAt float64, read TimerFailDoc, dead 
 
 // ReviveCommand is the updateOne that puts the dead item ref back to pending, with no
 // attempts: an entry or intent under its seq (pending is its OutboxDoc or SpawnDoc), a timer
-// at its fire time, guarded by its path holding no timer. One write of its document. A timer
-// also moves the hint (FieldTimerMin) below both its fire time and the hint read (hint, nil
-// for none), guarded by that hint: a sweep's repair of the hint that read the document before
-// the revival (a guarded update that takes only commits to add timers) then matches nothing,
-// and cannot set the hint past the revived timer.
+// at its fire time with its arming version (dead.Version, when it has one), guarded by its
+// path holding no timer. One write of its document, which also moves the version on by one
+// (and drops the commit token, FieldCommitToken, which names the commit that wrote the
+// version): the item is pending again, so a relay that knew the version scans (see
+// execstore.DeadLetters), and a commit at the version read before fails its version guard. A
+// timer also moves the hint (FieldTimerMin) below both its fire time and the hint read (hint,
+// nil for none), guarded by that hint: a sweep's repair of the hint that read the document
+// before the revival (a guarded update that takes only commits to add timers) then matches
+// nothing, and cannot set the hint past the revived timer.
 func ReviveCommand(ref execstore.ItemRef, dead DeadDoc, pending any, hint *float64) (filter, update bson.D) {
 	key := FieldDead + "." + DeadKey(ref)
 	filter = bson.D{{Key: fID, Value: ref.ExecutionID}, {Key: key + ".kind", Value: string(ref.Kind)}}
 	set := bson.D{}
 	inc := bson.D{{Key: fDeadN, Value: int64(-1)}}
-	update = bson.D{{Key: "$unset", Value: bson.D{{Key: key, Value: ""}}}}
+	update = bson.D{{Key: "$unset", Value: bson.D{{Key: key, Value: ""}, {Key: FieldCommitToken, Value: ""}}}}
 	if ref.Kind == execstore.TimerItem {
 		filter = append(filter, bson.E{Key: key + ".fire_at", Value: dead.FireAt},
 			bson.E{Key: PendingItemPath(ref), Value: bson.D{{Key: "$exists", Value: false}}})
@@ -159,11 +165,15 @@ func ReviveCommand(ref execstore.ItemRef, dead DeadDoc, pending any, hint *float
 		}
 		set = append(set, bson.E{Key: PendingItemPath(ref), Value: dead.FireAt},
 			bson.E{Key: FieldTimerMin, Value: math.Nextafter(below, math.Inf(-1))})
+		if dead.Version > 0 {
+			set = append(set, bson.E{Key: TimerVersionKey(ref.Path), Value: dead.Version})
+		}
 	} else {
 		filter = append(filter, bson.E{Key: key + ".seq", Value: ref.Seq})
 		set = append(set, bson.E{Key: PendingItemPath(ref), Value: pending})
 		inc = append(bson.D{{Key: pendingCount(ref.Kind), Value: int64(1)}}, inc...)
 	}
+	inc = append(inc, bson.E{Key: FieldVersion, Value: int64(1)})
 	return filter, append(update, bson.E{Key: "$inc", Value: inc}, bson.E{Key: "$set", Value: set})
 }
 

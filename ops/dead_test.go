@@ -35,24 +35,35 @@ func TestDeadLetterCommands(t *testing.T) {
 
 	timer := execstore.ItemRef{Kind: execstore.TimerItem, ExecutionID: "x", Path: "a.b", FireAt: at}
 	filter, update = ops.DeadCommand(timer, 1.5e9, ops.TimerFailDoc{At: 1.5e9, Failures: ops.Failures{Attempts: 1}},
-		ops.DeadDoc{Kind: "timer", Path: "a.b", FireAt: 1.5e9, DeadAt: at})
+		ops.DeadDoc{Kind: "timer", Path: "a.b", FireAt: 1.5e9, Version: 3, DeadAt: at})
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "timers.a%2Eb", Value: 1.5e9},
 		{Key: "timer_fails.a%2Eb.at", Value: 1.5e9}, {Key: "timer_fails.a%2Eb.attempts", Value: int64(1)}}, filter)
 	assert.Equal(t, bson.D{
-		{Key: "$unset", Value: bson.D{{Key: "timers.a%2Eb", Value: ""}, {Key: "timer_fails.a%2Eb", Value: ""}}},
+		{Key: "$unset", Value: bson.D{{Key: "timers.a%2Eb", Value: ""}, {Key: "timer_v.a%2Eb", Value: ""}, {Key: "timer_fails.a%2Eb", Value: ""}}},
 		{Key: "$inc", Value: bson.D{{Key: "dead_n", Value: int64(1)}}},
-		{Key: "$set", Value: bson.D{{Key: "dead.ta%2Eb", Value: ops.DeadDoc{Kind: "timer", Path: "a.b", FireAt: 1.5e9, DeadAt: at}}}},
+		{Key: "$set", Value: bson.D{{Key: "dead.ta%2Eb", Value: ops.DeadDoc{Kind: "timer", Path: "a.b", FireAt: 1.5e9, Version: 3, DeadAt: at}}}},
 	}, update)
 
+	// A revival makes the item pending again: it moves the version on and drops the commit
+	// token, in the same write; a timer gets its arming version back.
 	hint := 1.6e9
-	filter, update = ops.ReviveCommand(timer, ops.DeadDoc{Kind: "timer", Path: "a.b", FireAt: 1.5e9}, nil, &hint)
+	filter, update = ops.ReviveCommand(timer, ops.DeadDoc{Kind: "timer", Path: "a.b", FireAt: 1.5e9, Version: 3}, nil, &hint)
 	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "dead.ta%2Eb.kind", Value: "timer"},
 		{Key: "dead.ta%2Eb.fire_at", Value: 1.5e9}, {Key: "timers.a%2Eb", Value: bson.D{{Key: "$exists", Value: false}}},
 		{Key: "timer_min", Value: 1.6e9}}, filter)
 	assert.Equal(t, bson.D{
-		{Key: "$unset", Value: bson.D{{Key: "dead.ta%2Eb", Value: ""}}},
-		{Key: "$inc", Value: bson.D{{Key: "dead_n", Value: int64(-1)}}},
-		{Key: "$set", Value: bson.D{{Key: "timers.a%2Eb", Value: 1.5e9}, {Key: "timer_min", Value: math.Nextafter(1.5e9, math.Inf(-1))}}},
+		{Key: "$unset", Value: bson.D{{Key: "dead.ta%2Eb", Value: ""}, {Key: "commit_token", Value: ""}}},
+		{Key: "$inc", Value: bson.D{{Key: "dead_n", Value: int64(-1)}, {Key: "version", Value: int64(1)}}},
+		{Key: "$set", Value: bson.D{{Key: "timers.a%2Eb", Value: 1.5e9}, {Key: "timer_min", Value: math.Nextafter(1.5e9, math.Inf(-1))},
+			{Key: "timer_v.a%2Eb", Value: int64(3)}}},
+	}, update)
+	pending := ops.OutboxDoc{Seq: 7, Version: 2, Event: []byte("e"), At: at}
+	filter, update = ops.ReviveCommand(entry, ops.DeadDoc{Kind: "outbox", Seq: 7, Version: 2}, pending, nil)
+	assert.Equal(t, bson.D{{Key: "_id", Value: "x"}, {Key: "dead.o7.kind", Value: "outbox"}, {Key: "dead.o7.seq", Value: int64(7)}}, filter)
+	assert.Equal(t, bson.D{
+		{Key: "$unset", Value: bson.D{{Key: "dead.o7", Value: ""}, {Key: "commit_token", Value: ""}}},
+		{Key: "$inc", Value: bson.D{{Key: "outbox_n", Value: int64(1)}, {Key: "dead_n", Value: int64(-1)}, {Key: "version", Value: int64(1)}}},
+		{Key: "$set", Value: bson.D{{Key: "outbox.7", Value: pending}}},
 	}, update)
 	// Revived later than the hint: the hint still moves (below itself), so a repair that read
 	// it before misses its guard.

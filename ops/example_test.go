@@ -89,6 +89,6 @@ func Example_transaction() {
 	// Output:
 	// updateOne on executions
 	// filter: {"_id":"order-1","version":3,"processed":{"$ne":"evt-7"}}
-	// update: {"$set":{"version":4,"data":{"$binary":{"base64":"eyJzdGF0ZSI6InBhaWQifQ==","subType":"00"}},"status":"RUNNING","definition_id":"checkout","parent_id":null,"timers.Paid%2EReminder":1.9E+09},"$min":{"timer_min":1.9E+09},"$addToSet":{"processed":"evt-7"}}
+	// update: {"$set":{"version":4,"data":{"$binary":{"base64":"eyJzdGF0ZSI6InBhaWQifQ==","subType":"00"}},"status":"RUNNING","definition_id":"checkout","parent_id":null,"timers.Paid%2EReminder":1.9E+09,"timer_v.Paid%2EReminder":4},"$min":{"timer_min":1.9E+09},"$addToSet":{"processed":"evt-7"}}
 	// insert: false
 }

@@ -37,6 +37,10 @@ const (
 	// FieldCommitToken marks the commit that wrote the current version; only the store's
 	// group commit writes it.
 	FieldCommitToken = "commit_token"
+	// FieldTimerVersions names each timer's arming: {EncodeKey(path): the version of the
+	// commit that armed it} (execstore.DueTimer.Version). A timer armed by a version of this
+	// module that did not write it has none, and is matched by path and fire time alone.
+	FieldTimerVersions = "timer_v"
 )
 
 const (

@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +26,9 @@ var deadBehaviours = []deadBehaviour{
 	{"FailOfAnItemNotPendingWritesNothing", failNotPending},
 	{"ReviveIsIdempotent", reviveIdempotent},
 	{"ReviveOfATimerWhosePathIsArmedIsAConflict", reviveTimerConflict},
+	{"ReviveMovesTheVersionOn", reviveMovesVersion},
+	{"FailStopsAtMaxAttempts", failStopsAtMaxAttempts},
+	{"ConcurrentFailsStopAtMaxAttempts", concurrentFailsStopAtMax},
 	{"ListDeadFiltersAndPages", listDeadPages},
 	{"DeadLettersRefuseBadInput", deadBadInput},
 }
@@ -32,7 +37,9 @@ var deadBehaviours = []deadBehaviour{
 // with the pending items, dead items out of every pending scan and listed with what they
 // were, their execution's later items still pending, Fail of an item no longer pending and
 // Revive of an item not dead writing nothing, a dead timer whose path was armed again staying
-// dead, listing with filters and cursors, and bad input refused. For a store that is also an
+// dead, Revive moving the execution's version on (a commit at the version before is a
+// conflict), Failure.MaxAttempts moving an item to dead in the write that reaches it, never
+// past it under concurrent calls, listing with filters and cursors, and bad input refused. For a store that is also an
 // execstore.DeadCounting, it checks the counts by partition too. open must return a new,
 // empty store each time it is called, and release it with t.Cleanup. Run runs it already
 // for stores that are DeadLetters.
@@ -363,5 +370,182 @@ func countDeadIn(t *testing.T, s execstore.DeadCounting) {
 	for _, bad := range [][]int{{-1}, {n}} {
 		_, err := s.CountDeadIn(bg, bad)
 		assert.ErrorIs(t, err, execstore.ErrInvalid, "%v", bad)
+	}
+}
+
+// reviveMovesVersion: Fail leaves the execution's version alone; each Revive moves it on by
+// one, so a commit made at the version read before it is a conflict, and Load and
+// LoadForEvent (a cache's answer included) return the new version; a revived timer keeps its
+// arming version.
+func reviveMovesVersion(t *testing.T, s execstore.DeadLetters) {
+	exe := newExe("dl-revive-version")
+	fire := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	seqs := mustCommit(t, s, exe, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("e1")}},
+		Spawns: []execstore.Spawn{{ChildID: "c", RootPath: "A"}}, Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
+	spawns, err := s.PendingSpawns(bg, 0)
+	require.NoError(t, err)
+	require.Len(t, spawns, 1)
+	refs := []execstore.ItemRef{
+		{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: seqs[0]},
+		{Kind: execstore.SpawnItem, ExecutionID: exe.ID, Seq: spawns[0].Seq},
+		{Kind: execstore.TimerItem, ExecutionID: exe.ID, Path: "p", FireAt: fire},
+	}
+	for _, ref := range refs {
+		_, ok, err := s.Fail(bg, ref, execstore.Failure{Error: "x", At: failAt, Dead: true})
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	version := func() int64 {
+		got, err := s.Load(bg, exe.ID)
+		require.NoError(t, err)
+		return got.Version
+	}
+	require.EqualValues(t, 1, version(), "moving items to dead is no commit")
+	warm, _, err := s.LoadForEvent(bg, exe.ID, "ev") // a store with a cache now holds version 1
+	require.NoError(t, err)
+	require.EqualValues(t, 1, warm.Version)
+	for i, ref := range refs {
+		ok, err := s.Revive(bg, ref)
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.EqualValues(t, 2+i, version(), "revived %s: the version moves on", ref.Kind)
+		ok, err = s.Revive(bg, ref)
+		require.NoError(t, err)
+		require.False(t, ok)
+		assert.EqualValues(t, 2+i, version(), "a revival that writes nothing moves nothing")
+	}
+	loaded, _, err := s.LoadForEvent(bg, exe.ID, "ev")
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, loaded.Version, "LoadForEvent after the revivals through this store")
+	stale := *exe
+	_, err = s.Commit(bg, &stale, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("e2")}}})
+	var conflict *execstore.ConflictError
+	require.ErrorAs(t, err, &conflict, "a commit at the version read before the revivals")
+	assert.EqualValues(t, 1, conflict.Expected)
+	assert.EqualValues(t, 4, conflict.Found)
+	assert.EqualValues(t, 1, stale.Version)
+	due, err := s.DueTimers(bg, fire, 0)
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+	assert.EqualValues(t, 1, due[0].Version, "the revived timer is the arming it was")
+	fresh, err := s.Load(bg, exe.ID)
+	require.NoError(t, err)
+	mustCommit(t, s, fresh, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("e2")}}})
+	assert.EqualValues(t, 5, fresh.Version)
+	p, err := s.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	require.Len(t, p, 2)
+	assert.Equal(t, []byte("e1"), p[0].Event, "the revived entry keeps its place")
+}
+
+// failStopsAtMaxAttempts: with MaxAttempts, the failure that brings the attempts to it moves
+// the item to dead in its write, and says so by its count; one that finds more recorded
+// already (failures recorded without it) moves it too; Dead still moves it at once; a
+// negative MaxAttempts is refused.
+func failStopsAtMaxAttempts(t *testing.T, s execstore.DeadLetters) {
+	exe := newExe("dl-max")
+	fire := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	seqs := mustCommit(t, s, exe, execstore.Commit{Emits: []execstore.Emit{{Event: []byte("a")}, {Event: []byte("b")}, {Event: []byte("c")}},
+		Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
+	for _, ref := range []execstore.ItemRef{
+		{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: seqs[0]},
+		{Kind: execstore.TimerItem, ExecutionID: exe.ID, Path: "p", FireAt: fire},
+	} {
+		for i := 1; i <= 3; i++ {
+			a, ok, err := s.Fail(bg, ref, execstore.Failure{Error: "x", At: failAt, MaxAttempts: 3})
+			require.NoError(t, err)
+			require.True(t, ok, "%s failure %d", ref.Kind, i)
+			assert.Equal(t, i, a.Count)
+		}
+		_, ok, err := s.Fail(bg, ref, execstore.Failure{Error: "x", At: failAt, MaxAttempts: 3})
+		require.NoError(t, err)
+		assert.False(t, ok, "%s: dead after the third failure", ref.Kind)
+	}
+	past := execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: seqs[1]}
+	for range 2 {
+		_, ok, err := s.Fail(bg, past, execstore.Failure{Error: "x", At: failAt})
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	a, ok, err := s.Fail(bg, past, execstore.Failure{Error: "x", At: failAt, MaxAttempts: 2})
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, 3, a.Count, "past MaxAttempts already: this one moves it")
+	at := execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: seqs[2]}
+	a, ok, err = s.Fail(bg, at, execstore.Failure{Error: "x", At: failAt, MaxAttempts: 5, Dead: true})
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, 1, a.Count)
+	page, err := s.ListDead(bg, execstore.DeadQuery{})
+	require.NoError(t, err)
+	assert.Len(t, page.Items, 4)
+	p, err := s.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	assert.Empty(t, p)
+	due, err := s.DueTimers(bg, fire, 0)
+	require.NoError(t, err)
+	assert.Empty(t, due)
+	for _, d := range page.Items {
+		want := map[int64]int{seqs[0]: 3, seqs[1]: 3, seqs[2]: 1}[d.Seq]
+		if d.Kind == execstore.TimerItem {
+			want = 3
+		}
+		assert.Equal(t, want, d.Count, "%+v", d.ItemRef)
+	}
+	_, _, err = s.Fail(bg, execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: seqs[0]},
+		execstore.Failure{Error: "x", At: failAt, MaxAttempts: -1})
+	assert.ErrorIs(t, err, execstore.ErrInvalid)
+}
+
+// concurrentFailsStopAtMax: callers that record failures of one item at once (relays
+// without a lease), each from whatever count it read, never record more than MaxAttempts:
+// the calls that wrote got the counts 1 to MaxAttempts once each, the one that got
+// MaxAttempts moved the item to dead, and the others found it not pending. A call may give
+// up under contention with an error matching ErrRolledBack, having written nothing.
+func concurrentFailsStopAtMax(t *testing.T, s execstore.DeadLetters) {
+	const maxAttempts, callers = 3, 8
+	exe := newExe("dl-max-race")
+	fire := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	seqs := mustCommit(t, s, exe, execstore.Commit{Emits: []execstore.Emit{{Event: []byte("a")}},
+		Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
+	for _, ref := range []execstore.ItemRef{
+		{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: seqs[0]},
+		{Kind: execstore.TimerItem, ExecutionID: exe.ID, Path: "p", FireAt: fire},
+	} {
+		var mu sync.Mutex
+		var counts []int
+		for round := 0; ; round++ {
+			require.Less(t, round, 20, "%s: still pending after %d rounds of %d failures", ref.Kind, round, callers)
+			var wg sync.WaitGroup
+			gone := false
+			start := make(chan struct{})
+			for range callers {
+				wg.Go(func() {
+					<-start
+					a, ok, err := s.Fail(bg, ref, execstore.Failure{Error: "x", At: failAt, MaxAttempts: maxAttempts})
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err != nil:
+						assert.ErrorIs(t, err, execstore.ErrRolledBack, "%s", ref.Kind)
+					case ok:
+						counts = append(counts, a.Count)
+					default:
+						gone = true
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if gone {
+				break
+			}
+		}
+		slices.Sort(counts)
+		assert.Equal(t, []int{1, 2, 3}, counts, "%s: each count written once, none past MaxAttempts", ref.Kind)
+		page, err := s.ListDead(bg, execstore.DeadQuery{Kinds: []execstore.ItemKind{ref.Kind}, ExecutionID: exe.ID})
+		require.NoError(t, err)
+		require.Len(t, page.Items, 1, "%s moved to dead", ref.Kind)
+		assert.Equal(t, maxAttempts, page.Items[0].Count)
 	}
 }

@@ -93,6 +93,7 @@ var behaviours = []behaviour{
 	{"DeleteTimerIsGuardedByFireTime", guardedDelete},
 	{"DueTimersLimit", dueTimersLimit},
 	{"DeleteTimersInBulk", deleteTimers},
+	{"DeleteTimersSparesARearmToTheSameFireTime", rearmSurvivesDelete},
 	{"FireTimesReadBackWithinTheirPrecision", fireTimePrecision},
 	{"TimerIsDueFromItsFireAt", dueFromFireAt},
 	{"BadFireTimesAreInvalid", fireTimeRefusals},

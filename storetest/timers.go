@@ -16,6 +16,17 @@ import (
 // them.
 func at(seconds float64) time.Time { return time.Unix(0, int64(seconds*1e9)).UTC() }
 
+// unversioned returns d with every Version cleared, for the checks that compare timers by
+// execution, path and fire time.
+func unversioned(d []execstore.DueTimer) []execstore.DueTimer {
+	out := make([]execstore.DueTimer, len(d))
+	for i, t := range d {
+		t.Version = 0
+		out[i] = t
+	}
+	return out
+}
+
 func due(t *testing.T, s execstore.Store, now time.Time) []execstore.DueTimer {
 	t.Helper()
 	d, err := s.DueTimers(bg, now, 0)
@@ -23,19 +34,20 @@ func due(t *testing.T, s execstore.Store, now time.Time) []execstore.DueTimer {
 	return d
 }
 
-// Schedule Fork.A@100: due at 150, not at 50; re-scheduled @200 it replaces the first; a
-// cancel removes it.
+// Schedule Fork.A@100: due at 150, not at 50, named by the version of the commit that armed
+// it; re-scheduled @200 it replaces the first; a cancel removes it.
 func timers(t *testing.T, s execstore.Store) {
 	e := newExe("e")
 	require.NoError(t, s.Save(bg, e))
 	_, err := s.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("Fork.A", at(100))}})
 	require.NoError(t, err)
 	assert.Empty(t, due(t, s, at(50)))
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: at(100)}}, due(t, s, at(150)))
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: at(100), Version: 2}}, due(t, s, at(150)),
+		"armed by the commit that created version 2")
 	_, err = s.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("Fork.A", at(200))}})
 	require.NoError(t, err)
 	assert.Empty(t, due(t, s, at(150)))
-	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: at(200)}}, due(t, s, at(250)))
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "Fork.A", FireAt: at(200), Version: 3}}, due(t, s, at(250)))
 	_, err = s.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("Fork.A")}})
 	require.NoError(t, err)
 	assert.Empty(t, due(t, s, at(250)))
@@ -52,9 +64,9 @@ func timersOrderAndLastOpWins(t *testing.T, s execstore.Store) {
 	_, err = s.Commit(bg, b, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("x", at(20))}})
 	require.NoError(t, err)
 	assert.Equal(t, []execstore.DueTimer{
-		{ExecutionID: "a", Path: "z", FireAt: at(5)},
-		{ExecutionID: "b", Path: "x", FireAt: at(20)},
-		{ExecutionID: "a", Path: "x", FireAt: at(30)},
+		{ExecutionID: "a", Path: "z", FireAt: at(5), Version: 1},
+		{ExecutionID: "b", Path: "x", FireAt: at(20), Version: 1},
+		{ExecutionID: "a", Path: "x", FireAt: at(30), Version: 1},
 	}, due(t, s, at(100)))
 	d, err := s.DueTimers(bg, at(100), 1)
 	require.NoError(t, err)
@@ -123,7 +135,7 @@ func dueTimersLimit(t *testing.T, s execstore.Store) {
 			require.NoError(t, err)
 		}
 		if !fireAt.After(at(15)) {
-			all = append(all, execstore.DueTimer{ExecutionID: e.ID, Path: "x", FireAt: fireAt})
+			all = append(all, execstore.DueTimer{ExecutionID: e.ID, Path: "x", FireAt: fireAt, Version: 1})
 		}
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].FireAt.Before(all[j].FireAt) })
@@ -156,7 +168,7 @@ func deleteTimers(t *testing.T, s execstore.Store) {
 	require.NoError(t, s.DeleteTimers(bg, swept))
 	left := due(t, s, at(1000))
 	require.Len(t, left, 11)
-	assert.Equal(t, execstore.DueTimer{ExecutionID: "e3", Path: "a.b", FireAt: at(60)}, left[0])
+	assert.Equal(t, execstore.DueTimer{ExecutionID: "e3", Path: "a.b", FireAt: at(60), Version: 2}, left[0])
 	require.NoError(t, s.DeleteTimers(bg, swept), "again: a no-op")
 	require.NoError(t, s.DeleteTimers(bg, nil))
 	err = s.DeleteTimers(bg, []execstore.DueTimer{{ExecutionID: "x", Path: "p", FireAt: at(1)}, {ExecutionID: "x", Path: "p"}})
@@ -164,4 +176,31 @@ func deleteTimers(t *testing.T, s execstore.Store) {
 	var ie *execstore.InvalidError
 	require.ErrorAs(t, err, &ie)
 	assert.Equal(t, "timers[1].FireAt", ie.Field)
+}
+
+// A timer re-armed to the fire time it had is another arming (DueTimer.Version): DeleteTimers
+// of the timer a sweep read before the re-arm leaves the re-armed one, which is due and is
+// removed by its own DueTimer; a DueTimer without a Version is matched by path and fire time
+// alone.
+func rearmSurvivesDelete(t *testing.T, s execstore.Store) {
+	e := newExe("e")
+	_, err := s.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", at(100))}})
+	require.NoError(t, err)
+	swept := due(t, s, at(150))
+	require.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "p", FireAt: at(100), Version: 1}}, swept)
+	_, err = s.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", at(100))}})
+	require.NoError(t, err)
+	require.NoError(t, s.DeleteTimers(bg, swept))
+	again := due(t, s, at(150))
+	assert.Equal(t, []execstore.DueTimer{{ExecutionID: "e", Path: "p", FireAt: at(100), Version: 2}}, again,
+		"the re-arm to the same fire time survives the delete of the timer before it")
+	require.NoError(t, s.DeleteTimers(bg, again))
+	assert.Empty(t, due(t, s, at(150)), "removed by its own arming")
+
+	_, err = s.Commit(bg, e, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", at(100))}})
+	require.NoError(t, err)
+	require.NoError(t, s.DeleteTimers(bg, []execstore.DueTimer{{ExecutionID: "e", Path: "p", FireAt: at(100)}}))
+	assert.Empty(t, due(t, s, at(150)), "no Version: path and fire time alone")
+	err = s.DeleteTimers(bg, []execstore.DueTimer{{ExecutionID: "e", Path: "p", FireAt: at(100), Version: -1}})
+	assert.ErrorIs(t, err, execstore.ErrInvalid, "a negative Version")
 }

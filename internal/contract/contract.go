@@ -84,13 +84,16 @@ func ValidateTimerRef(f TimerRefFields, id, path string, fireAt time.Time) error
 }
 
 // ValidateDueTimers checks the timers given to DeleteTimers, each as DeleteTimer checks its
-// arguments.
+// arguments, and its Version not negative.
 func ValidateDueTimers(timers []execstore.DueTimer) error {
 	for i, t := range timers {
 		p := fmt.Sprintf("timers[%d].", i)
 		f := TimerRefFields{ID: p + "ExecutionID", Path: p + "Path", FireAt: p + "FireAt"}
 		if err := ValidateTimerRef(f, t.ExecutionID, t.Path, t.FireAt); err != nil {
 			return err
+		}
+		if t.Version < 0 {
+			return Invalid(p+"Version", "is %d, negative", t.Version)
 		}
 	}
 	return nil

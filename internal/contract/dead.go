@@ -27,12 +27,22 @@ func ValidateItemRef(ref execstore.ItemRef) error {
 	return ValidateID("ItemRef.ExecutionID", ref.ExecutionID)
 }
 
-// ValidateFailure checks an execstore.Failure: it has a time.
+// ValidateFailure checks an execstore.Failure: it has a time, and MaxAttempts is not
+// negative.
 func ValidateFailure(f execstore.Failure) error {
 	if f.At.IsZero() {
 		return Invalid("Failure.At", "must be set")
 	}
+	if f.MaxAttempts < 0 {
+		return Invalid("Failure.MaxAttempts", "is %d, negative", f.MaxAttempts)
+	}
 	return nil
+}
+
+// Dies reports whether a failure f that brings an item's recorded attempts to count moves
+// it to dead: f.Dead, or f.MaxAttempts positive and reached.
+func Dies(f execstore.Failure, count int) bool {
+	return f.Dead || f.MaxAttempts > 0 && count >= f.MaxAttempts
 }
 
 // FailureText is the text a store keeps of a failure: at most execstore.MaxFailureBytes,

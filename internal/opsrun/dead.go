@@ -23,13 +23,14 @@ import (
 const failTries = 4
 
 // pendingItem is what Fail reads of a pending item: its content, the attempts recorded, and
-// a timer's stored fire time.
+// a timer's stored fire time and arming version.
 type pendingItem struct {
-	found  bool
-	entry  ops.OutboxDoc
-	spawn  ops.SpawnDoc
-	fireAt float64
-	fails  ops.TimerFailDoc // a timer's, as stored (At 0: none)
+	found   bool
+	entry   ops.OutboxDoc
+	spawn   ops.SpawnDoc
+	fireAt  float64
+	version int64            // a timer's arming (0: none recorded)
+	fails   ops.TimerFailDoc // a timer's, as stored (At 0: none)
 }
 
 // readPending reads the pending item ref from the primary: one find by _id projecting it.
@@ -37,7 +38,8 @@ func readPending(ctx context.Context, env Env, ref execstore.ItemRef) (pendingIt
 	path := ops.PendingItemPath(ref)
 	proj := bson.D{{Key: path, Value: 1}}
 	if ref.Kind == execstore.TimerItem {
-		proj = append(proj, bson.E{Key: ops.FieldTimerFails + "." + ops.EncodeKey(ref.Path), Value: 1})
+		proj = append(proj, bson.E{Key: ops.FieldTimerFails + "." + ops.EncodeKey(ref.Path), Value: 1},
+			bson.E{Key: ops.TimerVersionKey(ref.Path), Value: 1})
 	}
 	raw, err := env.primary().FindOne(ctx, bson.D{{Key: fID, Value: ref.ExecutionID}}, options.FindOne().SetProjection(proj)).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -64,6 +66,9 @@ func readPending(ctx context.Context, env Env, ref execstore.ItemRef) (pendingIt
 		if f, err := raw.LookupErr(ops.FieldTimerFails, ops.EncodeKey(ref.Path)); err == nil {
 			_ = f.Unmarshal(&it.fails)
 		}
+		if v, err := raw.LookupErr(ops.FieldTimerVersions, ops.EncodeKey(ref.Path)); err == nil {
+			it.version, _ = v.AsInt64OK()
+		}
 	}
 	return it, nil
 }
@@ -82,9 +87,13 @@ func (it pendingItem) attempts(k execstore.ItemKind) ops.Failures {
 	return ops.Failures{}
 }
 
-// Fail records one failed delivery of the pending item ref, and with f.Dead moves it to dead:
-// a read of the item, then one guarded single-document update (ops.FailCommand,
-// ops.DeadCommand), again when another write came in between.
+// Fail records one failed delivery of the pending item ref, and with f.Dead, or when the
+// attempts reach a positive f.MaxAttempts, moves it to dead: a read of the item, then one
+// guarded single-document update (ops.FailCommand, ops.DeadCommand), again when another write
+// came in between. The update is guarded by the attempts read, so the count it writes, and
+// whether it reaches f.MaxAttempts, is the count the document holds when it is applied: of
+// concurrent calls one matches per count, and the others read again. So no more than
+// f.MaxAttempts are recorded, and the one that reaches it moves the item.
 func Fail(ctx context.Context, env Env, ref execstore.ItemRef, f execstore.Failure) (execstore.Attempts, bool, error) {
 	for range failTries {
 		it, err := readPending(ctx, env, ref)
@@ -98,7 +107,7 @@ func Fail(ctx context.Context, env Env, ref execstore.ItemRef, f execstore.Failu
 			read = ops.TimerFailDoc{Failures: was}
 		}
 		var filter, update bson.D
-		if f.Dead {
+		if contract.Dies(f, int(now.Attempts)) {
 			d := ops.DeadDoc{Kind: string(ref.Kind), Failures: now, DeadAt: now.LastAt}
 			switch ref.Kind {
 			case execstore.OutboxItem:
@@ -106,7 +115,7 @@ func Fail(ctx context.Context, env Env, ref execstore.ItemRef, f execstore.Failu
 			case execstore.SpawnItem:
 				d.Seq, d.Version, d.ChildID, d.RootPath, d.Context, d.CommittedAt = ref.Seq, it.spawn.Version, it.spawn.ChildID, it.spawn.RootPath, it.spawn.Context, it.spawn.At
 			case execstore.TimerItem:
-				d.Path, d.FireAt = ref.Path, it.fireAt
+				d.Path, d.FireAt, d.Version = ref.Path, it.fireAt, it.version
 			}
 			filter, update = ops.DeadCommand(ref, it.fireAt, read, d)
 		} else {

@@ -26,10 +26,11 @@ type IdempotentWrite struct {
 	lastTimer *timerRef
 }
 
-// timerRef names one timer: its execution, path and fire time.
+// timerRef names one timer: its execution, path, fire time and arming version (0: any).
 type timerRef struct {
 	id, path string
 	fireAt   time.Time
+	version  int64
 }
 
 // merged turns filter and update, a statement that deletes the timer among other writes of
@@ -38,9 +39,9 @@ type timerRef struct {
 // too; besidesFilter, with FieldTimers holding another timer as well. The guard's place and
 // form are ops.DeleteTimerCommand's.
 func (t *timerRef) merged(filter, update bson.D) (lastFilter, besidesFilter, lastUpdate bson.D) {
-	last, _ := ops.DeleteLastTimerCommand(t.id, t.path, t.fireAt)
-	besides, _ := ops.DeleteTimerBesidesCommand(t.id, t.path, t.fireAt)
-	guard, _ := ops.DeleteTimerCommand(t.id, t.path, t.fireAt)
+	last, _ := ops.DeleteLastTimerCommand(t.id, t.path, t.fireAt, t.version)
+	besides, _ := ops.DeleteTimerBesidesCommand(t.id, t.path, t.fireAt, t.version)
+	guard, _ := ops.DeleteTimerCommand(t.id, t.path, t.fireAt, t.version)
 	for _, e := range filter {
 		if e.Key == guard[1].Key {
 			lastFilter = append(lastFilter, last[1])
@@ -61,8 +62,8 @@ func (t *timerRef) merged(filter, update bson.D) (lastFilter, besidesFilter, las
 
 // statements are the two updateOnes of a timer delete on the MongoDB profile.
 func (t *timerRef) statements() (last, besides mongo.WriteModel) {
-	f1, u1 := ops.DeleteLastTimerCommand(t.id, t.path, t.fireAt)
-	f2, u2 := ops.DeleteTimerBesidesCommand(t.id, t.path, t.fireAt)
+	f1, u1 := ops.DeleteLastTimerCommand(t.id, t.path, t.fireAt, t.version)
+	f2, u2 := ops.DeleteTimerBesidesCommand(t.id, t.path, t.fireAt, t.version)
 	return mongo.NewUpdateOneModel().SetFilter(f1).SetUpdate(u1), mongo.NewUpdateOneModel().SetFilter(f2).SetUpdate(u2)
 }
 
@@ -79,18 +80,24 @@ func SpawnAckWrite(parentID string, seq int64) IdempotentWrite {
 }
 
 // DeleteTimerWrite is ops.DeleteTimerCommand as an IdempotentWrite.
-func DeleteTimerWrite(id, path string, fireAt time.Time) IdempotentWrite {
-	filter, update := ops.DeleteTimerCommand(id, path, fireAt)
+func DeleteTimerWrite(id, path string, fireAt time.Time, version int64) IdempotentWrite {
+	filter, update := ops.DeleteTimerCommand(id, path, fireAt, version)
 	r := removalOf("delete timer", filter, update)
 	r.kind += " " + r.path // one path per merged statement: each document's is unset
 	return IdempotentWrite{Op: "delete timer", ID: id, Filter: filter, Update: update, merge: r,
-		lastTimer: &timerRef{id: id, path: path, fireAt: fireAt}}
+		lastTimer: &timerRef{id: id, path: path, fireAt: fireAt, version: version}}
 }
 
 // removalOf is the removal of an ack's or a timer delete's command: its filter is {_id, path:
-// guard}, its update the $unset of path and, for an ack, the $inc of the count by -1.
+// guard[, more guards]}, its update the $unset of path (and of a timer's arming version,
+// also) and, for an ack, the $inc of the count by -1.
 func removalOf(kind string, filter, update bson.D) removal {
 	r := removal{kind: kind, path: filter[1].Key}
+	for _, e := range update[0].Value.(bson.D) {
+		if e.Key != r.path {
+			r.also = append(r.also, e.Key)
+		}
+	}
 	if len(update) > 1 {
 		r.count = update[1].Value.(bson.D)[0].Key
 	}

@@ -20,6 +20,7 @@ const mergedLimit = 96
 type removal struct {
 	kind  string
 	path  string
+	also  []string // the fields unset with path: a timer's arming version
 	count string
 }
 
@@ -27,7 +28,7 @@ type removal struct {
 // different document, in one statement: its filter is each write's own filter under $or
 // (each names its document's _id, so a document matches only by its own write's guard) and
 // an _id $in that lets a server with an _id index read those documents alone; its update
-// unsets every write's path and decrements the count by one. A matched document matched
+// unsets every write's path (and the fields unset with it) and decrements the count by one. A matched document matched
 // exactly one write (one write per document), so the count drops by one, as that write's
 // own update would. The other writes' paths are absent from it: an ack's path names its
 // entry's seq, and a seq is reserved once per database (ops.ReserveCommand), so no document
@@ -40,9 +41,11 @@ func mergedStatement(writes []IdempotentWrite) (filter, update bson.D) {
 	for i, w := range writes {
 		ids[i] = w.ID
 		each[i] = w.Filter
-		if !seen[w.merge.path] {
-			seen[w.merge.path] = true
-			unset = append(unset, bson.E{Key: w.merge.path, Value: ""})
+		for _, f := range append([]string{w.merge.path}, w.merge.also...) {
+			if !seen[f] {
+				seen[f] = true
+				unset = append(unset, bson.E{Key: f, Value: ""})
+			}
 		}
 	}
 	filter = bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "$or", Value: each}}

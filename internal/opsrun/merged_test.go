@@ -31,8 +31,16 @@ func TestMergedAckStatement(t *testing.T) {
 
 func TestMergedTimerStatement(t *testing.T) {
 	at := time.Unix(10, 0)
-	_, update := mergedStatement([]IdempotentWrite{DeleteTimerWrite("a", "T", at), DeleteTimerWrite("b", "T", at)})
-	assert.Equal(t, bson.D{{Key: "$unset", Value: bson.D{{Key: "timers.T", Value: ""}}}}, update, "one path, no count")
+	filter, update := mergedStatement([]IdempotentWrite{DeleteTimerWrite("a", "T", at, 0), DeleteTimerWrite("b", "T", at, 4)})
+	assert.Equal(t, bson.D{{Key: "$unset", Value: bson.D{{Key: "timers.T", Value: ""}, {Key: "timer_v.T", Value: ""}}}}, update,
+		"one path with its arming version, no count")
+	assert.Equal(t, bson.D{
+		{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{"a", "b"}}}},
+		{Key: "$or", Value: bson.A{
+			bson.D{{Key: "_id", Value: "a"}, {Key: "timers.T", Value: float64(10)}},
+			bson.D{{Key: "_id", Value: "b"}, {Key: "timers.T", Value: float64(10)}, {Key: "timer_v.T", Value: int64(4)}},
+		}},
+	}, filter, "each document by its own guard, its arming version when known")
 }
 
 func TestMergedModels(t *testing.T) {
@@ -57,7 +65,7 @@ func TestMergedModels(t *testing.T) {
 	assert.Nil(t, many([]IdempotentWrite{OutboxAckWrite("a", 1)}), "one write: an updateOne")
 	assert.Nil(t, many([]IdempotentWrite{OutboxAckWrite("a", 1), SpawnAckWrite("b", 2)}), "kinds differ")
 	at := time.Unix(10, 0)
-	assert.Nil(t, many([]IdempotentWrite{DeleteTimerWrite("a", "T", at), DeleteTimerWrite("b", "U", at)}), "paths differ")
+	assert.Nil(t, many([]IdempotentWrite{DeleteTimerWrite("a", "T", at, 0), DeleteTimerWrite("b", "U", at, 0)}), "paths differ")
 	assert.Equal(t, []int{1, 2}, many([]IdempotentWrite{OutboxAckWrite("b", 3), OutboxAckWrite("a", 1), OutboxAckWrite("a", 2)}),
 		"a document once a statement")
 

@@ -47,7 +47,7 @@ func TestCommitBatchStatementsInIDOrder(t *testing.T) {
 func TestIdempotentWritesInIDOrder(t *testing.T) {
 	writes := []IdempotentWrite{
 		OutboxAckWrite("b", 7),
-		DeleteTimerWrite("a", "T", time.Unix(3, 0)),
+		DeleteTimerWrite("a", "T", time.Unix(3, 0), 0),
 		OutboxAckWrite("b", 2),
 		SpawnAckWrite("a", 1),
 		OutboxAckWrite("a", 9),
@@ -69,11 +69,11 @@ func TestIdempotentWritesInIDOrder(t *testing.T) {
 }
 
 func lastTimerFilter(id, path string, at time.Time) bson.D {
-	f, _ := ops.DeleteLastTimerCommand(id, path, at)
+	f, _ := ops.DeleteLastTimerCommand(id, path, at, 0)
 	return f
 }
 
 func besidesTimerFilter(id, path string, at time.Time) bson.D {
-	f, _ := ops.DeleteTimerBesidesCommand(id, path, at)
+	f, _ := ops.DeleteTimerBesidesCommand(id, path, at, 0)
 	return f
 }

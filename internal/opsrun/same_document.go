@@ -67,7 +67,7 @@ func oneStatement(writes []IdempotentWrite) bool {
 
 // documentStatement is the updateOne of writes, all of one document, each removing a path of
 // its own (oneStatement): its filter is the document's _id and every write's guard, its
-// update unsets every path and lowers each count by the number of writes that lower it.
+// update unsets every path (and the fields unset with it) and lowers each count by the number of writes that lower it.
 func documentStatement(writes []IdempotentWrite) (filter, update bson.D) {
 	filter = bson.D{{Key: fID, Value: writes[0].ID}}
 	unset := make(bson.D, 0, len(writes))
@@ -75,6 +75,9 @@ func documentStatement(writes []IdempotentWrite) (filter, update bson.D) {
 	for _, w := range writes {
 		filter = append(filter, w.Filter[1:]...)
 		unset = append(unset, bson.E{Key: w.merge.path, Value: ""})
+		for _, f := range w.merge.also {
+			unset = append(unset, bson.E{Key: f, Value: ""})
+		}
 		if c := w.merge.count; c != "" {
 			found := false
 			for i := range inc {

@@ -61,7 +61,7 @@ func dueTimers(ctx context.Context, env Env, scan ops.Scan, now time.Time, limit
 	nowStored := contract.StoredTime(now)
 	cur, err := env.Executions.Find(ctx, scan.Filter, options.Find().
 		SetProjection(bson.D{{Key: ops.FieldTimers, Value: 1}, {Key: ops.FieldTimerMin, Value: 1}, {Key: ops.FieldVersion, Value: 1},
-			{Key: ops.FieldTimerFails, Value: 1}}).
+			{Key: ops.FieldTimerFails, Value: 1}, {Key: ops.FieldTimerVersions, Value: 1}}).
 		SetSort(scan.Sort).SetHint(scan.Hint))
 	if err != nil {
 		return nil, outcome.ReadFailure("due timers", "", err)
@@ -81,6 +81,7 @@ func dueTimers(ctx context.Context, env Env, scan ops.Scan, now time.Time, limit
 			Timers   map[string]float64          `bson:"timers"`
 			TimerMin float64                     `bson:"timer_min"`
 			Fails    map[string]ops.TimerFailDoc `bson:"timer_fails"`
+			Armed    map[string]int64            `bson:"timer_v"`
 			Version  int64                       `bson:"version"`
 		}
 		if err := cur.Decode(&doc); err != nil {
@@ -106,7 +107,7 @@ func dueTimers(ctx context.Context, env Env, scan ops.Scan, now time.Time, limit
 			if fireAt.After(now) {
 				continue // stored as now is, read back a little later: due at its FireAt
 			}
-			t := execstore.DueTimer{ExecutionID: doc.ID, Path: path, FireAt: fireAt}
+			t := execstore.DueTimer{ExecutionID: doc.ID, Path: path, FireAt: fireAt, Version: doc.Armed[key]}
 			if f, ok := doc.Fails[key]; ok && f.At == at {
 				t.Attempts = attemptsOf(f.Failures)
 			}
@@ -154,9 +155,10 @@ func worthRepair(timers map[string]float64, now float64) bool {
 	return true
 }
 
-// DeleteTimer runs ops.DeleteTimerCommand and reports whether a timer was removed. One update.
+// DeleteTimer runs ops.DeleteTimerCommand, with no arming version, and reports whether a
+// timer was removed. One update.
 func DeleteTimer(ctx context.Context, env Env, id, path string, fireAt time.Time) (bool, error) {
-	filter, update := ops.DeleteTimerCommand(id, path, fireAt)
+	filter, update := ops.DeleteTimerCommand(id, path, fireAt, 0)
 	res, err := env.Executions.UpdateOne(ctx, filter, update)
 	if err != nil {
 		return false, outcome.WriteFailure("delete timer", id, err)
@@ -166,8 +168,8 @@ func DeleteTimer(ctx context.Context, env Env, id, path string, fireAt time.Time
 
 // RestoreTimer runs ops.RestoreTimerCommand and reports whether it put the timer back. One
 // update.
-func RestoreTimer(ctx context.Context, env Env, id, path string, fireAt time.Time, version, token int64) (bool, error) {
-	filter, update := ops.RestoreTimerCommand(id, path, fireAt, version, token)
+func RestoreTimer(ctx context.Context, env Env, id, path string, fireAt time.Time, armed, version, token int64) (bool, error) {
+	filter, update := ops.RestoreTimerCommand(id, path, fireAt, armed, version, token)
 	res, err := env.Executions.UpdateOne(ctx, filter, update)
 	if err != nil {
 		return false, outcome.WriteFailure("restore timer", id, err)
