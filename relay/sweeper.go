@@ -12,9 +12,10 @@ import (
 
 // Sweeper fires a store's due timers. Every timer whose fire time has come is handed to the
 // handler, and deleted once the handler returned nil. The delete is guarded by the fire
-// time, so a re-schedule survives. It is a Relay for timers, with the same lanes (by
-// execution), lease, retries and guarantees (see the package doc). Create it with
-// NewSweeper. Its methods are safe for concurrent use.
+// time and the timer's arming (execstore.DueTimer.Version), so a re-schedule survives, even
+// one to the same fire time by the timer's own handler, and fires again. It is a Relay for
+// timers, with the same lanes (by execution), lease, retries and guarantees (see the package
+// doc). Create it with NewSweeper. Its methods are safe for concurrent use.
 type Sweeper struct {
 	r *runner[execstore.DueTimer, timerKey]
 }
@@ -48,11 +49,13 @@ func (s *Sweeper) Backlog() []Backlog { return s.r.book.all() }
 // Member is the name the sweeper holds its leases under (Relay.Member).
 func (s *Sweeper) Member() string { return s.r.member }
 
-// timerKey is a due timer's identity: a timer re-scheduled to another time is another item.
+// timerKey is a due timer's identity: a timer re-scheduled to another time, or re-armed to
+// the same one by a later commit (another Version), is another item.
 type timerKey struct {
 	execution, path string
 	sec             int64 // FireAt's instant, whatever its location
 	nsec            int
+	version         int64 // DueTimer.Version: its arming (0 when the store keeps none)
 }
 
 // timerKind is the kind of a Sweeper: DueTimers, DeleteTimers.
@@ -63,7 +66,7 @@ type timerKind struct {
 }
 
 func (timerKind) key(t execstore.DueTimer) timerKey {
-	return timerKey{execution: t.ExecutionID, path: t.Path, sec: t.FireAt.Unix(), nsec: t.FireAt.Nanosecond()}
+	return timerKey{execution: t.ExecutionID, path: t.Path, sec: t.FireAt.Unix(), nsec: t.FireAt.Nanosecond(), version: t.Version}
 }
 
 func (timerKind) lane(t execstore.DueTimer) string { return t.ExecutionID }
@@ -116,15 +119,16 @@ func (k timerKind) read(ctx context.Context, ids []string, now time.Time, ahead 
 	return scanned[execstore.DueTimer]{items: timers, full: len(timers) >= limit}, err
 }
 
-// handed returns the timers c armed that fire by horizon, earliest first. Later ones are
-// left to the scans, which read them before they are due.
+// handed returns the timers c armed that fire by horizon, earliest first, each of c's
+// Version, as the store's scans return them. Later ones are left to the scans, which read
+// them before they are due.
 func (timerKind) handed(c *wake.Committed, horizon time.Time) []execstore.DueTimer {
 	var out []execstore.DueTimer
 	for i, t := range c.Timers {
 		if t.Cancel || t.FireAt.After(horizon) || rearmedLater(c.Timers[i+1:], t.Path) {
 			continue
 		}
-		out = append(out, execstore.DueTimer{ExecutionID: c.ExecutionID, Path: t.Path, FireAt: t.FireAt})
+		out = append(out, execstore.DueTimer{ExecutionID: c.ExecutionID, Path: t.Path, FireAt: t.FireAt, Version: c.Version})
 	}
 	contract.SortDueTimers(out)
 	return out
@@ -141,13 +145,14 @@ func rearmedLater(later []execstore.TimerOp, path string) bool {
 	return false
 }
 
-// gone reports whether c cancelled or re-armed timer t.
+// gone reports whether c cancelled or re-armed timer t: a re-arm to the same fire time is
+// another arming (c's Version), unless t is of c already.
 func (timerKind) gone(c *wake.Committed, t execstore.DueTimer) bool {
 	if c.ExecutionID != t.ExecutionID {
 		return false
 	}
 	for _, op := range c.Timers {
-		if op.Path == t.Path && (op.Cancel || !op.FireAt.Equal(t.FireAt)) {
+		if op.Path == t.Path && (op.Cancel || !op.FireAt.Equal(t.FireAt) || t.Version != c.Version) {
 			return true
 		}
 	}
