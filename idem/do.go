@@ -32,12 +32,26 @@ type Result struct {
 // invalid response, a storage error), Result.Response still holds it beside the error.
 // A fingerprint that differs from the stored one is a *FingerprintMismatchError.
 //
+// key may come from a request: Do stores it as ClientKey(key), in the client namespace,
+// where it can name no record of the store's other users (the relays' leases, a program's
+// own Claim keys). So Get, List, Claim and `execstore idem get` find Do's record under
+// ClientKey(key). A *FingerprintMismatchError names key as given; other errors that name a
+// record name ClientKey(key). A key longer than MaxClientKeyBytes is refused with
+// execstore.ErrInvalid before any I/O.
+//
 // Cost: a claim, a renew every Lease/3 while fn runs, and a complete or a release.
 func (s *Store) Do(ctx context.Context, key, fingerprint string, fn func(ctx context.Context) (Response, error)) (Result, error) {
+	if err := validateClientKey(key); err != nil {
+		return Result{}, err
+	}
+	given, key := key, ClientKey(key)
 	waitUntil := time.Now().Add(s.opts.WaitTimeout)
 	for {
 		started := time.Now()
 		c, err := s.Claim(ctx, key, fingerprint, s.opts.FingerprintVersion, s.opts.Lease)
+		if mismatch := (*FingerprintMismatchError)(nil); errors.As(err, &mismatch) {
+			mismatch.Key = given
+		}
 		if err != nil {
 			return Result{}, err
 		}
@@ -47,7 +61,7 @@ func (s *Store) Do(ctx context.Context, key, fingerprint string, fn func(ctx con
 		case AlreadyClaimed:
 			left := time.Until(waitUntil)
 			if left <= 0 {
-				return Result{}, fmt.Errorf("%w: idempotency key %q", ErrInProgress, key)
+				return Result{}, fmt.Errorf("%w: idempotency key %q", ErrInProgress, given)
 			}
 			rec, err := s.Wait(ctx, key, left)
 			if err != nil {

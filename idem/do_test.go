@@ -68,7 +68,7 @@ func TestDoErrorReleases(t *testing.T) {
 	boom := errors.New("boom")
 	_, err := s.Do(bg, "k", fp, func(context.Context) (Response, error) { return Response{}, boom })
 	assert.ErrorIs(t, err, boom)
-	rec, err := s.Get(bg, "k")
+	rec, err := s.Get(bg, ClientKey("k"))
 	require.NoError(t, err)
 	assert.Nil(t, rec)
 	r, err := s.Do(bg, "k", fp, func(context.Context) (Response, error) { return Response{Status: 200}, nil })
@@ -85,7 +85,7 @@ func TestDoKeepsLeaseAlive(t *testing.T) {
 	r, err := s.Do(bg, "k", fp, func(ctx context.Context) (Response, error) {
 		for range 6 {
 			time.Sleep(500 * time.Millisecond)
-			c, err := s.Claim(bg, "k", fp, 1, time.Minute)
+			c, err := s.Claim(bg, ClientKey("k"), fp, 1, time.Minute)
 			if err != nil || c.Outcome != AlreadyClaimed {
 				return Response{}, errors.Join(err, errors.New("the key was taken while fn ran: "+string(c.Outcome)))
 			}
@@ -107,7 +107,7 @@ func TestDoLeaseLostCancelsFn(t *testing.T) {
 	coll := rawCollection(t, s)
 	_, err := s.Do(bg, "k", fp, func(ctx context.Context) (Response, error) {
 		// Another claimer took over (as after a lapse): the token changes.
-		_, err := coll.UpdateOne(bg, bson.D{{Key: "_id", Value: "k"}},
+		_, err := coll.UpdateOne(bg, bson.D{{Key: "_id", Value: ClientKey("k")}},
 			bson.D{{Key: "$set", Value: bson.D{{Key: fToken, Value: newToken()}}}})
 		require.NoError(t, err)
 		select {
@@ -118,7 +118,7 @@ func TestDoLeaseLostCancelsFn(t *testing.T) {
 		}
 	})
 	assert.ErrorIs(t, err, ErrLeaseLost)
-	rec, err := s.Get(bg, "k")
+	rec, err := s.Get(bg, ClientKey("k"))
 	require.NoError(t, err)
 	require.NotNil(t, rec)
 	assert.Equal(t, Claimed, rec.State, "nothing stored")
@@ -127,7 +127,7 @@ func TestDoLeaseLostCancelsFn(t *testing.T) {
 // A caller that finds fn running elsewhere waits up to WaitTimeout, then ErrInProgress.
 func TestDoInProgress(t *testing.T) {
 	s := openStore(t, Options{WaitTimeout: 100 * time.Millisecond})
-	_, err := s.Claim(bg, "k", fp, 1, time.Minute)
+	_, err := s.Claim(bg, ClientKey("k"), fp, 1, time.Minute)
 	require.NoError(t, err)
 	_, err = s.Do(bg, "k", fp, func(context.Context) (Response, error) {
 		t.Error("fn ran under another's claim")

@@ -79,6 +79,24 @@
 //     version of each row without waiting on a lock. MongoDB's read at the primary sees
 //     every write acknowledged before it.
 //     List is one read: it decides nothing, and a claim decides again.
+//   - Nothing a request sends reaches another user's record. Do and Middleware store a key k
+//     as ClientKey(k), ClientPrefix+k, whatever k spells; the relays' leases (relay.Options.
+//     LeaseKey, "execstore/relay/outbox" and "execstore/relay/timers" by default, then
+//     /members/<name>, /partitions/<p>, /partitioning) are never under ClientPrefix, as
+//     package relay refuses a LeaseKey there. So one Store may serve requests and hold the
+//     relays' leases. Every write Do and Middleware send has a filter on one _id under
+//     ClientPrefix; every write a relay sends has one on its own keys (RenewAll's: each
+//     claim's _id, or an _id $in of them). So no interleaving of the two makes either match,
+//     insert, lock or read the other's record: MongoDB matches a write's documents by _id,
+//     a row-locking engine locks the rows of those _id alone, and a duplicate-key refusal is
+//     over one _id. A record's _id never changes after its insert. A relay's List reads a
+//     range of _id under its LeaseKey, which holds no ClientKey. The sweep deletes a record
+//     only past its own expiry, and no lease waits on it. The store's pool and server are
+//     shared, though: a flood of requests queues ahead of the relays' renewals, so give the
+//     relays a Store of their own where requests may come in bulk. Keys a program passes to
+//     Claim and the rest are its own: they must not start with ClientPrefix unless they are
+//     ClientKey of a request's key. Records Do and Middleware stored before ClientPrefix was
+//     added (under the bare key) are not found by them.
 //   - Bad input (empty or oversized keys, non-positive leases, oversized bodies) is refused
 //     with execstore.ErrInvalid before any I/O.
 //

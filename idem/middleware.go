@@ -100,10 +100,19 @@ func (errNotStored) Error() string { return "idem: response not stored" }
 //   - a store failure before the handler ran gets 503 with Retry-After, or with FailOpen runs
 //     the handler without idempotency. A response whose storing failed is still sent.
 //
-// The key is an sf-string ("…"); a bare value is accepted too. The handler reads it parsed
-// (unquoted, unescaped) with KeyFromContext on the request's context. A request the
-// middleware passes through without a key (another method, or no Idempotency-Key when not
-// Required) carries none. A handler that FailOpen runs without idempotency still gets it.
+// The key is an sf-string ("…"); a bare value is accepted too, of at most
+// MaxClientKeyBytes. The handler reads it parsed (unquoted, unescaped) with KeyFromContext on
+// the request's context. A request the middleware passes through without a key (another
+// method, or no Idempotency-Key when not Required) carries none. A handler that FailOpen runs
+// without idempotency still gets it.
+//
+// Nothing a request sends reaches another user's record. The middleware stores a key k as
+// Do does, under ClientKey(k) (ClientPrefix+k), whatever k holds: a key that spells a
+// relay's lease key ("execstore/relay/outbox/partitions/3") is stored as
+// "client/execstore/relay/outbox/partitions/3", which no relay claims (package relay refuses
+// an Options.LeaseKey under ClientPrefix). So one Store may serve the middleware and be the
+// relays' Options.Lease: no header can create, take, complete or block a relay's lease, nor
+// read one back. The fingerprint and the body are stored in the client's record only.
 func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 	opts = opts.withDefaults()
 	return func(next http.Handler) http.Handler {
@@ -122,7 +131,7 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 				return
 			}
 			key, ok := parseKey(raw)
-			if !ok || validateKey(key) != nil {
+			if !ok || validateClientKey(key) != nil {
 				http.Error(w, "malformed Idempotency-Key", http.StatusBadRequest)
 				return
 			}
