@@ -1,7 +1,9 @@
 package relay
 
 import (
+	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/idem"
+	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/leases"
 )
 
@@ -67,7 +70,11 @@ type Options struct {
 	Lease Leases
 	// LeaseKey is the prefix of the relays' keys in Lease. Use one per database the relays
 	// serve, and another for sweepers. Default "execstore/relay/outbox" for a Relay,
-	// "execstore/relay/timers" for a Sweeper.
+	// "execstore/relay/timers" for a Sweeper. A LeaseKey whose keys would be in idem's
+	// client namespace (LeaseKey+"/" starting with idem.ClientPrefix: "client", "client/…")
+	// is refused when Lease is set: Run returns an *Error matching execstore.ErrInvalid and
+	// naming Options.LeaseKey, and no call reaches Lease. There a request's Idempotency-Key
+	// could name the relays' records; outside it none can (see idem.ClientPrefix).
 	LeaseKey string
 	// LeaseDuration is the length of each lease. The holder renews it every
 	// LeaseDuration/3. It stops handing a partition's items out when less than
@@ -174,6 +181,9 @@ func (o Options) withDefaults(leaseKey string) Options {
 	if o.LeaseKey == "" {
 		o.LeaseKey = leaseKey
 	}
+	if err := checkLeaseKey(o.LeaseKey); err != nil && o.Lease != nil {
+		o.Lease = refusedLeases{err: err}
+	}
 	if o.LeaseDuration <= 0 {
 		o.LeaseDuration = defaultLeaseDuration
 	}
@@ -210,6 +220,38 @@ func (o Options) withDefaults(leaseKey string) Options {
 	}
 	return o
 }
+
+// checkLeaseKey refuses a lease key whose keys (the key, and the key, "/" and a suffix) may
+// be keys idem's Do and Middleware store: those that start with idem.ClientPrefix. The key
+// plus "/" starts with ClientPrefix exactly when one of its keys may: ClientPrefix ends in
+// its only "/".
+func checkLeaseKey(key string) error {
+	if strings.HasPrefix(key+"/", idem.ClientPrefix) {
+		return contract.Invalid("Options.LeaseKey", "%q is in idem's client namespace (idem.ClientPrefix %q), where a request's Idempotency-Key could name the relays' records: choose a key outside it", key, idem.ClientPrefix)
+	}
+	return nil
+}
+
+// refusedLeases is the lease store of a relay whose Options.LeaseKey is refused: every call
+// returns the refusal, an execstore.ErrInvalid, which ends Run before any call reaches the
+// lease store given.
+type refusedLeases struct{ err error }
+
+func (l refusedLeases) ClaimAs(context.Context, string, string, int, time.Duration, string) (idem.Claim, error) {
+	return idem.Claim{}, l.err
+}
+
+func (l refusedLeases) Complete(context.Context, string, string, idem.Response, time.Duration) (bool, error) {
+	return false, l.err
+}
+
+func (l refusedLeases) RenewAll(context.Context, []idem.Held, time.Duration) ([]bool, error) {
+	return nil, l.err
+}
+
+func (l refusedLeases) Release(context.Context, string, string) (bool, error) { return false, l.err }
+
+func (l refusedLeases) List(context.Context, string, int) ([]idem.Record, error) { return nil, l.err }
 
 // PartitionEvent is a partition taken or given up by a relay or sweeper.
 type PartitionEvent struct {
