@@ -30,9 +30,7 @@ func TestRenewAll(t *testing.T) {
 			require.Equal(t, New, c.Outcome)
 			held = append(held, Held{Key: name + "/" + k, Token: c.Token})
 		}
-		time.Sleep(shortLease + 100*time.Millisecond)
-		taken, err := s.Claim(bg, name+"/b", fp, 1, longLease)
-		require.NoError(t, err)
+		taken := claimOnceLapsed(t, s, name+"/b")
 		require.Equal(t, LeaseReclaimed, taken.Outcome)
 
 		renewed, err := s.RenewAll(bg, held, longLease)
