@@ -2,7 +2,6 @@ package relay
 
 import (
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/execstore/execstore"
@@ -17,15 +16,16 @@ type DeadEvent struct {
 }
 
 // failure is what the relay writes of a handler's failure of item, for a DeadLetters
-// store: one more attempt, dead when it is the MaxAttempts-th or the error is permanent.
+// store: one more attempt, dead when the error is permanent or, decided by the store in the
+// same write from the attempts it holds, when it is the MaxAttempts-th: relays that deliver
+// one item at once never record more than MaxAttempts of them.
 // It returns nil when the store keeps no failures. The caller holds mu.
 func (s *session[T, K]) failure(item T, err error) *execstore.Failure {
 	if s.r.dead == nil {
 		return nil
 	}
-	attempts := s.r.kind.attempts(item) + 1
-	return &execstore.Failure{Error: err.Error(), At: time.Now(),
-		Dead: attempts >= s.r.opts.MaxAttempts || errors.Is(err, ErrPermanent)}
+	return &execstore.Failure{Error: err.Error(), At: time.Now(), MaxAttempts: s.r.opts.MaxAttempts,
+		Dead: errors.Is(err, ErrPermanent)}
 }
 
 // recordFailures writes the failures of batch, each one single-document update of its
@@ -41,20 +41,15 @@ func (s *session[T, K]) recordFailures(batch []settling[T]) {
 		err      error
 	}
 	results := make([]result, len(batch))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, ackFanOut)
+	fanOut(len(batch), ackFanOut, func(i int) {
+		st := batch[i]
+		a, ok, err := s.r.dead.Fail(s.ackCtx, s.r.kind.ref(st.item), *st.fail)
+		results[i] = result{a, ok, err}
+	})
 	for i, st := range batch {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			a, ok, err := s.r.dead.Fail(s.ackCtx, s.r.kind.ref(st.item), *st.fail)
-			results[i] = result{a, ok, err}
-		})
-	}
-	wg.Wait()
-	for i, st := range batch {
-		// A move to dead whose outcome is unknown may have been applied: the dead list tells.
-		if res := results[i]; st.fail.Dead && errors.Is(res.err, execstore.ErrOutcomeUnknown) {
+		// A failure record whose outcome is unknown may have moved the item to dead: the
+		// dead list tells.
+		if res := results[i]; errors.Is(res.err, execstore.ErrOutcomeUnknown) {
 			if a, ok, err := s.readBackDead(s.r.kind.ref(st.item)); err == nil {
 				results[i] = result{a, ok, nil}
 			}
@@ -78,8 +73,8 @@ func (s *session[T, K]) recordFailures(batch []settling[T]) {
 			}
 			s.release(st.item)
 			poke(s.rescan) // back in the store: a scan finds it once its back-off is over
-		case res.pending && st.fail.Dead:
-			s.gone(st.item)
+		case res.pending && movedToDead(st.fail, res.attempts):
+			s.buried(st.item)
 			s.retries.succeeded(s.r.kind.lane(st.item))
 			s.r.stats.dead.Add(1)
 			s.r.book.movedToDead(s.partOf(st.item))
@@ -126,4 +121,10 @@ func (s *session[T, K]) readBackDead(ref execstore.ItemRef) (execstore.Attempts,
 		}
 		q.Cursor = page.NextCursor
 	}
+}
+
+// movedToDead reports whether a failure record that took effect with attempts a moved its
+// item to dead (execstore.Failure.MaxAttempts).
+func movedToDead(f *execstore.Failure, a execstore.Attempts) bool {
+	return f.Dead || f.MaxAttempts > 0 && a.Count >= f.MaxAttempts
 }

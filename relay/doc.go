@@ -124,7 +124,10 @@
 //     delivery is recorded with the item before the item is released, and the
 //     Options.MaxAttempts-th failure (or one wrapping ErrPermanent) moves the item from
 //     pending to dead in that same single-document write, guarded by the item still being
-//     pending. A dead item is listed (DeadLetters.ListDead), counted (Stats.Dead, the metric
+//     pending. The store counts: it moves the item once the attempts it holds reach
+//     MaxAttempts (execstore.Failure.MaxAttempts), so relays that deliver one item at once,
+//     across a take-over, never record more than MaxAttempts. A record whose outcome is
+//     unknown is read back from the dead list: a move to dead it made is counted and told. A dead item is listed (DeadLetters.ListDead), counted (Stats.Dead, the metric
 //     execstore.relay.dead, DeadLetters.CountDead) and put back by DeadLetters.Revive; its
 //     execution's later items go on at once. So every item is delivered, or dead with its
 //     attempts and last error.

@@ -59,6 +59,7 @@ type lease struct {
 	base      time.Time
 	until     atomic.Int64 // since base
 	rtt       atomic.Int64 // the last renewal's round trip, for the log
+	renewedAt atomic.Int64 // when the last renewal that names it was sent (or its claim), since base
 	claimedAt time.Time    // when the lease server started it, by its clock
 	takeOver  bool         // reclaimed from a holder whose lease had lapsed
 }
@@ -94,6 +95,12 @@ func (l *lease) extend(until time.Duration) {
 			return
 		}
 	}
+}
+
+// renewalDue reports whether the lease is owed a renewal: none that names it was sent for
+// LeaseDuration/3, counting its claim as one.
+func (l *lease) renewalDue(now time.Time) bool {
+	return now.Sub(l.base.Add(time.Duration(l.renewedAt.Load()))) >= l.dur/3
 }
 
 // lastRoundTrip is the last renewal's round trip.

@@ -11,14 +11,19 @@ package relay
 // scans started at the moment it was recorded (no earlier than its completion), and scan n
 // drops an item in flight, or acked at a count of n or more. Scans run one at a time, so
 // once scan n is filtered no later scan needs an ack recorded at n or less: they are pruned.
+//
+// An item moved to dead is recorded as acked, and as buried: a revive may make it pending
+// again at once, so a scan that drops it as acked may have read it pending anew. Such a scan
+// must not hand out its execution's later items ahead of it (buried).
 type ledger[K comparable] struct {
 	scans    uint64 // scans started
 	inFlight map[K]*hold
 	acked    map[K]uint64 // item → scans started when its ack completion was recorded
+	dead     map[K]bool   // the acked items that were moved to dead
 }
 
 func newLedger[K comparable]() ledger[K] {
-	return ledger[K]{inFlight: map[K]*hold{}, acked: map[K]uint64{}}
+	return ledger[K]{inFlight: map[K]*hold{}, acked: map[K]uint64{}, dead: map[K]bool{}}
 }
 
 // startScan counts a scan about to be sent and returns its number.
@@ -67,7 +72,23 @@ func (l *ledger[K]) release(k K) *hold {
 func (l *ledger[K]) ack(k K) *hold {
 	h := l.release(k)
 	l.acked[k] = l.scans
+	delete(l.dead, k)
 	return h
+}
+
+// bury records that k was moved to dead: acked, and buried (see the type). It returns the
+// hold k was taken under.
+func (l *ledger[K]) bury(k K) *hold {
+	h := l.ack(k)
+	l.dead[k] = true
+	return h
+}
+
+// buried reports whether scan n drops k as moved to dead since it began: it may have read k
+// revived, so k's execution's later items in it wait for a later scan.
+func (l *ledger[K]) buried(k K, n uint64) bool {
+	a, ok := l.acked[k]
+	return ok && a >= n && l.dead[k]
 }
 
 // finishScan prunes what no scan after scan n needs: a scan numbered above n began after
@@ -76,6 +97,7 @@ func (l *ledger[K]) finishScan(n uint64) {
 	for k, a := range l.acked {
 		if a <= n {
 			delete(l.acked, k)
+			delete(l.dead, k)
 		}
 	}
 }

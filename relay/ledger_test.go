@@ -13,9 +13,9 @@ import (
 // that needed them is finished.
 func TestLedger(t *testing.T) {
 	type step struct {
-		op   string // "scan" (start), "take", "ack", "release", "finish" (the last scan), "admit?"
+		op   string // "scan" (start), "take", "ack", "bury", "release", "finish" (the last scan), "admit?", "buried?"
 		item string
-		want bool // for "admit?": the verdict for the last scan started
+		want bool // for "admit?" and "buried?": the verdict for the last scan started
 	}
 	for _, c := range []struct {
 		name  string
@@ -39,6 +39,19 @@ func TestLedger(t *testing.T) {
 			{op: "scan"}, {op: "ack", item: "a"}, {op: "admit?", item: "a", want: false}, {op: "finish"},
 			{op: "scan"}, {op: "admit?", item: "a", want: true},
 		}},
+		{"moved to dead during the scan is dropped by it, and buried: its execution waits", []step{
+			{op: "scan"}, {op: "take", item: "a"}, {op: "finish"},
+			{op: "scan"}, {op: "bury", item: "a"}, {op: "admit?", item: "a", want: false}, {op: "buried?", item: "a", want: true},
+			{op: "finish"},
+			{op: "scan"}, {op: "admit?", item: "a", want: true}, {op: "buried?", item: "a", want: false}, // revived
+		}},
+		{"acked during the scan is not buried", []step{
+			{op: "scan"}, {op: "take", item: "a"}, {op: "ack", item: "a"}, {op: "buried?", item: "a", want: false},
+		}},
+		{"moved to dead before the scan began is not buried", []step{
+			{op: "scan"}, {op: "take", item: "a"}, {op: "bury", item: "a"},
+			{op: "scan"}, {op: "buried?", item: "a", want: false}, {op: "admit?", item: "a", want: true},
+		}},
 		{"released is admitted again", []step{
 			{op: "scan"}, {op: "take", item: "a"}, {op: "release", item: "a"}, {op: "admit?", item: "a", want: true},
 		}},
@@ -54,12 +67,16 @@ func TestLedger(t *testing.T) {
 					l.take(s.item, &hold{})
 				case "ack":
 					l.ack(s.item)
+				case "bury":
+					l.bury(s.item)
 				case "release":
 					l.release(s.item)
 				case "finish":
 					l.finishScan(n)
 				case "admit?":
 					assert.Equal(t, s.want, l.admissible(s.item, n), "step %d", i)
+				case "buried?":
+					assert.Equal(t, s.want, l.buried(s.item, n), "step %d", i)
 				}
 			}
 		})
@@ -77,7 +94,9 @@ func TestLedgerPrunes(t *testing.T) {
 		l.ack(i)
 	}
 	assert.Zero(t, l.held())
-	assert.Len(t, l.acked, 100)
+	l.bury(100)
+	assert.Len(t, l.acked, 101)
 	l.finishScan(n)
 	assert.Empty(t, l.acked)
+	assert.Empty(t, l.dead)
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sourcegraph/conc/pool"
+
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/idem"
 	"github.com/execstore/execstore/internal/leases"
@@ -225,6 +227,7 @@ func (s *session[T, K]) register(leaseCtx context.Context) (*lease, error) {
 	s.mu.Lock()
 	s.member = m
 	s.mu.Unlock()
+	poke(s.renewWake)
 	return m, nil
 }
 
@@ -406,21 +409,22 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	var mu sync.Mutex
 	var fatal error
 	got := 0
-	fanOut(len(missing), func(i int) {
+	fanOut(len(missing), claimFanOut, func(i int) {
 		p := missing[i]
 		ls, err := r.lease.claim(leaseCtx, r.partitionKey(p))
-		mu.Lock()
-		defer mu.Unlock()
 		switch {
 		case errors.As(err, new(*Error)):
+			mu.Lock()
 			fatal = err
+			mu.Unlock()
 		case err != nil:
 			if leaseCtx.Err() == nil {
 				r.opts.OnError(&Error{Op: OpClaim, Item: r.partitionKey(p), Err: err})
 			}
-		case ls != nil:
+		case ls != nil && s.took(p, ls, lapsedAt[ls.key]):
+			mu.Lock()
 			got++
-			s.took(p, ls, lapsedAt[ls.key])
+			mu.Unlock()
 		}
 	})
 	if got > 0 {
@@ -434,22 +438,24 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 // flight unacked takes its execution's items queued behind it along. The caller holds mu.
 func (s *session[T, K]) claimable(p int) bool { return s.holds[p] == nil }
 
-// took makes partition p held under ls, just claimed; when the session is stopping it
-// releases the lease at once instead. prev is when the lapsed lease it reclaimed was
+// took makes partition p held under ls, just claimed, and reports whether it did; when the
+// session is stopping, or the lease is no longer live, it releases the lease at once instead. prev is when the lapsed lease it reclaimed was
 // claimed, if it was one: a lease of this relay's own that ran out is a re-take, not a
 // take-over. Another relay claims a lapsed lease only after it ran out, at least
 // LeaseDuration after its claim, so a lapsed lease claimed within LeaseDuration/2 of this
 // relay's own was this relay's.
-func (s *session[T, K]) took(p int, ls *lease, prev time.Time) {
+func (s *session[T, K]) took(p int, ls *lease, prev time.Time) bool {
 	r := s.r
 	local := time.Now() // the claim's answer arrived: from now on the items may be handed out
 	s.mu.Lock()
-	if s.stopping || !s.claimable(p) {
+	// A claim answered after its lease stopped being live hands nothing out: it is given
+	// back at once, and claimed again at a later look.
+	if s.stopping || !s.claimable(p) || !ls.live() {
 		s.mu.Unlock()
 		releaseCtx, cancel := s.releaseCtx()
 		r.lease.release(releaseCtx, ls)
 		cancel()
-		return
+		return false
 	}
 	own, ok := s.lost[p]
 	reTake := ls.takeOver && ok && !prev.IsZero() && prev.Sub(own).Abs() < r.opts.LeaseDuration/2
@@ -457,6 +463,7 @@ func (s *session[T, K]) took(p int, ls *lease, prev time.Time) {
 	s.addHold(p, ls)
 	s.wideOwed = true
 	s.mu.Unlock()
+	poke(s.renewWake) // a claim answered late is owed its renewal at once
 	r.stats.leases.Add(1)
 	switch {
 	case reTake:
@@ -474,6 +481,7 @@ func (s *session[T, K]) took(p int, ls *lease, prev time.Time) {
 	}
 	r.opts.OnPartition(PartitionEvent{Partition: p, Held: true, TakeOver: ls.takeOver && !reTake, ReTake: reTake,
 		At: ls.claimedAt, Local: local})
+	return true
 }
 
 // releaseDrained releases the leases of the draining holds with nothing in flight, and
@@ -498,7 +506,7 @@ func (s *session[T, K]) releaseDrained() {
 	}
 	releaseCtx, cancel := s.releaseCtx()
 	defer cancel()
-	fanOut(len(done), func(i int) { s.giveUp(releaseCtx, done[i]) })
+	fanOut(len(done), claimFanOut, func(i int) { s.giveUp(releaseCtx, done[i]) })
 }
 
 // drainBound is how long a hand-over waits for the handlers of the partition's items to
@@ -520,7 +528,7 @@ func (s *session[T, K]) releaseAll() {
 	member := s.member
 	s.member = nil
 	s.mu.Unlock()
-	fanOut(len(holds), func(i int) { s.giveUp(releaseCtx, holds[i]) })
+	fanOut(len(holds), claimFanOut, func(i int) { s.giveUp(releaseCtx, holds[i]) })
 	if member != nil {
 		s.r.lease.release(releaseCtx, member)
 	}
@@ -534,21 +542,13 @@ func (s *session[T, K]) giveUp(releaseCtx context.Context, h *hold) {
 	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt, Local: h.stoppedAt})
 }
 
-// fanOut runs f(0)…f(n-1), claimFanOut at once, and returns when all have.
-func fanOut(n int, f func(i int)) {
-	if n == 0 {
-		return
-	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, claimFanOut)
+// fanOut runs f(0)…f(n-1), at most limit at once, and returns when all have.
+func fanOut(n, limit int, f func(i int)) {
+	p := pool.New().WithMaxGoroutines(limit)
 	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			f(i)
-		})
+		p.Go(func() { f(i) })
 	}
-	wg.Wait()
+	p.Wait()
 }
 
 // dropSoon releases the items taken under h that wait for their fire time or its

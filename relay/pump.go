@@ -165,6 +165,11 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 			if !scanAt.IsZero() && !time.Now().Before(scanAt) {
 				owed = true
 			}
+			if !retryScan.IsZero() && !time.Now().Before(retryScan) {
+				// The failed scan's retry is owed now; its alarm is spent. Kept, it would
+				// ring at once for as long as no partition may be scanned.
+				retryScan = time.Time{}
+			}
 		case <-s.progress:
 		case <-s.soonChanged:
 		}
@@ -348,6 +353,7 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only
 	partial := map[string]bool{}           // sources some of whose items this scan held back
 	latest := map[*hold]map[string]int64{} // the latest commit of each source whose items it read
 	returned := map[K]bool{}               // the items waiting for a confirmation that it returned
+	buried := map[string]bool{}            // the lane keys of items moved to dead since it began
 	for _, item := range res.items {
 		h := holds[s.partOf(item)]
 		if !handing[h] {
@@ -376,13 +382,21 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only
 		}
 		if !s.ledger.admissible(key, n) {
 			skipped++
+			if s.ledger.buried(key, n) {
+				buried[lk] = true // read revived, maybe: what follows it waits for a later scan
+			}
 			continue
 		}
-		if s.waits(lk, at) || s.fence[lk] >= n {
+		if s.waits(lk, at) || s.fence[lk] >= n || buried[lk] {
 			heldBack++
 			partial[src] = true
 			h.sources.soil(src, n)
-			s.retries.heldBack(lk)
+			if s.failing[lk] == 0 {
+				// Owed a scan at its retry time. One held back while a failure of it is
+				// being recorded is not: the record's answer asks for the scan, and until
+				// then every scan would hold it back again, at once.
+				s.retries.heldBack(lk)
+			}
 			continue
 		}
 		s.take(h, item, now)
@@ -412,5 +426,8 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only
 	}
 	s.ledger.finishScan(n)
 	s.r.stats.skipped.Add(int64(skipped))
+	if len(buried) > 0 {
+		poke(s.rescan)
+	}
 	return capped
 }

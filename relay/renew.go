@@ -8,21 +8,22 @@ import (
 	"time"
 )
 
-// maxRenewalsInFlight bounds the renewals a session has sent and not yet heard back from.
-// A renewal is sent every LeaseDuration/3 and waits at most LeaseDuration, so three are
-// in flight at most while the lease server is slow; the fourth is for a retry after a
-// failure.
-const maxRenewalsInFlight = 4
+// maxRenewalsInFlight bounds the renewals a session has sent and not yet heard back from:
+// each lease is named by a renewal every LeaseDuration/3 at most, awaited for up to
+// LeaseDuration, so three name it at most while the lease server is slow; leases taken at
+// other times are renewed apart until their renewals fall in step.
+const maxRenewalsInFlight = 16
 
 // renewals is the session's record of its renewals: when each one in flight was sent, and
 // whether the last one answered failed. It is kept under the session's mu.
 //
-// A renewal does not wait for the one before it: each is sent every LeaseDuration/3 on its
-// own (LeaseDuration/12 after a failure) and awaited for up to LeaseDuration, and each that
-// succeeds extends the leases from the moment it was sent, never shortening them. So a slow
-// answer loses nothing while a later renewal, or the slow one itself, comes back before the
-// leases run out: a lease server that answers every write in less than LeaseDuration×2/3
-// keeps every lease.
+// A renewal does not wait for the one before it. Each lease is named by a renewal once none
+// named it for LeaseDuration/3, counting its claim as one (a claim answered late is renewed
+// at once), and LeaseDuration/12 after a renewal naming it failed. Each renewal is awaited
+// for up to LeaseDuration, and each that succeeds extends the leases it names from the
+// moment it was sent, never shortening them. So a slow answer loses nothing while a later
+// renewal, or the slow one itself, comes back before the leases run out: a lease server that
+// answers every write in less than LeaseDuration×2/3 keeps every lease.
 type renewals struct {
 	sent   map[uint64]time.Time // the renewals in flight, by number
 	next   uint64
@@ -56,41 +57,53 @@ func (rn *renewals) late(now time.Time, after time.Duration) bool {
 	return false
 }
 
-// keepRenewing renews every lease the session holds every LeaseDuration/3
-// (LeaseDuration/12 after a failure), without waiting for the renewals still in flight, and
+// keepRenewing renews the leases the session holds that are owed a renewal (see renewals),
+// all those owed at once in one write, without waiting for the renewals still in flight. It
 // drops the partitions whose lease ran out, until leaseCtx ends. It returns once every
 // renewal it sent was answered or given up.
 func (s *session[T, K]) keepRenewing(leaseCtx context.Context) {
-	dur := s.r.opts.LeaseDuration
-	step := max(dur/12, time.Millisecond)
+	step := max(s.r.opts.LeaseDuration/12, time.Millisecond)
 	timer := time.NewTimer(step)
 	defer timer.Stop()
 	var inFlight sync.WaitGroup
 	defer inFlight.Wait()
-	lastSent := time.Now()
 	for {
 		select {
 		case <-leaseCtx.Done():
 			return
 		case <-timer.C:
+		case <-s.renewWake:
 		}
 		s.dropLost()
 		now := time.Now()
 		s.mu.Lock()
-		due := now.Sub(lastSent) >= dur/3 || s.renewals.failed && now.Sub(lastSent) >= step
-		due = due && len(s.renewals.sent) < maxRenewalsInFlight
+		var owed []*lease
+		var member *lease
+		if len(s.renewals.sent) < maxRenewalsInFlight {
+			owed, member = s.owedRenewal(now)
+		}
 		var n uint64
-		if due {
+		if len(owed) > 0 {
 			n = s.renewals.begin(now)
-			lastSent = now
+			for _, ls := range owed {
+				ls.renewedAt.Store(int64(now.Sub(ls.base)))
+			}
 		}
 		s.mu.Unlock()
-		if due {
+		if len(owed) > 0 {
 			inFlight.Go(func() {
-				failed, fatal := s.renewAll(leaseCtx)
+				failed, fatal := s.renewAll(leaseCtx, owed, member)
 				s.mu.Lock()
 				s.renewals.end(n, failed)
+				if failed { // named again a step after this one was sent
+					for _, ls := range owed {
+						ls.renewedAt.Store(int64(now.Add(step - s.r.opts.LeaseDuration/3).Sub(ls.base)))
+					}
+				}
 				s.mu.Unlock()
+				if failed {
+					poke(s.renewWake)
+				}
 				if fatal != nil {
 					s.endSession(fatal)
 				}
@@ -98,6 +111,24 @@ func (s *session[T, K]) keepRenewing(leaseCtx context.Context) {
 		}
 		timer.Reset(step)
 	}
+}
+
+// owedRenewal returns the leases of the session owed a renewal now, and the member lease
+// when it is one of them. A lapsed member lease is forgotten: the relay registers again at
+// its next look. The caller holds mu.
+func (s *session[T, K]) owedRenewal(now time.Time) (owed []*lease, member *lease) {
+	for _, h := range s.holds {
+		if ls := h.lease; ls != nil && !ls.expired() && ls.renewalDue(now) { // an expired one is dropped as lost
+			owed = append(owed, ls)
+		}
+	}
+	if m := s.member; m != nil && m.expired() {
+		s.member = nil
+	}
+	if m := s.member; m != nil && m.renewalDue(now) {
+		owed, member = append(owed, m), m
+	}
+	return owed, member
 }
 
 // claimsWait reports whether a renewal of the session is late (in flight for longer than
@@ -108,25 +139,10 @@ func (s *session[T, K]) claimsWait() bool {
 	return s.renewals.failed || s.renewals.late(time.Now(), s.r.opts.LeaseDuration/6)
 }
 
-// renewAll renews the member lease and every partition's, in one write. It reports whether
-// the renewal failed (to be retried soon), and returns an *Error when the lease store is
-// closed. A partition whose lease was fenced is dropped alone.
-func (s *session[T, K]) renewAll(leaseCtx context.Context) (failed bool, fatal error) {
-	s.mu.Lock()
-	leases := make([]*lease, 0, len(s.holds)+1)
-	for _, h := range s.holds {
-		if !h.lease.expired() { // the others are dropped as lost
-			leases = append(leases, h.lease)
-		}
-	}
-	member := s.member
-	if member != nil && member.expired() {
-		s.member, member = nil, nil // lapsed: registered again at the next assignment
-	}
-	if member != nil {
-		leases = append(leases, member)
-	}
-	s.mu.Unlock()
+// renewAll renews leases in one write, member among them when it is not nil. It reports
+// whether the renewal failed (to be retried soon), and returns an *Error when the lease store
+// is closed. A partition whose lease was fenced is dropped alone.
+func (s *session[T, K]) renewAll(leaseCtx context.Context, leases []*lease, member *lease) (failed bool, fatal error) {
 	renewed, resumed, err := s.r.lease.renewAll(leaseCtx, leases)
 	switch {
 	case errors.As(err, new(*Error)):

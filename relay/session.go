@@ -99,6 +99,7 @@ type session[T any, K comparable] struct {
 	rescan           chan struct{} // cap 1: a scan is owed (a partition taken, a commit not handed over, a fire time come)
 	drained          chan struct{} // cap 1: a draining or ended hold has nothing in flight any more
 	soonChanged      chan struct{} // cap 1: the earliest fire time waiting may have changed
+	renewWake        chan struct{} // cap 1: a lease was taken, which may be owed a renewal already
 }
 
 func newSession[T any, K comparable](r *runner[T, K], handlerBase, ackBase, leaseBase context.Context) *session[T, K] {
@@ -107,7 +108,8 @@ func newSession[T any, K comparable](r *runner[T, K], handlerBase, ackBase, leas
 		holds: map[int]*hold{}, lost: map[int]time.Time{}, committing: map[string]int{},
 		ackedDuring: map[string]map[K]bool{}, unconfirmed: map[K]T{}, failing: map[string]int{}, fence: map[string]uint64{},
 		settleWake: make(chan struct{}, 1), progress: make(chan struct{}, 1), rescan: make(chan struct{}, 1),
-		drained: make(chan struct{}, 1), soonChanged: make(chan struct{}, 1)}
+		drained: make(chan struct{}, 1), soonChanged: make(chan struct{}, 1),
+		renewWake: make(chan struct{}, 1)}
 	s.sessionCtx, s.endSession = context.WithCancelCause(handlerBase)
 	s.handlerBase = handlerBase
 	s.ackCtx, s.cancelAck = context.WithCancel(ackBase)

@@ -219,9 +219,16 @@ func (s *session[T, K]) settled(batch []T, errs []error) (failed []int, first *E
 // gone records that item left the store's pending items by this relay's write (acked, or
 // moved to dead): it leaves flight, and neither a late scan nor a hand-over hands it out
 // again. The caller holds mu.
-func (s *session[T, K]) gone(item T) {
+func (s *session[T, K]) gone(item T) { s.leave(item, s.ledger.ack) }
+
+// buried is gone for an item moved to dead (ledger.bury). The caller holds mu.
+func (s *session[T, K]) buried(item T) { s.leave(item, s.ledger.bury) }
+
+// leave records item as out of flight by record (the ledger's ack or bury). The caller holds
+// mu.
+func (s *session[T, K]) leave(item T, record func(K) *hold) {
 	key := s.r.kind.key(item)
-	if h := s.ledger.ack(key); h != nil {
+	if h := record(key); h != nil {
 		s.left(h)
 	}
 	s.r.stats.inFlight.Add(-1)
