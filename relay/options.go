@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"context"
 	"log/slog"
 	"strings"
 	"time"
@@ -181,9 +180,6 @@ func (o Options) withDefaults(leaseKey string) Options {
 	if o.LeaseKey == "" {
 		o.LeaseKey = leaseKey
 	}
-	if err := checkLeaseKey(o.LeaseKey); err != nil && o.Lease != nil {
-		o.Lease = refusedLeases{err: err}
-	}
 	if o.LeaseDuration <= 0 {
 		o.LeaseDuration = defaultLeaseDuration
 	}
@@ -231,27 +227,6 @@ func checkLeaseKey(key string) error {
 	}
 	return nil
 }
-
-// refusedLeases is the lease store of a relay whose Options.LeaseKey is refused: every call
-// returns the refusal, an execstore.ErrInvalid, which ends Run before any call reaches the
-// lease store given.
-type refusedLeases struct{ err error }
-
-func (l refusedLeases) ClaimAs(context.Context, string, string, int, time.Duration, string) (idem.Claim, error) {
-	return idem.Claim{}, l.err
-}
-
-func (l refusedLeases) Complete(context.Context, string, string, idem.Response, time.Duration) (bool, error) {
-	return false, l.err
-}
-
-func (l refusedLeases) RenewAll(context.Context, []idem.Held, time.Duration) ([]bool, error) {
-	return nil, l.err
-}
-
-func (l refusedLeases) Release(context.Context, string, string) (bool, error) { return false, l.err }
-
-func (l refusedLeases) List(context.Context, string, int) ([]idem.Record, error) { return nil, l.err }
 
 // PartitionEvent is a partition taken or given up by a relay or sweeper.
 type PartitionEvent struct {

@@ -100,6 +100,11 @@ func (r *runner[T, K]) partOf(id string) int {
 // run is Run: one session, until ctx ends, Close is called or the session ends on a fatal
 // failure.
 func (r *runner[T, K]) run(ctx context.Context) error {
+	if r.opts.Lease != nil {
+		if err := checkLeaseKey(r.opts.LeaseKey); err != nil {
+			return &Error{Op: OpClaim, Item: r.opts.LeaseKey, Err: err} // before any call reaches the lease store
+		}
+	}
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
