@@ -131,8 +131,9 @@
 //     execstore.relay.dead, DeadLetters.CountDead) and put back by DeadLetters.Revive; its
 //     execution's later items go on at once. So every item is delivered, or dead with its
 //     attempts and last error.
-//   - One holder per partition: a partition is held under an idem lease, whose one holder
-//     package idem argues. A relay hands an item out only while its partition's lease is
+//   - One holder per partition: a partition is held under a lease of Options.Lease (a
+//     Leases: an idem store, whose one holder package idem argues, or memstore.Leases in
+//     tests). A relay hands an item out only while its partition's lease is
 //     known to hold for LeaseDuration/6 more. That is measured on this process's monotonic
 //     clock from the moment the last successful claim or renew was sent (the server started
 //     it no earlier). A relay renews its leases every LeaseDuration/3, all in one write,
@@ -275,6 +276,21 @@
 //     reached, then every RetryMin or LeaseDuration/12, whichever is shorter, and given up
 //     after a few tries (released: delivered again by the next holder), so a hand-over
 //     never waits on it long.
+//
+// # How it is checked
+//
+// Beside the tests of each case, TestSimulation runs relays and sweepers of several
+// processes over one memstore and one memstore.Leases in a testing/synctest bubble (virtual
+// time), under a seeded plan of faults: store and lease calls answered late (up to past the
+// lease), failed, or applied with an unknown outcome; processes crashed and restarted;
+// handlers that fail for a while, for ever, for good, panic or ignore their context;
+// revives, re-arms and cancels; a relay of another partition count. A checker then asserts
+// over the history the promises above: at least once and nothing lost, never after the ack,
+// per execution in order, one holder per partition, attempts at most MaxAttempts and every
+// dead item told, a timer cancelled before its fire time never fired after, a re-arm that
+// stands, another partition count refused, no lease lost while the lease server answers
+// within its bound. EXECSTORE_SIM_SEEDS=N sets the number of seeds; a failure prints the
+// command that replays its seed.
 //
 // # Defaults
 //
