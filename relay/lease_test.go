@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -25,9 +27,89 @@ const testLease = 2 * time.Second
 
 // leaseOptions are a relay's options with a lease in leases, polling often (the standby of
 // another process learns of commits by polling).
-func leaseOptions(leases *idem.Store) relay.Options {
+func leaseOptions(leases relay.Leases) relay.Options {
 	return relay.Options{Lease: leases, LeaseDuration: testLease, PollInterval: 20 * time.Millisecond,
 		StopTimeout: 500 * time.Millisecond, RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond}
+}
+
+// processLeases is one process's view of a lease store shared in memory: once die is called,
+// every call fails with execstore.ErrClosed, as a dead process's calls never arrive.
+type processLeases struct {
+	inner relay.Leases
+	dead  atomic.Bool
+}
+
+func (p *processLeases) die() { p.dead.Store(true) }
+
+func (p *processLeases) ClaimAs(ctx context.Context, key, fingerprint string, version int, lease time.Duration, holder string) (idem.Claim, error) {
+	if p.dead.Load() {
+		return idem.Claim{}, execstore.ErrClosed
+	}
+	return p.inner.ClaimAs(ctx, key, fingerprint, version, lease, holder)
+}
+
+func (p *processLeases) Complete(ctx context.Context, key, token string, resp idem.Response, retention time.Duration) (bool, error) {
+	if p.dead.Load() {
+		return false, execstore.ErrClosed
+	}
+	return p.inner.Complete(ctx, key, token, resp, retention)
+}
+
+func (p *processLeases) RenewAll(ctx context.Context, claims []idem.Held, lease time.Duration) ([]bool, error) {
+	if p.dead.Load() {
+		return nil, execstore.ErrClosed
+	}
+	return p.inner.RenewAll(ctx, claims, lease)
+}
+
+func (p *processLeases) Release(ctx context.Context, key, token string) (bool, error) {
+	if p.dead.Load() {
+		return false, execstore.ErrClosed
+	}
+	return p.inner.Release(ctx, key, token)
+}
+
+func (p *processLeases) List(ctx context.Context, prefix string, limit int) ([]idem.Record, error) {
+	if p.dead.Load() {
+		return nil, execstore.ErrClosed
+	}
+	return p.inner.List(ctx, prefix, limit)
+}
+
+// memLeases returns a memstore.Leases, closed when t ends. Inside a testing/synctest bubble
+// its clock is the bubble's.
+func memLeases(t *testing.T) *memstore.Leases {
+	lz := memstore.NewLeases(memstore.LeasesOptions{})
+	t.Cleanup(func() { _ = lz.Close(bg) })
+	return lz
+}
+
+// leasesOpener opens one process's lease store over the leases its test's relays share, and
+// returns the function that kills it (every later call of it fails).
+type leasesOpener func() (relay.Leases, func())
+
+// eachLeaseBackend runs f as a subtest on every backend, with the lease store the backend's
+// processes share: on memstore, one memstore.Leases, in a testing/synctest bubble (virtual
+// time); on aio, idem stores on the test server, in real time. f waits with settleUntil.
+func eachLeaseBackend(t *testing.T, f func(t *testing.T, store execstore.Store, another func() execstore.Store, open leasesOpener)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			if b.name != "memstore" {
+				store, another := b.open(t)
+				leaseDB := testserver.Database(t, "lease")
+				f(t, store, another, func() (relay.Leases, func()) { return openLeases(t, leaseDB) })
+				return
+			}
+			synctest.Test(t, func(t *testing.T) {
+				store, another := b.open(t)
+				shared := memLeases(t)
+				f(t, store, another, func() (relay.Leases, func()) {
+					p := &processLeases{inner: shared}
+					return p, p.die
+				})
+			})
+		})
+	}
 }
 
 // emitMany commits n entries to targets t0…t(targets-1) and returns their ids.
@@ -56,22 +138,21 @@ func splitID(t *testing.T, id string) (string, int64) {
 // by; when the holder dies (its store and lease store gone, its lease never released), the
 // standby takes the lapsed lease over and delivers everything committed since.
 func TestStandbyTakesOver(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store execstore.Store, another func() execstore.Store) {
-		leaseDB := testserver.Database(t, "lease")
-		leasesA, dieA := openLeases(t, leaseDB)
-		leasesB, _ := openLeases(t, leaseDB)
+	eachLeaseBackend(t, func(t *testing.T, store execstore.Store, another func() execstore.Store, open leasesOpener) {
+		leasesA, dieA := open()
+		leasesB, _ := open()
 		acks := newAckLog()
 		pA, pB := newProbe(t, unpartitioned(t, store), acks), newProbe(t, unpartitioned(t, another()), acks)
 		dA, dB := newDeliveries(t, acks), newDeliveries(t, acks)
 		rA := relay.New(pA, dA.handle, leaseOptions(leasesA))
 		stopA := run(t, rA)
-		eventually(t, func() bool { return rA.Stats().Holding }, "A holds the lease")
+		settleUntil(t, func() bool { return rA.Stats().Holding }, "A holds the lease")
 		rB := relay.New(pB, dB.handle, leaseOptions(leasesB))
 		stopB := run(t, rB)
 
 		em := newEmitter(t, store)
 		first := emitMany(em, "a", 30, 4)
-		eventually(t, func() bool { return rA.Stats().Acked == 30 }, "A delivered the first entries")
+		settleUntil(t, func() bool { return rA.Stats().Acked == 30 }, "A delivered the first entries")
 		assert.False(t, rB.Stats().Holding, "B stands by")
 		assert.Zero(t, rB.Stats().Delivered)
 
@@ -83,7 +164,7 @@ func TestStandbyTakesOver(t *testing.T) {
 		_ = stopA()
 
 		second := emitMany(em, "b", 30, 4)
-		eventually(t, func() bool { return rB.Stats().Acked == 30 }, "B delivered what was committed after A died")
+		settleUntil(t, func() bool { return rB.Stats().Acked == 30 }, "B delivered what was committed after A died")
 		require.NoError(t, stopB())
 		st := rB.Stats()
 		assert.EqualValues(t, 1, st.Leases)
@@ -105,10 +186,9 @@ func TestStandbyTakesOver(t *testing.T) {
 // after its ack completed. Nothing is lost; the blocked entry is delivered twice (at least
 // once across take-overs).
 func TestKilledMidDelivery(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store execstore.Store, another func() execstore.Store) {
-		leaseDB := testserver.Database(t, "lease")
-		leasesA, dieA := openLeases(t, leaseDB)
-		leasesB, _ := openLeases(t, leaseDB)
+	eachLeaseBackend(t, func(t *testing.T, store execstore.Store, another func() execstore.Store, open leasesOpener) {
+		leasesA, dieA := open()
+		leasesB, _ := open()
 		acksA, acksB := newAckLog(), newAckLog()
 		pA, pB := newProbe(t, unpartitioned(t, store), acksA), newProbe(t, unpartitioned(t, another()), acksB)
 		em := newEmitter(t, store)
@@ -128,7 +208,7 @@ func TestKilledMidDelivery(t *testing.T) {
 		}
 		rA := relay.New(pA, dA.handle, leaseOptions(leasesA))
 		stopA := run(t, rA)
-		eventually(t, func() bool { return rA.Stats().Holding }, "A holds the lease")
+		settleUntil(t, func() bool { return rA.Stats().Holding }, "A holds the lease")
 		dB := newDeliveries(t, acksA, acksB)
 		rB := relay.New(pB, dB.handle, leaseOptions(leasesB))
 		stopB := run(t, rB)
@@ -138,12 +218,12 @@ func TestKilledMidDelivery(t *testing.T) {
 		case <-time.After(waitLong):
 			t.Fatal("A never reached the entry it blocks on")
 		}
-		eventually(t, func() bool { return rA.Stats().Acked > 0 }, "A acked entries of other targets")
+		settleUntil(t, func() bool { return rA.Stats().Acked > 0 }, "A acked entries of other targets")
 		// The lease store dies first: a session that sees its store fail gives its
 		// lease up, and a release sent before the death would land.
 		dieA()
 		pA.kill()
-		eventually(t, func() bool { return pending(t, store) == 0 }, "B delivered everything A left")
+		settleUntil(t, func() bool { return pending(t, store) == 0 }, "B delivered everything A left")
 		close(unblock) // A's handler returns nil; its ack cannot reach the store any more
 		_ = stopA()
 		require.NoError(t, stopB())

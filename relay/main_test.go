@@ -158,6 +158,27 @@ func eventually(t *testing.T, cond func() bool, msg string, args ...any) {
 	require.Eventually(t, cond, waitLong, 5*time.Millisecond, append([]any{msg}, args...)...)
 }
 
+// settleUntil waits until cond holds, asking every 2ms, and fails t once waitLong passed
+// by time.Now. Inside a testing/synctest bubble its sleeps and its deadline
+// are the bubble's virtual time: each sleep lets every goroutine of the bubble run until it
+// blocks, and the time it waits costs no wall-clock time. cond runs on t's goroutine.
+func settleUntil(t *testing.T, cond func() bool, msg string, args ...any) {
+	t.Helper()
+	settleWithin(t, waitLong, cond, msg, args...)
+}
+
+// settleWithin is settleUntil failing t once d passed.
+func settleWithin(t *testing.T, d time.Duration, cond func() bool, msg string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if !time.Now().Before(deadline) {
+			require.FailNow(t, fmt.Sprintf("not within %v: %s", d, fmt.Sprintf(msg, args...)))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // probe is a store as a relay sees it: it records every ack's completion, can hold scans
 // back, and can be killed (every call then fails with execstore.ErrClosed, as a dead
 // process's would never arrive). It carries the wrapped store's wake-up signal.
