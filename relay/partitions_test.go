@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/internal/testserver"
 	"github.com/execstore/execstore/relay"
 )
 
@@ -87,13 +86,13 @@ func holdEvents(evs []holdEvent) string {
 // Relays of several processes share the partitions: two take half each; a third joining
 // takes its share, handed over by the others; when one dies, the others take its
 // partitions over once its leases lapse. Every entry is delivered by the relay holding its
-// source's partition, and no partition is ever held by two at once.
+// source's partition, and no partition is ever held by two at once. On memstore in virtual
+// time, on aio in real time.
 func TestRelaysShareThePartitions(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store execstore.Store, another func() execstore.Store) {
+	eachLeaseBackend(t, func(t *testing.T, store execstore.Store, another func() execstore.Store, open leasesOpener) {
 		ps, ok := store.(execstore.Partitioned)
 		require.True(t, ok, "%T is partitioned", store)
 		n := ps.Partitions()
-		leaseDB := testserver.Database(t, "lease")
 		acks := newAckLog()
 		holds := newHoldLog()
 		type member struct {
@@ -105,7 +104,7 @@ func TestRelaysShareThePartitions(t *testing.T) {
 			alive bool
 		}
 		start := func(name string, s execstore.Store) *member {
-			leases, die := openLeases(t, leaseDB)
+			leases, die := open()
 			m := &member{d: newDeliveries(t, acks), p: newProbe(t, s, acks), die: die, alive: true}
 			opts := leaseOptions(leases)
 			opts.OnPartition = holds.of(name)
@@ -128,25 +127,25 @@ func TestRelaysShareThePartitions(t *testing.T) {
 		}
 		a := start("a", store)
 		b := start("b", another())
-		eventually(t, shares(a, b), "a and b hold half each")
+		settleUntil(t, shares(a, b), "a and b hold half each")
 
 		em := newEmitter(t, store)
 		first := emitMany(em, "first", 120, 24)
-		eventually(t, func() bool { return a.r.Stats().Acked+b.r.Stats().Acked == 120 }, "the first entries delivered")
+		settleUntil(t, func() bool { return a.r.Stats().Acked+b.r.Stats().Acked == 120 }, "the first entries delivered")
 		for _, m := range []*member{a, b} {
 			assert.Positive(t, m.r.Stats().Acked, "each delivers its share")
 		}
 
 		c := start("c", another())
-		eventually(t, shares(a, b, c), "c took its share, handed over by a and b")
+		settleUntil(t, shares(a, b, c), "c took its share, handed over by a and b")
 
 		// a dies: nothing of it reaches a server any more.
 		a.die()
 		a.p.kill()
 		_ = a.stop()
-		eventually(t, shares(b, c), "b and c took a's partitions over")
+		settleUntil(t, shares(b, c), "b and c took a's partitions over")
 		second := emitMany(em, "second", 120, 24)
-		eventually(t, func() bool {
+		settleUntil(t, func() bool {
 			return pending(t, store) == 0 && b.d.handledAll(second, c.d)
 		}, "the second entries delivered by b and c")
 		require.NoError(t, b.stop())
