@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -92,24 +91,18 @@ type leasesOpener func() (relay.Leases, func())
 // processes share: on memstore, one memstore.Leases, in a testing/synctest bubble (virtual
 // time); on aio, idem stores on the test server, in real time. f waits with settleUntil.
 func eachLeaseBackend(t *testing.T, f func(t *testing.T, store execstore.Store, another func() execstore.Store, open leasesOpener)) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			if b.name != "memstore" {
-				store, another := b.open(t)
-				leaseDB := testserver.Database(t, "lease")
-				f(t, store, another, func() (relay.Leases, func()) { return openLeases(t, leaseDB) })
-				return
-			}
-			synctest.Test(t, func(t *testing.T) {
-				store, another := b.open(t)
-				shared := memLeases(t)
-				f(t, store, another, func() (relay.Leases, func()) {
-					p := &processLeases{inner: shared}
-					return p, p.die
-				})
-			})
+	eachBackendSettled(t, func(t *testing.T, store execstore.Store, another func() execstore.Store) {
+		if _, ok := store.(*memstore.Store); !ok {
+			leaseDB := testserver.Database(t, "lease")
+			f(t, store, another, func() (relay.Leases, func()) { return openLeases(t, leaseDB) })
+			return
+		}
+		shared := memLeases(t)
+		f(t, store, another, func() (relay.Leases, func()) {
+			p := &processLeases{inner: shared}
+			return p, p.die
 		})
-	}
+	})
 }
 
 // emitMany commits n entries to targets t0…t(targets-1) and returns their ids.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -60,6 +61,24 @@ func eachBackend(t *testing.T, f func(t *testing.T, store execstore.Store, anoth
 		t.Run(b.name, func(t *testing.T) {
 			store, another := b.open(t)
 			f(t, store, another)
+		})
+	}
+}
+
+// eachBackendSettled runs f as a subtest on every backend, as eachBackend does, the memstore
+// one in a testing/synctest bubble (virtual time). f waits with settleUntil.
+func eachBackendSettled(t *testing.T, f func(t *testing.T, store execstore.Store, another func() execstore.Store)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			if b.name != "memstore" {
+				store, another := b.open(t)
+				f(t, store, another)
+				return
+			}
+			synctest.Test(t, func(t *testing.T) {
+				store, another := b.open(t)
+				f(t, store, another)
+			})
 		})
 	}
 }

@@ -26,9 +26,10 @@ func finishAs(t *testing.T, s execstore.Store, id string, st execstore.Status, c
 // A relay with a Retention deletes the finished executions of its partitions once past their
 // retention by its clock and once they hold nothing: the Done ones, the one whose entry it
 // delivered first; not the Failed one (kept longer), the running one, or the one whose timer
-// is still armed. The deletes are counted in Stats and in the store's totals.
+// is still armed. The deletes are counted in Stats and in the store's totals. On memstore in
+// virtual time.
 func TestRetentionDeletesWhatIsPastIt(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
+	eachBackendSettled(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
 		retaining := store.(execstore.Retaining)
 		var gone []string
 		for i := range 5 {
@@ -49,7 +50,7 @@ func TestRetentionDeletesWhatIsPastIt(t *testing.T) {
 			PollInterval: 20 * time.Millisecond, RetentionInterval: 20 * time.Millisecond, Retention: &retention,
 			Clock: func() time.Time { return time.Now().Add(8 * 24 * time.Hour) }})
 		stop := run(t, r)
-		eventually(t, func() bool { return r.Stats().Retained == int64(len(gone)) }, "every Done execution deleted")
+		settleUntil(t, func() bool { return r.Stats().Retained == int64(len(gone)) }, "every Done execution deleted")
 		require.NoError(t, stop())
 		for _, id := range gone {
 			got, err := store.Load(bg, id)
