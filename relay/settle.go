@@ -2,7 +2,6 @@ package relay
 
 import (
 	"errors"
-	"math/rand/v2"
 	"time"
 
 	"github.com/execstore/execstore"
@@ -183,15 +182,15 @@ func (s *session[T, K]) settleBatch(batch []settling[T]) {
 	}
 }
 
-// backoff is the wait before a write that failed tries times is sent again: RetryMin
-// doubled per failure, at most RetryMax, with ±20% jitter.
+// backoff is the wait before a write that failed tries times is sent again: the relay's one
+// back-off (newBackoff), RetryMin doubled per failure, at most RetryMax, with ±20% jitter.
 func (s *session[T, K]) backoff(tries int) time.Duration {
-	d := s.r.opts.RetryMin
-	for i := 1; i < tries && d < s.r.opts.RetryMax; i++ {
-		d *= 2
+	b := newBackoff(s.r.opts.RetryMin, s.r.opts.RetryMax)
+	d := b.NextBackOff()
+	for i := 1; i < min(tries, 64); i++ { // past 64 doublings every wait is RetryMax's
+		d = b.NextBackOff()
 	}
-	d = min(d, s.r.opts.RetryMax)
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	return d
 }
 
 // settled records the acks of batch that succeeded (errs nil, or a nil error) and returns
