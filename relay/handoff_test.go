@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -55,7 +56,7 @@ func newHandOff(t *testing.T) *handOff {
 	}, relay.Options{PollInterval: time.Hour, RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond})
 	stop := run(t, h.r)
 	t.Cleanup(func() { require.NoError(t, stop()) })
-	eventually(t, func() bool { return h.r.Stats().Scans >= 1 }, "the first scan")
+	settleUntil(t, func() bool { return h.r.Stats().Scans >= 1 }, "the first scan")
 	return h
 }
 
@@ -87,70 +88,78 @@ func (h *handOff) delivered() []string {
 
 // A scan that read an entry before its commit was handed over, and answers after the
 // handed-over entry was delivered and acked, hands nothing out: never after the ack.
+// In virtual time.
 func TestHandOffBeatsALateScan(t *testing.T) {
-	h := newHandOff(t)
-	f := h.sig.Begin("s")
-	c := h.commit("s", "e1")
-	read, release := h.holdNextScan()
-	h.askScan()
-	<-read // the scan read e1
-	f.End(c)
-	eventually(t, func() bool { return h.r.Stats().Acked == 1 }, "the handed-over entry acked")
-	skipped := h.r.Stats().Skipped
-	release()
-	eventually(t, func() bool { return h.r.Stats().Skipped == skipped+1 }, "the late scan skipped it")
-	h.askScan()
-	eventually(t, func() bool { return h.r.Stats().Scans >= 3 }, "one more scan")
-	assert.Equal(t, []string{entryID("s", c.Outbox[0].Seq)}, h.delivered(), "delivered once")
-	assert.EqualValues(t, 1, h.r.Stats().HandedOver)
+	synctest.Test(t, func(t *testing.T) {
+		h := newHandOff(t)
+		f := h.sig.Begin("s")
+		c := h.commit("s", "e1")
+		read, release := h.holdNextScan()
+		h.askScan()
+		<-read // the scan read e1
+		f.End(c)
+		settleUntil(t, func() bool { return h.r.Stats().Acked == 1 }, "the handed-over entry acked")
+		skipped := h.r.Stats().Skipped
+		release()
+		settleUntil(t, func() bool { return h.r.Stats().Skipped == skipped+1 }, "the late scan skipped it")
+		h.askScan()
+		settleUntil(t, func() bool { return h.r.Stats().Scans >= 3 }, "one more scan")
+		assert.Equal(t, []string{entryID("s", c.Outbox[0].Seq)}, h.delivered(), "delivered once")
+		assert.EqualValues(t, 1, h.r.Stats().HandedOver)
+	})
 }
 
 // A scan that answers while a commit of the source is in flight hands out what the commit
 // wrote; the commit's hand-over, once the entry was acked, does not hand it out again.
+// In virtual time.
 func TestHandOverSkipsWhatAScanAckedWhileTheCommitWasInFlight(t *testing.T) {
-	h := newHandOff(t)
-	f := h.sig.Begin("s")
-	c := h.commit("s", "e1")
-	h.askScan()
-	eventually(t, func() bool { return h.r.Stats().Acked == 1 }, "the scan's entry acked")
-	f.End(c)
-	h.askScan()
-	eventually(t, func() bool { return h.r.Stats().Scans >= 3 }, "one more scan")
-	assert.Equal(t, []string{entryID("s", c.Outbox[0].Seq)}, h.delivered(), "delivered once")
-	assert.Zero(t, h.r.Stats().HandedOver)
+	synctest.Test(t, func(t *testing.T) {
+		h := newHandOff(t)
+		f := h.sig.Begin("s")
+		c := h.commit("s", "e1")
+		h.askScan()
+		settleUntil(t, func() bool { return h.r.Stats().Acked == 1 }, "the scan's entry acked")
+		f.End(c)
+		h.askScan()
+		settleUntil(t, func() bool { return h.r.Stats().Scans >= 3 }, "one more scan")
+		assert.Equal(t, []string{entryID("s", c.Outbox[0].Seq)}, h.delivered(), "delivered once")
+		assert.Zero(t, h.r.Stats().HandedOver)
 
-	// The source is known now: its next commit is handed over.
-	g := h.sig.Begin("s")
-	c2 := h.commit("s", "e2")
-	g.End(c2)
-	eventually(t, func() bool { return h.r.Stats().Acked == 2 }, "the second delivered")
-	assert.EqualValues(t, 1, h.r.Stats().HandedOver)
+		// The source is known now: its next commit is handed over.
+		g := h.sig.Begin("s")
+		c2 := h.commit("s", "e2")
+		g.End(c2)
+		settleUntil(t, func() bool { return h.r.Stats().Acked == 2 }, "the second delivered")
+		assert.EqualValues(t, 1, h.r.Stats().HandedOver)
+	})
 }
 
 // A commit whose outcome was unknown leaves the source in doubt: its next commit is not
 // handed over, so that it cannot overtake the earlier entry, which a scan finds. Both come
-// in commit order.
+// in commit order. In virtual time.
 func TestHandOffWaitsForAnEarlierEntryInTheStore(t *testing.T) {
-	h := newHandOff(t)
-	f := h.sig.Begin("s")
-	c1 := h.commit("s", "e1")
-	read, release := h.holdNextScan()
-	f.End(nil) // as if the commit's answer were lost: the relay scans
-	<-read     // that scan read e1
-	g := h.sig.Begin("s")
-	c2 := h.commit("s", "e2")
-	g.End(c2) // not handed over: e1 is not known to be delivered
-	release()
-	eventually(t, func() bool { return h.r.Stats().Acked == 2 }, "both delivered")
-	assert.Equal(t, []string{entryID("s", c1.Outbox[0].Seq), entryID("s", c2.Outbox[0].Seq)}, h.delivered())
-	assert.Zero(t, h.r.Stats().HandedOver)
+	synctest.Test(t, func(t *testing.T) {
+		h := newHandOff(t)
+		f := h.sig.Begin("s")
+		c1 := h.commit("s", "e1")
+		read, release := h.holdNextScan()
+		f.End(nil) // as if the commit's answer were lost: the relay scans
+		<-read     // that scan read e1
+		g := h.sig.Begin("s")
+		c2 := h.commit("s", "e2")
+		g.End(c2) // not handed over: e1 is not known to be delivered
+		release()
+		settleUntil(t, func() bool { return h.r.Stats().Acked == 2 }, "both delivered")
+		assert.Equal(t, []string{entryID("s", c1.Outbox[0].Seq), entryID("s", c2.Outbox[0].Seq)}, h.delivered())
+		assert.Zero(t, h.r.Stats().HandedOver)
 
-	// Now the source is known: its next commit is handed over, without a scan.
-	scans := h.r.Stats().Scans
-	k := h.sig.Begin("s")
-	c3 := h.commit("s", "e3")
-	k.End(c3)
-	eventually(t, func() bool { return h.r.Stats().Acked == 3 }, "the third delivered")
-	assert.EqualValues(t, 1, h.r.Stats().HandedOver)
-	assert.Equal(t, scans, h.r.Stats().Scans, "no scan")
+		// Now the source is known: its next commit is handed over, without a scan.
+		scans := h.r.Stats().Scans
+		k := h.sig.Begin("s")
+		c3 := h.commit("s", "e3")
+		k.End(c3)
+		settleUntil(t, func() bool { return h.r.Stats().Acked == 3 }, "the third delivered")
+		assert.EqualValues(t, 1, h.r.Stats().HandedOver)
+		assert.Equal(t, scans, h.r.Stats().Scans, "no scan")
+	})
 }

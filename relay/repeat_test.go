@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -37,31 +38,33 @@ func (u *unanswered) ExpiredIn(ctx context.Context, _ []int, _ map[execstore.Sta
 }
 
 // A relay whose dead count and retention read are never answered still stops at Close: their
-// context ends when it stops, and neither is reported as a failure.
+// context ends when it stops, and neither is reported as a failure. In virtual time.
 func TestUnansweredCountAndRetentionDoNotHoldTheStop(t *testing.T) {
-	store := &unanswered{Store: newMemstore(t), started: make(chan string, 2), ended: make(chan error, 2)}
-	retention := execstore.DefaultRetention
-	r := relay.New(store, func(context.Context, execstore.OutboxEntry) error { return nil },
-		relay.Options{PollInterval: 10 * time.Millisecond, Retention: &retention})
-	res := make(chan error, 1)
-	go func() { res <- r.Run(bg) }()
-	started := map[string]bool{}
-	for len(started) < 2 {
-		select {
-		case name := <-store.started:
-			started[name] = true
-		case <-time.After(waitLong):
-			t.Fatalf("the calls did not start: %v", started)
+	synctest.Test(t, func(t *testing.T) {
+		store := &unanswered{Store: newMemstore(t), started: make(chan string, 2), ended: make(chan error, 2)}
+		retention := execstore.DefaultRetention
+		r := relay.New(store, func(context.Context, execstore.OutboxEntry) error { return nil },
+			relay.Options{PollInterval: 10 * time.Millisecond, Retention: &retention})
+		res := make(chan error, 1)
+		go func() { res <- r.Run(bg) }()
+		started := map[string]bool{}
+		for len(started) < 2 {
+			select {
+			case name := <-store.started:
+				started[name] = true
+			case <-time.After(waitLong):
+				t.Fatalf("the calls did not start: %v", started)
+			}
 		}
-	}
 
-	ctx, cancel := context.WithTimeout(bg, waitLong)
-	defer cancel()
-	require.NoError(t, r.Close(ctx), "Close waited for the unanswered calls")
-	require.NoError(t, <-res)
-	for range 2 {
-		assert.ErrorIs(t, <-store.ended, context.Canceled)
-	}
-	assert.Zero(t, r.Stats().DeadCountErrors)
-	assert.Zero(t, r.Stats().RetentionErrors)
+		ctx, cancel := context.WithTimeout(bg, waitLong)
+		defer cancel()
+		require.NoError(t, r.Close(ctx), "Close waited for the unanswered calls")
+		require.NoError(t, <-res)
+		for range 2 {
+			assert.ErrorIs(t, <-store.ended, context.Canceled)
+		}
+		assert.Zero(t, r.Stats().DeadCountErrors)
+		assert.Zero(t, r.Stats().RetentionErrors)
+	})
 }
