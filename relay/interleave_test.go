@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -190,7 +191,22 @@ func (b *harness[T, K]) held() int {
 
 // settledAll waits until nothing is in flight.
 func (b *harness[T, K]) settledAll() {
-	require.Eventually(b.t, func() bool { return b.held() == 0 }, 10*time.Second, time.Millisecond, "nothing left in flight")
+	b.t.Helper()
+	settleUntil(b.t, func() bool { return b.held() == 0 }, "nothing left in flight")
+}
+
+// settleUntil waits until cond holds, asking every millisecond, and fails t once 10s passed
+// by time.Now. Inside a testing/synctest bubble its sleeps and its deadline are the bubble's
+// virtual time: each sleep lets every goroutine of the bubble run until it blocks.
+func settleUntil(t *testing.T, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if !time.Now().Before(deadline) {
+			require.FailNow(t, "not within 10s: "+msg)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func (b *harness[T, K]) handled() []string {
@@ -209,94 +225,102 @@ func entryName(c *wake.Committed) string { return fmt.Sprintf("%s/%d", c.Executi
 // live again, and nothing was lost. e1, committed in that gap, is not handed over: its
 // source is soiled. A scan answered in the gap hands nothing out, and must teach nothing
 // either: the source stays soiled, so its next commit e2 is not handed over ahead of e1,
-// and the next scan returns both, in commit order.
+// and the next scan returns both, in commit order. In virtual time.
 func TestScanWhileTheLeaseIsNotLiveTeachesNothing(t *testing.T) {
-	b := newOutboxHarness(t)
-	ls := b.lease()
-	b.hold("S", ls)
-	pause(ls)
-	e1 := b.emit("S", "T", false)
-	b.scan() // answered in the gap
-	assert.Zero(t, b.held(), "nothing handed out while the lease is not live")
-	resume(ls)
-	e2 := b.emit("S", "T", false)
-	assert.Zero(t, b.held(), "e2 not handed over while e1 is pending in the store")
-	b.scan()
-	b.settledAll()
-	assert.Equal(t, []string{entryName(e1), entryName(e2)}, b.handled())
+	synctest.Test(t, func(t *testing.T) {
+		b := newOutboxHarness(t)
+		ls := b.lease()
+		b.hold("S", ls)
+		pause(ls)
+		e1 := b.emit("S", "T", false)
+		b.scan() // answered in the gap
+		assert.Zero(t, b.held(), "nothing handed out while the lease is not live")
+		resume(ls)
+		e2 := b.emit("S", "T", false)
+		assert.Zero(t, b.held(), "e2 not handed over while e1 is pending in the store")
+		b.scan()
+		b.settledAll()
+		assert.Equal(t, []string{entryName(e1), entryName(e2)}, b.handled())
+	})
 }
 
 // A commit whose outcome is unknown may have written anything: its execution's next commit
-// is not handed over, and a scan returns both in commit order.
+// is not handed over, and a scan returns both in commit order. In virtual time.
 func TestCommitOfUnknownOutcomeIsNotFollowed(t *testing.T) {
-	b := newOutboxHarness(t)
-	b.hold("S", b.lease())
-	e1 := b.emit("S", "T", false)
-	b.settledAll()
-	e2 := b.emit("S", "T", true)
-	e3 := b.emit("S", "T", false)
-	assert.Zero(t, b.held(), "e3 not handed over while e2 may be pending in the store")
-	b.scan()
-	b.settledAll()
-	assert.Equal(t, []string{entryName(e1), entryName(e2), entryName(e3)}, b.handled())
+	synctest.Test(t, func(t *testing.T) {
+		b := newOutboxHarness(t)
+		b.hold("S", b.lease())
+		e1 := b.emit("S", "T", false)
+		b.settledAll()
+		e2 := b.emit("S", "T", true)
+		e3 := b.emit("S", "T", false)
+		assert.Zero(t, b.held(), "e3 not handed over while e2 may be pending in the store")
+		b.scan()
+		b.settledAll()
+		assert.Equal(t, []string{entryName(e1), entryName(e2), entryName(e3)}, b.handled())
+	})
 }
 
 // The lease is lost while e1's handler runs (it ignores its context), and the relay takes
 // the partition back at once. The new hold knows nothing of S: e2, committed under it, is
 // found by a scan, which skips e1 (in flight) and queues e2 behind it in T's lane; e3 is
 // handed over behind them. e1's handler then fails: it takes e2 and e3 back to the store
-// with it, and the next scan returns all three in commit order.
+// with it, and the next scan returns all three in commit order. In virtual time.
 func TestPartitionTakenBackWhileAnItemIsInItsHandler(t *testing.T) {
-	b := newOutboxHarness(t)
-	h1 := b.hold("S", b.lease())
-	e1 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
-	result, entered := b.gate(entryName(e1))
-	b.scan()
-	<-entered
-	b.s.lose(h1, errLeaseLost)
-	b.hold("S", b.lease())
-	e2 := b.emit("S", "T", false)
-	assert.Equal(t, 1, b.held(), "e2 not handed over: the new hold knows nothing of S")
-	b.scan()
-	e3 := b.emit("S", "T", false)
-	assert.Equal(t, 3, b.held(), "e2 taken by the scan, e3 handed over, both behind e1")
+	synctest.Test(t, func(t *testing.T) {
+		b := newOutboxHarness(t)
+		h1 := b.hold("S", b.lease())
+		e1 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
+		result, entered := b.gate(entryName(e1))
+		b.scan()
+		<-entered
+		b.s.lose(h1, errLeaseLost)
+		b.hold("S", b.lease())
+		e2 := b.emit("S", "T", false)
+		assert.Equal(t, 1, b.held(), "e2 not handed over: the new hold knows nothing of S")
+		b.scan()
+		e3 := b.emit("S", "T", false)
+		assert.Equal(t, 3, b.held(), "e2 taken by the scan, e3 handed over, both behind e1")
 
-	result <- errors.New("failed after its hold ended")
-	require.Eventually(t, func() bool { return b.held() == 0 }, 10*time.Second, time.Millisecond,
-		"e1 back in the store, with e2 and e3")
-	assert.Equal(t, []string{entryName(e1)}, b.handled(), "nothing handed out behind e1")
-	b.scan()
-	b.settledAll()
-	assert.Equal(t, []string{entryName(e1), entryName(e1), entryName(e2), entryName(e3)}, b.handled())
+		result <- errors.New("failed after its hold ended")
+		settleUntil(t, func() bool { return b.held() == 0 },
+			"e1 back in the store, with e2 and e3")
+		assert.Equal(t, []string{entryName(e1)}, b.handled(), "nothing handed out behind e1")
+		b.scan()
+		b.settledAll()
+		assert.Equal(t, []string{entryName(e1), entryName(e1), entryName(e2), entryName(e3)}, b.handled())
+	})
 }
 
 // An item that leaves flight without its ack takes its execution's items queued behind it
 // out of flight too, whatever hold they were taken under: e2, taken under another
 // partition's hold (another source, the same target), queued behind e1 in T's lane, is
-// released with e1 when e1's hold ends under its handler.
+// released with e1 when e1's hold ends under its handler. In virtual time.
 func TestReleaseTakesTheItemsBehindIt(t *testing.T) {
-	b := newOutboxHarness(t)
-	// Two sources in two partitions, the same target.
-	src1, src2 := "S", ""
-	for i := 0; src2 == ""; i++ {
-		if id := fmt.Sprintf("S%d", i); b.r.partOf(id) != b.r.partOf(src1) {
-			src2 = id
+	synctest.Test(t, func(t *testing.T) {
+		b := newOutboxHarness(t)
+		// Two sources in two partitions, the same target.
+		src1, src2 := "S", ""
+		for i := 0; src2 == ""; i++ {
+			if id := fmt.Sprintf("S%d", i); b.r.partOf(id) != b.r.partOf(src1) {
+				src2 = id
+			}
 		}
-	}
-	h1 := b.hold(src1, b.lease())
-	b.hold(src2, b.lease())
-	e1 := b.commit(src1, execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
-	result, entered := b.gate(entryName(e1))
-	b.scan()
-	<-entered
-	e2 := b.commit(src2, execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
-	b.scan()
-	require.Equal(t, 2, b.held())
-	b.s.lose(h1, errLeaseLost)
-	result <- context.Canceled
-	require.Eventually(t, func() bool { return b.held() == 0 }, 10*time.Second, time.Millisecond)
-	assert.Equal(t, []string{entryName(e1)}, b.handled(), "e2 was not handed out behind the released e1")
-	_ = e2
+		h1 := b.hold(src1, b.lease())
+		b.hold(src2, b.lease())
+		e1 := b.commit(src1, execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
+		result, entered := b.gate(entryName(e1))
+		b.scan()
+		<-entered
+		e2 := b.commit(src2, execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
+		b.scan()
+		require.Equal(t, 2, b.held())
+		b.s.lose(h1, errLeaseLost)
+		result <- context.Canceled
+		settleUntil(t, func() bool { return b.held() == 0 }, "e1 and e2 released")
+		assert.Equal(t, []string{entryName(e1)}, b.handled(), "e2 was not handed out behind the released e1")
+		_ = e2
+	})
 }
 
 // poisonAck is a store whose ack of one entry always fails.
@@ -333,50 +357,55 @@ func poisonedAck(t *testing.T) (*harness[execstore.OutboxEntry, entryKey], *pois
 	poison.seq = e1.Outbox[0].Seq
 	poison.mu.Unlock()
 	b.scan()
-	require.Eventually(t, func() bool { return b.r.stats.ackErrors.Load() == 1 }, 10*time.Second, time.Millisecond, "the poisoned ack failed")
+	settleUntil(t, func() bool { return b.r.stats.ackErrors.Load() == 1 }, "the poisoned ack failed")
 	return b, poison, h, e1
 }
 
 // A failed ack waits for its own back-off: an ack after it is sent at once. Once its hold
 // is handed over, it is given up after ackGiveUp tries, so the hand-over is not held up.
+// In virtual time.
 func TestFailedAckWaitsAlone(t *testing.T) {
-	b, poison, h, e1 := poisonedAck(t)
-	e2 := b.emit("S", "V", false)
-	require.Eventually(t, func() bool { return b.r.stats.acked.Load() == 1 }, 10*time.Second, time.Millisecond,
-		"the next ack went out without waiting for the failed one's back-off")
-	p, err := b.store.PendingOutbox(context.Background(), 0)
-	require.NoError(t, err)
-	require.Len(t, p, 1)
-	assert.Equal(t, e1.Outbox[0].Seq, p[0].Seq)
-	assert.NotEqual(t, e2.Outbox[0].Seq, p[0].Seq)
+	synctest.Test(t, func(t *testing.T) {
+		b, poison, h, e1 := poisonedAck(t)
+		e2 := b.emit("S", "V", false)
+		settleUntil(t, func() bool { return b.r.stats.acked.Load() == 1 },
+			"the next ack went out without waiting for the failed one's back-off")
+		p, err := b.store.PendingOutbox(context.Background(), 0)
+		require.NoError(t, err)
+		require.Len(t, p, 1)
+		assert.Equal(t, e1.Outbox[0].Seq, p[0].Seq)
+		assert.NotEqual(t, e2.Outbox[0].Seq, p[0].Seq)
 
-	b.s.mu.Lock()
-	h.state = holdDraining
-	require.Len(t, b.s.settleQ, 1)
-	b.s.settleQ[0].notBefore = time.Time{}
-	b.s.mu.Unlock()
-	b.r.opts.RetryMin, b.r.opts.RetryMax = time.Millisecond, time.Millisecond
-	b.s.mu.Lock()
-	b.s.settleQ[0].notBefore = time.Time{}
-	b.s.mu.Unlock()
-	poke(b.s.settleWake)
-	require.Eventually(t, func() bool { return b.held() == 0 }, 10*time.Second, time.Millisecond, "given up: the hold drains")
-	poison.mu.Lock()
-	defer poison.mu.Unlock()
-	assert.Equal(t, ackGiveUp, poison.failed)
-	assert.Equal(t, 1, len(p))
+		b.s.mu.Lock()
+		h.state = holdDraining
+		require.Len(t, b.s.settleQ, 1)
+		b.s.settleQ[0].notBefore = time.Time{}
+		b.s.mu.Unlock()
+		b.r.opts.RetryMin, b.r.opts.RetryMax = time.Millisecond, time.Millisecond
+		b.s.mu.Lock()
+		b.s.settleQ[0].notBefore = time.Time{}
+		b.s.mu.Unlock()
+		poke(b.s.settleWake)
+		settleUntil(t, func() bool { return b.held() == 0 }, "given up: the hold drains")
+		poison.mu.Lock()
+		defer poison.mu.Unlock()
+		assert.Equal(t, ackGiveUp, poison.failed)
+		assert.Equal(t, 1, len(p))
+	})
 }
 
 // A failed ack that reached a long back-off while its hold was active is tried again at once
 // when the hold stops (here its lease is lost), then every drainRetry, and given up after
-// ackGiveUp tries: the back-off of an hour does not hold the partition.
+// ackGiveUp tries: the back-off of an hour does not hold the partition. In virtual time.
 func TestFailedAckHurriedOnceItsHoldStops(t *testing.T) {
-	b, poison, h, _ := poisonedAck(t)
-	b.s.lose(h, errLeaseLost)
-	require.Eventually(t, func() bool { return b.held() == 0 }, 10*time.Second, time.Millisecond, "given up within a few drainRetry")
-	poison.mu.Lock()
-	defer poison.mu.Unlock()
-	assert.Equal(t, ackGiveUp, poison.failed)
+	synctest.Test(t, func(t *testing.T) {
+		b, poison, h, _ := poisonedAck(t)
+		b.s.lose(h, errLeaseLost)
+		settleUntil(t, func() bool { return b.held() == 0 }, "given up within a few drainRetry")
+		poison.mu.Lock()
+		defer poison.mu.Unlock()
+		assert.Equal(t, ackGiveUp, poison.failed)
+	})
 }
 
 func newTimerHarness(t *testing.T) *harness[execstore.DueTimer, timerKey] {
@@ -385,58 +414,63 @@ func newTimerHarness(t *testing.T) *harness[execstore.DueTimer, timerKey] {
 
 // A timer read ahead waits in memory; another process cancels it before its fire time. It
 // does not fire: the scan that confirms it, sent after its fire time, does not return it.
+// In virtual time.
 func TestTimerCancelledElsewhereBeforeItsFireTimeDoesNotFire(t *testing.T) {
-	b := newTimerHarness(t)
-	b.hold("X", b.lease())
-	fire := time.Now().Add(200 * time.Millisecond)
-	b.commit("X", execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
-	b.scan()
-	require.Equal(t, 1, b.held(), "read ahead, waiting for its fire time")
-	b.commit("X", execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("p")}})
-	time.Sleep(time.Until(fire))
-	b.s.mu.Lock()
-	b.s.fireDue()
-	b.s.mu.Unlock()
-	b.scan()
-	assert.Zero(t, b.held())
-	assert.Empty(t, b.handled(), "the cancelled timer did not fire")
-	assert.EqualValues(t, 1, b.r.stats.cancelled.Load())
+	synctest.Test(t, func(t *testing.T) {
+		b := newTimerHarness(t)
+		b.hold("X", b.lease())
+		fire := time.Now().Add(200 * time.Millisecond)
+		b.commit("X", execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
+		b.scan()
+		require.Equal(t, 1, b.held(), "read ahead, waiting for its fire time")
+		b.commit("X", execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("p")}})
+		time.Sleep(time.Until(fire))
+		b.s.mu.Lock()
+		b.s.fireDue()
+		b.s.mu.Unlock()
+		b.scan()
+		assert.Zero(t, b.held())
+		assert.Empty(t, b.handled(), "the cancelled timer did not fire")
+		assert.EqualValues(t, 1, b.r.stats.cancelled.Load())
+	})
 }
 
 // A timer handed over by a local commit waits in memory; a later local commit cancels it,
 // and its outcome is unknown. The timer does not fire unless the scan that confirms it
-// returns it: here it does not, the cancel was applied.
+// returns it: here it does not, the cancel was applied. In virtual time.
 func TestTimerCancelledByACommitOfUnknownOutcomeDoesNotFire(t *testing.T) {
-	b := newTimerHarness(t)
-	b.hold("X", b.lease())
-	fire := time.Now().Add(200 * time.Millisecond)
-	begun := b.s.Begin("X")
-	c := b.commit("X", execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
-	c.Timers[0].FireAt = c.Timers[0].FireAt.UTC()
-	b.s.End("X", begun, c)
-	require.Equal(t, 1, b.held(), "handed over, waiting for its fire time")
-	begun = b.s.Begin("X")
-	b.commit("X", execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("p")}})
-	b.s.End("X", begun, nil)
-	time.Sleep(time.Until(fire))
-	b.s.mu.Lock()
-	b.s.fireDue()
-	b.s.mu.Unlock()
-	b.scan()
-	assert.Zero(t, b.held())
-	assert.Empty(t, b.handled(), "the cancelled timer did not fire")
+	synctest.Test(t, func(t *testing.T) {
+		b := newTimerHarness(t)
+		b.hold("X", b.lease())
+		fire := time.Now().Add(200 * time.Millisecond)
+		begun := b.s.Begin("X")
+		c := b.commit("X", execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
+		c.Timers[0].FireAt = c.Timers[0].FireAt.UTC()
+		b.s.End("X", begun, c)
+		require.Equal(t, 1, b.held(), "handed over, waiting for its fire time")
+		begun = b.s.Begin("X")
+		b.commit("X", execstore.Commit{Timers: []execstore.TimerOp{execstore.CancelTimer("p")}})
+		b.s.End("X", begun, nil)
+		time.Sleep(time.Until(fire))
+		b.s.mu.Lock()
+		b.s.fireDue()
+		b.s.mu.Unlock()
+		b.scan()
+		assert.Zero(t, b.held())
+		assert.Empty(t, b.handled(), "the cancelled timer did not fire")
 
-	// One that still stands fires once confirmed.
-	fire = time.Now().Add(100 * time.Millisecond)
-	b.commit("X", execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("q", fire)}})
-	b.scan()
-	time.Sleep(time.Until(fire))
-	b.s.mu.Lock()
-	b.s.fireDue()
-	b.s.mu.Unlock()
-	b.scan()
-	b.settledAll()
-	assert.Len(t, b.handled(), 1)
+		// One that still stands fires once confirmed.
+		fire = time.Now().Add(100 * time.Millisecond)
+		b.commit("X", execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("q", fire)}})
+		b.scan()
+		time.Sleep(time.Until(fire))
+		b.s.mu.Lock()
+		b.s.fireDue()
+		b.s.mu.Unlock()
+		b.scan()
+		b.settledAll()
+		assert.Len(t, b.handled(), 1)
+	})
 }
 
 // A partition claimed again after the relay's own lease of it ran out is a re-take; one
@@ -488,25 +522,27 @@ func (h *heldFail) Fail(ctx context.Context, ref execstore.ItemRef, f execstore.
 
 // While e1's failure is being recorded, e1 is still ahead of its execution's later items,
 // though its back-off is long over: e2, committed meanwhile, is neither handed over nor
-// taken by a scan, and comes after e1's next delivery.
+// taken by a scan, and comes after e1's next delivery. In virtual time.
 func TestItemsWaitWhileAFailureIsRecorded(t *testing.T) {
-	b := newOutboxHarness(t)
-	held := &heldFail{DeadLetters: b.store, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	b.r.dead = held
-	b.hold("S", b.lease())
-	e1 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
-	result, entered := b.gate(entryName(e1))
-	b.scan()
-	<-entered
-	result <- errors.New("failed")
-	<-held.entered
-	time.Sleep(10 * b.r.opts.RetryMax) // the back-off is over
-	e2 := b.emit("S", "T", false)
-	b.scan()
-	assert.Equal(t, 1, b.held(), "only e1 in flight, its failure being recorded")
-	close(held.release)
-	require.Eventually(t, func() bool { return b.held() == 0 }, 10*time.Second, time.Millisecond, "e1 released")
-	b.scan()
-	b.settledAll()
-	assert.Equal(t, []string{entryName(e1), entryName(e1), entryName(e2)}, b.handled())
+	synctest.Test(t, func(t *testing.T) {
+		b := newOutboxHarness(t)
+		held := &heldFail{DeadLetters: b.store, entered: make(chan struct{}, 1), release: make(chan struct{})}
+		b.r.dead = held
+		b.hold("S", b.lease())
+		e1 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
+		result, entered := b.gate(entryName(e1))
+		b.scan()
+		<-entered
+		result <- errors.New("failed")
+		<-held.entered
+		time.Sleep(10 * b.r.opts.RetryMax) // the back-off is over
+		e2 := b.emit("S", "T", false)
+		b.scan()
+		assert.Equal(t, 1, b.held(), "only e1 in flight, its failure being recorded")
+		close(held.release)
+		settleUntil(t, func() bool { return b.held() == 0 }, "e1 released")
+		b.scan()
+		b.settledAll()
+		assert.Equal(t, []string{entryName(e1), entryName(e1), entryName(e2)}, b.handled())
+	})
 }
