@@ -302,7 +302,8 @@ func killSome(t *testing.T, em *emitter, dl execstore.DeadCounting, n int) map[i
 	return want
 }
 
-// A negative DeadCountInterval counts nothing: no command, no gauge point, no Dead. In virtual time.
+// A negative DeadCountInterval counts nothing: no command, no gauge point, no Dead.
+// In virtual time.
 func TestDeadCountOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newMemstore(t)
