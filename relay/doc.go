@@ -139,16 +139,19 @@
 //     it no earlier). A relay renews its leases every LeaseDuration/3, all in one write,
 //     without waiting for the renewal before it: each is awaited for up to LeaseDuration and
 //     extends the leases from when it was sent, never shortening them. So one slow call
-//     loses nothing, and a lease server that answers every write within LeaseDuration/2
-//     neither loses a lease nor pauses the handing out (within LeaseDuration×2/3 it pauses
-//     the handing out at worst, and loses nothing).
-//     A partition whose renew finds its lease taken over (fenced) is dropped alone; one whose
-//     lease runs out unrenewed is dropped too: nothing more of it is handed out, and its
-//     handlers' context is cancelled. A partition claimed again starts a new hold that
-//     knows nothing of its sources: an item of the dropped hold still in a handler comes
-//     ahead of its execution's items queued behind it, and takes them back to the store
-//     with it when it fails. A partition taken again after the relay's own lease of it ran out counts as a re-take
-//     (Stats.ReTakes), not a take-over.
+//     loses nothing. A lease server that answers every write within LeaseDuration×2/3
+//     keeps every lease a relay holds (past LeaseDuration/2 the handing out pauses until
+//     the next answer). A new lease needs more: its first renewal can be sent only once its
+//     claim's answer came, and both must be answered within the lease, so claims hold only
+//     while the lease server answers within LeaseDuration/2 (a claim answered after its
+//     lease stopped being live is given back at once). Lengthen the lease when answers can
+//     take longer. A partition whose renew finds its lease taken over (fenced) is dropped
+//     alone; one whose lease runs out unrenewed is dropped too: nothing more of it is
+//     handed out, and its handlers' context is cancelled. A partition claimed again starts
+//     a new hold that knows nothing of its sources: an item of the dropped hold still in a
+//     handler comes ahead of its execution's items queued behind it, and takes them back to
+//     the store with it when it fails. A partition taken again after the relay's own lease
+//     of it ran out counts as a re-take (Stats.ReTakes), not a take-over.
 //   - Nothing pending is left unread: a relay scans every partition it holds at least
 //     every PollInterval while it may hand the partition's items out and has room (at most
 //     Batch items in flight). A poll that finds nothing it may scan (no partition held, or

@@ -43,7 +43,10 @@ func New(store execstore.Store, handler func(ctx context.Context, e execstore.Ou
 // only when it cannot go on:
 //   - the store or the lease store is closed (an *Error matching execstore.ErrClosed);
 //   - the lease store refuses the key or the duration (execstore.ErrInvalid);
-//   - the lease key is not a relay's (ErrLeaseKeyInUse);
+//   - the lease key is not a relay's (ErrLeaseKeyInUse), or is in idem's client namespace
+//     (execstore.ErrInvalid);
+//   - the relays of the lease key share another number of partitions
+//     (ErrPartitionsDisagree);
 //   - Close was called before (execstore.ErrClosed);
 //   - another Run of the relay is running (ErrRunning).
 func (r *Relay) Run(ctx context.Context) error { return r.r.run(ctx) }
