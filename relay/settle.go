@@ -220,8 +220,18 @@ func (s *session[T, K]) settled(batch []T, errs []error) (failed []int, first *E
 // again. The caller holds mu.
 func (s *session[T, K]) gone(item T) { s.leave(item, s.ledger.ack) }
 
-// buried is gone for an item moved to dead (ledger.bury). The caller holds mu.
-func (s *session[T, K]) buried(item T) { s.leave(item, s.ledger.bury) }
+// buried is gone for an item moved to dead (ledger.bury). It also soils the item's source:
+// a revive may have made the item pending again already, unseen, so the source's next
+// commits are not handed over until a scan begun after read it in full. The caller holds mu.
+func (s *session[T, K]) buried(item T) {
+	s.leave(item, func(k K) *hold {
+		h := s.ledger.bury(k)
+		if h != nil {
+			h.sources.soil(s.r.kind.source(item), s.ledger.scans)
+		}
+		return h
+	})
+}
 
 // leave records item as out of flight by record (the ledger's ack or bury). The caller holds
 // mu.
