@@ -15,19 +15,22 @@ import (
 type simEventKind int
 
 const (
-	evCommit   simEventKind = iota // the engine committed: item (an entry) or timer op
-	evStart                        // a handler started: actor, item, attempts
-	evEnd                          // a handler returned: actor, item, err
-	evAck                          // an ack took effect in the store: actor, item
-	evFailed                       // a failure was recorded: item, attempts
-	evDead                         // an item was moved to dead: item, attempts
-	evRevive                       // an item was revived
-	evToldDead                     // a relay's OnDead: actor, item
-	evFailErr                      // a relay reported a failure record's error (OpFail): actor
-	evHeld                         // a relay took a partition: actor, part
-	evGaveUp                       // a relay gave a partition up: actor, part
-	evRunEnd                       // a relay's Run returned: actor, err
-	evFailCall                     // a failure record's answer, as its relay heard it: err, attempts (the fault)
+	evCommit       simEventKind = iota // the engine committed: item (an entry) or timer op
+	evStart                            // a handler started: actor, item, attempts
+	evEnd                              // a handler returned: actor, item, err
+	evAck                              // an ack took effect in the store: actor, item
+	evFailed                           // a failure was recorded: item, attempts
+	evDead                             // an item was moved to dead: item, attempts
+	evRevive                           // an item was revived
+	evToldDead                         // a relay's OnDead: actor, item
+	evFailErr                          // a relay reported a failure record's error (OpFail): actor
+	evHeld                             // a relay took a partition: actor, part
+	evGaveUp                           // a relay gave a partition up: actor, part
+	evRunEnd                           // a relay's Run returned: actor, err
+	evFailCall                         // a failure record's answer, as its relay heard it: err, attempts (the fault)
+	evCrash                            // a process crashed: actor, its relay incarnation
+	evListDeadFail                     // a read of the dead list failed: actor, source
+	evConflict                         // the engine's commit met a version conflict: source, attempts (its version)
 )
 
 // simEvent is one entry of the history, at its virtual time.
@@ -118,7 +121,10 @@ func simCheck(events []simEvent, fin simFinal) []string {
 	type interval struct{ from, to time.Time }
 	deadSpans := map[string][]interval{} // item → when it was dead (to zero: still)
 	told := map[string]bool{}
-	failErrs := map[string]bool{} // actors that reported a failure record's error
+	failErrs := map[string]bool{}         // actors that reported a failure record's error
+	unheard := map[string][]simEvent{}    // item → its failure records answered with an error
+	crashed := map[string]bool{}          // relay incarnations whose process crashed
+	readFailed := map[string][]simEvent{} // actor → its failed reads of the dead list
 	holds := map[string]map[int][]interval{}
 	open := map[string]map[int]time.Time{}
 	runEnd := map[string]time.Time{}
@@ -177,6 +183,14 @@ func simCheck(events []simEvent, fin simFinal) []string {
 			told[e.item] = true
 		case evFailErr:
 			failErrs[e.actor] = true
+		case evFailCall:
+			if e.err != nil {
+				unheard[e.item] = append(unheard[e.item], e)
+			}
+		case evCrash:
+			crashed[e.actor] = true
+		case evListDeadFail:
+			readFailed[e.actor] = append(readFailed[e.actor], e)
 		case evHeld:
 			if open[e.actor] == nil {
 				open[e.actor] = map[int]time.Time{}
@@ -311,8 +325,15 @@ func simCheck(events []simEvent, fin simFinal) []string {
 		if !fin.deadOK(k) {
 			fail("%s is dead, though its handler fails fewer than MaxAttempts times", k)
 		}
-		if !told[k] && len(failErrs) == 0 {
-			fail("%s is dead and no relay told OnDead (nor reported a failure record's error)", k)
+		// Told, unless its relay never heard that the move took effect: the answer was lost
+		// and the read-back failed too, or the process crashed.
+		excused := slices.ContainsFunc(unheard[k], func(c simEvent) bool {
+			return crashed[c.actor] || slices.ContainsFunc(readFailed[c.actor], func(r simEvent) bool {
+				return r.source == c.source && !r.at.Before(c.at)
+			})
+		})
+		if !told[k] && !excused {
+			fail("%s is dead and no relay told OnDead, though its relay heard the move or could read it back", k)
 		}
 	}
 	for k := range entries {
@@ -332,6 +353,13 @@ func simCheck(events []simEvent, fin simFinal) []string {
 		}
 		if !slices.ContainsFunc(nilEnds[tk], func(at time.Time) bool { return !at.Before(last.at) }) {
 			fail("%s armed at %v never fired after its arm (a re-arm lost?)", tk, last.at)
+		}
+		// Re-armed by its own handler to the same fire time: that handler's nil end is at the
+		// re-arm's instant, so the re-arm must fire once more.
+		if len(ops) >= 2 && !ops[len(ops)-2].cancel && ops[len(ops)-2].fireAt.Equal(last.fireAt) &&
+			slices.ContainsFunc(nilEnds[tk], func(at time.Time) bool { return at.Equal(last.at) }) &&
+			len(slices.DeleteFunc(slices.Clone(nilEnds[tk]), func(at time.Time) bool { return at.Before(last.at) })) < 2 {
+			fail("%s re-armed by its handler at %v never fired again", tk, last.at)
 		}
 	}
 	for _, err := range fin.oddRuns {

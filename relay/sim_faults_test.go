@@ -284,7 +284,11 @@ func (s *simStore) Fail(ctx context.Context, ref execstore.ItemRef, fl execstore
 
 func (s *simStore) ListDead(ctx context.Context, q execstore.DeadQuery) (execstore.DeadPage, error) {
 	f, d := s.p.plan.storeFault(false)
-	return simCall(ctx, s.p, f, d, func() (execstore.DeadPage, error) { return s.Store.ListDead(ctx, q) })
+	page, err := simCall(ctx, s.p, f, d, func() (execstore.DeadPage, error) { return s.Store.ListDead(ctx, q) })
+	if err != nil {
+		s.hist.add(simEvent{kind: evListDeadFail, actor: s.relay, source: q.ExecutionID, err: err})
+	}
+	return page, err
 }
 
 // simLeases is a process's lease store: memstore.Leases, slowed and failed by the plan.

@@ -228,6 +228,7 @@ func (r *simRun) process(name string, local bool, crashes bool, chaosOver <-chan
 		case <-crashAt:
 		}
 		p.crash()
+		r.hist.add(simEvent{kind: evCrash, actor: relayName})
 		cancel()
 		wg.Wait()
 		if local {
@@ -266,12 +267,16 @@ func (r *simRun) stopAll() {
 // agreed: Run must refuse.
 func (r *simRun) odd() error {
 	time.Sleep(simLease + r.plan.upTo(simChaos/2))
-	for { // the others agreed first
+	for wait := 0; ; wait++ { // the others agreed first
 		recs, err := r.lease.List(context.Background(), leases.PartitioningKey(leases.RelayKey), 1)
 		if err != nil {
 			return err
 		}
 		if len(recs) == 1 && recs[0].State == idem.Completed {
+			break
+		}
+		if wait == 20 { // ten seconds: no relay wrote the record that fixes the partitions
+			r.t.Error("no relay completed the partitioning record within 10s of virtual time")
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -443,6 +448,7 @@ func (r *simRun) commit(id string, c execstore.Commit, target string, kind int) 
 		b := r.behaviourOf(kind)
 		seqs, err := r.store.Commit(ctx, exe, c)
 		if errors.Is(err, execstore.ErrConflict) {
+			r.hist.add(simEvent{kind: evConflict, actor: "engine", source: id, attempts: int(exe.Version)})
 			fresh, lerr := r.store.Load(ctx, id)
 			if lerr != nil {
 				return lerr
@@ -460,7 +466,7 @@ func (r *simRun) commit(id string, c execstore.Commit, target string, kind int) 
 		for _, seq := range seqs {
 			k := outboxKey(id, seq)
 			r.behaviour[k] = b
-			r.hist.add(simEvent{kind: evCommit, actor: "engine", item: k, source: id, target: target, seq: seq})
+			r.hist.add(simEvent{kind: evCommit, actor: "engine", item: k, source: id, target: target, seq: seq, attempts: int(exe.Version)})
 		}
 		for _, op := range c.Timers {
 			if !op.Cancel {
@@ -469,7 +475,7 @@ func (r *simRun) commit(id string, c execstore.Commit, target string, kind int) 
 					r.behaviour[k] = b
 				}
 			}
-			r.hist.add(simEvent{kind: evCommit, actor: "engine", source: id, path: op.Path, fireAt: op.FireAt, cancel: op.Cancel})
+			r.hist.add(simEvent{kind: evCommit, actor: "engine", source: id, path: op.Path, fireAt: op.FireAt, cancel: op.Cancel, attempts: int(exe.Version)})
 		}
 		r.mu.Unlock()
 		return nil
@@ -489,7 +495,7 @@ func (r *simRun) reviveOne() {
 	r.mu.Unlock()
 	ok, err := r.store.Revive(context.Background(), d.ItemRef)
 	if err == nil && ok {
-		r.hist.add(simEvent{kind: evRevive, actor: "engine", item: k})
+		r.hist.add(simEvent{kind: evRevive, actor: "engine", item: k, source: d.ExecutionID})
 	}
 }
 
