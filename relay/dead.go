@@ -20,7 +20,7 @@ type DeadEvent struct {
 // same write from the attempts it holds, when it is the MaxAttempts-th: relays that deliver
 // one item at once never record more than MaxAttempts of them.
 // It returns nil when the store keeps no failures. The caller holds mu.
-func (s *session[T, K]) failure(item T, err error) *execstore.Failure {
+func (s *session[T, K]) failure(err error) *execstore.Failure {
 	if s.r.dead == nil {
 		return nil
 	}
@@ -34,7 +34,7 @@ func (s *session[T, K]) failure(item T, err error) *execstore.Failure {
 // as failed is released, and retried after its execution's back-off. An item the store no
 // longer holds pending (acked by another relay, a timer re-armed) and an item whose record
 // failed are released too: a scan tells.
-func (s *session[T, K]) recordFailures(batch []settling[T]) {
+func (s *session[T, K]) recordFailures(batch []*entry[T, K]) {
 	type result struct {
 		attempts execstore.Attempts
 		pending  bool
@@ -60,28 +60,23 @@ func (s *session[T, K]) recordFailures(batch []settling[T]) {
 	s.mu.Lock()
 	for i, st := range batch {
 		res := results[i]
-		if lk := s.r.kind.lane(st.item); s.failing[lk] <= 1 {
-			delete(s.failing, lk)
-		} else {
-			s.failing[lk]--
-		}
 		switch {
 		case res.err != nil:
 			s.r.stats.failureErrors.Add(1)
 			if s.ackCtx.Err() == nil {
 				reports = append(reports, &Error{Op: OpFail, Item: s.r.kind.describe(st.item), Err: res.err})
 			}
-			s.release(st.item)
+			s.fl.release(st)
 			poke(s.rescan) // back in the store: a scan finds it once its back-off is over
 		case res.pending && movedToDead(st.fail, res.attempts):
-			s.buried(st.item)
-			s.retries.succeeded(s.r.kind.lane(st.item))
+			s.fl.bury(st)
+			s.fl.retries.succeeded(st.lane)
 			s.r.stats.dead.Add(1)
 			s.r.book.movedToDead(s.partOf(st.item))
 			dead = append(dead, DeadEvent{Item: s.r.kind.ref(st.item), Attempts: res.attempts, Err: st.cause})
 			poke(s.rescan) // its execution's later items, released behind it, go on
 		default:
-			s.release(st.item)
+			s.fl.release(st)
 			poke(s.rescan) // back in the store: a scan finds it once its back-off is over
 		}
 	}

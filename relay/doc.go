@@ -180,22 +180,25 @@
 //     store's order.
 //   - Never after the ack: no item is handed out after its ack completed, by this relay. A
 //     scan that began before an ack completed may still return the acked item, since its
-//     answer can be older than the ack. The relay drops such items, and every item still in
-//     flight, from each scan before it hands anything out (Stats.Skipped counts them). To
-//     tell them apart, the relay counts the scans it has started. Each ack records that
-//     count once the ack completed. Scan n drops every item recorded at n or more, since
-//     such an ack completed after scan n began. An ack recorded below n completed before
-//     scan n began, so the store no longer holds that item and scan n cannot return it. The
-//     in-flight set and the records change under one lock with the filtering. Scans run one
-//     at a time, so once scan n is filtered every record at n or less is pruned.
+//     answer can be older than the ack. One state machine owns every item the relay handed
+//     out, from its take to its end (flight.go: waiting, unconfirmed, queued, handling,
+//     acking, failing), and one rule decides what a scan's result, or a local commit, hands
+//     out (flight.decide). It counts epochs: each scan, and each local commit, begins one.
+//     Each ack, move to dead and release records the epoch it completed at. What began at
+//     epoch n drops every item in flight or recorded at n or more, since such an ack
+//     completed after it began (Stats.Skipped counts the scans' drops). An ack recorded
+//     below n completed before it began, so the store no longer holds that item and the
+//     scan cannot return it. A record is kept while a scan or commit begun at its epoch or
+//     before is open, and pruned after. The states and the records change under one lock
+//     with the decision.
 //   - A hand-over without a scan keeps both: the relay learns of a local commit before it
 //     is sent and once its outcome is known, before the committer does. A scan may read
-//     what the commit wrote before its outcome is known, and hand it out. So while the
-//     commit is in flight the relay remembers the acks of the execution's items, and the
-//     hand-over hands out only the items neither in flight nor acked: an item is handed
-//     out once, by a scan or by the hand-over, and the ledger above drops a late scan's
-//     copy. The items are handed over only when every earlier item of the execution is
-//     known to the relay: the commit is the execution's first, or follows the last one
+//     what the commit wrote before its outcome is known, and hand it out. The hand-over
+//     decides by the commit's epoch, as that scan would: it hands out only the items
+//     neither in flight nor acked since, and holds all back when their execution waits
+//     (a retry, a failure's record, an item released since). So an item is handed out
+//     once, by a scan or by the hand-over. The items are handed over only when every
+//     earlier item of the execution is known to the relay: the commit is the execution's first, or follows the last one
 //     this relay saw, and no item of the execution was left in the store since (a commit
 //     not handed over or whose outcome is unknown, an item released or held back).
 //     Otherwise the relay scans, and hands over again once a scan begun after that read the
@@ -210,7 +213,7 @@
 //     read of execution S reads S's document in one find, so it returns every pending
 //     item of S as one version of the document had them, before or after any concurrent
 //     commit or ack of S (atomic on MongoDB, under the row lock on DocumentDB), as a scan
-//     of S's partition would. It is numbered and filtered by the ledger as a scan is. When
+//     of S's partition would. It begins an epoch and is decided as a scan is. When
 //     it read every pending item of the executions it names (it was not cut by its limit),
 //     it clears the marks of those executions alone, and drops the timers waiting for a
 //     confirmation of those executions alone that it did not return. An execution it did

@@ -186,7 +186,7 @@ func (b *harness[T, K]) read() []string {
 func (b *harness[T, K]) held() int {
 	b.s.mu.Lock()
 	defer b.s.mu.Unlock()
-	return b.s.ledger.held()
+	return len(b.s.fl.items)
 }
 
 // settledAll waits until nothing is in flight.
@@ -378,12 +378,12 @@ func TestFailedAckWaitsAlone(t *testing.T) {
 
 		b.s.mu.Lock()
 		h.state = holdDraining
-		require.Len(t, b.s.settleQ, 1)
-		b.s.settleQ[0].notBefore = time.Time{}
+		require.Len(t, b.s.fl.settleQ, 1)
+		b.s.fl.settleQ[0].notBefore = time.Time{}
 		b.s.mu.Unlock()
 		b.r.opts.RetryMin, b.r.opts.RetryMax = time.Millisecond, time.Millisecond
 		b.s.mu.Lock()
-		b.s.settleQ[0].notBefore = time.Time{}
+		b.s.fl.settleQ[0].notBefore = time.Time{}
 		b.s.mu.Unlock()
 		poke(b.s.settleWake)
 		settleUntil(t, func() bool { return b.held() == 0 }, "given up: the hold drains")

@@ -554,24 +554,11 @@ func fanOut(n, limit int, f func(i int)) {
 // dropSoon releases the items taken under h that wait for their fire time or its
 // confirmation. The caller holds mu.
 func (s *session[T, K]) dropSoon(h *hold) {
-	kept := s.soon[:0]
-	var dropped []T
-	for _, item := range s.soon {
-		if s.ledger.holdOf(s.r.kind.key(item)) == h {
-			dropped = append(dropped, item)
-			continue
-		}
-		kept = append(kept, item)
-	}
-	clear(s.soon[len(kept):])
-	s.soon = kept
-	for key, item := range s.unconfirmed {
-		if s.ledger.holdOf(key) == h {
-			delete(s.unconfirmed, key)
-			dropped = append(dropped, item)
-		}
-	}
-	for _, item := range dropped {
-		s.release(item)
+	for _, st := range []itemState{waiting, unconfirmed} {
+		s.fl.each(st, func(e *entry[T, K]) {
+			if e.hold == h {
+				s.fl.release(e)
+			}
+		})
 	}
 }

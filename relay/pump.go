@@ -198,7 +198,7 @@ func (s *session[T, K]) scannable() ([]int, map[int]*hold) {
 func (s *session[T, K]) room() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pacing()-len(s.unconfirmed) <= s.r.opts.Batch
+	return s.pacing()-s.fl.count[unconfirmed] <= s.r.opts.Batch
 }
 
 // pacing is the number of items in flight that pace the scans and hand-overs: those settling
@@ -207,8 +207,7 @@ func (s *session[T, K]) room() bool {
 // it holds need no lane: counted in full, they would hold delivery back for as long. So at
 // most 4×Batch items are in flight at once. The caller holds mu.
 func (s *session[T, K]) pacing() int {
-	settling := min(len(s.settleQ)+s.settlingSent, 2*s.r.opts.Batch)
-	return max(s.ledger.held()-settling, 0)
+	return len(s.fl.items) - min(s.fl.settling(), 2*s.r.opts.Batch)
 }
 
 // untilAlarm is how long until the earliest of a failed scan's retry, an execution's retry
@@ -223,9 +222,9 @@ func (s *session[T, K]) untilAlarm(retryScan time.Time, owed bool) (time.Duratio
 	var at time.Time
 	var ok bool
 	if !owed {
-		at, ok = s.retries.next(now)
+		at, ok = s.fl.retries.next(now)
 	}
-	fireAt := s.nextFire()
+	fireAt := s.fl.nextFire()
 	s.mu.Unlock()
 	if ok && (scanAt.IsZero() || at.Before(scanAt)) {
 		scanAt = at
@@ -260,11 +259,11 @@ func (s *session[T, K]) targets(holds map[int]*hold) map[string]bool {
 			return nil
 		}
 	}
-	for _, item := range s.unconfirmed {
-		if holds[s.partOf(item)] != nil {
-			set[s.r.kind.source(item)] = true
+	s.fl.each(unconfirmed, func(e *entry[T, K]) {
+		if holds[e.hold.part] == e.hold {
+			set[s.r.kind.source(e.item)] = true
 		}
-	}
+	})
 	if len(set) == 0 || len(set) > most {
 		return nil
 	}
@@ -277,9 +276,9 @@ func (s *session[T, K]) targets(holds map[int]*hold) map[string]bool {
 // back, which the store returns first, plus Batch new items.
 func (s *session[T, K]) scan(parts []int, holds map[int]*hold, only map[string]bool, now time.Time) (res scanned[T], capped bool, err error) {
 	s.mu.Lock()
-	n := s.ledger.startScan()
-	s.retries.scanning(time.Now())
-	limit := s.ledger.held() + s.heldBack + s.r.opts.Batch
+	n := s.fl.begin()
+	s.fl.retries.scanning(time.Now())
+	limit := len(s.fl.items) + s.fl.heldBack + s.r.opts.Batch
 	s.mu.Unlock()
 	s.r.stats.scans.Add(1)
 	if only != nil {
@@ -290,7 +289,7 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, only map[string]b
 	}
 	if err != nil {
 		s.mu.Lock()
-		s.ledger.finishScan(n)
+		s.fl.finish(n)
 		s.mu.Unlock()
 		if s.sessionCtx.Err() == nil {
 			s.r.stats.scanErrors.Add(1)
@@ -327,16 +326,15 @@ func (s *session[T, K]) recordBacklog(handing map[*hold]bool, res scanned[T], no
 // admit takes the items of scan n, sent at now (by Options.Clock), in order, until 2×Batch
 // items pace (see pacing); it reports whether it stopped there. It admits only the items of the
 // holds that are still the partitions' holds as they were when the scan was sent and hand
-// items out now: the others learn nothing from it. It skips what the ledger does not admit
-// (in flight, or acked since the scan began), and holds back the items of the executions
-// waiting for a retry. An item waiting for its confirmation (its fire time came while it
-// waited in memory) is confirmed when the scan returns it and was sent at or after its fire
-// time. When the scan read every pending item of its partitions, or of the sources only
-// names (a targeted read: nil for a scan), it tells each hold's sources (sources.go) what it
-// read, and drops the items waiting for a confirmation that it should have returned and did
+// items out now: the others learn nothing from it. What it takes, skips and holds back is
+// flight.decide's. An item waiting for its confirmation (its fire time came while it waited
+// in memory) is confirmed when the scan returns it and was sent at or after its fire time.
+// When the scan read every pending item of its partitions, or of the sources only names (a
+// targeted read: nil for a scan), it tells each hold's sources (sources.go) what it read,
+// and cancels the items waiting for a confirmation that it should have returned and did
 // not: a commit cancelled or re-armed them.
 func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only map[string]bool, res scanned[T]) (capped bool) {
-	k := s.r.kind
+	k, fl := s.r.kind, s.fl
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	handing := make(map[*hold]bool, len(holds))
@@ -349,11 +347,10 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only
 		s.recordBacklog(handing, res, now)
 	}
 	at := time.Now()
-	skipped, heldBack := 0, 0
+	skipped, heldBack, buried := 0, 0, false
 	partial := map[string]bool{}           // sources some of whose items this scan held back
 	latest := map[*hold]map[string]int64{} // the latest commit of each source whose items it read
 	returned := map[K]bool{}               // the items waiting for a confirmation that it returned
-	buried := map[string]bool{}            // the lane keys of items moved to dead since it began
 	for _, item := range res.items {
 		h := holds[s.partOf(item)]
 		if !handing[h] {
@@ -364,14 +361,14 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only
 			latest[h] = map[string]int64{}
 		}
 		latest[h][src] = max(latest[h][src], k.version(item))
-		if u, ok := s.unconfirmed[key]; ok {
-			if !k.dueAt(u).After(now) {
+		if e := fl.items[key]; e != nil && e.state == unconfirmed {
+			if !k.dueAt(e.item).After(now) {
 				returned[key] = true
-				delete(s.unconfirmed, key)
-				if s.waits(lk, at) || s.fence[lk] >= n {
-					s.release(u)
+				if fl.waits(lk, at) || fl.fence[lk] >= n {
+					fl.release(e)
 				} else {
-					s.route(lk, u)
+					fl.queue(e, at)
+					s.started(e)
 				}
 			}
 			continue
@@ -380,53 +377,40 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only
 			capped = true
 			break
 		}
-		if !s.ledger.admissible(key, n) {
+		switch fl.decide(key, lk, n, at) {
+		case skipDead:
+			buried = true // read revived, maybe: what follows it waits for a later scan
+			fallthrough
+		case skip:
 			skipped++
-			if s.ledger.buried(key, n) {
-				buried[lk] = true // read revived, maybe: what follows it waits for a later scan
-			}
-			continue
-		}
-		if s.waits(lk, at) || s.fence[lk] >= n || buried[lk] {
+		case holdBack:
 			heldBack++
 			partial[src] = true
 			h.sources.soil(src, n)
-			if s.failing[lk] == 0 {
+			if fl.failing[lk] == 0 {
 				// Owed a scan at its retry time. One held back while a failure of it is
 				// being recorded is not: the record's answer asks for the scan, and until
 				// then every scan would hold it back again, at once.
-				s.retries.heldBack(lk)
+				fl.retries.heldBack(lk)
 			}
-			continue
+		case hand:
+			s.take(h, item, now)
 		}
-		s.take(h, item, now)
 	}
 	if !capped && !res.full {
 		for h := range handing {
 			h.sources.scanned(n, latest[h], partial, only)
 		}
-		for key, item := range s.unconfirmed {
-			if only != nil && !only[k.source(item)] {
-				continue // not read
+		fl.each(unconfirmed, func(e *entry[T, K]) {
+			if (only == nil || only[k.source(e.item)]) && handing[e.hold] && !k.dueAt(e.item).After(now) && !returned[e.key] {
+				fl.cancel(e)
 			}
-			if h := s.ledger.holdOf(key); handing[h] && !k.dueAt(item).After(now) && !returned[key] {
-				delete(s.unconfirmed, key)
-				s.ledger.release(key)
-				s.r.stats.inFlight.Add(-1)
-				s.r.stats.cancelled.Add(1)
-				s.left(h)
-			}
-		}
+		})
 	}
-	s.heldBack = heldBack
-	for lk, at := range s.fence {
-		if at <= n { // every later scan began after that release
-			delete(s.fence, lk)
-		}
-	}
-	s.ledger.finishScan(n)
+	fl.heldBack = heldBack
+	fl.finish(n)
 	s.r.stats.skipped.Add(int64(skipped))
-	if len(buried) > 0 {
+	if buried {
 		poke(s.rescan)
 	}
 	return capped

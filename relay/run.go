@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -32,7 +31,6 @@ type runner[T any, K comparable] struct {
 	// Options.DeadCountInterval is not negative; else nil.
 	counting execstore.DeadCounting
 	stats    counters
-	seed     maphash.Seed         // routes lane keys to lanes
 	tel      *telemetry.Telemetry // nil: no-op providers
 	op       string               // the handler's operation, in spans: "deliver", "fire"
 	// parts is the number of partitions: the store's when it is an execstore.Partitioned,
@@ -59,7 +57,7 @@ type runner[T any, K comparable] struct {
 
 func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler func(context.Context, T) error, opts Options,
 	component, op string) *runner[T, K] {
-	r := &runner[T, K]{kind: k, handler: handler, opts: opts, signal: wake.Of(store), seed: maphash.MakeSeed(), op: op, parts: 1}
+	r := &runner[T, K]{kind: k, handler: handler, opts: opts, signal: wake.Of(store), op: op, parts: 1}
 	if ps, ok := store.(execstore.Partitioned); ok {
 		r.parts = max(ps.Partitions(), 1)
 	}

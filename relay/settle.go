@@ -25,10 +25,9 @@ func (s *session[T, K]) drainRetry() time.Duration {
 // holds mu.
 func (s *session[T, K]) hurrySettling(h *hold) {
 	hurried := false
-	for i := range s.settleQ {
-		st := &s.settleQ[i]
-		if s.ledger.holdOf(s.r.kind.key(st.item)) == h && !st.notBefore.IsZero() {
-			st.notBefore, hurried = time.Time{}, true
+	for _, e := range s.fl.settleQ {
+		if e.hold == h && !e.notBefore.IsZero() {
+			e.notBefore, hurried = time.Time{}, true
 		}
 	}
 	if hurried {
@@ -36,21 +35,11 @@ func (s *session[T, K]) hurrySettling(h *hold) {
 	}
 }
 
-// settling is an item whose handler returned, waiting for what it settles: its ack (fail
-// nil), or the record of its failed delivery in a DeadLetters store (dead.go).
-type settling[T any] struct {
-	item      T
-	fail      *execstore.Failure
-	cause     error     // the handler's error, for OnDead
-	tries     int       // failed writes so far
-	notBefore time.Time // when the next write may be sent, after a failed one
-}
-
 // settleLoop writes, in batches, what the handlers settled: the acks of the items whose
 // handler returned nil, and the failures of the others (dead.go). One batch is in flight at a
 // time, and the next gathers meanwhile; with Options.ScanGap, at least that long after the
 // last was sent, unless Batch items wait or the lanes are done (the relay is stopping). An
-// ack that completed is recorded in the ledger (against the scans started, see ledger) and
+// ack that completed is recorded (flight.ack) and
 // the item leaves flight. A failed ack is retried after a back-off of its own, while the
 // item stays in flight, so no scan hands it out again; the other items' acks go on
 // meanwhile. It is given up (released, to be delivered again: at least once) when the ack
@@ -62,12 +51,12 @@ func (s *session[T, K]) settleLoop() {
 	var lastSent time.Time
 	for {
 		s.mu.Lock()
-		for len(s.settleQ) == 0 && !s.lanesDone {
+		for len(s.fl.settleQ) == 0 && !s.lanesDone {
 			s.mu.Unlock()
 			<-s.settleWake
 			s.mu.Lock()
 		}
-		if len(s.settleQ) == 0 { // the lanes are done and everything is settled
+		if len(s.fl.settleQ) == 0 { // the lanes are done and everything is settled
 			s.mu.Unlock()
 			return
 		}
@@ -77,9 +66,9 @@ func (s *session[T, K]) settleLoop() {
 			s.mu.Unlock()
 			continue
 		}
-		var ready []settling[T]
+		var ready []*entry[T, K]
 		wait := time.Until(lastSent.Add(s.r.opts.ScanGap))
-		if wait <= 0 || len(s.settleQ) >= s.r.opts.Batch || s.lanesDone {
+		if wait <= 0 || len(s.fl.settleQ) >= s.r.opts.Batch || s.lanesDone {
 			ready, wait = s.readyToSettle(now)
 		}
 		if len(ready) == 0 {
@@ -92,54 +81,54 @@ func (s *session[T, K]) settleLoop() {
 			}
 			continue
 		}
-		s.settlingSent = len(ready)
 		s.mu.Unlock()
 		lastSent = time.Now()
 		s.settleBatch(ready)
-		s.mu.Lock()
-		s.settlingSent = 0
-		s.mu.Unlock()
 	}
 }
 
 // readyToSettle takes from settleQ the items whose write may be sent at now, and returns
 // them with how long until the next of the others may be. The caller holds mu.
-func (s *session[T, K]) readyToSettle(now time.Time) (ready []settling[T], wait time.Duration) {
+func (s *session[T, K]) readyToSettle(now time.Time) (ready []*entry[T, K], wait time.Duration) {
 	wait = time.Hour
-	kept := s.settleQ[:0]
-	for _, st := range s.settleQ {
-		if st.notBefore.After(now) {
-			wait = min(wait, st.notBefore.Sub(now))
-			kept = append(kept, st)
-			continue
+	kept := s.fl.settleQ[:0]
+	for _, e := range s.fl.settleQ {
+		switch {
+		case e.state != acking && e.state != failing:
+		case e.notBefore.After(now):
+			wait = min(wait, e.notBefore.Sub(now))
+			kept = append(kept, e)
+		default:
+			ready = append(ready, e)
 		}
-		ready = append(ready, st)
 	}
-	clear(s.settleQ[len(kept):])
-	s.settleQ = kept
+	clear(s.fl.settleQ[len(kept):])
+	s.fl.settleQ = kept
 	return ready, wait
 }
 
 // giveUpAll releases every item waiting to be settled: the ack context ended. The caller
 // holds mu.
 func (s *session[T, K]) giveUpAll() {
-	for _, st := range s.settleQ {
-		s.release(st.item)
+	for _, e := range s.fl.settleQ {
+		if e.state == acking || e.state == failing {
+			s.fl.release(e)
+		}
 	}
-	s.settleQ = nil
+	s.fl.settleQ = nil
 }
 
 // settleBatch sends the acks of batch in one settle call and its failures' records, and
 // applies what came back.
-func (s *session[T, K]) settleBatch(batch []settling[T]) {
+func (s *session[T, K]) settleBatch(batch []*entry[T, K]) {
 	var acks []T
-	var ackOf, failures []settling[T]
-	for _, st := range batch {
-		if st.fail == nil {
-			acks = append(acks, st.item)
-			ackOf = append(ackOf, st)
+	var ackOf, failures []*entry[T, K]
+	for _, e := range batch {
+		if e.fail == nil {
+			acks = append(acks, e.item)
+			ackOf = append(ackOf, e)
 		} else {
-			failures = append(failures, st)
+			failures = append(failures, e)
 		}
 	}
 	if len(failures) > 0 {
@@ -149,7 +138,7 @@ func (s *session[T, K]) settleBatch(batch []settling[T]) {
 		return
 	}
 	errs := s.r.kind.settle(s.ackCtx, acks)
-	failed, first := s.settled(acks, errs)
+	failed, first := s.settled(ackOf, errs)
 	if len(failed) == 0 {
 		return
 	}
@@ -160,20 +149,18 @@ func (s *session[T, K]) settleBatch(batch []settling[T]) {
 	}
 	now := time.Now()
 	s.mu.Lock()
-	for _, i := range failed {
-		st := ackOf[i]
-		st.tries++
-		h := s.ledger.holdOf(s.r.kind.key(st.item))
-		if closed || s.ackCtx.Err() != nil || h == nil || h.state != holdActive && st.tries >= ackGiveUp {
-			s.release(st.item)
+	for _, e := range failed {
+		e.tries++
+		if closed || s.ackCtx.Err() != nil || e.hold.state != holdActive && e.tries >= ackGiveUp {
+			s.fl.release(e)
 			continue
 		}
-		if h.state == holdActive {
-			st.notBefore = now.Add(s.backoff(st.tries))
+		if e.hold.state == holdActive {
+			e.notBefore = now.Add(s.backoff(e.tries))
 		} else {
-			st.notBefore = now.Add(s.drainRetry())
+			e.notBefore = now.Add(s.drainRetry())
 		}
-		s.settleQ = append(s.settleQ, st)
+		s.fl.settleQ = append(s.fl.settleQ, e)
 	}
 	s.mu.Unlock()
 	poke(s.settleWake)
@@ -194,57 +181,20 @@ func (s *session[T, K]) backoff(tries int) time.Duration {
 }
 
 // settled records the acks of batch that succeeded (errs nil, or a nil error) and returns
-// the indexes of the items whose ack failed, with the first failure.
-func (s *session[T, K]) settled(batch []T, errs []error) (failed []int, first *Error) {
+// the entries whose ack failed, with the first failure.
+func (s *session[T, K]) settled(batch []*entry[T, K], errs []error) (failed []*entry[T, K], first *Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	acked := 0
-	for i, item := range batch {
+	for i, e := range batch {
 		if errs != nil && errs[i] != nil {
 			if first == nil {
-				first = &Error{Op: OpAck, Item: s.r.kind.describe(item), Err: errs[i]}
+				first = &Error{Op: OpAck, Item: s.r.kind.describe(e.item), Err: errs[i]}
 			}
-			failed = append(failed, i)
+			failed = append(failed, e)
 			continue
 		}
-		s.gone(item)
-		acked++
+		s.fl.ack(e)
 	}
-	s.r.stats.acked.Add(int64(acked))
-	poke(s.progress)
+	s.r.stats.acked.Add(int64(len(batch) - len(failed)))
 	return failed, first
-}
-
-// gone records that item left the store's pending items by this relay's write (acked, or
-// moved to dead): it leaves flight, and neither a late scan nor a hand-over hands it out
-// again. The caller holds mu.
-func (s *session[T, K]) gone(item T) { s.leave(item, s.ledger.ack) }
-
-// buried is gone for an item moved to dead (ledger.bury). It also soils the item's source:
-// a revive may have made the item pending again already, unseen, so the source's next
-// commits are not handed over until a scan begun after read it in full. The caller holds mu.
-func (s *session[T, K]) buried(item T) {
-	s.leave(item, func(k K) *hold {
-		h := s.ledger.bury(k)
-		if h != nil {
-			h.sources.soil(s.r.kind.source(item), s.ledger.scans)
-		}
-		return h
-	})
-}
-
-// leave records item as out of flight by record (the ledger's ack or bury). The caller holds
-// mu.
-func (s *session[T, K]) leave(item T, record func(K) *hold) {
-	key := s.r.kind.key(item)
-	if h := record(key); h != nil {
-		s.left(h)
-	}
-	s.r.stats.inFlight.Add(-1)
-	if src := s.r.kind.source(item); s.committing[src] > 0 {
-		if s.ackedDuring[src] == nil {
-			s.ackedDuring[src] = map[K]bool{}
-		}
-		s.ackedDuring[src][key] = true
-	}
 }

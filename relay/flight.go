@@ -1,0 +1,338 @@
+package relay
+
+import (
+	"hash/maphash"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/execstore/execstore"
+)
+
+// itemState is where an item is in its life in a session:
+//
+//	taken ─┬─> waiting ──> unconfirmed ─┐
+//	       └────────────────────────────┴─> queued ──> handling ─┬─> acking ──> out (acked)
+//	                                                             └─> failing ─> out (dead, released)
+//
+// and from any state, out: released (left pending in the store), or cancelled (a commit
+// removed it from the store).
+type itemState uint8
+
+const (
+	// out: not in flight. Every entry starts and ends here.
+	out itemState = iota
+	// waiting: taken ahead of its fire time, it waits for it in memory.
+	waiting
+	// unconfirmed: its fire time came. A scan sent after it confirms it (queued), or shows that a
+	// commit removed it (cancelled).
+	unconfirmed
+	// queued: in its lane's queue, for its handler.
+	queued
+	// handling: in its handler.
+	handling
+	// acking: its handler returned nil. Its ack waits to be sent, or is in flight.
+	acking
+	// failing: its handler failed. The record of its failure waits to be sent, or is in flight.
+	// Its execution's later items are held back meanwhile.
+	failing
+	states
+)
+
+// entry is an item in a session's flight, and its state.
+type entry[T any, K comparable] struct {
+	item     T
+	key      K
+	lane     string // the lane key: the execution whose items are delivered in order
+	hold     *hold  // the hold it was taken under
+	state    itemState
+	queuedAt time.Time
+	// Of an entry settling (acking, failing):
+	fail      *execstore.Failure // the failure to record; nil for an ack
+	cause     error              // the handler's error, for OnDead
+	tries     int                // failed writes so far
+	notBefore time.Time          // when its write may be sent again, after a failed one
+}
+
+// flight is the one owner of the items a session handed out, from their take to their
+// end, and of what it must remember of those that ended. The session's goroutines call its
+// transitions under the session's lock. What always holds:
+//   - An item is in flight once at most: items holds its one entry, in one state.
+//   - count[s] is the number of entries in state s; Stats.InFlight and the holds' inFlight
+//     are the entries' number, overall and by hold. set alone changes a state, and keeps them.
+//   - soon holds every waiting entry, earliest fire time first; queues[i] every queued entry
+//     of lane i, in the order they were queued; settleQ every settling entry whose write is not
+//     in flight. Entries no longer in the state a container is for are skipped there.
+//   - failing[lk] is the number of failing entries of lane key lk.
+//   - The epoch counts the scans started and the commits begun. An ack, a move to dead and a
+//     release are recorded with the epoch they happened at, for as long as a scan or a commit
+//     begun at that epoch or before is unfinished (finish, end).
+//
+// Whether an item read by a scan, or written by a commit of this process, is handed out is
+// decided by decide alone.
+type flight[T any, K comparable] struct {
+	kind    kind[T, K]
+	stats   *counters
+	onLeave func(h *hold) // called when an entry of h left flight
+	seed    maphash.Seed  // routes lane keys to lanes
+	retries retries       // the executions waiting for a retry
+
+	items   map[K]*entry[T, K]
+	count   [states]int
+	soon    []*entry[T, K]
+	queues  [][]*entry[T, K]
+	settleQ []*entry[T, K]
+	failing map[string]int
+
+	epoch uint64
+	// acked holds, for each item acked or moved to dead by this relay, the epoch it happened
+	// at; dead marks those moved to dead. fence holds, by lane key, the epoch an item of it was
+	// last released at.
+	acked map[K]uint64
+	dead  map[K]bool
+	fence map[string]uint64
+	// open counts, by epoch, the scans and commits begun then and not finished.
+	open map[uint64]int
+	// heldBack is how many items the last scan held back for their execution.
+	heldBack int
+}
+
+func newFlight[T any, K comparable](k kind[T, K], stats *counters, lanes int, rt retries, onLeave func(*hold)) *flight[T, K] {
+	return &flight[T, K]{kind: k, stats: stats, onLeave: onLeave, seed: maphash.MakeSeed(), retries: rt,
+		items: map[K]*entry[T, K]{}, queues: make([][]*entry[T, K], lanes), failing: map[string]int{},
+		acked: map[K]uint64{}, dead: map[K]bool{}, fence: map[string]uint64{}, open: map[uint64]int{}}
+}
+
+// set moves e to state to: the one place the counts change.
+func (f *flight[T, K]) set(e *entry[T, K], to itemState) {
+	from := e.state
+	if from == out {
+		f.items[e.key] = e
+		e.hold.inFlight++
+		f.stats.inFlight.Add(1)
+	} else {
+		f.count[from]--
+	}
+	if to == out {
+		delete(f.items, e.key)
+		e.hold.inFlight--
+		f.stats.inFlight.Add(-1)
+	} else {
+		f.count[to]++
+	}
+	if from == failing {
+		if f.failing[e.lane]--; f.failing[e.lane] <= 0 {
+			delete(f.failing, e.lane)
+		}
+	}
+	if to == failing {
+		f.failing[e.lane]++
+	}
+	e.state = to
+	if to == out {
+		f.onLeave(e.hold)
+	}
+}
+
+// take records item as in flight under h. It waits when its fire time is after asOf, the
+// moment the store was read (by Options.Clock); else it is queued, in lane laneOf.
+func (f *flight[T, K]) take(h *hold, item T, asOf, now time.Time) *entry[T, K] {
+	e := &entry[T, K]{item: item, key: f.kind.key(item), lane: f.kind.lane(item), hold: h}
+	if at := f.kind.dueAt(item); !at.IsZero() && at.After(asOf) {
+		f.set(e, waiting)
+		f.trimSoon()
+		i := sort.Search(len(f.soon), func(i int) bool { return f.kind.dueAt(f.soon[i].item).After(at) })
+		f.soon = append(f.soon, nil)
+		copy(f.soon[i+1:], f.soon[i:])
+		f.soon[i] = e
+		return e
+	}
+	f.queue(e, now)
+	return e
+}
+
+// laneOf is the lane of lane key lk.
+func (f *flight[T, K]) laneOf(lk string) int {
+	return int(maphash.String(f.seed, lk) % uint64(len(f.queues)))
+}
+
+// queue queues e in its lane.
+func (f *flight[T, K]) queue(e *entry[T, K], now time.Time) {
+	f.set(e, queued)
+	e.queuedAt = now
+	i := f.laneOf(e.lane)
+	f.queues[i] = append(f.queues[i], e)
+}
+
+// pop takes the first queued entry of lane i to its handler; nil when none is queued.
+func (f *flight[T, K]) pop(i int) *entry[T, K] {
+	for len(f.queues[i]) > 0 {
+		e := f.queues[i][0]
+		f.queues[i][0] = nil
+		f.queues[i] = f.queues[i][1:]
+		if e.state == queued {
+			f.set(e, handling)
+			return e
+		}
+	}
+	f.queues[i] = nil
+	return nil
+}
+
+// trimSoon drops the entries no longer waiting from the head of soon.
+func (f *flight[T, K]) trimSoon() {
+	for len(f.soon) > 0 && f.soon[0].state != waiting {
+		f.soon[0] = nil
+		f.soon = f.soon[1:]
+	}
+}
+
+// nextFire is the earliest fire time waiting, zero for none.
+func (f *flight[T, K]) nextFire() time.Time {
+	f.trimSoon()
+	if len(f.soon) == 0 {
+		return time.Time{}
+	}
+	return f.kind.dueAt(f.soon[0].item)
+}
+
+// fire moves the waiting entries whose fire time came by now to unconfirmed, and returns
+// them.
+func (f *flight[T, K]) fire(now time.Time) []*entry[T, K] {
+	var due []*entry[T, K]
+	for f.trimSoon(); len(f.soon) > 0 && !f.kind.dueAt(f.soon[0].item).After(now); f.trimSoon() {
+		e := f.soon[0]
+		f.set(e, unconfirmed)
+		due = append(due, e)
+	}
+	return due
+}
+
+// settle queues e's write: its ack (fail nil), or its failure's record.
+func (f *flight[T, K]) settle(e *entry[T, K], fail *execstore.Failure, cause error) {
+	e.fail, e.cause = fail, cause
+	if fail == nil {
+		f.set(e, acking)
+	} else {
+		f.set(e, failing)
+	}
+	f.settleQ = append(f.settleQ, e)
+}
+
+// settling is the number of entries settling: their write waits, or is in flight.
+func (f *flight[T, K]) settling() int { return f.count[acking] + f.count[failing] }
+
+// release takes e out of flight, not acked: it is pending in the store still. Its source is
+// soiled and its lane fenced: the scans begun before may have skipped it as in flight, and
+// hand out none of its execution's later items, and no commit of its source is handed over
+// until a scan found it again (sources.go).
+func (f *flight[T, K]) release(e *entry[T, K]) {
+	f.fence[e.lane] = f.epoch
+	e.hold.sources.soil(f.kind.source(e.item), f.epoch)
+	f.set(e, out)
+}
+
+// ack takes e out of flight, acked: no scan or commit begun before hands it out again.
+func (f *flight[T, K]) ack(e *entry[T, K]) {
+	f.acked[e.key] = f.epoch
+	delete(f.dead, e.key)
+	f.set(e, out)
+}
+
+// bury takes e out of flight, moved to dead: acked, and buried, since a revive may make it
+// pending again at once, unseen. Its source is soiled, and a scan begun before that drops it
+// holds back its execution's later items (decide).
+func (f *flight[T, K]) bury(e *entry[T, K]) {
+	f.ack(e)
+	f.dead[e.key] = true
+	e.hold.sources.soil(f.kind.source(e.item), f.epoch)
+}
+
+// cancel takes e out of flight: a commit removed it from the store (a timer cancelled or
+// re-armed).
+func (f *flight[T, K]) cancel(e *entry[T, K]) {
+	f.set(e, out)
+	f.stats.cancelled.Add(1)
+}
+
+// begin opens an epoch, for a scan about to be sent or a commit about to be: decide, at
+// it, knows what happened since. finish closes it.
+func (f *flight[T, K]) begin() uint64 {
+	f.epoch++
+	f.open[f.epoch]++
+	return f.epoch
+}
+
+// finish closes epoch n, and forgets the records no open epoch needs: every scan and commit
+// begun later knows what was recorded before it began.
+func (f *flight[T, K]) finish(n uint64) {
+	if f.open[n]--; f.open[n] <= 0 {
+		delete(f.open, n)
+	}
+	oldest := uint64(math.MaxUint64)
+	for at := range f.open {
+		oldest = min(oldest, at)
+	}
+	for k, at := range f.acked {
+		if at < oldest {
+			delete(f.acked, k)
+			delete(f.dead, k)
+		}
+	}
+	for lk, at := range f.fence {
+		if at < oldest {
+			delete(f.fence, lk)
+		}
+	}
+}
+
+// verdict is what decide says of an item read by a scan, or written by a commit.
+type verdict int
+
+const (
+	hand     verdict = iota // take it
+	skip                    // in flight, or acked since: handed out already
+	skipDead                // moved to dead since, and maybe revived since: skipped, its execution fenced
+	holdBack                // its execution waits: it is left in the store, for a later scan
+)
+
+// decide is the rule for handing out item key, of lane key lk, read by a scan begun at epoch
+// n, or written by a commit of this process begun at n, at now. It is not taken if it is in
+// flight, or was acked since n: another scan handed it out already. It is held back, left in
+// the store, when its execution waits for a retry or for a failure's record, or an item of
+// its execution was released since n (which the scan may have skipped as in flight, and
+// which comes first). An item moved to dead since n is skipped, and fences its execution
+// too: the scan may have read it revived. The caller checks the rest: that the item's hold
+// is handing items out (session.handing), and for a commit, that its sources allow it
+// (sources.mayHandOver).
+func (f *flight[T, K]) decide(key K, lk string, n uint64, now time.Time) verdict {
+	if f.items[key] != nil {
+		return skip
+	}
+	if at, ok := f.acked[key]; ok && at >= n {
+		if f.dead[key] {
+			f.fence[lk] = max(f.fence[lk], n)
+			return skipDead
+		}
+		return skip
+	}
+	if f.waits(lk, now) || f.fence[lk] >= n {
+		return holdBack
+	}
+	return hand
+}
+
+// waits reports whether execution lk's items are held back at now: it waits for a retry, or
+// an item of it is having its failure recorded.
+func (f *flight[T, K]) waits(lk string, now time.Time) bool {
+	return f.failing[lk] > 0 || f.retries.holds(lk, now)
+}
+
+// each calls fn with the entries in state s.
+func (f *flight[T, K]) each(s itemState, fn func(e *entry[T, K])) {
+	for _, e := range f.items {
+		if e.state == s {
+			fn(e)
+		}
+	}
+}
