@@ -1,0 +1,101 @@
+package relay
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// What a hold knows of its sources, step by step: which commits may be handed over without a
+// scan (see sources).
+func TestSources(t *testing.T) {
+	type step struct {
+		// "commit" (src, v: a won commit), "soil" (src at n), "forget" (src), "scan" (n:
+		// complete; latest src→v; partial and only as named), "may?" (src, v: chained; want),
+		// "any?" (src, v: not chained; want)
+		op      string
+		src     string
+		v       int64
+		n       uint64
+		partial []string
+		only    []string
+		want    bool
+	}
+	for _, c := range []struct {
+		name  string
+		steps []step
+	}{
+		{"unknown: only the first commit", []step{
+			{op: "may?", src: "a", v: 1, want: true}, {op: "may?", src: "a", v: 2, want: false},
+		}},
+		{"known: the next commit, and no other", []step{
+			{op: "commit", src: "a", v: 1}, {op: "may?", src: "a", v: 2, want: true},
+			{op: "may?", src: "a", v: 3, want: false}, {op: "commit", src: "a", v: 2}, {op: "may?", src: "a", v: 3, want: true},
+		}},
+		{"soiled: nothing, until a complete scan begun after", []step{
+			{op: "commit", src: "a", v: 1}, {op: "soil", src: "a", n: 5},
+			{op: "may?", src: "a", v: 2, want: false}, {op: "any?", src: "a", v: 2, want: false},
+			{op: "scan", n: 5}, {op: "may?", src: "a", v: 2, want: false}, // begun before the soil: not enough
+			{op: "scan", n: 6}, {op: "may?", src: "a", v: 2, want: true},
+		}},
+		{"a scan that held the source back clears nothing", []step{
+			{op: "soil", src: "a", n: 1}, {op: "scan", n: 2, partial: []string{"a"}}, {op: "may?", src: "a", v: 1, want: false},
+		}},
+		{"a targeted read clears the sources it read alone", []step{
+			{op: "soil", src: "a", n: 1}, {op: "soil", src: "b", n: 1},
+			{op: "scan", n: 2, only: []string{"a"}},
+			{op: "may?", src: "a", v: 1, want: true}, {op: "may?", src: "b", v: 1, want: false},
+		}},
+		{"a won commit not handed over still counts once the soil is cleared", []step{
+			{op: "commit", src: "a", v: 1}, {op: "soil", src: "a", n: 1}, {op: "commit", src: "a", v: 2},
+			{op: "scan", n: 2}, {op: "may?", src: "a", v: 3, want: true},
+		}},
+		{"a scan teaches the latest commit it read", []step{
+			{op: "scan", n: 1, src: "a", v: 4}, {op: "may?", src: "a", v: 5, want: true},
+		}},
+		{"an unknown outcome forgets", []step{
+			{op: "commit", src: "a", v: 3}, {op: "forget", src: "a"}, {op: "may?", src: "a", v: 4, want: false},
+		}},
+		{"timers: any commit of a clean source", []step{
+			{op: "any?", src: "a", v: 7, want: true}, {op: "soil", src: "a", n: 1}, {op: "any?", src: "a", v: 7, want: false},
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSources()
+			set := func(names []string) map[string]bool {
+				if names == nil {
+					return nil
+				}
+				m := map[string]bool{}
+				for _, n := range names {
+					m[n] = true
+				}
+				return m
+			}
+			for i, st := range c.steps {
+				switch st.op {
+				case "commit":
+					s.committed(st.src, st.v)
+				case "soil":
+					s.soil(st.src, st.n)
+				case "forget":
+					s.forget(st.src)
+				case "scan":
+					latest := map[string]int64{}
+					if st.src != "" {
+						latest[st.src] = st.v
+					}
+					partial := set(st.partial)
+					if partial == nil {
+						partial = map[string]bool{}
+					}
+					s.scanned(st.n, latest, partial, set(st.only))
+				case "may?":
+					assert.Equal(t, st.want, s.mayHandOver(st.src, st.v, true), "step %d", i)
+				case "any?":
+					assert.Equal(t, st.want, s.mayHandOver(st.src, st.v, false), "step %d", i)
+				}
+			}
+		})
+	}
+}
