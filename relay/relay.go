@@ -3,8 +3,6 @@ package relay
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/execstore/execstore"
@@ -153,21 +151,6 @@ func (outboxKind) fired(ctx context.Context, _ execstore.OutboxEntry) (context.C
 // a while: acks sent one group after another would wait that long per group.
 func (k outboxKind) settle(ctx context.Context, entries []execstore.OutboxEntry) []error {
 	errs := make([]error, len(entries))
-	ack := func(i int) { errs[i] = k.store.AckOutbox(ctx, entries[i].SourceID, entries[i].Seq) }
-	workers := len(entries)
-	if workers == 1 {
-		ack(0)
-		return errs
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < len(entries); i = int(next.Add(1)) - 1 {
-				ack(i)
-			}
-		})
-	}
-	wg.Wait()
+	fanOut(len(entries), len(entries), func(i int) { errs[i] = k.store.AckOutbox(ctx, entries[i].SourceID, entries[i].Seq) })
 	return errs
 }
