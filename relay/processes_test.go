@@ -340,7 +340,6 @@ type relayProcess struct {
 	output    bytes.Buffer // its standard output and error
 	done      chan struct{}
 	err       error
-	delivered int // deliveries logged at the last deliveringNow
 }
 
 // startRelayProcess starts the test binary again as relay process name, on the parent's
@@ -489,23 +488,21 @@ func (c *relayProcess) count(kind string) int {
 func (c *relayProcess) has(kind string) bool { return c.count(kind) > 0 }
 
 // deliveringNow reports whether the process's last logged Stats say its Relay holds the
-// lease or partitions, and it has logged at least 20 deliveries, some of them since the
-// previous call: it delivers now, by the order of the looks, not by a wall-clock bound a
-// busy machine may miss.
+// lease or partitions, and it has logged deliveries, the last one just now.
 func (c *relayProcess) deliveringNow() bool {
 	var holds bool
 	var delivered int
+	var last int64
 	for _, l := range c.current() {
 		switch {
 		case l.Kind == "stats" && l.Of == "outbox":
 			holds = l.Holding || l.Partitions > 0
 		case l.Kind == "deliver":
 			delivered++
+			last = l.End
 		}
 	}
-	before := c.delivered
-	c.delivered = delivered
-	return holds && delivered >= 20 && before > 0 && delivered > before
+	return holds && delivered >= 20 && time.Since(time.Unix(0, last)) < 100*time.Millisecond
 }
 
 // logChecker is what the checks of the logs report to: a *testing.T, or a recorder of
