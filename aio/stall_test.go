@@ -25,7 +25,9 @@ import (
 
 // While the server does not answer, a caller whose commit waits for a batch slot gets its
 // context error on time (never sent), one whose batch was sent gets ErrOutcomeUnknown on
-// time, and Close returns within its context.
+// time, and Close returns within its context. The server stalls until the test ends, so an
+// answer at all is its context's: answeredWithin, far past the contexts' deadlines, only
+// keeps a store that waits for the server from hanging the test.
 func TestCallersAnsweredOnTimeWhileServerStalls(t *testing.T) {
 	proxy, uri := proxied(t)
 	h := newHarness(t, aio.Options{})
@@ -48,13 +50,13 @@ func TestCallersAnsweredOnTimeWhileServerStalls(t *testing.T) {
 	_, err = s.Commit(queuedCtx, b, execstore.Commit{})
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.NotErrorIs(t, err, execstore.ErrOutcomeUnknown, "b was never sent")
-	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.Less(t, time.Since(start), answeredWithin)
 	assert.EqualValues(t, 1, b.Version)
 
 	_, err = sent.Wait(sentCtx)
 	assert.ErrorIs(t, err, execstore.ErrOutcomeUnknown)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.Less(t, time.Since(start), answeredWithin)
 
 	stuck := s.CommitAsync(bg, b, execstore.Commit{}) // a caller that never gives up
 	closeCtx, cancelClose := context.WithTimeout(bg, 300*time.Millisecond)
@@ -62,11 +64,16 @@ func TestCallersAnsweredOnTimeWhileServerStalls(t *testing.T) {
 	start = time.Now()
 	err = s.Close(closeCtx)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Less(t, time.Since(start), 3*time.Second)
+	assert.Less(t, time.Since(start), answeredWithin)
 	_, err = stuck.Result()
 	assert.Error(t, err)
 
 }
+
+// answeredWithin bounds how long a caller of TestCallersAnsweredOnTimeWhileServerStalls
+// waits past its context's deadline of a few hundred milliseconds: a bound a busy machine
+// does not reach, well short of the test's own timeout.
+const answeredWithin = 10 * time.Second
 
 // proxied returns a stall proxy in front of the test server and the URI that goes through it,
 // with the driver's retryable writes off: on a replica set (MONGODB_URI) the driver would

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -73,28 +74,30 @@ func (a *ackWatch) AckOutbox(ctx context.Context, sourceID string, seq int64) er
 // an entry again only when its first ack was withheld (-redeliver), never while a handler
 // still has it; the end-of-run checks pass.
 func TestRelayAcksOnlyHandledEntries(t *testing.T) {
-	cfg := config{executions: 8, events: 48, seed: 1, redeliver: 0.2}
-	s := &ackOrderStore{commitDelay: 5 * time.Millisecond}
-	w := newEngine(cfg, s)
-	s.w = w
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, w.setup(ctx))
-	require.NoError(t, w.run(ctx, 2, &loop{}))
-	require.NoError(t, w.finish(ctx))
-	cs, err := w.check(ctx)
-	require.NoError(t, err)
-	assert.Empty(t, failedChecks(cs))
+	synctest.Test(t, func(t *testing.T) {
+		cfg := config{executions: 8, events: 48, seed: 1, redeliver: 0.2}
+		s := &ackOrderStore{commitDelay: 5 * time.Millisecond}
+		w := newEngine(cfg, s)
+		s.w = w
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, w.setup(ctx))
+		require.NoError(t, w.run(ctx, 2, &loop{}))
+		require.NoError(t, w.finish(ctx))
+		cs, err := w.check(ctx)
+		require.NoError(t, err)
+		assert.Empty(t, failedChecks(cs))
 
-	assert.Empty(t, s.early, "entries acked before a commit had processed their event")
-	withheld := 0
-	for n := range cfg.events {
-		if w.withholdAck(n) {
-			withheld++
+		assert.Empty(t, s.early, "entries acked before a commit had processed their event")
+		withheld := 0
+		for n := range cfg.events {
+			if w.withholdAck(n) {
+				withheld++
+			}
 		}
-	}
-	require.Positive(t, withheld, "the seed withholds no ack: nothing is redelivered")
-	assert.EqualValues(t, withheld, w.redelivered.Load(),
-		"deliveries of an entry delivered before: one per withheld ack, none of an entry a handler still had")
-	assert.EqualValues(t, cfg.events, w.acks(), "one ack per entry")
+		require.Positive(t, withheld, "the seed withholds no ack: nothing is redelivered")
+		assert.EqualValues(t, withheld, w.redelivered.Load(),
+			"deliveries of an entry delivered before: one per withheld ack, none of an entry a handler still had")
+		assert.EqualValues(t, cfg.events, w.acks(), "one ack per entry")
+	})
 }

@@ -97,7 +97,9 @@ func TestDoKeepsLeaseAlive(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Equal(t, 200, r.Response.Status)
-	assert.GreaterOrEqual(t, s.Stats().Ops["renew"].Calls, int64(5))
+	// fn ran past two leases and kept its claim: renewed at least twice. (How many more
+	// renewals the ticker got in depends on the machine's pace, not on the lease.)
+	assert.GreaterOrEqual(t, s.Stats().Ops["renew"].Calls, int64(2))
 }
 
 // When the claim is fenced while fn runs, fn's context is cancelled with ErrLeaseLost and

@@ -34,6 +34,15 @@ func eachDeadLetters(t *testing.T, f func(t *testing.T, store execstore.Store)) 
 	}
 }
 
+// eachDeadLettersSettled is eachDeadLetters with the memstore run in a testing/synctest
+// bubble (virtual time), as eachBackendSettled runs it. f waits with settleUntil.
+func eachDeadLettersSettled(t *testing.T, f func(t *testing.T, store execstore.Store)) {
+	eachBackendSettled(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
+		require.Implements(t, (*execstore.DeadLetters)(nil), store)
+		f(t, store)
+	})
+}
+
 // deadLog records the OnDead events.
 type deadLog struct {
 	mu     sync.Mutex
@@ -57,7 +66,7 @@ func (l *deadLog) all() []relay.DeadEvent {
 // entries, held back behind it until then, are delivered after it. Revived, it is delivered
 // again and acked.
 func TestPoisonEntryIsDeadLettered(t *testing.T) {
-	eachDeadLetters(t, func(t *testing.T, store execstore.Store) {
+	eachDeadLettersSettled(t, func(t *testing.T, store execstore.Store) {
 		dl, ok := store.(execstore.DeadLetters)
 		require.True(t, ok, "%T keeps dead letters", store)
 		var mu sync.Mutex
@@ -80,7 +89,7 @@ func TestPoisonEntryIsDeadLettered(t *testing.T) {
 		s1 := em.emit("s", "t", "e1")
 		em.emit("s", "t", "e2")
 		em.emit("s", "t", "e3")
-		eventually(t, func() bool { return r.Stats().Acked == 2 }, "the later entries delivered")
+		settleUntil(t, func() bool { return r.Stats().Acked == 2 }, "the later entries delivered")
 		mu.Lock()
 		assert.Equal(t, []string{"e1@0", "e1@1", "e1@2", "e2@0", "e3@0"}, order,
 			"each attempt sees the ones recorded before it; the later entries come after the dead one")
@@ -107,7 +116,7 @@ func TestPoisonEntryIsDeadLettered(t *testing.T) {
 		revived, err := dl.Revive(bg, ref)
 		require.NoError(t, err)
 		require.True(t, revived)
-		eventually(t, func() bool { return r.Stats().Acked == 3 }, "the revived entry delivered")
+		settleUntil(t, func() bool { return r.Stats().Acked == 3 }, "the revived entry delivered")
 		require.NoError(t, stop())
 		page, err = dl.ListDead(bg, execstore.DeadQuery{})
 		require.NoError(t, err)
@@ -118,7 +127,7 @@ func TestPoisonEntryIsDeadLettered(t *testing.T) {
 
 // A handler that says its failure is permanent has the entry moved to dead at once.
 func TestPermanentFailureIsDeadAtOnce(t *testing.T) {
-	eachDeadLetters(t, func(t *testing.T, store execstore.Store) {
+	eachDeadLettersSettled(t, func(t *testing.T, store execstore.Store) {
 		calls := 0
 		var mu sync.Mutex
 		r := relay.New(store, func(_ context.Context, e execstore.OutboxEntry) error {
@@ -129,7 +138,7 @@ func TestPermanentFailureIsDeadAtOnce(t *testing.T) {
 		}, relay.Options{RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
 		stop := run(t, r)
 		newEmitter(t, store).emit("s", "t", "x")
-		eventually(t, func() bool { return r.Stats().Dead == 1 }, "dead")
+		settleUntil(t, func() bool { return r.Stats().Dead == 1 }, "dead")
 		require.NoError(t, stop())
 		assert.Equal(t, 1, calls)
 		assert.Zero(t, pending(t, store))
@@ -139,13 +148,13 @@ func TestPermanentFailureIsDeadAtOnce(t *testing.T) {
 // A failure below MaxAttempts is recorded with the entry, which stays pending: its attempts
 // and last error are there for anyone to read.
 func TestFailuresAreRecordedWithTheEntry(t *testing.T) {
-	eachDeadLetters(t, func(t *testing.T, store execstore.Store) {
+	eachDeadLettersSettled(t, func(t *testing.T, store execstore.Store) {
 		r := relay.New(store, func(context.Context, execstore.OutboxEntry) error {
 			return errors.New("downstream is down")
 		}, relay.Options{RetryMin: time.Hour, RetryMax: time.Hour})
 		stop := run(t, r)
 		newEmitter(t, store).emit("s", "t", "x")
-		eventually(t, func() bool {
+		settleUntil(t, func() bool {
 			p, err := store.PendingOutbox(bg, 0)
 			require.NoError(t, err)
 			return len(p) == 1 && p[0].Attempts.Count == 1
@@ -162,7 +171,7 @@ func TestFailuresAreRecordedWithTheEntry(t *testing.T) {
 // A due timer whose handler always fails is moved to dead after MaxAttempts: it is no
 // longer due, and the execution's other timers fire.
 func TestPoisonTimerIsDeadLettered(t *testing.T) {
-	eachDeadLetters(t, func(t *testing.T, store execstore.Store) {
+	eachDeadLettersSettled(t, func(t *testing.T, store execstore.Store) {
 		dl := store.(execstore.DeadLetters)
 		f := newFirings(t)
 		f.fail = func(tm execstore.DueTimer, _ int) error {
@@ -178,7 +187,7 @@ func TestPoisonTimerIsDeadLettered(t *testing.T) {
 		now := nowFireTime().Add(-time.Second)
 		em.commit("x", execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("bad", now),
 			execstore.ScheduleTimer("good", now.Add(time.Millisecond))}})
-		eventually(t, func() bool { return sw.Stats().Dead == 1 && sw.Stats().Acked == 1 }, "the bad one dead, the good one fired")
+		settleUntil(t, func() bool { return sw.Stats().Dead == 1 && sw.Stats().Acked == 1 }, "the bad one dead, the good one fired")
 		require.NoError(t, stop())
 		assert.Empty(t, timers(t, store))
 		page, err := dl.ListDead(bg, execstore.DeadQuery{Kinds: []execstore.ItemKind{execstore.TimerItem}})

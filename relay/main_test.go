@@ -55,18 +55,8 @@ var backends = []backend{
 	}},
 }
 
-// eachBackend runs f as a subtest on every backend.
-func eachBackend(t *testing.T, f func(t *testing.T, store execstore.Store, another func() execstore.Store)) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			store, another := b.open(t)
-			f(t, store, another)
-		})
-	}
-}
-
-// eachBackendSettled runs f as a subtest on every backend, as eachBackend does, the memstore
-// one in a testing/synctest bubble (virtual time). f waits with settleUntil.
+// eachBackendSettled runs f as a subtest on every backend, the memstore one in a
+// testing/synctest bubble (virtual time). f waits with settleUntil.
 func eachBackendSettled(t *testing.T, f func(t *testing.T, store execstore.Store, another func() execstore.Store)) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {

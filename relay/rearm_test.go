@@ -23,7 +23,7 @@ import (
 func TestTimerRearmedToItsFireTimeFiresAgain(t *testing.T) {
 	for _, carried := range []bool{false, true} {
 		t.Run(fmt.Sprintf("CommitRemovesTimer=%t", carried), func(t *testing.T) {
-			eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
+			eachBackendSettled(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
 				em := newEmitter(t, store)
 				fire := nowFireTime().Add(-time.Second)
 				em.schedule("x", "Wait", fire)
@@ -60,14 +60,14 @@ func TestTimerRearmedToItsFireTimeFiresAgain(t *testing.T) {
 				}
 				sw := relay.NewSweeper(store, handler, relay.Options{CommitRemovesTimer: carried})
 				stop := run(t, sw)
-				eventually(t, func() bool { return sw.Stats().Acked == 1 }, "the first firing deleted")
+				settleUntil(t, func() bool { return sw.Stats().Acked == 1 }, "the first firing deleted")
 				// The second call, if it came, waits: nothing but the first firing's delete
 				// can have removed the re-armed timer.
 				left := timers(t, store)
 				require.Len(t, left, 1, "the re-armed timer survives the first firing's delete")
 				assert.True(t, left[0].FireAt.Equal(fire))
 				close(release)
-				eventually(t, func() bool { return count() == 2 && sw.Stats().Acked == 2 }, "the re-armed timer fired and settled")
+				settleUntil(t, func() bool { return count() == 2 && sw.Stats().Acked == 2 }, "the re-armed timer fired and settled")
 				require.NoError(t, stop())
 				mu.Lock()
 				defer mu.Unlock()

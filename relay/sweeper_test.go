@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/internal/testserver"
 	"github.com/execstore/execstore/internal/wake"
 	"github.com/execstore/execstore/relay"
 )
@@ -97,7 +96,7 @@ func timers(t *testing.T, store execstore.Store) []execstore.DueTimer {
 // look, but within its look ahead, is fired when it comes due with no poll (the poll interval
 // is an hour); a timer past the look ahead is left alone.
 func TestSweeperFiresDueTimers(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
+	eachBackendSettled(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
 		em := newEmitter(t, store)
 		now := nowFireTime()
 		var due []execstore.DueTimer
@@ -117,7 +116,7 @@ func TestSweeperFiresDueTimers(t *testing.T) {
 		f := newFirings(t)
 		sw := relay.NewSweeper(newProbe(t, store, nil), f.handle, relay.Options{PollInterval: time.Hour, Lanes: 2})
 		stop := run(t, sw)
-		eventually(t, func() bool { return sw.Stats().Acked == int64(len(due)) }, "every due timer fired and deleted")
+		settleUntil(t, func() bool { return sw.Stats().Acked == int64(len(due)) }, "every due timer fired and deleted")
 		require.NoError(t, stop())
 		f.check()
 		for _, tm := range due {
@@ -131,7 +130,7 @@ func TestSweeperFiresDueTimers(t *testing.T) {
 // A handler that re-arms the timer it fires (same path, a new time) keeps the new one: the
 // sweep's delete is guarded by the fire time it fired.
 func TestSweeperKeepsRescheduledTimer(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
+	eachBackendSettled(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
 		em := newEmitter(t, store)
 		now := nowFireTime()
 		em.schedule("x", "Remind", now.Add(-time.Second))
@@ -140,7 +139,7 @@ func TestSweeperKeepsRescheduledTimer(t *testing.T) {
 		f.then = func(tm execstore.DueTimer) { em.schedule(tm.ExecutionID, tm.Path, later) }
 		sw := relay.NewSweeper(store, f.handle, relay.Options{})
 		stop := run(t, sw)
-		eventually(t, func() bool { return sw.Stats().Acked == 1 }, "fired and deleted")
+		settleUntil(t, func() bool { return sw.Stats().Acked == 1 }, "fired and deleted")
 		require.NoError(t, stop())
 		f.check()
 		assert.Equal(t, []execstore.DueTimer{{ExecutionID: "x", Path: "Remind", FireAt: later}}, timers(t, store))
@@ -152,19 +151,19 @@ func TestSweeperKeepsRescheduledTimer(t *testing.T) {
 // waits in memory and is fired when it comes due, once the one look sent after its fire time
 // confirmed it still stands: two looks in all.
 func TestSweeperHandOver(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
+	eachBackendSettled(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
 		if wake.Of(store) == nil {
 			t.Skipf("%T registers no wake-up signal: its sweepers only poll", store)
 		}
 		f := newFirings(t)
 		sw := relay.NewSweeper(store, f.handle, relay.Options{PollInterval: time.Hour})
 		stop := run(t, sw)
-		eventually(t, func() bool { return sw.Stats().Scans >= 1 }, "the first look")
+		settleUntil(t, func() bool { return sw.Stats().Scans >= 1 }, "the first look")
 		em := newEmitter(t, store)
 		em.schedule("x", "Now", nowFireTime().Add(-time.Second))
-		eventually(t, func() bool { return sw.Stats().Acked == 1 }, "the due timer handed over and fired")
+		settleUntil(t, func() bool { return sw.Stats().Acked == 1 }, "the due timer handed over and fired")
 		em.schedule("y", "Soon", nowFireTime().Add(200*time.Millisecond))
-		eventually(t, func() bool { return sw.Stats().Acked == 2 }, "the timer due soon fired")
+		settleUntil(t, func() bool { return sw.Stats().Acked == 2 }, "the timer due soon fired")
 		require.NoError(t, stop())
 		assert.EqualValues(t, 2, sw.Stats().HandedOver)
 		assert.EqualValues(t, 2, sw.Stats().Scans, "the first look, and the one that confirmed the timer due soon")
@@ -179,21 +178,21 @@ func TestSweeperHandOver(t *testing.T) {
 // sweeper held 2×Batch of them unconfirmed and sent no read while more than Batch were in
 // flight: it stalled).
 func TestSweeperConfirmsMoreTimersThanABatch(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
+	eachBackendSettled(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
 		if wake.Of(store) == nil {
 			t.Skipf("%T registers no wake-up signal: its sweepers only poll", store)
 		}
 		f := newFirings(t)
 		sw := relay.NewSweeper(store, f.handle, relay.Options{PollInterval: time.Hour, Batch: 2})
 		stop := run(t, sw)
-		eventually(t, func() bool { return sw.Stats().Scans >= 1 }, "the first look")
+		settleUntil(t, func() bool { return sw.Stats().Scans >= 1 }, "the first look")
 		em := newEmitter(t, store)
 		fire := nowFireTime().Add(300 * time.Millisecond)
 		const n = 12
 		for i := range n {
 			em.schedule(fmt.Sprintf("x%02d", i), "Soon", fire)
 		}
-		eventually(t, func() bool { return sw.Stats().Acked == n }, "every timer fired")
+		settleUntil(t, func() bool { return sw.Stats().Acked == n }, "every timer fired")
 		require.NoError(t, stop())
 		assert.GreaterOrEqual(t, sw.Stats().HandedOver, int64(4), "2×Batch handed over")
 		f.check()
@@ -204,7 +203,7 @@ func TestSweeperConfirmsMoreTimersThanABatch(t *testing.T) {
 // A failing handler leaves its timer in place; it is fired again after a back-off and
 // deleted only once its handler returned nil. The execution's other timers wait for it.
 func TestSweeperRetries(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
+	eachBackendSettled(t, func(t *testing.T, store execstore.Store, _ func() execstore.Store) {
 		em := newEmitter(t, store)
 		now := nowFireTime()
 		for i := range 6 {
@@ -227,7 +226,7 @@ func TestSweeperRetries(t *testing.T) {
 		}
 		sw := relay.NewSweeper(store, f.handle, relay.Options{RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
 		stop := run(t, sw)
-		eventually(t, func() bool { return sw.Stats().Acked == 6 }, "every timer fired and deleted")
+		settleUntil(t, func() bool { return sw.Stats().Acked == 6 }, "every timer fired and deleted")
 		require.NoError(t, stop())
 		f.check()
 		assert.EqualValues(t, 12, sw.Stats().HandlerErrors)
@@ -252,17 +251,16 @@ func TestSweeperRetries(t *testing.T) {
 // and a sweeper on one lease store both run; of two sweepers one fires, and the other takes
 // over when it dies.
 func TestSweeperStandbyTakesOver(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store execstore.Store, another func() execstore.Store) {
-		leaseDB := testserver.Database(t, "lease")
-		leasesA, dieA := openLeases(t, leaseDB)
-		leasesB, _ := openLeases(t, leaseDB)
+	eachLeaseBackend(t, func(t *testing.T, store execstore.Store, another func() execstore.Store, open leasesOpener) {
+		leasesA, dieA := open()
+		leasesB, _ := open()
 		pA, pB := newProbe(t, unpartitioned(t, store), nil), newProbe(t, unpartitioned(t, another()), nil)
 		fA, fB := newFirings(t), newFirings(t)
 		swA := relay.NewSweeper(pA, fA.handle, leaseOptions(leasesA))
 		stopA := run(t, swA)
 		rA := relay.New(pA, func(context.Context, execstore.OutboxEntry) error { return nil }, leaseOptions(leasesA))
 		stopRelayA := run(t, rA)
-		eventually(t, func() bool { return swA.Stats().Holding && rA.Stats().Holding }, "A's sweeper and relay both hold a lease")
+		settleUntil(t, func() bool { return swA.Stats().Holding && rA.Stats().Holding }, "A's sweeper and relay both hold a lease")
 		swB := relay.NewSweeper(pB, fB.handle, leaseOptions(leasesB))
 		stopB := run(t, swB)
 
@@ -271,7 +269,7 @@ func TestSweeperStandbyTakesOver(t *testing.T) {
 		for i := range 5 {
 			em.schedule(fmt.Sprintf("a%d", i), "T", now.Add(-time.Second))
 		}
-		eventually(t, func() bool { return swA.Stats().Acked == 5 }, "A fired the first timers")
+		settleUntil(t, func() bool { return swA.Stats().Acked == 5 }, "A fired the first timers")
 		assert.Zero(t, swB.Stats().Delivered, "B stands by")
 
 		// The lease store dies first: a session that sees its store fail gives its
@@ -283,7 +281,7 @@ func TestSweeperStandbyTakesOver(t *testing.T) {
 		for i := range 5 {
 			em.schedule(fmt.Sprintf("b%d", i), "T", nowFireTime().Add(-time.Second))
 		}
-		eventually(t, func() bool { return swB.Stats().Acked == 5 }, "B fired what was armed after A died")
+		settleUntil(t, func() bool { return swB.Stats().Acked == 5 }, "B fired what was armed after A died")
 		require.NoError(t, stopB())
 		assert.EqualValues(t, 1, swB.Stats().TakeOvers)
 		fA.check()

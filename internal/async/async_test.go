@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -187,26 +188,29 @@ func TestTakeLive(t *testing.T) {
 	assert.ErrorIs(t, err, execstore.ErrClosed)
 }
 
-// AllDone ends when every caller's context has ended, or when stop ends.
+// AllDone ends when every caller's context has ended, or when stop ends. In virtual time.
 func TestAllDone(t *testing.T) {
-	a, cancelA := context.WithCancel(context.Background())
-	b, cancelB := context.WithCancel(context.Background())
-	ctx, release := AllDone(context.Background(), []context.Context{a, b})
-	cancelA()
-	select {
-	case <-ctx.Done():
-		t.Fatal("ended while a caller still waits")
-	case <-time.After(20 * time.Millisecond):
-	}
-	cancelB()
-	<-ctx.Done()
-	release()
+	synctest.Test(t, func(t *testing.T) {
+		a, cancelA := context.WithCancel(context.Background())
+		b, cancelB := context.WithCancel(context.Background())
+		ctx, release := AllDone(context.Background(), []context.Context{a, b})
+		cancelA()
+		synctest.Wait() // what cancelA starts runs until it blocks
+		select {
+		case <-ctx.Done():
+			t.Fatal("ended while a caller still waits")
+		default:
+		}
+		cancelB()
+		<-ctx.Done()
+		release()
 
-	stop, cancelStop := context.WithCancel(context.Background())
-	ctx, release = AllDone(stop, []context.Context{context.Background()})
-	cancelStop()
-	<-ctx.Done()
-	release()
+		stop, cancelStop := context.WithCancel(context.Background())
+		ctx, release = AllDone(stop, []context.Context{context.Background()})
+		cancelStop()
+		<-ctx.Done()
+		release()
+	})
 }
 
 // CallerCause restates a batch's cancellation in this caller's terms.

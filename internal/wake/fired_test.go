@@ -3,7 +3,7 @@ package wake
 import (
 	"context"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,23 +48,27 @@ func TestFiredTimerTakes(t *testing.T) {
 }
 
 // Finish waits for a commit in flight; an unknown outcome is a restore to try, not a removal.
+// In virtual time.
 func TestFiredTimerFinishWaitsForTheCommitInFlight(t *testing.T) {
-	f := NewFiredTimer(execstore.DueTimer{ExecutionID: "x", Path: "p"}, &Signal{})
-	var log []string
-	take, ok := f.Take(restoreNamed("applied", &log))
-	require.True(t, ok)
-	done := make(chan bool)
-	go func() {
-		removed, restore := f.Finish(context.Background())
-		done <- removed || restore == nil
-	}()
-	select {
-	case <-done:
-		t.Fatal("Finish returned while the commit was in flight")
-	case <-time.After(20 * time.Millisecond):
-	}
-	f.MaybeRemoved(take)
-	assert.False(t, <-done, "not removed, and a restore to try")
-	_, ok = f.Take(restoreNamed("late", &log))
-	assert.False(t, ok, "no commit takes it after Finish")
+	synctest.Test(t, func(t *testing.T) {
+		f := NewFiredTimer(execstore.DueTimer{ExecutionID: "x", Path: "p"}, &Signal{})
+		var log []string
+		take, ok := f.Take(restoreNamed("applied", &log))
+		require.True(t, ok)
+		done := make(chan bool)
+		go func() {
+			removed, restore := f.Finish(context.Background())
+			done <- removed || restore == nil
+		}()
+		synctest.Wait() // Finish runs until it blocks
+		select {
+		case <-done:
+			t.Fatal("Finish returned while the commit was in flight")
+		default:
+		}
+		f.MaybeRemoved(take)
+		assert.False(t, <-done, "not removed, and a restore to try")
+		_, ok = f.Take(restoreNamed("late", &log))
+		assert.False(t, ok, "no commit takes it after Finish")
+	})
 }
