@@ -56,12 +56,19 @@ func (r *runner[T, K]) serve(stopCtx, handlerBase, ackBase, leaseBase context.Co
 		l, ls, holder, err := r.claimSole(stopCtx, key)
 		var pause time.Duration
 		switch {
-		case stopCtx.Err() != nil:
+		case ls == nil && stopCtx.Err() != nil:
 			return nil
 		case errors.As(err, new(*Error)):
 			return err
 		case err != nil:
 			r.opts.OnError(&Error{Op: OpClaim, Item: key, Err: err})
+			pause = retry.NextBackOff()
+		case ls != nil && (stopCtx.Err() != nil || !ls.live()):
+			// Stopped while claiming, or answered too late to hand anything out: given back.
+			r.releaseSole(stopCtx, l, ls)
+			if stopCtx.Err() != nil {
+				return nil
+			}
 			pause = retry.NextBackOff()
 		case ls == nil:
 			retry.Reset()
@@ -105,15 +112,17 @@ func (r *runner[T, K]) standBy(key, holder string, reported bool) {
 	}
 }
 
-// claimSole claims the sole lease once, in the lease store the store offers. It returns the
-// leaser and the lease when the claim got it; no lease and the holder's name when another
-// relay holds it; an *Error when no claim can succeed (see leaser.claimAs); any other failure
-// to be retried.
-func (r *runner[T, K]) claimSole(claimCtx context.Context, key string) (*leaser, *lease, string, error) {
-	st, err := r.offered(claimCtx)
+// claimSole claims the sole lease once, in the lease store the store offers (opened within
+// stopCtx). It returns the leaser and the lease when the claim got it; no lease and the
+// holder's name when another relay holds it; an *Error when no claim can succeed (see
+// leaser.claimAs); any other failure to be retried. The claim itself is awaited for up to
+// LeaseDuration, even past stopCtx's end: a lease it took is then given back at once rather
+// than left to lapse while another relay stands by.
+func (r *runner[T, K]) claimSole(stopCtx context.Context, key string) (*leaser, *lease, string, error) {
+	st, err := r.offered(stopCtx)
 	switch {
-	case claimCtx.Err() != nil:
-		return nil, nil, "", claimCtx.Err()
+	case stopCtx.Err() != nil:
+		return nil, nil, "", stopCtx.Err()
 	case errors.Is(err, execstore.ErrClosed), errors.Is(err, execstore.ErrInvalid):
 		return nil, nil, "", &Error{Op: OpClaim, Item: key, Err: err}
 	case err != nil:
@@ -121,6 +130,8 @@ func (r *runner[T, K]) claimSole(claimCtx context.Context, key string) (*leaser,
 	}
 	l := r.lease
 	l.store = st
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(stopCtx), r.opts.LeaseDuration)
+	defer cancel()
 	ls, holder, err := l.claimFrom(claimCtx, key, leaseFingerprint)
 	if ls != nil {
 		r.stats.leases.Add(1)
@@ -160,9 +171,7 @@ func (r *runner[T, K]) soleSession(l *leaser, ls *lease, stopCtx, handlerBase, a
 	cause := newSession(r, handlers, ackBase, leaseBase).run(sessionStop.Done())
 	stopKeeping()
 	keeper.Wait()
-	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(leaseBase), r.opts.StopTimeout)
-	l.release(releaseCtx, ls)
-	cancel()
+	r.releaseSole(leaseBase, l, ls)
 	if fatal := new(*Error); errors.As(kept, fatal) && cause == nil {
 		cause = *fatal
 	}
@@ -175,6 +184,15 @@ func (r *runner[T, K]) soleSession(l *leaser, ls *lease, stopCtx, handlerBase, a
 		}
 	}
 	return cause
+}
+
+// releaseSole gives the sole lease up, within StopTimeout whether ctx ended or not (ctx
+// gives its values), so that a relay standing by takes it at its next claim rather than
+// when it lapses.
+func (r *runner[T, K]) releaseSole(ctx context.Context, l *leaser, ls *lease) {
+	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.StopTimeout)
+	defer cancel()
+	l.release(releaseCtx, ls)
 }
 
 // keepSole renews ls until keepCtx ends, and returns nil then. It returns an error wrapping
