@@ -38,7 +38,7 @@ type Leases interface {
 var _ Leases = (*idem.Store)(nil)
 
 // leaser claims, renews and releases a relay's leases in an idem store: one per partition
-// it holds, and its membership. A lease says who may hand out items; it fences nothing in
+// it holds, and its membership; or, without Options.Lease, the sole lease (sole.go). A lease says who may hand out items; it fences nothing in
 // the execution store (see the package doc).
 type leaser struct {
 	store  Leases // nil: no lease, every partition is held for as long as the run lasts

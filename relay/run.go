@@ -17,7 +17,7 @@ import (
 )
 
 // runner is the life cycle a Relay and a Sweeper share: Run, Close, Stats. Each Run is a
-// session.
+// session, or, with the sole lease, one session each time it holds it (sole.go).
 type runner[T any, K comparable] struct {
 	kind    kind[T, K]
 	handler func(context.Context, T) error
