@@ -40,6 +40,7 @@ type Store struct {
 	stats      *statCounters
 	signal     *wake.Signal         // wakes the relays of the store's namespace; nil without a server
 	tel        *telemetry.Telemetry // nil: instrumented with no-op providers, nothing to do
+	leases     leaseStore           // LeaseStore's, opened on first use
 }
 
 // storeEnv is what a store is built from: the client and what Open learned of its server,
@@ -209,7 +210,8 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 func (s *Store) Server() server.Info { return s.info }
 
 // Close stops accepting calls and drains queued and in-flight work within ctx. It releases
-// the seq prefetchers and, for a store made by Open, disconnects the client. No goroutine of
+// the seq prefetchers, closes the lease store LeaseStore opened and, for a store made by
+// Open, disconnects the client. No goroutine of
 // the store outlives it.
 func (s *Store) Close(ctx context.Context) error {
 	if s.carrier != nil {
@@ -244,6 +246,9 @@ func (s *Store) Close(ctx context.Context) error {
 	wake.Unregister(s)
 	s.outboxSeq.Close()
 	s.spawnSeq.Close()
+	if lerr := s.closeLeases(ctx); lerr != nil && err == nil {
+		err = lerr
+	}
 	if s.ownsClient {
 		if derr := s.client.Disconnect(ctx); derr != nil && err == nil && !errors.Is(derr, mongo.ErrClientDisconnected) {
 			err = derr

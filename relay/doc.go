@@ -57,6 +57,26 @@
 // whatever they do with their context. A store that is not
 // partitioned has one partition, and one relay of many holds it.
 //
+// A relay without Options.Lease over a store that offers a lease store on its own database
+// (aio's Store.LeaseStore: an idem store in the database's "idempotency" collection) delivers
+// only while it holds one lease there, the sole lease LeaseKey+"/sole", under its member
+// name. It claims it before it delivers anything, renews it every LeaseDuration/3, and holds
+// every partition meanwhile, with no lease of their own. Of any number of concurrent claims
+// of the key, at most one gets a token, on MongoDB and on a row-locking engine alike
+// (package idem argues it); the others stand by. A relay standing by delivers nothing,
+// reports an *Error matching ErrStandingBy through Options.OnError once per stand-by, logs a
+// warning, shows Stats.StandingBy and Stats.Holder, and claims again every LeaseDuration/4.
+// So it takes over once the holder stopped (Run releases the key after its handlers returned
+// and their acks were sent), or within LeaseDuration×5/4 of the last renewal of a holder
+// that died. A holder whose renewals fail or come late stops handing items out and cancels
+// its handlers when less than LeaseDuration/6 of the lease is left, before another relay can
+// claim it, as for a partition's lease; what a lease cannot do (below) holds for it too. Over
+// a store that offers no lease store (memstore, a store of your own) a relay without a lease
+// delivers every partition, whatever other relays do. Relays without a lease and relays with
+// Options.Lease do not see each other: run one kind per database. The stores of different
+// executions collections of one database share its lease store: give their relays different
+// LeaseKeys.
+//
 // A scan reads the pending items of every partition the relay holds, oldest first:
 // PendingOutboxIn for a Relay, DueTimersIn for a Sweeper. A Sweeper reads two
 // PollIntervals ahead, and the timers not yet due wait in memory for their fire time. When

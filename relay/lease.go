@@ -38,7 +38,7 @@ type Leases interface {
 var _ Leases = (*idem.Store)(nil)
 
 // leaser claims, renews and releases a relay's leases in an idem store: one per partition
-// it holds, and its membership. A lease says who may hand out items; it fences nothing in
+// it holds, and its membership; or, without Options.Lease, the sole lease (sole.go). A lease says who may hand out items; it fences nothing in
 // the execution store (see the package doc).
 type leaser struct {
 	store  Leases // nil: no lease, every partition is held for as long as the run lasts
@@ -116,28 +116,37 @@ func (l *leaser) claim(ctx context.Context, key string) (*lease, error) {
 // lease store is closed, the key or the duration is refused, or the key is not a relay's),
 // and any other failure for the caller to retry later.
 func (l *leaser) claimAs(ctx context.Context, key, fingerprint string) (*lease, error) {
+	ls, _, err := l.claimFrom(ctx, key, fingerprint)
+	return ls, err
+}
+
+// claimFrom is claimAs, which also returns, when another holder has the lease, the name
+// its claim gave (idem.Record.Holder).
+func (l *leaser) claimFrom(ctx context.Context, key, fingerprint string) (*lease, string, error) {
 	sent := time.Now()
 	c, err := l.store.ClaimAs(ctx, key, fingerprint, 1, l.dur, l.holder)
 	switch {
 	case ctx.Err() != nil:
-		return nil, ctx.Err()
+		return nil, "", ctx.Err()
 	case errors.Is(err, idem.ErrFingerprintMismatch):
-		return nil, &Error{Op: OpClaim, Item: key, Err: fmt.Errorf("%w: %w", ErrLeaseKeyInUse, err)}
+		return nil, "", &Error{Op: OpClaim, Item: key, Err: fmt.Errorf("%w: %w", ErrLeaseKeyInUse, err)}
 	case errors.Is(err, execstore.ErrClosed), errors.Is(err, execstore.ErrInvalid):
-		return nil, &Error{Op: OpClaim, Item: key, Err: err}
+		return nil, "", &Error{Op: OpClaim, Item: key, Err: err}
 	case err != nil:
-		return nil, err
+		return nil, "", err
 	case c.Held():
 		ls := &lease{key: key, token: c.Token, dur: l.dur, base: sent, takeOver: c.Outcome == idem.LeaseReclaimed}
 		if c.Record != nil {
 			ls.claimedAt = c.Record.ClaimedAt
 		}
 		ls.until.Store(int64(l.dur))
-		return ls, nil
+		return ls, "", nil
 	case c.Outcome == idem.AlreadyCompleted:
-		return nil, &Error{Op: OpClaim, Item: key, Err: ErrLeaseKeyInUse}
-	default: // AlreadyClaimed: someone else holds it
-		return nil, nil
+		return nil, "", &Error{Op: OpClaim, Item: key, Err: ErrLeaseKeyInUse}
+	case c.Record != nil: // AlreadyClaimed: someone else holds it
+		return nil, c.Record.Holder, nil
+	default: // AlreadyClaimed, without the record
+		return nil, "", nil
 	}
 }
 

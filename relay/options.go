@@ -65,14 +65,20 @@ type Options struct {
 	// Lease, when set, makes the relays of many processes share the delivery through
 	// leases in this lease store: an idem store (*idem.Store), or memstore.Leases in tests. Each relay registers itself, and holds its share of
 	// the store's partitions, each under a lease of its own. Default nil: no lease, and the
-	// relay delivers every partition at once (run one per database).
+	// relay delivers every partition at once (run one per database). Over a store that
+	// offers a lease store on its own database (aio's Store.LeaseStore), a relay without a
+	// lease delivers only while it holds the key LeaseKey+"/sole" there: of several on one
+	// database, one delivers and the others stand by (ErrStandingBy, Stats.StandingBy).
+	// Over any other store (memstore) it delivers whatever other relays do. Relays with a
+	// lease and relays without one do not see each other (see the package doc).
 	Lease Leases
 	// LeaseKey is the prefix of the relays' keys in Lease. Use one per database the relays
 	// serve, and another for sweepers. Default "execstore/relay/outbox" for a Relay,
 	// "execstore/relay/timers" for a Sweeper. A LeaseKey whose keys would be in idem's
 	// client namespace (LeaseKey+"/" starting with idem.ClientPrefix: "client", "client/…")
-	// is refused when Lease is set: Run returns an *Error matching execstore.ErrInvalid and
-	// naming Options.LeaseKey, and no call reaches Lease. There a request's Idempotency-Key
+	// is refused when Lease is set or the store offers a lease store: Run returns an *Error
+	// matching execstore.ErrInvalid and naming Options.LeaseKey, and no call reaches a lease
+	// store. There a request's Idempotency-Key
 	// could name the relays' records; outside it none can (see idem.ClientPrefix).
 	LeaseKey string
 	// LeaseDuration is the length of each lease. The holder renews it every
@@ -109,7 +115,8 @@ type Options struct {
 	// Logger receives the events an operator must see, each saying what happens next and
 	// what to tune: a lease taken over from a holder whose lease had lapsed, or taken again
 	// after the relay's own ran out (level info); a lease renewal that failed, a lease lost
-	// (fenced, or run out unrenewed), and an item moved to dead (level warn). Each names the
+	// (fenced, or run out unrenewed), a relay without a lease standing by (ErrStandingBy),
+	// and an item moved to dead (level warn). Each names the
 	// lease key and partition, or the item. Default nil: nothing is logged.
 	Logger *slog.Logger
 	// TracerProvider and MeterProvider receive a span per handler call

@@ -16,13 +16,16 @@ import (
 )
 
 // runner is the life cycle a Relay and a Sweeper share: Run, Close, Stats. Each Run is a
-// session.
+// session, or, with the sole lease, one session each time it holds it (sole.go).
 type runner[T any, K comparable] struct {
 	kind    kind[T, K]
 	handler func(context.Context, T) error
 	opts    Options
 	signal  *wake.Signal // nil: the store registered none, the runner only polls
 	lease   leaser
+	// offered returns the lease store the store offers, when Options.Lease is nil and the
+	// store offers one (sole.go); else nil.
+	offered func(context.Context) (Leases, error)
 	dead    execstore.DeadLetters // the store, when it keeps failures and dead items; else nil
 	// retaining is the store when Options.Retention is set and the store deletes finished
 	// executions; else nil.
@@ -73,6 +76,9 @@ func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler
 	r.chained = k.chained()
 	r.tel = telemetry.NewRelay(component, opts.TracerProvider, opts.MeterProvider, r.stats.inFlight.Load, r.backlogPoints)
 	r.lease = leaser{store: opts.Lease, holder: r.member, dur: opts.LeaseDuration, stats: &r.stats, report: opts.OnError, log: opts.Logger}
+	if opts.Lease == nil {
+		r.offered = offeredLeases(store)
+	}
 	return r
 }
 
@@ -95,10 +101,10 @@ func (r *runner[T, K]) partOf(id string) int {
 	return execstore.PartitionOf(id, r.parts)
 }
 
-// run is Run: one session, until ctx ends, Close is called or the session ends on a fatal
-// failure.
+// run is Run: one session, or a session each time the sole lease is taken (serve), until
+// ctx ends, Close is called or a session ends on a fatal failure.
 func (r *runner[T, K]) run(ctx context.Context) error {
-	if r.opts.Lease != nil {
+	if r.opts.Lease != nil || r.offered != nil {
 		if err := checkLeaseKey(r.opts.LeaseKey); err != nil {
 			return &Error{Op: OpClaim, Item: r.opts.LeaseKey, Err: err} // before any call reaches the lease store
 		}
@@ -134,8 +140,7 @@ func (r *runner[T, K]) run(ctx context.Context) error {
 		close(done)
 	}()
 
-	s := newSession(r, handlerBase, ackBase, leaseBase)
-	cause := s.run(stopCtx.Done())
+	cause := r.serve(stopCtx, handlerBase, ackBase, leaseBase)
 	r.stats.holding.Store(false)
 	r.book.clear()
 	var fatal *Error
