@@ -74,7 +74,7 @@ func (s *session[T, K]) keepRenewing(leaseCtx context.Context) {
 		case <-timer.C:
 		case <-s.renewWake:
 		}
-		s.dropLost()
+		s.loseWhere((*lease).expired, errLeaseLost)
 		now := time.Now()
 		s.mu.Lock()
 		var owed []*lease
@@ -160,7 +160,7 @@ func (s *session[T, K]) renewAll(leaseCtx context.Context, leases []*lease, memb
 			}
 			s.mu.Unlock()
 		default:
-			s.loseLease(ls, fmt.Errorf("%w: fenced", errLeaseLost))
+			s.loseWhere(func(l *lease) bool { return l == ls }, fmt.Errorf("%w: fenced", errLeaseLost))
 		}
 	}
 	if resumed {
