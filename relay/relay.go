@@ -105,8 +105,6 @@ func (outboxKind) ref(e execstore.OutboxEntry) execstore.ItemRef {
 	return execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: e.SourceID, Seq: e.Seq}
 }
 
-func (outboxKind) attempts(e execstore.OutboxEntry) int { return e.Attempts.Count }
-
 func (outboxKind) version(e execstore.OutboxEntry) int64 { return e.Version }
 
 func (outboxKind) dueAt(execstore.OutboxEntry) time.Time { return time.Time{} }

@@ -87,8 +87,6 @@ func (timerKind) ref(t execstore.DueTimer) execstore.ItemRef {
 	return execstore.ItemRef{Kind: execstore.TimerItem, ExecutionID: t.ExecutionID, Path: t.Path, FireAt: t.FireAt}
 }
 
-func (timerKind) attempts(t execstore.DueTimer) int { return t.Attempts.Count }
-
 func (timerKind) dueAt(t execstore.DueTimer) time.Time { return t.FireAt }
 
 func (timerKind) waiting(t execstore.DueTimer, now time.Time) (time.Time, bool) {
