@@ -7,15 +7,13 @@ import (
 	"github.com/execstore/execstore"
 )
 
-// ackGiveUp is how many failed acks of an item whose hold is no longer active (being handed
-// over, or ended) the settler tries before it gives the item up: released, pending in the
-// store, to be delivered again by the partition's next holder. An active hold's item is
-// retried for as long as the session runs. Once its hold stopped, an item is tried again at
-// once, whatever back-off it reached, and then every drainRetry (hurrySettling).
+// ackGiveUp is how many failed acks of an item whose hold is no longer active the settler
+// tries before it releases the item, for the partition's next holder. An active hold's item
+// is retried for as long as the session runs.
 const ackGiveUp = 3
 
-// drainRetry is the wait between the tries of an ack whose hold is no longer active: the
-// shorter of RetryMin and LeaseDuration/12, so that a hand-over waits for no long back-off.
+// drainRetry is the wait between the tries of an ack whose hold is no longer active, so that
+// a hand-over waits for no long back-off.
 func (s *session[T, K]) drainRetry() time.Duration {
 	return max(min(s.r.opts.RetryMin, s.r.opts.LeaseDuration/12), time.Millisecond)
 }
@@ -35,16 +33,12 @@ func (s *session[T, K]) hurrySettling(h *hold) {
 	}
 }
 
-// settleLoop writes, in batches, what the handlers settled: the acks of the items whose
-// handler returned nil, and the failures of the others (dead.go). One batch is in flight at a
-// time, and the next gathers meanwhile; with Options.ScanGap, at least that long after the
-// last was sent, unless Batch items wait or the lanes are done (the relay is stopping). An
-// ack that completed is recorded (flight.ack) and
-// the item leaves flight. A failed ack is retried after a back-off of its own, while the
-// item stays in flight, so no scan hands it out again; the other items' acks go on
-// meanwhile. It is given up (released, to be delivered again: at least once) when the ack
-// context ends, when the store is closed (which also ends the session), or after ackGiveUp
-// failures once the item's hold is no longer active.
+// settleLoop writes, in batches, the acks and the failures' records (dead.go) of the items
+// handled. One batch is in flight at a time, and the next gathers meanwhile; with
+// Options.ScanGap, at least that long after the last, unless Batch items wait or the lanes
+// are done. A failed ack is retried after a back-off of its own, the item in flight (see
+// the package doc). It is given up (released) when the ack context ends, the store is
+// closed, or after ackGiveUp failures once the item's hold is no longer active.
 func (s *session[T, K]) settleLoop() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -107,8 +101,7 @@ func (s *session[T, K]) readyToSettle(now time.Time) (ready []*entry[T, K], wait
 	return ready, wait
 }
 
-// giveUpAll releases every item waiting to be settled: the ack context ended. The caller
-// holds mu.
+// giveUpAll releases every item waiting to be settled. The caller holds mu.
 func (s *session[T, K]) giveUpAll() {
 	for _, e := range s.fl.settleQ {
 		if e.state == acking || e.state == failing {
@@ -118,7 +111,7 @@ func (s *session[T, K]) giveUpAll() {
 	s.fl.settleQ = nil
 }
 
-// settleBatch sends the acks of batch in one settle call and its failures' records, and
+// settleBatch sends batch's failures' records, then its acks in one settle call, and
 // applies what came back.
 func (s *session[T, K]) settleBatch(batch []*entry[T, K]) {
 	var acks []T
@@ -169,8 +162,7 @@ func (s *session[T, K]) settleBatch(batch []*entry[T, K]) {
 	}
 }
 
-// backoff is the wait before a write that failed tries times is sent again: the relay's one
-// back-off (newBackoff), RetryMin doubled per failure, at most RetryMax, with ±20% jitter.
+// backoff is the wait before a write that failed tries times is sent again (newBackoff).
 func (s *session[T, K]) backoff(tries int) time.Duration {
 	b := newBackoff(s.r.opts.RetryMin, s.r.opts.RetryMax)
 	d := b.NextBackOff()
@@ -180,8 +172,8 @@ func (s *session[T, K]) backoff(tries int) time.Duration {
 	return d
 }
 
-// settled records the acks of batch that succeeded (errs nil, or a nil error) and returns
-// the entries whose ack failed, with the first failure.
+// settled records the acks of batch that succeeded and returns the entries whose ack
+// failed, with the first failure.
 func (s *session[T, K]) settled(batch []*entry[T, K], errs []error) (failed []*entry[T, K], first *Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
