@@ -51,8 +51,8 @@ func (s *session[T, K]) retainOnce(ctx context.Context) {
 	}
 }
 
-// retainFailed counts and reports a failed read or delete of the retention, unless ctx (the
-// relay stopping, or the session ending) ended it.
+// retainFailed counts and reports a failed read or delete of the retention, unless ctx
+// ended.
 func (s *session[T, K]) retainFailed(ctx context.Context, err error) {
 	if ctx.Err() != nil {
 		return
