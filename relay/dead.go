@@ -55,25 +55,24 @@ func (s *session[T, K]) recordFailures(batch []*entry[T, K]) {
 	s.mu.Lock()
 	for i, st := range batch {
 		res := results[i]
-		switch {
-		case res.err != nil:
-			s.r.stats.failureErrors.Add(1)
-			if s.ackCtx.Err() == nil {
-				reports = append(reports, &Error{Op: OpFail, Item: s.r.kind.describe(st.item), Err: res.err})
-			}
-			s.fl.release(st)
-			poke(s.rescan) // back in the store: a scan finds it once its back-off is over
-		case res.pending && movedToDead(st.fail, res.attempts):
+		if res.err == nil && res.pending && movedToDead(st.fail, res.attempts) {
 			s.fl.bury(st)
 			s.fl.retries.succeeded(st.lane)
 			s.r.stats.dead.Add(1)
 			s.r.book.movedToDead(s.partOf(st.item))
 			dead = append(dead, DeadEvent{Item: s.r.kind.ref(st.item), Attempts: res.attempts, Err: st.cause})
-			poke(s.rescan) // its execution's later items, released behind it, go on
-		default:
+		} else {
+			if res.err != nil {
+				s.r.stats.failureErrors.Add(1)
+				if s.ackCtx.Err() == nil {
+					reports = append(reports, &Error{Op: OpFail, Item: s.r.kind.describe(st.item), Err: res.err})
+				}
+			}
 			s.fl.release(st)
-			poke(s.rescan) // back in the store: a scan finds it once its back-off is over
 		}
+		// Its execution's later items go on, or it is back in the store: a scan finds it
+		// once its back-off is over.
+		poke(s.rescan)
 	}
 	s.mu.Unlock()
 	for _, err := range reports {

@@ -3,6 +3,7 @@ package relay
 import (
 	"hash/maphash"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -130,9 +131,7 @@ func (f *flight[T, K]) take(h *hold, item T, asOf, now time.Time) *entry[T, K] {
 		f.set(e, waiting)
 		f.trimSoon()
 		i := sort.Search(len(f.soon), func(i int) bool { return f.kind.dueAt(f.soon[i].item).After(at) })
-		f.soon = append(f.soon, nil)
-		copy(f.soon[i+1:], f.soon[i:])
-		f.soon[i] = e
+		f.soon = slices.Insert(f.soon, i, e)
 		return e
 	}
 	f.queue(e, now)

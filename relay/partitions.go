@@ -78,12 +78,10 @@ func (s *session[T, K]) keepAssigning(leaseCtx context.Context) {
 		}
 		if lastAssign.IsZero() || time.Since(lastAssign) >= dur/4 {
 			lastAssign = time.Now()
-			if err := s.assign(leaseCtx); err != nil {
-				var fatal *Error
-				if errors.As(err, &fatal) {
-					s.endSession(fatal)
-					return
-				}
+			var fatal *Error
+			if errors.As(s.assign(leaseCtx), &fatal) {
+				s.endSession(fatal)
+				return
 			}
 		}
 		s.releaseDrained()
@@ -100,21 +98,14 @@ func (s *session[T, K]) addHold(p int, ls *lease) *hold {
 	return h
 }
 
-// removeHold ends h: its handlers' context is cancelled with cause, its items waiting,
-// unconfirmed or queued are released; those in handlers settle when they return. The
-// caller holds mu.
+// removeHold ends h, its handlers' context cancelled with cause. The caller holds mu.
 func (s *session[T, K]) removeHold(h *hold, cause error) {
 	if s.holds[h.part] != h {
 		return
 	}
 	delete(s.holds, h.part)
 	s.r.book.drop(h.part)
-	h.state = holdEnded
-	h.stop(time.Now())
-	h.cancel(cause)
-	s.dropSoon(h)
-	s.releaseQueued(h)
-	s.hurrySettling(h)
+	s.stopHanding(h, holdEnded, time.Now(), cause)
 	s.r.stats.partitions.Add(-1)
 	s.r.stats.holding.Store(len(s.holds) > 0)
 }
@@ -311,11 +302,7 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	}
 	for p, h := range s.holds {
 		if !wanted[p] && h.state == holdActive {
-			h.state = holdDraining
-			h.stop(now)
-			s.dropSoon(h)
-			s.releaseQueued(h)
-			s.hurrySettling(h)
+			s.stopHanding(h, holdDraining, now, nil)
 			s.left(h)
 		}
 	}
@@ -495,13 +482,22 @@ func fanOut(n, limit int, f func(i int)) {
 	p.Wait()
 }
 
-// dropSoon releases h's waiting and unconfirmed items. The caller holds mu.
-func (s *session[T, K]) dropSoon(h *hold) {
-	for _, st := range []itemState{waiting, unconfirmed} {
-		s.fl.each(st, func(e *entry[T, K]) {
+// stopHanding moves h to state st, stopped at at: its handlers' context is cancelled with
+// cause (nil: not), its items waiting, unconfirmed or queued are released, and its settling
+// writes hurried; those in handlers settle when they return. The caller holds mu.
+func (s *session[T, K]) stopHanding(h *hold, st holdState, at time.Time, cause error) {
+	h.state = st
+	h.stop(at)
+	if cause != nil {
+		h.cancel(cause)
+	}
+	for _, soon := range []itemState{waiting, unconfirmed} {
+		s.fl.each(soon, func(e *entry[T, K]) {
 			if e.hold == h {
 				s.fl.release(e)
 			}
 		})
 	}
+	s.releaseQueued(h)
+	s.hurrySettling(h)
 }

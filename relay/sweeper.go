@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/execstore/execstore"
@@ -112,28 +113,19 @@ func (k timerKind) read(ctx context.Context, ids []string, now time.Time, ahead 
 	return scanned[execstore.DueTimer]{items: timers, full: len(timers) >= limit}, err
 }
 
-// handed returns the timers c armed that fire by horizon, as the scans return them. Later
-// ones are left to the scans.
+// handed returns the timers c armed that fire by horizon, as the scans return them, but
+// those a later operation of c replaced. Later ones are left to the scans.
 func (timerKind) handed(c *wake.Committed, horizon time.Time) []execstore.DueTimer {
 	var out []execstore.DueTimer
 	for i, t := range c.Timers {
-		if t.Cancel || t.FireAt.After(horizon) || rearmedLater(c.Timers[i+1:], t.Path) {
+		rearmed := slices.ContainsFunc(c.Timers[i+1:], func(later execstore.TimerOp) bool { return later.Path == t.Path })
+		if t.Cancel || t.FireAt.After(horizon) || rearmed {
 			continue
 		}
 		out = append(out, execstore.DueTimer{ExecutionID: c.ExecutionID, Path: t.Path, FireAt: t.FireAt, Version: c.Version})
 	}
 	contract.SortDueTimers(out)
 	return out
-}
-
-// rearmedLater reports whether a later operation of a commit replaced the timer at path.
-func rearmedLater(later []execstore.TimerOp, path string) bool {
-	for _, t := range later {
-		if t.Path == path {
-			return true
-		}
-	}
-	return false
 }
 
 // gone reports whether c cancelled or re-armed timer t: a re-arm to the same fire time is
@@ -162,13 +154,8 @@ func (k timerKind) fired(ctx context.Context, t execstore.DueTimer) (context.Con
 
 // settle deletes the fired timers in one guarded bulk delete: its error is every timer's.
 func (k timerKind) settle(ctx context.Context, timers []execstore.DueTimer) []error {
-	err := k.store.DeleteTimers(ctx, timers)
-	if err == nil {
-		return nil
+	if err := k.store.DeleteTimers(ctx, timers); err != nil {
+		return slices.Repeat([]error{err}, len(timers))
 	}
-	errs := make([]error, len(timers))
-	for i := range errs {
-		errs[i] = err
-	}
-	return errs
+	return nil
 }
