@@ -27,8 +27,7 @@ var (
 // a time (the embedded server, per database), every claim queued ahead of a renewal delays it.
 const claimFanOut = 4
 
-// partitionsOf is the number of partitions a member fingerprint names, "none" for one of
-// an earlier version.
+// partitionsOf is the number of partitions a member fingerprint names, or "none".
 func partitionsOf(fingerprint string) string {
 	if n, ok := leases.PartitionsOfMember(fingerprint); ok {
 		return strconv.Itoa(n)
@@ -39,8 +38,7 @@ func partitionsOf(fingerprint string) string {
 // memberFingerprint names the relay's number of partitions (leases.MemberFingerprint).
 func (r *runner[T, K]) memberFingerprint() string { return leases.MemberFingerprint(r.parts) }
 
-// partitionKey is partition p's lease key: Options.LeaseKey itself when the store is not
-// partitioned.
+// partitionKey is partition p's lease key: Options.LeaseKey when not partitioned.
 func (r *runner[T, K]) partitionKey(p int) string {
 	if !r.partitioned() {
 		return r.opts.LeaseKey
@@ -54,16 +52,14 @@ func (s *session[T, K]) manage(leaseCtx context.Context) {
 	if s.r.lease.store == nil {
 		return
 	}
-	// The renewals run apart from the claims, so that a slow round of claims never keeps a
-	// lease from being renewed.
+	// Apart from the claims, so that a slow round of claims never holds up a renewal.
 	var wg sync.WaitGroup
 	wg.Go(func() { s.keepRenewing(leaseCtx) })
 	s.keepAssigning(leaseCtx)
 	wg.Wait()
 }
 
-// keepAssigning runs assign every LeaseDuration/4, and releases the partitions handed over
-// once nothing of them is in flight, until leaseCtx ends.
+// keepAssigning runs assign every LeaseDuration/4, and releaseDrained, until leaseCtx ends.
 func (s *session[T, K]) keepAssigning(leaseCtx context.Context) {
 	dur := s.r.opts.LeaseDuration
 	timer := time.NewTimer(0)
@@ -153,8 +149,7 @@ func (s *session[T, K]) lose(h *hold, cause error) {
 	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt, Local: h.stoppedAt})
 }
 
-// register claims the relay's member lease, when it holds none, with the fingerprint that
-// names its number of partitions.
+// register claims the relay's member lease, when it holds none.
 func (s *session[T, K]) register(leaseCtx context.Context) (*lease, error) {
 	r := s.r
 	s.mu.Lock()
@@ -181,9 +176,8 @@ func (s *session[T, K]) register(leaseCtx context.Context) (*lease, error) {
 	return m, nil
 }
 
-// members lists the live relays of the lease key with this one's number of partitions, this
-// one included, in name order. A relay with another number (not agreed, or of an earlier
-// version) is reported and left out of the share.
+// members lists, in name order, the live relays of the lease key with this one's number of
+// partitions. One with another number is reported and left out of the share.
 func (s *session[T, K]) members(leaseCtx context.Context) ([]string, error) {
 	r := s.r
 	prefix := leases.MembersPrefix(r.opts.LeaseKey)
@@ -215,10 +209,8 @@ func (s *session[T, K]) members(leaseCtx context.Context) ([]string, error) {
 // partitioningRetention keeps the record that fixes the number of partitions for good.
 const partitioningRetention = 100 * 365 * 24 * time.Hour
 
-// agree settles, before the relay claims anything, the number of partitions the relays of
-// the lease key share (see the package doc). It returns an *Error matching
-// ErrPartitionsDisagree when the record names another number, and false with no error while
-// the record is not yet completed: the relay claims nothing until a later look.
+// agree settles the number of partitions the relays of the lease key share (see the package
+// doc). It returns false with no error while the record is not yet completed.
 func (s *session[T, K]) agree(leaseCtx context.Context) (bool, error) {
 	r := s.r
 	s.mu.Lock()
@@ -265,9 +257,8 @@ func (s *session[T, K]) agree(leaseCtx context.Context) (bool, error) {
 	return true, nil
 }
 
-// assign registers the relay, hands over the partitions it holds and no longer wants, and
-// claims those it wants and does not hold (see the package doc). A store that is not
-// partitioned has one partition, which every relay wants: the first claim wins it.
+// assign registers the relay, hands over the partitions it no longer wants, and claims
+// those it wants (see the package doc).
 func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	r := s.r
 	if ok, err := s.agree(leaseCtx); !ok {
@@ -374,17 +365,15 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	return fatal
 }
 
-// took makes partition p held under ls, just claimed, and reports whether it did; when the
-// session is stopping or the lease is no longer live, it releases the lease instead. prev is
-// when the lapsed lease it reclaimed was claimed, if any: another relay claims a lapsed
-// lease at least LeaseDuration after its claim, so one claimed within LeaseDuration/2 of
-// this relay's own lost lease was this relay's (a re-take, not a take-over).
+// took makes partition p held under ls, just claimed, or releases ls, and reports which.
+// prev is when the lapsed lease it reclaimed was claimed, if any: another relay claims a
+// lapsed lease at least LeaseDuration after its claim, so one claimed within LeaseDuration/2
+// of this relay's own lost lease was this relay's (a re-take).
 func (s *session[T, K]) took(p int, ls *lease, prev time.Time) bool {
 	r := s.r
 	local := time.Now() // the claim's answer arrived: from now on the items may be handed out
 	s.mu.Lock()
-	// A claim answered after its lease stopped being live hands nothing out: it is given
-	// back at once, and claimed again at a later look.
+	// A claim answered after its lease stopped being live is given back at once.
 	if s.stopping || s.holds[p] != nil || !ls.live() {
 		s.mu.Unlock()
 		releaseCtx, cancel := s.releaseCtx()
@@ -419,9 +408,9 @@ func (s *session[T, K]) took(p int, ls *lease, prev time.Time) bool {
 	return true
 }
 
-// releaseDrained releases the leases of the draining holds with nothing in flight. It
-// cancels the handlers of those draining for LeaseDuration; the lease is kept, and renewed,
-// until they returned, whatever they do with their context.
+// releaseDrained releases the leases of the draining holds with nothing in flight, and
+// cancels the handlers of those draining for LeaseDuration (the lease is kept until they
+// returned).
 func (s *session[T, K]) releaseDrained() {
 	s.mu.Lock()
 	var done []*hold
@@ -445,8 +434,7 @@ func (s *session[T, K]) releaseDrained() {
 	fanOut(len(done), claimFanOut, func(i int) { s.giveUp(releaseCtx, done[i]) })
 }
 
-// releaseAll releases every lease the session holds, once its handlers are done and what
-// they finished is acked.
+// releaseAll releases every lease, once the handlers are done and their items settled.
 func (s *session[T, K]) releaseAll() {
 	releaseCtx, cancel := s.releaseCtx()
 	defer cancel()
@@ -482,9 +470,9 @@ func fanOut(n, limit int, f func(i int)) {
 	p.Wait()
 }
 
-// stopHanding moves h to state st, stopped at at: its handlers' context is cancelled with
-// cause (nil: not), its items waiting, unconfirmed or queued are released, and its settling
-// writes hurried; those in handlers settle when they return. The caller holds mu.
+// stopHanding moves h to st, stopped at at: its handlers' context is cancelled with cause
+// (unless nil), its items not yet in a handler are released, its writes hurried. The caller
+// holds mu.
 func (s *session[T, K]) stopHanding(h *hold, st holdState, at time.Time, cause error) {
 	h.state = st
 	h.stop(at)

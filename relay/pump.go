@@ -11,21 +11,18 @@ import (
 	"github.com/execstore/execstore/internal/wake"
 )
 
-// kind is what a runner carries, outbox entries (relay.go) or due timers (sweeper.go): how
-// to scan the store for them, name them, route them and ack them. Everything else is shared.
+// kind is what a runner carries, outbox entries (relay.go) or due timers (sweeper.go).
 type kind[T any, K comparable] interface {
 	key(item T) K         // the item's identity, the same in every scan
 	lane(item T) string   // the execution it belongs to: its items go one at a time, in order
 	source(item T) string // the execution whose document holds it: its partition's
-	// chained reports whether items are kept in commit order, each source's (outbox
-	// entries), so that a commit may be handed over only when every earlier item of its
-	// source is known. Timers fire by fire time, whatever commit armed them.
+	// chained: items are kept in each source's commit order (entries, not timers), so a
+	// commit is handed over only when every earlier item of its source is known.
 	chained() bool
 	version(item T) int64   // the version of the commit that wrote it, 0 when unknown
 	describe(item T) string // its name in an *Error
 	dueAt(item T) time.Time // when it may be handed out: zero for at once
-	// waiting reports whether the item counts in the backlog at now, and since when it
-	// has waited (zero when unknown).
+	// waiting reports whether the item counts in the backlog at now, and since when.
 	waiting(item T, now time.Time) (since time.Time, ok bool)
 	// scan reads up to limit items of the partitions that are due by now+ahead, oldest first.
 	scan(ctx context.Context, parts []int, now time.Time, ahead time.Duration, limit int) (scanned[T], error)
@@ -35,23 +32,20 @@ type kind[T any, K comparable] interface {
 	// handed returns the items c wrote that are due by horizon, in a scan's order.
 	handed(c *wake.Committed, horizon time.Time) []T
 	gone(c *wake.Committed, item T) bool // c removed item (a timer cancelled or re-armed)
-	// fired returns the handler's context, and the fired timer it holds (nil for none): a
-	// commit made with it may remove the item in its own write.
+	// fired returns the handler's context, and the fired timer it holds (nil for none).
 	fired(ctx context.Context, item T) (context.Context, *wake.FiredTimer)
 	// settle acks items; errs[i] is items[i]'s failure (errs nil: none failed).
 	settle(ctx context.Context, items []T) (errs []error)
 	ref(item T) execstore.ItemRef // the item for a DeadLetters store
 }
 
-// scanned is one scan's result: its items in the store's order, and whether there may be
-// more (full: scan again as soon as there is room).
+// scanned is one scan's result, in the store's order; full: there may be more.
 type scanned[T any] struct {
 	items []T
 	full  bool
 }
 
-// lookAhead is how far ahead a scan reads: every item due in the next poll interval is read
-// before it is due, and waits in memory for its fire time.
+// lookAhead is how far ahead a scan reads: each item is read before it is due.
 func (s *session[T, K]) lookAhead() time.Duration { return 2 * s.r.opts.PollInterval }
 
 // dispatch is the session's wake loop, on the run's goroutine: it sends the scans owed (see
@@ -165,9 +159,8 @@ func (s *session[T, K]) scannable() ([]int, map[int]*hold) {
 	return parts, holds
 }
 
-// room reports whether a scan may be sent: at most Batch items pace, not counting the
-// unconfirmed ones. Those need a scan to go on: counted, more than Batch of them would hold
-// back for ever the scan that confirms them.
+// room reports whether a scan may be sent: at most Batch items pace, the unconfirmed not
+// counted, since more than Batch of them would hold back for ever the scan they need.
 func (s *session[T, K]) room() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -182,9 +175,8 @@ func (s *session[T, K]) pacing() int {
 }
 
 // untilAlarm is how long until the earliest of a failed scan's retry, an execution's retry
-// and the next fire time (at most an hour), and when the earliest scan it asks for is due
-// (zero for none). When a scan is owed already, the executions' retries ask for nothing:
-// that scan is the one they owe.
+// (unless a scan is owed already: it is theirs) and the next fire time, at most an hour,
+// and when the earliest scan it asks for is due (zero for none).
 func (s *session[T, K]) untilAlarm(retryScan time.Time, owed bool) (time.Duration, time.Time) {
 	now := time.Now()
 	scanAt := retryScan
@@ -210,9 +202,8 @@ func (s *session[T, K]) untilAlarm(retryScan time.Time, owed bool) (time.Duratio
 }
 
 // targets returns the sources a targeted read reads in place of a scan of holds'
-// partitions: those soiled (sources.go) and those of the unconfirmed items. It returns nil,
-// for a scan, when the store has no targeted reads, or there are none or more than Batch.
-// The caller holds mu.
+// partitions: those soiled and those of the unconfirmed items; nil, for a scan, when the
+// store has no targeted reads, or there are none or more than Batch. The caller holds mu.
 func (s *session[T, K]) targets(holds map[int]*hold) map[string]bool {
 	if !s.r.kind.targeted() {
 		return nil
@@ -289,13 +280,10 @@ func (s *session[T, K]) recordBacklog(handing map[*hold]bool, res scanned[T], no
 	}
 }
 
-// admit takes the items of scan n, sent at now (by Options.Clock), in order, as
-// flight.decide says, until 2×Batch items pace; it reports whether it stopped there. Only
-// the holds of the scan's send that still hand items out learn from it. It confirms the
-// unconfirmed items it returns if it was sent at or after their fire time. When it read
-// every pending item of its partitions, or of the sources only names, it tells each hold's
-// sources what it read, and cancels the unconfirmed items it did not return: a commit
-// cancelled or re-armed them.
+// admit takes the items of scan n, sent at now, as flight.decide says, until 2×Batch items
+// pace (capped). Only the holds of the scan's send still handing out learn from it. When
+// it read every pending item of its partitions (or of only), it tells each hold's sources,
+// and cancels the due unconfirmed items it did not return: a commit removed them.
 func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only map[string]bool, res scanned[T]) (capped bool) {
 	k, fl := s.r.kind, s.fl
 	s.mu.Lock()
@@ -351,9 +339,8 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only
 			partial[src] = true
 			h.sources.soil(src, n)
 			if fl.failing[lk] == 0 {
-				// Owed a scan at its retry time. One held back while a failure of it is
-				// being recorded is not: the record's answer asks for the scan, and until
-				// then every scan would hold it back again, at once.
+				// Owed a scan at its retry time; not while a failure is being recorded,
+				// whose answer asks for the scan.
 				fl.retries.heldBack(lk)
 			}
 		case hand:

@@ -96,16 +96,13 @@ func (outboxKind) describe(e execstore.OutboxEntry) string {
 }
 
 func (outboxKind) source(e execstore.OutboxEntry) string { return e.SourceID }
-
-func (outboxKind) chained() bool { return true }
+func (outboxKind) chained() bool                         { return true }
+func (outboxKind) version(e execstore.OutboxEntry) int64 { return e.Version }
+func (outboxKind) dueAt(execstore.OutboxEntry) time.Time { return time.Time{} }
 
 func (outboxKind) ref(e execstore.OutboxEntry) execstore.ItemRef {
 	return execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: e.SourceID, Seq: e.Seq}
 }
-
-func (outboxKind) version(e execstore.OutboxEntry) int64 { return e.Version }
-
-func (outboxKind) dueAt(execstore.OutboxEntry) time.Time { return time.Time{} }
 
 func (outboxKind) waiting(e execstore.OutboxEntry, _ time.Time) (time.Time, bool) {
 	return e.CommittedAt, true
@@ -133,8 +130,7 @@ func (k outboxKind) read(ctx context.Context, ids []string, _ time.Time, _ time.
 }
 
 func (outboxKind) handed(c *wake.Committed, _ time.Time) []execstore.OutboxEntry { return c.Outbox }
-
-func (outboxKind) gone(*wake.Committed, execstore.OutboxEntry) bool { return false }
+func (outboxKind) gone(*wake.Committed, execstore.OutboxEntry) bool              { return false }
 
 // fired is nil: an entry's ack rides in a commit through the store's own AckOutbox.
 func (outboxKind) fired(ctx context.Context, _ execstore.OutboxEntry) (context.Context, *wake.FiredTimer) {

@@ -70,23 +70,19 @@ func (timerKind) key(t execstore.DueTimer) timerKey {
 	return timerKey{execution: t.ExecutionID, path: t.Path, sec: t.FireAt.Unix(), nsec: t.FireAt.Nanosecond(), version: t.Version}
 }
 
-func (timerKind) lane(t execstore.DueTimer) string { return t.ExecutionID }
+func (timerKind) lane(t execstore.DueTimer) string     { return t.ExecutionID }
+func (timerKind) source(t execstore.DueTimer) string   { return t.ExecutionID }
+func (timerKind) chained() bool                        { return false }
+func (timerKind) version(execstore.DueTimer) int64     { return 0 }
+func (timerKind) dueAt(t execstore.DueTimer) time.Time { return t.FireAt }
 
 func (timerKind) describe(t execstore.DueTimer) string {
 	return fmt.Sprintf("%s/%s@%s", t.ExecutionID, t.Path, t.FireAt.UTC().Format(time.RFC3339Nano))
 }
 
-func (timerKind) source(t execstore.DueTimer) string { return t.ExecutionID }
-
-func (timerKind) chained() bool { return false }
-
-func (timerKind) version(execstore.DueTimer) int64 { return 0 }
-
 func (timerKind) ref(t execstore.DueTimer) execstore.ItemRef {
 	return execstore.ItemRef{Kind: execstore.TimerItem, ExecutionID: t.ExecutionID, Path: t.Path, FireAt: t.FireAt}
 }
-
-func (timerKind) dueAt(t execstore.DueTimer) time.Time { return t.FireAt }
 
 func (timerKind) waiting(t execstore.DueTimer, now time.Time) (time.Time, bool) {
 	return t.FireAt, !t.FireAt.After(now)
