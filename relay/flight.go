@@ -51,8 +51,7 @@ type entry[T any, K comparable] struct {
 }
 
 // flight owns the items a session handed out, from their take to their end, and what it
-// must remember of those that ended. Its transitions run under the session's lock. What
-// always holds:
+// remembers of those that ended, under the session's lock. What always holds:
 //   - An item is in flight once at most: items holds its one entry, in one state.
 //   - set alone changes a state: it keeps count, Stats.InFlight and the holds' inFlight.
 //   - soon holds every waiting entry, earliest fire time first; queues[i] every queued entry
@@ -62,8 +61,7 @@ type entry[T any, K comparable] struct {
 //   - The epoch counts the scans and the commits begun. Acks, moves to dead and releases
 //     are recorded with their epoch while a scan or commit begun at it or before is open.
 //
-// decide alone says whether an item read by a scan, or written by a local commit, is
-// handed out.
+// decide alone says whether an item read by a scan, or a local commit, is handed out.
 type flight[T any, K comparable] struct {
 	kind    kind[T, K]
 	stats   *counters
@@ -151,7 +149,7 @@ func (f *flight[T, K]) queue(e *entry[T, K], now time.Time) {
 	f.queues[i] = append(f.queues[i], e)
 }
 
-// pop takes the first queued entry of lane i to its handler; nil when none is queued.
+// pop takes the first queued entry of lane i to its handler, if any.
 func (f *flight[T, K]) pop(i int) *entry[T, K] {
 	for len(f.queues[i]) > 0 {
 		e := f.queues[i][0]
@@ -208,9 +206,8 @@ func (f *flight[T, K]) settle(e *entry[T, K], fail *execstore.Failure, cause err
 // settling is the number of entries settling: their write waits, or is in flight.
 func (f *flight[T, K]) settling() int { return f.count[acking] + f.count[failing] }
 
-// release takes e out of flight, pending in the store still. Its lane is fenced, since the
-// scans begun before may have skipped it as in flight: they hand out none of its
-// execution's later items. Its source is soiled (sources.go).
+// release takes e out of flight, pending still. Its lane is fenced, since the scans begun
+// before may have skipped it as in flight, and its source soiled (sources.go).
 func (f *flight[T, K]) release(e *entry[T, K]) {
 	f.fence[e.lane] = f.epoch
 	e.hold.sources.soil(f.kind.source(e.item), f.epoch)
@@ -224,16 +221,15 @@ func (f *flight[T, K]) ack(e *entry[T, K]) {
 	f.set(e, out)
 }
 
-// bury takes e out of flight, moved to dead: acked, and marked dead, since a revive may make
-// it pending again at once, unseen. Its source is soiled (decide fences the rest).
+// bury takes e out of flight, moved to dead: acked, marked dead since a revive may make it
+// pending again unseen (decide), and its source soiled.
 func (f *flight[T, K]) bury(e *entry[T, K]) {
 	f.ack(e)
 	f.dead[e.key] = true
 	e.hold.sources.soil(f.kind.source(e.item), f.epoch)
 }
 
-// cancel takes e out of flight: a commit removed it from the store (a timer cancelled or
-// re-armed).
+// cancel takes e out of flight: a commit removed it (a timer cancelled or re-armed).
 func (f *flight[T, K]) cancel(e *entry[T, K]) {
 	f.set(e, out)
 	f.stats.cancelled.Add(1)
@@ -268,7 +264,7 @@ func (f *flight[T, K]) finish(n uint64) {
 	}
 }
 
-// verdict is what decide says of an item read by a scan, or written by a commit.
+// verdict is what decide says of an item.
 type verdict int
 
 const (

@@ -10,12 +10,10 @@ import (
 )
 
 // deliver is lane i's goroutine, while its queue is not empty: it hands the lane's items to
-// the handler one at a time, in the order they were queued. An item whose hold no longer
-// hands items out is released, with its execution's items queued behind it. A handler's nil
-// queues the item for its ack. An error holds its execution back for a retry and releases
-// the execution's items queued behind it; with a DeadLetters store the item stays in flight
-// until its failure is recorded (dead.go). ErrLeavePending does the same with no error or
-// record.
+// the handler one at a time, in order. A handler's nil queues the item for its ack. A
+// failure holds the execution back for a retry, and the item goes back to the store with
+// the execution's items queued behind it, as when its hold no longer hands out; over a
+// DeadLetters store, once its failure is recorded (dead.go).
 func (s *session[T, K]) deliver(i int) {
 	defer s.laneWG.Done()
 	k, stats := s.r.kind, &s.r.stats
@@ -91,9 +89,8 @@ func (s *session[T, K]) deliver(i int) {
 	}
 }
 
-// releaseQueued releases h's queued items, with their executions' items queued behind them:
-// they would otherwise stay in flight behind the handlers of other holds. The caller holds
-// mu.
+// releaseQueued releases h's queued items, with their executions' items behind them, lest
+// they wait behind other holds' handlers. The caller holds mu.
 func (s *session[T, K]) releaseQueued(h *hold) {
 	s.fl.each(queued, func(e *entry[T, K]) {
 		if e.hold == h && e.state == queued {
@@ -111,10 +108,8 @@ func (s *session[T, K]) releaseBehind(i int, lk string) {
 	}
 }
 
-// finishFired is called once the handler of item, given fired, returned err. It reports
-// whether a commit the handler made removed the item, once that commit is done. When the
-// handler failed after such a commit, or one whose outcome is unknown, it puts the item back
-// first (see the package doc).
+// finishFired reports whether a commit of item's handler, given fired, removed item. When
+// the handler failed after such a commit it puts the item back (see the package doc).
 func (s *session[T, K]) finishFired(fired *wake.FiredTimer, item T, err error) bool {
 	removed, restore := fired.Finish(s.ackCtx)
 	if err == nil {

@@ -8,15 +8,14 @@ import (
 	"time"
 )
 
-// maxRenewalsInFlight bounds the renewals sent and not yet answered: a renewal names a lease
-// every LeaseDuration/3 at most and is awaited for up to LeaseDuration, so three name it at
-// most; leases taken at other times are renewed apart until they fall in step.
+// maxRenewalsInFlight bounds the renewals not yet answered. Each is awaited for up to
+// LeaseDuration and names a lease every LeaseDuration/3, so at most three name a lease;
+// leases taken at other times are renewed apart until they fall in step.
 const maxRenewalsInFlight = 16
 
-// renewals records, under the session's mu, when each renewal in flight was sent, and
-// whether the last one answered failed. A lease is named by a renewal once none named it
-// for LeaseDuration/3, counting its claim as one, and LeaseDuration/12 after one naming it
-// failed (see the package doc).
+// renewals records, under mu, when each renewal in flight was sent, and whether the last
+// answered failed. A lease is renewed once none named it for LeaseDuration/3 (its claim
+// counts), and LeaseDuration/12 after one naming it failed.
 type renewals struct {
 	sent   map[uint64]time.Time // the renewals in flight, by number
 	next   uint64
@@ -49,9 +48,9 @@ func (rn *renewals) late(now time.Time, after time.Duration) bool {
 	return false
 }
 
-// keepRenewing renews the leases owed a renewal, all in one write, without waiting for the
-// renewals in flight, and drops the partitions whose lease ran out, until leaseCtx ends. It
-// returns once every renewal it sent was answered or given up.
+// keepRenewing renews the leases owed a renewal in one write, without waiting for those in
+// flight, and drops the partitions whose lease ran out, until leaseCtx ends and every
+// renewal sent was answered or given up.
 func (s *session[T, K]) keepRenewing(leaseCtx context.Context) {
 	step := max(s.r.opts.LeaseDuration/12, time.Millisecond)
 	timer := time.NewTimer(step)
@@ -104,9 +103,8 @@ func (s *session[T, K]) keepRenewing(leaseCtx context.Context) {
 	}
 }
 
-// owedRenewal returns the leases owed a renewal now, and the member lease when it is one
-// of them. A lapsed member lease is forgotten: the relay registers again at its next look.
-// The caller holds mu.
+// owedRenewal returns the leases owed a renewal now, the member lease among them if owed.
+// A lapsed member lease is forgotten: the relay registers again. The caller holds mu.
 func (s *session[T, K]) owedRenewal(now time.Time) (owed []*lease, member *lease) {
 	for _, h := range s.holds {
 		if ls := h.lease; ls != nil && !ls.expired() && ls.renewalDue(now) { // an expired one is dropped as lost
@@ -129,9 +127,8 @@ func (s *session[T, K]) claimsWait() bool {
 	return s.renewals.failed || s.renewals.late(time.Now(), s.r.opts.LeaseDuration/6)
 }
 
-// renewAll renews leases, member among them when not nil, in one write. It reports whether
-// the renewal failed, and returns an *Error when the lease store is closed. A partition
-// whose lease was fenced is dropped alone.
+// renewAll renews leases, member among them if not nil, in one write, and drops the
+// partitions whose lease was fenced. It returns an *Error when the lease store is closed.
 func (s *session[T, K]) renewAll(leaseCtx context.Context, leases []*lease, member *lease) (failed bool, fatal error) {
 	renewed, resumed, err := s.r.lease.renewAll(leaseCtx, leases)
 	switch {

@@ -7,20 +7,17 @@ import (
 	"github.com/execstore/execstore"
 )
 
-// ackGiveUp is how many failed acks of an item whose hold is no longer active the settler
-// tries before it releases the item, for the partition's next holder. An active hold's item
-// is retried for as long as the session runs.
+// ackGiveUp is how many acks of an item whose hold is no longer active may fail before the
+// item is released, for the partition's next holder. An active hold's are retried always.
 const ackGiveUp = 3
 
-// drainRetry is the wait between the tries of an ack whose hold is no longer active, so that
-// a hand-over waits for no long back-off.
+// drainRetry is the wait between the tries of an ack whose hold is no longer active.
 func (s *session[T, K]) drainRetry() time.Duration {
 	return max(min(s.r.opts.RetryMin, s.r.opts.LeaseDuration/12), time.Millisecond)
 }
 
-// hurrySettling makes the writes of h's items waiting in settleQ due now: h stopped handing
-// items out, and a back-off reached while it was active no longer holds them. The caller
-// holds mu.
+// hurrySettling makes the writes of h's items due now: h stopped handing items out, and a
+// hand-over waits for no long back-off. The caller holds mu.
 func (s *session[T, K]) hurrySettling(h *hold) {
 	hurried := false
 	for _, e := range s.fl.settleQ {
@@ -33,12 +30,10 @@ func (s *session[T, K]) hurrySettling(h *hold) {
 	}
 }
 
-// settleLoop writes, in batches, the acks and the failures' records (dead.go) of the items
-// handled. One batch is in flight at a time, and the next gathers meanwhile; with
-// Options.ScanGap, at least that long after the last, unless Batch items wait or the lanes
-// are done. A failed ack is retried after a back-off of its own, the item in flight (see
-// the package doc). It is given up (released) when the ack context ends, the store is
-// closed, or after ackGiveUp failures once the item's hold is no longer active.
+// settleLoop writes the acks and the failures' records (dead.go) in batches, one in flight
+// at a time; with Options.ScanGap, that far apart, unless Batch items wait or the lanes are
+// done. A failed ack is retried, the item in flight, and given up (released) when the ack
+// context ends, the store is closed, or after ackGiveUp failures of an inactive hold's.
 func (s *session[T, K]) settleLoop() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -82,7 +77,7 @@ func (s *session[T, K]) settleLoop() {
 }
 
 // readyToSettle takes from settleQ the items whose write may be sent at now, and returns
-// them with how long until the next of the others may be. The caller holds mu.
+// how long until the next of the others. The caller holds mu.
 func (s *session[T, K]) readyToSettle(now time.Time) (ready []*entry[T, K], wait time.Duration) {
 	wait = time.Hour
 	kept := s.fl.settleQ[:0]
@@ -111,8 +106,7 @@ func (s *session[T, K]) giveUpAll() {
 	s.fl.settleQ = nil
 }
 
-// settleBatch sends batch's failures' records, then its acks in one settle call, and
-// applies what came back.
+// settleBatch sends batch's failures' records, then its acks in one settle call.
 func (s *session[T, K]) settleBatch(batch []*entry[T, K]) {
 	var acks []T
 	var ackOf, failures []*entry[T, K]
@@ -172,8 +166,7 @@ func (s *session[T, K]) backoff(tries int) time.Duration {
 	return d
 }
 
-// settled records the acks of batch that succeeded and returns the entries whose ack
-// failed, with the first failure.
+// settled records the acks that succeeded, and returns those that failed and the first error.
 func (s *session[T, K]) settled(batch []*entry[T, K], errs []error) (failed []*entry[T, K], first *Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
