@@ -31,10 +31,9 @@ type Backlog struct {
 	DeadCountedAt time.Time
 }
 
-// Age is how long the oldest item has waited at now, if it still waits: 0 when none waited
-// or it is not known when the oldest began, or when the committer's clock is ahead of now's
-// by more. Between scans it grows with now, so an age that keeps growing tells of a
-// partition whose oldest item is not delivered, or that is no longer scanned.
+// Age is how long the oldest item has waited at now: 0 when none waits, when it is not
+// known, or when the committer's clock is ahead. It grows between scans: an age that keeps
+// growing tells of an oldest item not delivered, or a partition no longer scanned.
 func (b Backlog) Age(now time.Time) time.Duration {
 	if b.Items == 0 || b.Oldest.IsZero() {
 		return 0
@@ -105,7 +104,7 @@ func (b *backlogBook) drop(p int) {
 	delete(b.dead, p)
 }
 
-// clear forgets every partition: the session ended.
+// clear forgets every partition, at the session's end.
 func (b *backlogBook) clear() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -116,10 +115,8 @@ func (b *backlogBook) clear() {
 func (b *backlogBook) all() []Backlog {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	rows := maps.Clone(b.parts)
-	if rows == nil {
-		rows = map[int]Backlog{}
-	}
+	rows := map[int]Backlog{}
+	maps.Copy(rows, b.parts)
 	for p, d := range b.dead {
 		bl, ok := rows[p]
 		if !ok {

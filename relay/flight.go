@@ -2,6 +2,7 @@ package relay
 
 import (
 	"hash/maphash"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -257,11 +258,7 @@ func (f *flight[T, K]) finish(n uint64) {
 			delete(f.dead, k)
 		}
 	}
-	for lk, at := range f.fence {
-		if at < oldest {
-			delete(f.fence, lk)
-		}
-	}
+	maps.DeleteFunc(f.fence, func(_ string, at uint64) bool { return at < oldest })
 }
 
 // verdict is what decide says of an item.
@@ -274,13 +271,11 @@ const (
 	holdBack                // its execution waits: it is left in the store, for a later scan
 )
 
-// decide is the rule for handing out item key, of lane key lk, read by a scan or written by
-// a local commit begun at epoch n. It is skipped when in flight or acked since n (handed out
-// already). It is held back, left in the store, while its execution waits (a retry, a
-// failure's record) or an item of it was released since n, which comes first. One moved to
-// dead since n is skipped and fences its execution: the scan may have read it revived. The
-// caller checks that the hold hands items out, and for a commit, its sources
-// (sources.mayHandOver).
+// decide is the rule for item key, of lane key lk, read by a scan or written by a local
+// commit begun at epoch n: skipped when in flight or acked since n; held back while its
+// execution waits (a retry, a failure's record) or an item of it released since n comes
+// first; skipped when moved to dead since n, fencing its execution, since the scan may have
+// read it revived. The caller checks the hold, and a commit's sources (mayHandOver).
 func (f *flight[T, K]) decide(key K, lk string, n uint64, now time.Time) verdict {
 	if f.items[key] != nil {
 		return skip

@@ -100,8 +100,7 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 				scanRetry.Reset()
 				retryScan = time.Time{}
 				owed = res.full || capped
-				followUp = owed
-				wide = owed
+				followUp, wide = owed, owed
 			case errors.Is(err, execstore.ErrClosed):
 				s.endSession(&Error{Op: OpScan, Err: err})
 			default:
@@ -134,9 +133,7 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 				owed = true
 			}
 			if !retryScan.IsZero() && !time.Now().Before(retryScan) {
-				// Owed now, its alarm spent: kept, it would ring at once while no
-				// partition may be scanned.
-				retryScan = time.Time{}
+				retryScan = time.Time{} // spent: kept, it would ring at once while nothing may be scanned
 			}
 		case <-s.progress:
 		case <-s.soonChanged:
@@ -174,9 +171,8 @@ func (s *session[T, K]) pacing() int {
 	return len(s.fl.items) - min(s.fl.settling(), 2*s.r.opts.Batch)
 }
 
-// untilAlarm is how long until the earliest of a failed scan's retry, an execution's retry
-// (unless a scan is owed already: it is theirs) and the next fire time, at most an hour,
-// and when the earliest scan it asks for is due (zero for none).
+// untilAlarm is how long until the next failed scan's retry, execution's retry (unless a
+// scan is owed: it is theirs) or fire time, and when the scan it asks for is due.
 func (s *session[T, K]) untilAlarm(retryScan time.Time, owed bool) (time.Duration, time.Time) {
 	now := time.Now()
 	scanAt := retryScan
@@ -229,9 +225,8 @@ func (s *session[T, K]) targets(holds map[int]*hold) map[string]bool {
 	return set
 }
 
-// scan sends one scan of parts (or a read of the sources only, when not nil), as of now,
-// and admits its result; capped reports that admit stopped at 2×Batch pacing. Its limit
-// covers what is in flight and what the last scan held back, plus Batch new items.
+// scan sends a scan of parts (or a read of the sources only) as of now, and admits its
+// result. Its limit covers what is in flight and was held back, plus Batch new items.
 func (s *session[T, K]) scan(parts []int, holds map[int]*hold, only map[string]bool, now time.Time) (res scanned[T], capped bool, err error) {
 	s.mu.Lock()
 	n := s.fl.begin()
@@ -281,9 +276,8 @@ func (s *session[T, K]) recordBacklog(handing map[*hold]bool, res scanned[T], no
 }
 
 // admit takes the items of scan n, sent at now, as flight.decide says, until 2×Batch items
-// pace (capped). Only the holds of the scan's send still handing out learn from it. When
-// it read every pending item of its partitions (or of only), it tells each hold's sources,
-// and cancels the due unconfirmed items it did not return: a commit removed them.
+// pace (capped), for the holds of the scan's send still handing out. A complete scan tells
+// their sources, and cancels the due unconfirmed items it did not return: a commit removed them.
 func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only map[string]bool, res scanned[T]) (capped bool) {
 	k, fl := s.r.kind, s.fl
 	s.mu.Lock()

@@ -30,10 +30,9 @@ func (s *session[T, K]) hurrySettling(h *hold) {
 	}
 }
 
-// settleLoop writes the acks and the failures' records (dead.go) in batches, one in flight
-// at a time; with Options.ScanGap, that far apart, unless Batch items wait or the lanes are
-// done. A failed ack is retried, the item in flight, and given up (released) when the ack
-// context ends, the store is closed, or after ackGiveUp failures of an inactive hold's.
+// settleLoop writes the acks and failures' records (dead.go) in batches, one at a time, at
+// least ScanGap apart unless Batch wait or the lanes are done. A failed ack is retried, and
+// given up (released) when the ack context ends, the store closed, or past ackGiveUp.
 func (s *session[T, K]) settleLoop() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -124,8 +123,7 @@ func (s *session[T, K]) settleBatch(batch []*entry[T, K]) {
 	if len(acks) == 0 {
 		return
 	}
-	errs := s.r.kind.settle(s.ackCtx, acks)
-	failed, first := s.settled(ackOf, errs)
+	failed, first := s.settled(ackOf, s.r.kind.settle(s.ackCtx, acks))
 	if len(failed) == 0 {
 		return
 	}

@@ -22,10 +22,9 @@ type Sweeper struct {
 }
 
 // NewSweeper returns a sweeper of store's timers that hands due timers to handler. It starts
-// nothing: call Run. Each scan also reads two Options.PollIntervals ahead, and the timers
-// not due yet wait in memory for their fire time. A commit through a store of this process
-// (aio and memstore) gives the sweeper the timers it armed, with no scan. handler's context
-// and results are as New's. NewSweeper panics when store or handler is nil.
+// nothing: call Run. A commit through a store of this process (aio and memstore) gives it
+// the timers it armed, with no scan. handler's context and results are as New's.
+// NewSweeper panics when store or handler is nil.
 func NewSweeper(store execstore.Store, handler func(ctx context.Context, t execstore.DueTimer) error, opts Options) *Sweeper {
 	if store == nil || handler == nil {
 		panic("relay: NewSweeper needs a store and a handler")
@@ -127,15 +126,9 @@ func (timerKind) handed(c *wake.Committed, horizon time.Time) []execstore.DueTim
 // gone reports whether c cancelled or re-armed timer t: a re-arm to the same fire time is
 // another arming (c's Version), unless t is of c already.
 func (timerKind) gone(c *wake.Committed, t execstore.DueTimer) bool {
-	if c.ExecutionID != t.ExecutionID {
-		return false
-	}
-	for _, op := range c.Timers {
-		if op.Path == t.Path && (op.Cancel || !op.FireAt.Equal(t.FireAt) || t.Version != c.Version) {
-			return true
-		}
-	}
-	return false
+	return c.ExecutionID == t.ExecutionID && slices.ContainsFunc(c.Timers, func(op execstore.TimerOp) bool {
+		return op.Path == t.Path && (op.Cancel || !op.FireAt.Equal(t.FireAt) || t.Version != c.Version)
+	})
 }
 
 // fired gives t's handler, with Options.CommitRemovesTimer, a context with which a commit
