@@ -15,9 +15,8 @@ type DeadEvent struct {
 	Err      error              // the handler's error of the last delivery
 }
 
-// failure is the record of a handler's failure for a DeadLetters store, nil for another
-// store: dead when the error is permanent, else the store decides from the attempts it
-// holds (see the package doc). The caller holds mu.
+// failure is the record of a handler's failure for a DeadLetters store (else nil): dead when
+// permanent, else the store decides from the attempts it holds. The caller holds mu.
 func (s *session[T, K]) failure(err error) *execstore.Failure {
 	if s.r.dead == nil {
 		return nil
@@ -27,9 +26,7 @@ func (s *session[T, K]) failure(err error) *execstore.Failure {
 }
 
 // recordFailures writes the failures of batch, up to ackFanOut at once. An item moved to
-// dead left the pending items, as if acked: its execution's later items go on at once.
-// Any other is released (recorded as failed, no longer pending, or its record failed): a
-// scan tells.
+// dead is as if acked: its execution's later items go on. Any other is released.
 func (s *session[T, K]) recordFailures(batch []*entry[T, K]) {
 	type result struct {
 		attempts execstore.Attempts
@@ -70,9 +67,7 @@ func (s *session[T, K]) recordFailures(batch []*entry[T, K]) {
 			}
 			s.fl.release(st)
 		}
-		// Its execution's later items go on, or it is back in the store: a scan finds it
-		// once its back-off is over.
-		poke(s.rescan)
+		poke(s.rescan) // its execution's later items go on, or a scan finds it after its back-off
 	}
 	s.mu.Unlock()
 	for _, err := range reports {
@@ -111,8 +106,8 @@ func (s *session[T, K]) readBackDead(ref execstore.ItemRef) (execstore.Attempts,
 	}
 }
 
-// movedToDead reports whether a failure record that took effect with attempts a moved its
-// item to dead (execstore.Failure.MaxAttempts).
+// movedToDead reports whether a record of f that took effect with attempts a moved its item
+// to dead.
 func movedToDead(f *execstore.Failure, a execstore.Attempts) bool {
 	return f.Dead || f.MaxAttempts > 0 && a.Count >= f.MaxAttempts
 }

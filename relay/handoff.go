@@ -6,8 +6,7 @@ import (
 	"github.com/execstore/execstore/internal/wake"
 )
 
-// begun is what Begin returns: the partition's hold when the commit was about to be sent
-// (nil if not held), and the epoch it opened.
+// begun is what Begin returns: the partition's hold (nil if not held), and the epoch.
 type begun struct {
 	h     *hold
 	epoch uint64
@@ -21,10 +20,9 @@ func (s *session[T, K]) Begin(id string) any {
 	return begun{h: s.holds[s.r.partOf(id)], epoch: s.fl.begin()}
 }
 
-// End takes the items the commit wrote without a scan when the partition was handed out
-// under the same hold since Begin, the hold's sources allow it (sources.go), flight.decide
-// holds none of them back, and there is room; else it owes a scan. The items waiting that
-// the commit removed (a timer cancelled or re-armed) are cancelled.
+// End takes the items the commit wrote, with no scan, when the same hold handed out since
+// Begin, its sources allow it, flight.decide holds none back, and there is room; else it
+// owes a scan. It cancels the items waiting that the commit removed.
 func (s *session[T, K]) End(id string, b any, c *wake.Committed) {
 	from, _ := b.(begun)
 	s.mu.Lock()
@@ -72,8 +70,7 @@ func (s *session[T, K]) owe(h *hold, source string) {
 	poke(s.rescan)
 }
 
-// dropCancelled cancels the waiting and unconfirmed items c removed from the store. The
-// caller holds mu.
+// dropCancelled cancels the waiting and unconfirmed items c removed. The caller holds mu.
 func (s *session[T, K]) dropCancelled(c *wake.Committed) {
 	if len(c.Timers) == 0 || s.fl.count[waiting]+s.fl.count[unconfirmed] == 0 {
 		return

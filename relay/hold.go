@@ -9,16 +9,13 @@ import (
 type holdState int
 
 const (
-	holdActive holdState = iota // its items are handed out while its lease is live
-	// holdDraining: being handed over. Nothing more is handed out, and its lease is released
-	// once nothing taken under it is in flight.
-	holdDraining
-	holdEnded // lost, released or stopped
+	holdActive   holdState = iota // its items are handed out while its lease is live
+	holdDraining                  // being handed over: released once nothing of it is in flight
+	holdEnded                     // lost, released or stopped
 )
 
-// hold is one partition a session holds, from its claim to its end: its lease, and what it
-// knows of the partition's sources. Its items are handed out only while it is active and
-// its lease live (session.handing).
+// hold is one partition a session holds, from its claim to its end. Its items are handed out
+// only while it is active and its lease live (session.handing).
 type hold struct {
 	part       int
 	lease      *lease          // nil: no lease store, held for the whole run

@@ -48,9 +48,8 @@ func (rn *renewals) late(now time.Time, after time.Duration) bool {
 	return false
 }
 
-// keepRenewing renews the leases owed a renewal in one write, without waiting for those in
-// flight, and drops the partitions whose lease ran out, until leaseCtx ends and every
-// renewal sent was answered or given up.
+// keepRenewing renews the leases owed a renewal in one write, not waiting for those in
+// flight, and drops those that ran out, until leaseCtx ends and every renewal returned.
 func (s *session[T, K]) keepRenewing(leaseCtx context.Context) {
 	step := max(s.r.opts.LeaseDuration/12, time.Millisecond)
 	timer := time.NewTimer(step)

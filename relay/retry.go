@@ -22,9 +22,8 @@ func newBackoff(lo, hi time.Duration) *backoff.ExponentialBackOff {
 	return b
 }
 
-// retries holds back the items of the lane keys (executions) whose last delivery failed
-// until their retry time: one execution's items keep their order, and a failing one holds
-// up no other of its lane.
+// retries holds back the items of the executions whose last delivery failed until their
+// retry time: their items keep their order, and hold up no other execution.
 type retries struct {
 	lo, hi time.Duration
 	keys   map[string]*retryState

@@ -4,7 +4,7 @@ package relay
 // them all: their next commits are found by a scan.
 const sourcesLimit = 1 << 14
 
-// sources is what a hold knows of each source execution of its partition: it decides
+// sources is what a hold knows of each source execution of its partition, to decide
 // whether a local commit may be handed over without a scan. A source is
 //
 //	unknown     nothing is known: only its first commit (version 1) may be handed over.
@@ -13,14 +13,12 @@ const sourcesLimit = 1 << 14
 //	soiled(n)   some of its items were left in the store at epoch n: released, held back,
 //	            or written by a commit not handed over. Nothing of it is handed over.
 //
-// A won commit not handed over still records its version (known, under soiled). Soiled is
-// cleared by a complete scan begun after n, sent and admitted while the hold handed items
-// out, that held none of the source's items back: each pending item of the source is now in
-// flight, or was in flight or acked already. Such a scan also makes the source known up to
-// the latest commit whose items it read. A hold starts with every source unknown.
+// A won commit not handed over still records its version. A complete scan begun after n,
+// sent and admitted while the hold handed out, that held none of the source's items back,
+// clears soiled and makes it known up to the latest commit it read. A hold starts knowing none.
 type sources struct {
 	known  map[string]int64  // source → the version up to which nothing is pending outside the flight
-	soiled map[string]uint64 // source → the scans started when some of its items were left in the store
+	soiled map[string]uint64 // source → the epoch at which some of its items were left in the store
 }
 
 func newSources() sources {
@@ -54,9 +52,8 @@ func (s *sources) forget(src string) { delete(s.known, src) }
 // soil records that some of src's items were left in the store at epoch n.
 func (s *sources) soil(src string, n uint64) { s.soiled[src] = n }
 
-// scanned applies scan n, complete and admitted while the hold handed items out: latest is
-// the latest commit whose items it read, per source; partial names the sources some of
-// whose items it held back; only names the sources it read (nil: the partition).
+// scanned applies complete scan n: latest is the latest commit it read, per source; partial
+// names the sources it held items back of; only, those it read (nil: the partition).
 func (s *sources) scanned(n uint64, latest map[string]int64, partial, only map[string]bool) {
 	for src, at := range s.soiled {
 		if at < n && !partial[src] && (only == nil || only[src]) {
