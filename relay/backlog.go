@@ -10,10 +10,8 @@ import (
 )
 
 // Backlog is what a Relay's or a Sweeper's last scan of one partition it holds found waiting
-// there: the pending outbox entries, or the due timers, and how long the oldest has waited.
-// That costs no command of its own: it is the scan's answer, kept. A targeted read (of named
-// executions) does not change it. It also holds the partition's dead items as last counted,
-// which the scans cannot tell: a command of its own (see Options.DeadCountInterval).
+// there, kept from the scan's answer (a targeted read does not change it), and the
+// partition's dead items as last counted (Options.DeadCountInterval).
 type Backlog struct {
 	Partition int
 	Holder    string    // the relay's member name (Member): the partition's lease holder
@@ -28,16 +26,14 @@ type Backlog struct {
 	// Dead is the number of dead items of the partition, of every kind, as counted at
 	// DeadCountedAt (by Options.Clock; zero when not counted yet), plus those the runner
 	// moved to dead since (one it moves while a count is in flight may be missed until the
-	// next count). A count is one command of its own, every Options.DeadCountInterval (see
-	// there); a store that is not an execstore.DeadCounting is never counted.
+	// next count). A store that is not an execstore.DeadCounting is never counted.
 	Dead          int64
 	DeadCountedAt time.Time
 }
 
-// Age is how long the oldest item has waited at now, if it still waits: 0 when none waited
-// or it is not known when the oldest began, or when the committer's clock is ahead of now's
-// by more. Between scans it grows with now, so an age that keeps growing tells of a
-// partition whose oldest item is not delivered, or that is no longer scanned.
+// Age is how long the oldest item has waited at now: 0 when none waits, when it is not
+// known, or when the committer's clock is ahead. It grows between scans: an age that keeps
+// growing tells of an oldest item not delivered, or a partition no longer scanned.
 func (b Backlog) Age(now time.Time) time.Duration {
 	if b.Items == 0 || b.Oldest.IsZero() {
 		return 0
@@ -45,8 +41,7 @@ func (b Backlog) Age(now time.Time) time.Duration {
 	return max(now.Sub(b.Oldest), 0)
 }
 
-// backlogBook keeps the Backlog of each partition a runner holds, as its last scan of it
-// found it, and its dead items as last counted.
+// backlogBook keeps the Backlog of each partition a runner holds.
 type backlogBook struct {
 	holder string // the runner's member name
 	mu     sync.Mutex
@@ -69,9 +64,8 @@ func (b *backlogBook) record(bl Backlog) {
 	b.parts[bl.Partition] = bl
 }
 
-// counted records the dead items of parts counted at at: n[p] in p, none in a partition
-// absent from n. A partition dropped since the count was sent is left out: held tells
-// which are still held.
+// counted records the dead items of parts counted at at: n[p] in p (none when absent), for
+// the partitions still held.
 func (b *backlogBook) counted(parts []int, n map[int]int64, at time.Time, held func(p int) bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -95,14 +89,14 @@ func (b *backlogBook) movedToDead(p int) {
 	}
 }
 
-// countedAt returns when partition p's dead items were last counted, zero if never.
+// countedAt is when p's dead items were last counted, zero if never.
 func (b *backlogBook) countedAt(p int) time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.dead[p].at
 }
 
-// drop forgets partition p: the runner no longer holds it.
+// drop forgets partition p, no longer held.
 func (b *backlogBook) drop(p int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -110,22 +104,19 @@ func (b *backlogBook) drop(p int) {
 	delete(b.dead, p)
 }
 
-// clear forgets every partition: the session ended.
+// clear forgets every partition, at the session's end.
 func (b *backlogBook) clear() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.parts = nil
-	b.dead = nil
+	b.parts, b.dead = nil, nil
 }
 
-// all returns the partitions' backlogs in partition order: each partition scanned or counted.
+// all returns the backlogs of the partitions scanned or counted, in partition order.
 func (b *backlogBook) all() []Backlog {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	rows := maps.Clone(b.parts)
-	if rows == nil {
-		rows = map[int]Backlog{}
-	}
+	rows := map[int]Backlog{}
+	maps.Copy(rows, b.parts)
 	for p, d := range b.dead {
 		bl, ok := rows[p]
 		if !ok {

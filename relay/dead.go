@@ -15,11 +15,8 @@ type DeadEvent struct {
 	Err      error              // the handler's error of the last delivery
 }
 
-// failure is what the relay writes of a handler's failure of item, for a DeadLetters
-// store: one more attempt, dead when the error is permanent or, decided by the store in the
-// same write from the attempts it holds, when it is the MaxAttempts-th: relays that deliver
-// one item at once never record more than MaxAttempts of them.
-// It returns nil when the store keeps no failures. The caller holds mu.
+// failure is the record of a handler's failure for a DeadLetters store (else nil): dead when
+// permanent, else the store decides from the attempts it holds. The caller holds mu.
 func (s *session[T, K]) failure(err error) *execstore.Failure {
 	if s.r.dead == nil {
 		return nil
@@ -28,12 +25,8 @@ func (s *session[T, K]) failure(err error) *execstore.Failure {
 		Dead: errors.Is(err, ErrPermanent)}
 }
 
-// recordFailures writes the failures of batch, each one single-document update of its
-// DeadLetters store, up to ackFanOut at once. An item recorded as dead left the store's
-// pending items, as if acked: its execution's later items go on at once. An item recorded
-// as failed is released, and retried after its execution's back-off. An item the store no
-// longer holds pending (acked by another relay, a timer re-armed) and an item whose record
-// failed are released too: a scan tells.
+// recordFailures writes the failures of batch, up to ackFanOut at once. An item moved to
+// dead is as if acked: its execution's later items go on. Any other is released.
 func (s *session[T, K]) recordFailures(batch []*entry[T, K]) {
 	type result struct {
 		attempts execstore.Attempts
@@ -47,8 +40,7 @@ func (s *session[T, K]) recordFailures(batch []*entry[T, K]) {
 		results[i] = result{a, ok, err}
 	})
 	for i, st := range batch {
-		// A failure record whose outcome is unknown may have moved the item to dead: the
-		// dead list tells.
+		// A record whose outcome is unknown may have moved the item to dead.
 		if res := results[i]; errors.Is(res.err, execstore.ErrOutcomeUnknown) {
 			if a, ok, err := s.readBackDead(s.r.kind.ref(st.item)); err == nil {
 				results[i] = result{a, ok, nil}
@@ -60,25 +52,22 @@ func (s *session[T, K]) recordFailures(batch []*entry[T, K]) {
 	s.mu.Lock()
 	for i, st := range batch {
 		res := results[i]
-		switch {
-		case res.err != nil:
-			s.r.stats.failureErrors.Add(1)
-			if s.ackCtx.Err() == nil {
-				reports = append(reports, &Error{Op: OpFail, Item: s.r.kind.describe(st.item), Err: res.err})
-			}
-			s.fl.release(st)
-			poke(s.rescan) // back in the store: a scan finds it once its back-off is over
-		case res.pending && movedToDead(st.fail, res.attempts):
+		if res.err == nil && res.pending && movedToDead(st.fail, res.attempts) {
 			s.fl.bury(st)
 			s.fl.retries.succeeded(st.lane)
 			s.r.stats.dead.Add(1)
 			s.r.book.movedToDead(s.partOf(st.item))
 			dead = append(dead, DeadEvent{Item: s.r.kind.ref(st.item), Attempts: res.attempts, Err: st.cause})
-			poke(s.rescan) // its execution's later items, released behind it, go on
-		default:
+		} else {
+			if res.err != nil {
+				s.r.stats.failureErrors.Add(1)
+				if s.ackCtx.Err() == nil {
+					reports = append(reports, &Error{Op: OpFail, Item: s.r.kind.describe(st.item), Err: res.err})
+				}
+			}
 			s.fl.release(st)
-			poke(s.rescan) // back in the store: a scan finds it once its back-off is over
 		}
+		poke(s.rescan) // its execution's later items go on, or a scan finds it after its back-off
 	}
 	s.mu.Unlock()
 	for _, err := range reports {
@@ -96,9 +85,8 @@ func (s *session[T, K]) recordFailures(batch []*entry[T, K]) {
 	}
 }
 
-// readBackDead settles a move to dead of ref whose outcome is unknown by reading the dead
-// items of its execution: it returns ref's attempts and true when ref is dead (the move was
-// applied), false when it is not (not applied: ref is released, and a scan tells).
+// readBackDead reads the dead items of ref's execution: it returns ref's attempts and
+// whether ref is among them.
 func (s *session[T, K]) readBackDead(ref execstore.ItemRef) (execstore.Attempts, bool, error) {
 	q := execstore.DeadQuery{Kinds: []execstore.ItemKind{ref.Kind}, ExecutionID: ref.ExecutionID, Limit: 1000}
 	for {
@@ -118,8 +106,8 @@ func (s *session[T, K]) readBackDead(ref execstore.ItemRef) (execstore.Attempts,
 	}
 }
 
-// movedToDead reports whether a failure record that took effect with attempts a moved its
-// item to dead (execstore.Failure.MaxAttempts).
+// movedToDead reports whether a record of f that took effect with attempts a moved its item
+// to dead.
 func movedToDead(f *execstore.Failure, a execstore.Attempts) bool {
 	return f.Dead || f.MaxAttempts > 0 && a.Count >= f.MaxAttempts
 }

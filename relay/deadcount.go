@@ -5,9 +5,8 @@ import (
 	"time"
 )
 
-// countDeadLoop counts the dead items of the partitions the session hands out (Backlog's
-// Dead), until stop: every PollInterval it counts them all when one of them was never
-// counted, or DeadCountInterval passed since the last count.
+// countDeadLoop counts the dead items of the partitions handed out (Backlog's Dead) until
+// stop: every PollInterval, when one was never counted or DeadCountInterval passed.
 func (s *session[T, K]) countDeadLoop(stop <-chan struct{}) {
 	var last time.Time // when the last count was sent, by this process's clock
 	s.repeat(stop, 0, s.r.opts.PollInterval, func(ctx context.Context) {
@@ -17,9 +16,8 @@ func (s *session[T, K]) countDeadLoop(stop <-chan struct{}) {
 	})
 }
 
-// countDeadOnce counts the dead items of the partitions handed out now, when stale or one of
-// them was never counted, and reports whether it sent a count. A partition given up while the
-// count was in flight is not recorded.
+// countDeadOnce counts the dead items of the partitions handed out now, when stale or one
+// was never counted, and reports whether it sent a count.
 func (s *session[T, K]) countDeadOnce(ctx context.Context, stale bool) bool {
 	s.mu.Lock()
 	var parts []int

@@ -2,7 +2,9 @@ package relay
 
 import (
 	"hash/maphash"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -20,21 +22,16 @@ import (
 type itemState uint8
 
 const (
-	// out: not in flight. Every entry starts and ends here.
-	out itemState = iota
-	// waiting: taken ahead of its fire time, it waits for it in memory.
-	waiting
-	// unconfirmed: its fire time came. A scan sent after it confirms it (queued), or shows that a
-	// commit removed it (cancelled).
+	out     itemState = iota // not in flight: every entry starts and ends here
+	waiting                  // taken ahead of its fire time, it waits for it in memory
+	// unconfirmed: its fire time came. A scan sent after it confirms it (queued), or shows
+	// that a commit removed it (cancelled).
 	unconfirmed
-	// queued: in its lane's queue, for its handler.
-	queued
-	// handling: in its handler.
-	handling
-	// acking: its handler returned nil. Its ack waits to be sent, or is in flight.
-	acking
-	// failing: its handler failed. The record of its failure waits to be sent, or is in flight.
-	// Its execution's later items are held back meanwhile.
+	queued   // in its lane's queue
+	handling // in its handler
+	acking   // its handler returned nil: its ack waits to be sent, or is in flight
+	// failing: its handler failed. The record of its failure waits to be sent, or is in
+	// flight; its execution's later items are held back meanwhile.
 	failing
 	states
 )
@@ -54,22 +51,18 @@ type entry[T any, K comparable] struct {
 	notBefore time.Time          // when its write may be sent again, after a failed one
 }
 
-// flight is the one owner of the items a session handed out, from their take to their
-// end, and of what it must remember of those that ended. The session's goroutines call its
-// transitions under the session's lock. What always holds:
+// flight owns the items a session handed out, from their take to their end, and what it
+// remembers of those that ended, under the session's lock. What always holds:
 //   - An item is in flight once at most: items holds its one entry, in one state.
-//   - count[s] is the number of entries in state s; Stats.InFlight and the holds' inFlight
-//     are the entries' number, overall and by hold. set alone changes a state, and keeps them.
+//   - set alone changes a state: it keeps count, Stats.InFlight and the holds' inFlight.
 //   - soon holds every waiting entry, earliest fire time first; queues[i] every queued entry
-//     of lane i, in the order they were queued; settleQ every settling entry whose write is not
-//     in flight. Entries no longer in the state a container is for are skipped there.
+//     of lane i, in order; settleQ every settling entry whose write is not in flight.
+//     Entries no longer in the state a container is for are skipped there.
 //   - failing[lk] is the number of failing entries of lane key lk.
-//   - The epoch counts the scans started and the commits begun. An ack, a move to dead and a
-//     release are recorded with the epoch they happened at, for as long as a scan or a commit
-//     begun at that epoch or before is unfinished (finish, end).
+//   - The epoch counts the scans and the commits begun. Acks, moves to dead and releases
+//     are recorded with their epoch while a scan or commit begun at it or before is open.
 //
-// Whether an item read by a scan, or written by a commit of this process, is handed out is
-// decided by decide alone.
+// decide alone says whether an item read by a scan, or a local commit, is handed out.
 type flight[T any, K comparable] struct {
 	kind    kind[T, K]
 	stats   *counters
@@ -84,17 +77,12 @@ type flight[T any, K comparable] struct {
 	settleQ []*entry[T, K]
 	failing map[string]int
 
-	epoch uint64
-	// acked holds, for each item acked or moved to dead by this relay, the epoch it happened
-	// at; dead marks those moved to dead. fence holds, by lane key, the epoch an item of it was
-	// last released at.
-	acked map[K]uint64
-	dead  map[K]bool
-	fence map[string]uint64
-	// open counts, by epoch, the scans and commits begun then and not finished.
-	open map[uint64]int
-	// heldBack is how many items the last scan held back for their execution.
-	heldBack int
+	epoch    uint64
+	acked    map[K]uint64      // the items acked or moved to dead, with their epoch
+	dead     map[K]bool        // of those, the ones moved to dead
+	fence    map[string]uint64 // by lane key, the epoch an item of it was last released at
+	open     map[uint64]int    // by epoch, the scans and commits begun then and open
+	heldBack int               // the items the last scan held back for their execution
 }
 
 func newFlight[T any, K comparable](k kind[T, K], stats *counters, lanes int, rt retries, onLeave func(*hold)) *flight[T, K] {
@@ -134,17 +122,15 @@ func (f *flight[T, K]) set(e *entry[T, K], to itemState) {
 	}
 }
 
-// take records item as in flight under h. It waits when its fire time is after asOf, the
-// moment the store was read (by Options.Clock); else it is queued, in lane laneOf.
+// take records item as in flight under h: waiting when its fire time is after asOf, when
+// the store was read (by Options.Clock), else queued.
 func (f *flight[T, K]) take(h *hold, item T, asOf, now time.Time) *entry[T, K] {
 	e := &entry[T, K]{item: item, key: f.kind.key(item), lane: f.kind.lane(item), hold: h}
 	if at := f.kind.dueAt(item); !at.IsZero() && at.After(asOf) {
 		f.set(e, waiting)
 		f.trimSoon()
 		i := sort.Search(len(f.soon), func(i int) bool { return f.kind.dueAt(f.soon[i].item).After(at) })
-		f.soon = append(f.soon, nil)
-		copy(f.soon[i+1:], f.soon[i:])
-		f.soon[i] = e
+		f.soon = slices.Insert(f.soon, i, e)
 		return e
 	}
 	f.queue(e, now)
@@ -164,7 +150,7 @@ func (f *flight[T, K]) queue(e *entry[T, K], now time.Time) {
 	f.queues[i] = append(f.queues[i], e)
 }
 
-// pop takes the first queued entry of lane i to its handler; nil when none is queued.
+// pop takes the first queued entry of lane i to its handler, if any.
 func (f *flight[T, K]) pop(i int) *entry[T, K] {
 	for len(f.queues[i]) > 0 {
 		e := f.queues[i][0]
@@ -196,8 +182,7 @@ func (f *flight[T, K]) nextFire() time.Time {
 	return f.kind.dueAt(f.soon[0].item)
 }
 
-// fire moves the waiting entries whose fire time came by now to unconfirmed, and returns
-// them.
+// fire moves the waiting entries due by now to unconfirmed, and returns them.
 func (f *flight[T, K]) fire(now time.Time) []*entry[T, K] {
 	var due []*entry[T, K]
 	for f.trimSoon(); len(f.soon) > 0 && !f.kind.dueAt(f.soon[0].item).After(now); f.trimSoon() {
@@ -222,10 +207,8 @@ func (f *flight[T, K]) settle(e *entry[T, K], fail *execstore.Failure, cause err
 // settling is the number of entries settling: their write waits, or is in flight.
 func (f *flight[T, K]) settling() int { return f.count[acking] + f.count[failing] }
 
-// release takes e out of flight, not acked: it is pending in the store still. Its source is
-// soiled and its lane fenced: the scans begun before may have skipped it as in flight, and
-// hand out none of its execution's later items, and no commit of its source is handed over
-// until a scan found it again (sources.go).
+// release takes e out of flight, pending still. Its lane is fenced, since the scans begun
+// before may have skipped it as in flight, and its source soiled (sources.go).
 func (f *flight[T, K]) release(e *entry[T, K]) {
 	f.fence[e.lane] = f.epoch
 	e.hold.sources.soil(f.kind.source(e.item), f.epoch)
@@ -239,32 +222,28 @@ func (f *flight[T, K]) ack(e *entry[T, K]) {
 	f.set(e, out)
 }
 
-// bury takes e out of flight, moved to dead: acked, and buried, since a revive may make it
-// pending again at once, unseen. Its source is soiled, and a scan begun before that drops it
-// holds back its execution's later items (decide).
+// bury takes e out of flight, moved to dead: acked, marked dead since a revive may make it
+// pending again unseen (decide), and its source soiled.
 func (f *flight[T, K]) bury(e *entry[T, K]) {
 	f.ack(e)
 	f.dead[e.key] = true
 	e.hold.sources.soil(f.kind.source(e.item), f.epoch)
 }
 
-// cancel takes e out of flight: a commit removed it from the store (a timer cancelled or
-// re-armed).
+// cancel takes e out of flight: a commit removed it (a timer cancelled or re-armed).
 func (f *flight[T, K]) cancel(e *entry[T, K]) {
 	f.set(e, out)
 	f.stats.cancelled.Add(1)
 }
 
-// begin opens an epoch, for a scan about to be sent or a commit about to be: decide, at
-// it, knows what happened since. finish closes it.
+// begin opens an epoch, for a scan or a commit about to be sent. finish closes it.
 func (f *flight[T, K]) begin() uint64 {
 	f.epoch++
 	f.open[f.epoch]++
 	return f.epoch
 }
 
-// finish closes epoch n, and forgets the records no open epoch needs: every scan and commit
-// begun later knows what was recorded before it began.
+// finish closes epoch n, and forgets the records no open epoch needs.
 func (f *flight[T, K]) finish(n uint64) {
 	if f.open[n]--; f.open[n] <= 0 {
 		delete(f.open, n)
@@ -279,14 +258,10 @@ func (f *flight[T, K]) finish(n uint64) {
 			delete(f.dead, k)
 		}
 	}
-	for lk, at := range f.fence {
-		if at < oldest {
-			delete(f.fence, lk)
-		}
-	}
+	maps.DeleteFunc(f.fence, func(_ string, at uint64) bool { return at < oldest })
 }
 
-// verdict is what decide says of an item read by a scan, or written by a commit.
+// verdict is what decide says of an item.
 type verdict int
 
 const (
@@ -296,15 +271,11 @@ const (
 	holdBack                // its execution waits: it is left in the store, for a later scan
 )
 
-// decide is the rule for handing out item key, of lane key lk, read by a scan begun at epoch
-// n, or written by a commit of this process begun at n, at now. It is not taken if it is in
-// flight, or was acked since n: another scan handed it out already. It is held back, left in
-// the store, when its execution waits for a retry or for a failure's record, or an item of
-// its execution was released since n (which the scan may have skipped as in flight, and
-// which comes first). An item moved to dead since n is skipped, and fences its execution
-// too: the scan may have read it revived. The caller checks the rest: that the item's hold
-// is handing items out (session.handing), and for a commit, that its sources allow it
-// (sources.mayHandOver).
+// decide is the rule for item key, of lane key lk, read by a scan or written by a local
+// commit begun at epoch n: skipped when in flight or acked since n; held back while its
+// execution waits (a retry, a failure's record) or an item of it released since n comes
+// first; skipped when moved to dead since n, fencing its execution, since the scan may have
+// read it revived. The caller checks the hold, and a commit's sources (mayHandOver).
 func (f *flight[T, K]) decide(key K, lk string, n uint64, now time.Time) verdict {
 	if f.items[key] != nil {
 		return skip
@@ -322,8 +293,8 @@ func (f *flight[T, K]) decide(key K, lk string, n uint64, now time.Time) verdict
 	return hand
 }
 
-// waits reports whether execution lk's items are held back at now: it waits for a retry, or
-// an item of it is having its failure recorded.
+// waits reports whether execution lk's items are held back at now: for a retry, or a
+// failure's record.
 func (f *flight[T, K]) waits(lk string, now time.Time) bool {
 	return f.failing[lk] > 0 || f.retries.holds(lk, now)
 }

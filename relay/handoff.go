@@ -6,28 +6,23 @@ import (
 	"github.com/execstore/execstore/internal/wake"
 )
 
-// begun is what Begin returns: the hold of the execution's partition when the commit was
-// about to be sent (nil if not held), and the epoch it opened (flight.begin).
+// begun is what Begin returns: the partition's hold (nil if not held), and the epoch.
 type begun struct {
 	h     *hold
 	epoch uint64
 }
 
-// Begin is the session's end of a commit through a store of this process (package
-// internal/wake): the commit of execution id is about to be sent. It opens an epoch, so that
-// its hand-over knows what was acked meanwhile.
+// Begin is told that a commit of execution id through a store of this process (package
+// internal/wake) is about to be sent. It opens an epoch for its hand-over.
 func (s *session[T, K]) Begin(id string) any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return begun{h: s.holds[s.r.partOf(id)], epoch: s.fl.begin()}
 }
 
-// End takes the items the commit wrote without a scan, when that keeps what always holds:
-// the partition was held, under the same hold, from before the commit was sent until now,
-// and handed out; the hold's sources allow it (sources.go: the commit is the execution's
-// first, or follows the last one the hold knows every item of); flight.decide holds none of
-// them back; and there is room. Otherwise it owes a scan, which finds them. A commit that
-// removed an item waiting for its fire time (a timer cancelled or re-armed) cancels it.
+// End takes the items the commit wrote, with no scan, when the same hold handed out since
+// Begin, its sources allow it, flight.decide holds none back, and there is room; else it
+// owes a scan. It cancels the items waiting that the commit removed.
 func (s *session[T, K]) End(id string, b any, c *wake.Committed) {
 	from, _ := b.(begun)
 	s.mu.Lock()
@@ -39,7 +34,7 @@ func (s *session[T, K]) End(id string, b any, c *wake.Committed) {
 	}
 	if c == nil {
 		// Failed, or its outcome is unknown: it may have written something, or cancelled a
-		// timer waiting in memory (which its confirming scan then drops). A scan tells.
+		// timer waiting (which its confirming scan drops). A scan tells.
 		h.sources.forget(id)
 		s.owe(h, id)
 		return
@@ -68,16 +63,14 @@ func (s *session[T, K]) End(id string, b any, c *wake.Committed) {
 	}
 }
 
-// owe marks the source's items as left in the store and asks for a scan. The caller holds
-// mu.
+// owe soils source and asks for a scan. The caller holds mu.
 func (s *session[T, K]) owe(h *hold, source string) {
 	h.sources.soil(source, s.fl.epoch)
 	s.r.stats.wakeups.Add(1)
 	poke(s.rescan)
 }
 
-// dropCancelled cancels the items waiting for their fire time, or for its confirmation, that
-// c removed from the store (a timer cancelled or re-armed). The caller holds mu.
+// dropCancelled cancels the waiting and unconfirmed items c removed. The caller holds mu.
 func (s *session[T, K]) dropCancelled(c *wake.Committed) {
 	if len(c.Timers) == 0 || s.fl.count[waiting]+s.fl.count[unconfirmed] == 0 {
 		return

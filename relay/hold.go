@@ -9,24 +9,17 @@ import (
 type holdState int
 
 const (
-	// holdActive: the partition's items are handed out while its lease is live.
-	holdActive holdState = iota
-	// holdDraining: the partition is being handed over to another relay. Nothing more of it
-	// is handed out, and its lease is released once nothing taken under it is in flight.
-	holdDraining
-	// holdEnded: lost, released or stopped. Nothing more is handed out.
-	holdEnded
+	holdActive   holdState = iota // its items are handed out while its lease is live
+	holdDraining                  // being handed over: released once nothing of it is in flight
+	holdEnded                     // lost, released or stopped
 )
 
-// hold is one partition a session holds, from its claim to its end: its lease, and what it
-// knows of the partition's sources. An item of the partition is handed out only while the
-// hold is active and its lease live (session.handing).
+// hold is one partition a session holds, from its claim to its end. Its items are handed out
+// only while it is active and its lease live (session.handing).
 type hold struct {
-	part  int
-	lease *lease // nil: no lease store, held for the whole run
-	// handlerCtx is the handlers' context for the items taken under the hold. It is
-	// cancelled when the hold ends.
-	handlerCtx context.Context
+	part       int
+	lease      *lease          // nil: no lease store, held for the whole run
+	handlerCtx context.Context // its items' handlers' context, cancelled when it ends
 	cancel     context.CancelCauseFunc
 	state      holdState
 	stoppedAt  time.Time // when it stopped handing items out (draining, lost, stopped)
@@ -40,7 +33,7 @@ func newHold(handlerBase context.Context, part int, ls *lease) *hold {
 	return h
 }
 
-// stop records when the hold stopped handing items out, the first time it is called.
+// stop records, the first time, when the hold stopped handing items out.
 func (h *hold) stop(at time.Time) {
 	if h.stoppedAt.IsZero() {
 		h.stoppedAt = at

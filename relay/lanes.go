@@ -9,19 +9,11 @@ import (
 	"github.com/execstore/execstore/internal/wake"
 )
 
-// A lane delivers the items queued in it (flight.queues) one at a time, in the order they
-// were queued. Every item of one execution (lane key) is queued in the same lane, so one
-// execution's items are never handled twice at once and are handled in the order the scans
-// returned them. A lane has a goroutine only while its queue is not empty: at most
-// Options.Lanes handler calls are in flight.
-//
-// deliver is lane i's goroutine: it hands the lane's items to the handler one by one until
-// the queue is empty. An item is handed out only while the hold it was taken under is
-// handing items out (session.handing); otherwise it is released, pending in the store, with
-// its execution's items queued behind it. A handler's nil queues the item for its ack. An
-// error holds its execution back for a retry and releases the execution's items queued
-// behind it; with a DeadLetters store the failure is recorded first (dead.go), and the item
-// stays in flight until it is. ErrLeavePending does the same without an error or a record.
+// deliver is lane i's goroutine, while its queue is not empty: it hands the lane's items to
+// the handler one at a time, in order. A handler's nil queues the item for its ack. A
+// failure holds the execution back for a retry, and the item goes back to the store with
+// the execution's items queued behind it, as when its hold no longer hands out; over a
+// DeadLetters store, once its failure is recorded (dead.go).
 func (s *session[T, K]) deliver(i int) {
 	defer s.laneWG.Done()
 	k, stats := s.r.kind, &s.r.stats
@@ -74,9 +66,7 @@ func (s *session[T, K]) deliver(i int) {
 			s.fl.retries.failed(lk, time.Now())
 			s.releaseAfter(e)
 		case h.handlerCtx.Err() != nil:
-			// The hold ended under the handler (its context was cancelled): not the
-			// execution's failure. The item goes back to the store, with the execution's
-			// items queued behind it.
+			// The hold ended under the handler: not the execution's failure.
 			s.releaseAfter(e)
 		default:
 			stats.handlerErrors.Add(1)
@@ -99,10 +89,8 @@ func (s *session[T, K]) deliver(i int) {
 	}
 }
 
-// releaseQueued releases the items taken under h that wait in a lane, with the items of
-// their executions queued there: a hold that stopped handing items out hands out none of
-// them, and they would otherwise stay in flight behind the handlers of other holds. The
-// caller holds mu.
+// releaseQueued releases h's queued items, with their executions' items behind them, lest
+// they wait behind other holds' handlers. The caller holds mu.
 func (s *session[T, K]) releaseQueued(h *hold) {
 	s.fl.each(queued, func(e *entry[T, K]) {
 		if e.hold == h && e.state == queued {
@@ -120,12 +108,8 @@ func (s *session[T, K]) releaseBehind(i int, lk string) {
 	}
 }
 
-// finishFired is called once the handler of item, given fired, returned err. It reports
-// whether a commit the handler made removed the item (then it is acked), after waiting for
-// such a commit still in flight. When the handler failed after a commit that removed the
-// item, or may have, the item is put back first, so that its failure is handled as any
-// other's: at least once. It is not put back when its execution committed again since (a
-// later commit may have cancelled it): that is reported as ErrNotRestored.
+// finishFired reports whether a commit of item's handler, given fired, removed item. When
+// the handler failed after such a commit it puts the item back (see the package doc).
 func (s *session[T, K]) finishFired(fired *wake.FiredTimer, item T, err error) bool {
 	removed, restore := fired.Finish(s.ackCtx)
 	if err == nil {

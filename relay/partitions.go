@@ -23,34 +23,11 @@ var (
 	errStopped    = errors.New("relay: stopped")
 )
 
-// claimFanOut bounds the claims a relay has in flight at once. The lease server may run
-// one write at a time (the embedded server does, per database): every claim queued there
-// ahead of a renewal delays it, so the relays' claims together must stay few.
+// claimFanOut bounds the claims in flight at once. On a lease server that runs one write at
+// a time (the embedded server, per database), every claim queued ahead of a renewal delays it.
 const claimFanOut = 4
 
-// memberKey is the key under which the relay registers itself, and partitionKey the key of
-// partition p's lease. A store that is not partitioned has one lease, Options.LeaseKey.
-func (r *runner[T, K]) memberKey() string { return leases.MemberKey(r.opts.LeaseKey, r.member) }
-
-func (r *runner[T, K]) membersPrefix() string { return leases.MembersPrefix(r.opts.LeaseKey) }
-
-func (r *runner[T, K]) partitionsPrefix() string { return leases.PartitionsPrefix(r.opts.LeaseKey) }
-
-// leasesPrefix is the prefix of the partitions' leases: their common prefix, or the one
-// lease of a store that is not partitioned.
-func (r *runner[T, K]) leasesPrefix() string {
-	if !r.partitioned() {
-		return r.opts.LeaseKey
-	}
-	return r.partitionsPrefix()
-}
-
-// memberFingerprint is the fingerprint of the relay's member lease: it names the number of
-// partitions, so that relays that would share them otherwise see that they disagree.
-func (r *runner[T, K]) memberFingerprint() string { return leases.MemberFingerprint(r.parts) }
-
-// partitionsOf is the number of partitions a member fingerprint names, "none" for one of
-// an earlier version.
+// partitionsOf is the number of partitions a member fingerprint names, or "none".
 func partitionsOf(fingerprint string) string {
 	if n, ok := leases.PartitionsOfMember(fingerprint); ok {
 		return strconv.Itoa(n)
@@ -58,6 +35,10 @@ func partitionsOf(fingerprint string) string {
 	return "none"
 }
 
+// memberFingerprint names the relay's number of partitions (leases.MemberFingerprint).
+func (r *runner[T, K]) memberFingerprint() string { return leases.MemberFingerprint(r.parts) }
+
+// partitionKey is partition p's lease key: Options.LeaseKey when not partitioned.
 func (r *runner[T, K]) partitionKey(p int) string {
 	if !r.partitioned() {
 		return r.opts.LeaseKey
@@ -65,31 +46,20 @@ func (r *runner[T, K]) partitionKey(p int) string {
 	return leases.PartitionKey(r.opts.LeaseKey, p)
 }
 
-// manage keeps the session's partitions until leaseCtx ends. Without a lease store there is
-// nothing to keep: the session holds every partition for the whole run. With one, every
-// LeaseDuration/4 it registers the relay (its member lease), lists the live relays, and
-// wants the partitions p for which the relay is the (p mod n)-th of the n live relays in key
-// order. It hands over the partitions it holds and no longer wants: nothing more of them is
-// handed out, and each lease is released once no item of the partition is in flight. It
-// claims the ones it wants and does not hold: a claim succeeds once the previous holder
-// released it or its lease lapsed. It renews every lease it holds every LeaseDuration/3
-// (LeaseDuration/12 after a failure), and drops a partition whose lease is fenced or runs
-// out: nothing more of it is handed out, and its handlers' context is cancelled.
+// manage claims, hands over, renews and drops the session's partitions until leaseCtx ends.
+// Without a lease store the session holds every partition from its start.
 func (s *session[T, K]) manage(leaseCtx context.Context) {
 	if s.r.lease.store == nil {
-		return // the session holds every partition from its start
+		return
 	}
-	// The renewals run apart from the claims, so that a slow round of claims never keeps a
-	// lease from being renewed.
+	// Apart from the claims, so that a slow round of claims never holds up a renewal.
 	var wg sync.WaitGroup
 	wg.Go(func() { s.keepRenewing(leaseCtx) })
 	s.keepAssigning(leaseCtx)
 	wg.Wait()
 }
 
-// keepAssigning looks at the live relays and claims or hands over partitions every
-// LeaseDuration/4, and releases the partitions handed over once nothing of them is in
-// flight, until leaseCtx ends.
+// keepAssigning runs assign every LeaseDuration/4, and releaseDrained, until leaseCtx ends.
 func (s *session[T, K]) keepAssigning(leaseCtx context.Context) {
 	dur := s.r.opts.LeaseDuration
 	timer := time.NewTimer(0)
@@ -104,12 +74,10 @@ func (s *session[T, K]) keepAssigning(leaseCtx context.Context) {
 		}
 		if lastAssign.IsZero() || time.Since(lastAssign) >= dur/4 {
 			lastAssign = time.Now()
-			if err := s.assign(leaseCtx); err != nil {
-				var fatal *Error
-				if errors.As(err, &fatal) {
-					s.endSession(fatal)
-					return
-				}
+			var fatal *Error
+			if errors.As(s.assign(leaseCtx), &fatal) {
+				s.endSession(fatal)
+				return
 			}
 		}
 		s.releaseDrained()
@@ -126,52 +94,29 @@ func (s *session[T, K]) addHold(p int, ls *lease) *hold {
 	return h
 }
 
-// removeHold ends h: it is no longer the partition's hold, its handlers' context is
-// cancelled with cause, and its items waiting for their fire time are released. Its items
-// in lanes are released as they come up, with their executions' items behind them; those in
-// handlers are acked or released when they return. The caller holds mu.
+// removeHold ends h, its handlers' context cancelled with cause. The caller holds mu.
 func (s *session[T, K]) removeHold(h *hold, cause error) {
 	if s.holds[h.part] != h {
 		return
 	}
 	delete(s.holds, h.part)
 	s.r.book.drop(h.part)
-	h.state = holdEnded
-	h.stop(time.Now())
-	h.cancel(cause)
-	s.dropSoon(h)
-	s.releaseQueued(h)
-	s.hurrySettling(h)
+	s.stopHanding(h, holdEnded, time.Now(), cause)
 	s.r.stats.partitions.Add(-1)
 	s.r.stats.holding.Store(len(s.holds) > 0)
 }
 
-// dropLost drops the holds whose lease ran out unrenewed.
-func (s *session[T, K]) dropLost() {
+// loseWhere drops, with cause, the holds whose lease was lost: those lost reports.
+func (s *session[T, K]) loseWhere(lost func(ls *lease) bool, cause error) {
 	s.mu.Lock()
-	var lost []*hold
+	var hs []*hold
 	for _, h := range s.holds {
-		if h.lease.expired() {
-			lost = append(lost, h)
+		if lost(h.lease) {
+			hs = append(hs, h)
 		}
 	}
 	s.mu.Unlock()
-	for _, h := range lost {
-		s.lose(h, errLeaseLost)
-	}
-}
-
-// loseLease drops the hold of ls, if the session still has one.
-func (s *session[T, K]) loseLease(ls *lease, cause error) {
-	s.mu.Lock()
-	var h *hold
-	for _, held := range s.holds {
-		if held.lease == ls {
-			h = held
-		}
-	}
-	s.mu.Unlock()
-	if h != nil {
+	for _, h := range hs {
 		s.lose(h, cause)
 	}
 }
@@ -204,8 +149,7 @@ func (s *session[T, K]) lose(h *hold, cause error) {
 	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt, Local: h.stoppedAt})
 }
 
-// register claims the relay's member lease, when it holds none, under the fingerprint that
-// names its partitioning: the relays of a lease key agree on it.
+// register claims the relay's member lease, when it holds none.
 func (s *session[T, K]) register(leaseCtx context.Context) (*lease, error) {
 	r := s.r
 	s.mu.Lock()
@@ -214,10 +158,11 @@ func (s *session[T, K]) register(leaseCtx context.Context) (*lease, error) {
 	if member != nil {
 		return member, nil
 	}
-	m, err := r.lease.claimAs(leaseCtx, r.memberKey(), r.memberFingerprint())
+	key := leases.MemberKey(r.opts.LeaseKey, r.member)
+	m, err := r.lease.claimAs(leaseCtx, key, r.memberFingerprint())
 	if err != nil {
 		if !errors.As(err, new(*Error)) && leaseCtx.Err() == nil {
-			r.opts.OnError(&Error{Op: OpClaim, Item: r.memberKey(), Err: err})
+			r.opts.OnError(&Error{Op: OpClaim, Item: key, Err: err})
 		}
 		return nil, err
 	}
@@ -231,22 +176,21 @@ func (s *session[T, K]) register(leaseCtx context.Context) (*lease, error) {
 	return m, nil
 }
 
-// members lists the live relays of the lease key that partition as this one does, this one
-// included, in name order. A live relay registered with another number of partitions has
-// not agreed (agree refuses it before it claims anything) or is of an earlier version: it is
-// reported, and left out of the share.
+// members lists, in name order, the live relays of the lease key with this one's number of
+// partitions. One with another number is reported and left out of the share.
 func (s *session[T, K]) members(leaseCtx context.Context) ([]string, error) {
 	r := s.r
-	recs, err := r.opts.Lease.List(leaseCtx, r.membersPrefix(), 0)
+	prefix := leases.MembersPrefix(r.opts.LeaseKey)
+	recs, err := r.opts.Lease.List(leaseCtx, prefix, 0)
 	if err != nil {
 		if leaseCtx.Err() == nil {
-			r.opts.OnError(&Error{Op: OpClaim, Item: r.membersPrefix(), Err: err})
+			r.opts.OnError(&Error{Op: OpClaim, Item: prefix, Err: err})
 		}
 		return nil, err
 	}
 	members := []string{r.member}
 	for _, rec := range recs {
-		id := strings.TrimPrefix(rec.Key, r.membersPrefix())
+		id := strings.TrimPrefix(rec.Key, prefix)
 		if rec.Lapsed || id == r.member || rec.State != idem.Claimed {
 			continue
 		}
@@ -262,20 +206,11 @@ func (s *session[T, K]) members(leaseCtx context.Context) ([]string, error) {
 	return members, nil
 }
 
-// partitioningRetention is how long the record that fixes the lease key's number of
-// partitions is kept: for good.
+// partitioningRetention keeps the record that fixes the number of partitions for good.
 const partitioningRetention = 100 * 365 * 24 * time.Hour
 
-// agree settles the number of partitions the relays of the lease key share, before the
-// relay claims anything: the record under leases.PartitioningKey is written once, by the
-// first relay whose claim of it gets a token, with the relay's member fingerprint, and
-// completed for good. A relay agrees when the completed record names its own number. It
-// returns an *Error matching ErrPartitionsDisagree when the record names another (a record
-// claimed or completed with another fingerprint is refused by the lease store), and false
-// with no error while the record is claimed and not yet completed, or its writer's
-// complete failed: the relay claims nothing until a later look finds it completed. No
-// timestamps are compared: of any number of concurrent claims at most one gets the token,
-// and a completed record never changes, so every relay reads the same number.
+// agree settles the number of partitions the relays of the lease key share (see the package
+// doc). It returns false with no error while the record is not yet completed.
 func (s *session[T, K]) agree(leaseCtx context.Context) (bool, error) {
 	r := s.r
 	s.mu.Lock()
@@ -322,9 +257,8 @@ func (s *session[T, K]) agree(leaseCtx context.Context) (bool, error) {
 	return true, nil
 }
 
-// assign registers the relay, works out the partitions it wants, hands over those it holds
-// and does not want, and claims those it wants and does not hold. A store that is not
-// partitioned has one partition, which every relay wants: the first claim wins it.
+// assign registers the relay, hands over the partitions it no longer wants, and claims
+// those it wants (see the package doc).
 func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	r := s.r
 	if ok, err := s.agree(leaseCtx); !ok {
@@ -353,27 +287,21 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	s.mu.Lock()
 	var missing []int
 	for p := range wanted {
-		if s.claimable(p) {
+		if s.holds[p] == nil {
 			missing = append(missing, p)
 		}
 	}
 	for p, h := range s.holds {
 		if !wanted[p] && h.state == holdActive {
-			h.state = holdDraining
-			h.stop(now)
-			s.dropSoon(h)
-			s.releaseQueued(h)
-			s.hurrySettling(h)
+			s.stopHanding(h, holdDraining, now, nil)
 			s.left(h)
 		}
 	}
-	stopping, late := s.stopping, s.claimsWait()
-	s.mu.Unlock()
-	if stopping || len(missing) == 0 {
+	if s.stopping || len(missing) == 0 {
+		s.mu.Unlock()
 		return nil
 	}
-	s.mu.Lock()
-	wait := late && !s.claimsWaited
+	wait := s.claimsWait() && !s.claimsWaited
 	s.claimsWaited = wait
 	s.mu.Unlock()
 	if wait {
@@ -387,10 +315,14 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	}
 	// Claim only what no live holder has: one read spares the claims bound to fail. It also
 	// tells a lapsed lease of this relay's own from another's.
-	recs, err := r.opts.Lease.List(leaseCtx, r.leasesPrefix(), 0)
+	prefix := r.opts.LeaseKey
+	if r.partitioned() {
+		prefix = leases.PartitionsPrefix(r.opts.LeaseKey)
+	}
+	recs, err := r.opts.Lease.List(leaseCtx, prefix, 0)
 	if err != nil {
 		if leaseCtx.Err() == nil {
-			r.opts.OnError(&Error{Op: OpClaim, Item: r.leasesPrefix(), Err: err})
+			r.opts.OnError(&Error{Op: OpClaim, Item: prefix, Err: err})
 		}
 		return err
 	}
@@ -433,24 +365,16 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	return fatal
 }
 
-// claimable reports whether partition p may be claimed: the session does not hold it. An
-// earlier hold's items still in flight keep their order by their lanes: an item that leaves
-// flight unacked takes its execution's items queued behind it along. The caller holds mu.
-func (s *session[T, K]) claimable(p int) bool { return s.holds[p] == nil }
-
-// took makes partition p held under ls, just claimed, and reports whether it did; when the
-// session is stopping, or the lease is no longer live, it releases the lease at once instead. prev is when the lapsed lease it reclaimed was
-// claimed, if it was one: a lease of this relay's own that ran out is a re-take, not a
-// take-over. Another relay claims a lapsed lease only after it ran out, at least
-// LeaseDuration after its claim, so a lapsed lease claimed within LeaseDuration/2 of this
-// relay's own was this relay's.
+// took makes partition p held under ls, just claimed, or releases ls, and reports which.
+// prev is when the lapsed lease it reclaimed was claimed, if any: another relay claims a
+// lapsed lease at least LeaseDuration after its claim, so one claimed within LeaseDuration/2
+// of this relay's own lost lease was this relay's (a re-take).
 func (s *session[T, K]) took(p int, ls *lease, prev time.Time) bool {
 	r := s.r
 	local := time.Now() // the claim's answer arrived: from now on the items may be handed out
 	s.mu.Lock()
-	// A claim answered after its lease stopped being live hands nothing out: it is given
-	// back at once, and claimed again at a later look.
-	if s.stopping || !s.claimable(p) || !ls.live() {
+	// A claim answered after its lease stopped being live is given back at once.
+	if s.stopping || s.holds[p] != nil || !ls.live() {
 		s.mu.Unlock()
 		releaseCtx, cancel := s.releaseCtx()
 		r.lease.release(releaseCtx, ls)
@@ -485,7 +409,8 @@ func (s *session[T, K]) took(p int, ls *lease, prev time.Time) bool {
 }
 
 // releaseDrained releases the leases of the draining holds with nothing in flight, and
-// cancels the handlers of those that have drained for LeaseDuration (drainBound).
+// cancels the handlers of those draining for LeaseDuration (the lease is kept until they
+// returned).
 func (s *session[T, K]) releaseDrained() {
 	s.mu.Lock()
 	var done []*hold
@@ -496,7 +421,7 @@ func (s *session[T, K]) releaseDrained() {
 		case h.inFlight == 0:
 			done = append(done, h)
 			s.removeHold(h, errHandedOver)
-		case now.Sub(h.stoppedAt) >= s.drainBound():
+		case now.Sub(h.stoppedAt) >= s.r.opts.LeaseDuration:
 			h.cancel(errHandedOver) // what they leave unfinished is released, pending
 		}
 	}
@@ -509,13 +434,7 @@ func (s *session[T, K]) releaseDrained() {
 	fanOut(len(done), claimFanOut, func(i int) { s.giveUp(releaseCtx, done[i]) })
 }
 
-// drainBound is how long a hand-over waits for the handlers of the partition's items to
-// return by themselves before it cancels their context: LeaseDuration. The lease is kept,
-// and renewed, until they returned, whatever they do with their context.
-func (s *session[T, K]) drainBound() time.Duration { return s.r.opts.LeaseDuration }
-
-// releaseAll releases every lease the session holds, once it stopped: its handlers are done
-// and what they finished is acked.
+// releaseAll releases every lease, once the handlers are done and their items settled.
 func (s *session[T, K]) releaseAll() {
 	releaseCtx, cancel := s.releaseCtx()
 	defer cancel()
@@ -551,14 +470,22 @@ func fanOut(n, limit int, f func(i int)) {
 	p.Wait()
 }
 
-// dropSoon releases the items taken under h that wait for their fire time or its
-// confirmation. The caller holds mu.
-func (s *session[T, K]) dropSoon(h *hold) {
-	for _, st := range []itemState{waiting, unconfirmed} {
-		s.fl.each(st, func(e *entry[T, K]) {
+// stopHanding moves h to st, stopped at at: its handlers' context is cancelled with cause
+// (unless nil), its items not yet in a handler are released, its writes hurried. The caller
+// holds mu.
+func (s *session[T, K]) stopHanding(h *hold, st holdState, at time.Time, cause error) {
+	h.state = st
+	h.stop(at)
+	if cause != nil {
+		h.cancel(cause)
+	}
+	for _, soon := range []itemState{waiting, unconfirmed} {
+		s.fl.each(soon, func(e *entry[T, K]) {
 			if e.hold == h {
 				s.fl.release(e)
 			}
 		})
 	}
+	s.releaseQueued(h)
+	s.hurrySettling(h)
 }

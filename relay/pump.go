@@ -11,76 +11,45 @@ import (
 	"github.com/execstore/execstore/internal/wake"
 )
 
-// kind is what a runner carries, outbox entries (relay.go) or due timers (sweeper.go): how
-// to scan the store for them, name them, route them and ack them. Everything else is shared.
+// kind is what a runner carries, outbox entries (relay.go) or due timers (sweeper.go).
 type kind[T any, K comparable] interface {
-	// key is the item's identity: two scans return the same item with the same key.
-	key(item T) K
-	// lane is the execution the item belongs to: its items are delivered one at a time, in
-	// scan order, and held back together after a failure.
-	lane(item T) string
-	// source is the execution whose document holds the item: the item is in its partition.
-	source(item T) string
-	// chained reports whether items are kept in commit order, each source's (outbox
-	// entries), so that a commit may be handed over only when every earlier item of its
-	// source is known. Timers fire by fire time, whatever commit armed them.
+	key(item T) K         // the item's identity, the same in every scan
+	lane(item T) string   // the execution it belongs to: its items go one at a time, in order
+	source(item T) string // the execution whose document holds it: its partition's
+	// chained: items are kept in each source's commit order (entries, not timers), so a
+	// commit is handed over only when every earlier item of its source is known.
 	chained() bool
-	// version is the version of the commit that wrote the item, 0 when unknown.
-	version(item T) int64
-	// describe names the item in an *Error.
-	describe(item T) string
-	// dueAt is when the item may be handed out: zero for at once.
-	dueAt(item T) time.Time
-	// waiting reports whether the item counts in the backlog at now (an entry always, a
-	// timer once due), and since when it has waited: an entry's commit time (zero when it
-	// records none), a timer's fire time.
+	version(item T) int64   // the version of the commit that wrote it, 0 when unknown
+	describe(item T) string // its name in an *Error
+	dueAt(item T) time.Time // when it may be handed out: zero for at once
+	// waiting reports whether the item counts in the backlog at now, and since when.
 	waiting(item T, now time.Time) (since time.Time, ok bool)
-	// scan reads up to limit items of the partitions (all of them when the store is not
-	// partitioned) that are due by now+ahead, oldest first.
+	// scan reads up to limit items of the partitions that are due by now+ahead, oldest first.
 	scan(ctx context.Context, parts []int, now time.Time, ahead time.Duration, limit int) (scanned[T], error)
-	// targeted reports whether the store reads named sources alone (execstore.Targeted).
-	targeted() bool
-	// read is scan restricted to the sources ids, read by their ids alone; only when
-	// targeted.
+	targeted() bool // the store reads named sources alone (execstore.Targeted)
+	// read is scan restricted to the sources ids; only when targeted.
 	read(ctx context.Context, ids []string, now time.Time, ahead time.Duration, limit int) (scanned[T], error)
-	// handed returns the items c wrote that are due by horizon, in the order a scan returns
-	// them.
+	// handed returns the items c wrote that are due by horizon, in a scan's order.
 	handed(c *wake.Committed, horizon time.Time) []T
-	// gone reports whether c removed item from the store (a timer cancelled or re-armed).
-	gone(c *wake.Committed, item T) bool
-	// fired returns the context the item's handler is given, and the fired timer it holds
-	// (nil for none): a commit made with it may remove the item in its own write.
+	gone(c *wake.Committed, item T) bool // c removed item (a timer cancelled or re-armed)
+	// fired returns the handler's context, and the fired timer it holds (nil for none).
 	fired(ctx context.Context, item T) (context.Context, *wake.FiredTimer)
-	// settle acks items whose handler returned nil; errs[i] is items[i]'s failure (errs nil:
-	// none failed).
+	// settle acks items; errs[i] is items[i]'s failure (errs nil: none failed).
 	settle(ctx context.Context, items []T) (errs []error)
-	// ref names the item for a DeadLetters store.
-	ref(item T) execstore.ItemRef
-	// attempts is the number of failed deliveries the store recorded of the item.
-	attempts(item T) int
+	ref(item T) execstore.ItemRef // the item for a DeadLetters store
 }
 
-// scanned is one scan's result.
+// scanned is one scan's result, in the store's order; full: there may be more.
 type scanned[T any] struct {
-	items []T // in the store's order
-	// full reports that there may be more than the scan returned: scan again as soon as
-	// there is room.
-	full bool
+	items []T
+	full  bool
 }
 
-// lookAhead is how far ahead of now a scan reads: twice the poll interval, so that every
-// item due in the next poll interval was read by a scan before it is due, and waits in
-// memory for its fire time.
+// lookAhead is how far ahead a scan reads: each item is read before it is due.
 func (s *session[T, K]) lookAhead() time.Duration { return 2 * s.r.opts.PollInterval }
 
-// dispatch is the session's wake loop, on the run's goroutine: it scans the partitions held
-// and routes what the ledger admits to lanes, until stop is closed or the session ends. A
-// scan is owed at the start, after a partition is taken, after a commit of this process that
-// could not be handed over, after PollInterval, after a full scan, and when an execution's
-// retry or a failed scan's back-off is due. It is sent once at most Batch items are in
-// flight (so scans overlap deliveries but never pile them up), while a partition is held,
-// and, unless it follows a full scan, no sooner than ScanGap after the last one. Items
-// waiting for their fire time are routed when it comes.
+// dispatch is the session's wake loop, on the run's goroutine: it sends the scans owed (see
+// the package doc) and admits their items, until stop is closed or the session ends.
 func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 	o := &s.r.opts
 	poll := time.NewTimer(o.PollInterval)
@@ -91,7 +60,7 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 	var (
 		retryScan time.Time // when a failed scan is retried; zero for none
 		owed      = true
-		wide      = true    // the scan owed reads the partitions, not only the sources targets names
+		wide      = true    // the scan owed reads the partitions, not only targets' sources
 		followUp  bool      // the scan owed follows a full one: no ScanGap
 		lastScan  time.Time // when the last scan was sent
 	)
@@ -131,8 +100,7 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 				scanRetry.Reset()
 				retryScan = time.Time{}
 				owed = res.full || capped
-				followUp = owed
-				wide = owed
+				followUp, wide = owed, owed
 			case errors.Is(err, execstore.ErrClosed):
 				s.endSession(&Error{Op: OpScan, Err: err})
 			default:
@@ -145,9 +113,8 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 		if owed && gapLeft > 0 {
 			wait = min(wait, gapLeft) // the scan owed waits for the gap
 		}
-		// A scan owed may also wait for room or a scannable partition, which no alarm brings:
-		// an item leaving flight, a partition taken or the next poll does; the fire times and
-		// retries still need their alarms.
+		// Room or a scannable partition comes with progress, a partition taken or a poll;
+		// only the fire times and retries need the alarm.
 		alarm.Reset(wait)
 		select {
 		case <-stop:
@@ -166,9 +133,7 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 				owed = true
 			}
 			if !retryScan.IsZero() && !time.Now().Before(retryScan) {
-				// The failed scan's retry is owed now; its alarm is spent. Kept, it would
-				// ring at once for as long as no partition may be scanned.
-				retryScan = time.Time{}
+				retryScan = time.Time{} // spent: kept, it would ring at once while nothing may be scanned
 			}
 		case <-s.progress:
 		case <-s.soonChanged:
@@ -176,8 +141,8 @@ func (s *session[T, K]) dispatch(stop <-chan struct{}) {
 	}
 }
 
-// scannable returns the partitions a scan may read now, in order, with their holds. The
-// caller holds mu.
+// scannable returns the partitions handed out now, in order, with their holds. The caller
+// holds mu.
 func (s *session[T, K]) scannable() ([]int, map[int]*hold) {
 	parts := make([]int, 0, len(s.holds))
 	holds := make(map[int]*hold, len(s.holds))
@@ -191,10 +156,8 @@ func (s *session[T, K]) scannable() ([]int, map[int]*hold) {
 	return parts, holds
 }
 
-// room reports whether a scan may be sent: at most Batch items pace (see pacing), not
-// counting the items waiting for their confirmation. Those need no lane, and only a scan
-// sent after their fire time lets them go: counted, more than Batch of them would hold
-// back the one scan that confirms them, for ever.
+// room reports whether a scan may be sent: at most Batch items pace, the unconfirmed not
+// counted, since more than Batch of them would hold back for ever the scan they need.
 func (s *session[T, K]) room() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -202,19 +165,14 @@ func (s *session[T, K]) room() bool {
 }
 
 // pacing is the number of items in flight that pace the scans and hand-overs: those settling
-// (handled, waiting for their ack or failure record) count only beyond 2×Batch of them. A
-// store may hold an ack a while (aio carries it in its source's next commit), and the items
-// it holds need no lane: counted in full, they would hold delivery back for as long. So at
-// most 4×Batch items are in flight at once. The caller holds mu.
+// count only beyond 2×Batch of them, since a store may hold an ack a while (aio carries it
+// in its source's next commit). The caller holds mu.
 func (s *session[T, K]) pacing() int {
 	return len(s.fl.items) - min(s.fl.settling(), 2*s.r.opts.Batch)
 }
 
-// untilAlarm is how long until the earliest of a failed scan's retry, an execution's retry
-// and the next fire time waiting (an hour when there is none: the poll comes first), and
-// when the earliest scan it asks for is due (zero for none). When a scan is owed already,
-// the executions' retries ask for nothing more: it waits for the gap or room only, and
-// once sent it is the scan their retries owe.
+// untilAlarm is how long until the next failed scan's retry, execution's retry (unless a
+// scan is owed: it is theirs) or fire time, and when the scan it asks for is due.
 func (s *session[T, K]) untilAlarm(retryScan time.Time, owed bool) (time.Duration, time.Time) {
 	now := time.Now()
 	scanAt := retryScan
@@ -239,12 +197,9 @@ func (s *session[T, K]) untilAlarm(retryScan time.Time, owed bool) (time.Duratio
 	return max(d, 0), scanAt
 }
 
-// targets returns the sources a targeted read reads in place of a scan of the partitions of
-// holds: every source some of whose items a hold left in the store (soiled, sources.go), and
-// every source of an item waiting for its confirmation. That is all a scan owed for anything
-// but a poll, a partition taken or a full or failed scan would find. It returns nil, for a
-// scan, when the store has no targeted reads, when there is no such source, or when there are
-// more than Batch of them. The caller holds mu.
+// targets returns the sources a targeted read reads in place of a scan of holds'
+// partitions: those soiled and those of the unconfirmed items; nil, for a scan, when the
+// store has no targeted reads, or there are none or more than Batch. The caller holds mu.
 func (s *session[T, K]) targets(holds map[int]*hold) map[string]bool {
 	if !s.r.kind.targeted() {
 		return nil
@@ -270,10 +225,8 @@ func (s *session[T, K]) targets(holds map[int]*hold) map[string]bool {
 	return set
 }
 
-// scan sends one scan of parts, as of now, and admits its result; capped reports that it
-// left items out to keep at most 2×Batch pacing (see pacing). With only, it reads those
-// sources alone (see targets). Its limit covers what is in flight and what the last scan held
-// back, which the store returns first, plus Batch new items.
+// scan sends a scan of parts (or a read of the sources only) as of now, and admits its
+// result. Its limit covers what is in flight and was held back, plus Batch new items.
 func (s *session[T, K]) scan(parts []int, holds map[int]*hold, only map[string]bool, now time.Time) (res scanned[T], capped bool, err error) {
 	s.mu.Lock()
 	n := s.fl.begin()
@@ -300,8 +253,7 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, only map[string]b
 	return res, s.admit(n, now, holds, only, res), nil
 }
 
-// recordBacklog keeps what a scan of the partitions of handing, sent at now, found waiting in
-// each (Backlog).
+// recordBacklog keeps what a scan sent at now found waiting in each partition of handing.
 func (s *session[T, K]) recordBacklog(handing map[*hold]bool, res scanned[T], now time.Time) {
 	rows := make(map[int]*Backlog, len(handing))
 	for h := range handing {
@@ -323,16 +275,9 @@ func (s *session[T, K]) recordBacklog(handing map[*hold]bool, res scanned[T], no
 	}
 }
 
-// admit takes the items of scan n, sent at now (by Options.Clock), in order, until 2×Batch
-// items pace (see pacing); it reports whether it stopped there. It admits only the items of the
-// holds that are still the partitions' holds as they were when the scan was sent and hand
-// items out now: the others learn nothing from it. What it takes, skips and holds back is
-// flight.decide's. An item waiting for its confirmation (its fire time came while it waited
-// in memory) is confirmed when the scan returns it and was sent at or after its fire time.
-// When the scan read every pending item of its partitions, or of the sources only names (a
-// targeted read: nil for a scan), it tells each hold's sources (sources.go) what it read,
-// and cancels the items waiting for a confirmation that it should have returned and did
-// not: a commit cancelled or re-armed them.
+// admit takes the items of scan n, sent at now, as flight.decide says, until 2×Batch items
+// pace (capped), for the holds of the scan's send still handing out. A complete scan tells
+// their sources, and cancels the due unconfirmed items it did not return: a commit removed them.
 func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only map[string]bool, res scanned[T]) (capped bool) {
 	k, fl := s.r.kind, s.fl
 	s.mu.Lock()
@@ -388,9 +333,8 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only
 			partial[src] = true
 			h.sources.soil(src, n)
 			if fl.failing[lk] == 0 {
-				// Owed a scan at its retry time. One held back while a failure of it is
-				// being recorded is not: the record's answer asks for the scan, and until
-				// then every scan would hold it back again, at once.
+				// Owed a scan at its retry time; not while a failure is being recorded,
+				// whose answer asks for the scan.
 				fl.retries.heldBack(lk)
 			}
 		case hand:

@@ -17,9 +17,8 @@ type Relay struct {
 }
 
 // New returns a relay of store's outbox that hands entries to handler. It starts nothing:
-// call Run. A commit through a store of this process that hands its commits over (aio and
-// memstore do) gives the relay its entries at once, with no scan. Other commits are found
-// by polling.
+// call Run. A commit through a store of this process (aio and memstore) gives the relay its
+// entries at once, with no scan. Other commits are found by polling.
 //
 // handler is called with a context that is cancelled when the relay stops delivering: its
 // lease is lost, Run's context ends, or Close's context ends. The handler's nil acks the
@@ -36,8 +35,7 @@ func New(store execstore.Store, handler func(ctx context.Context, e execstore.Ou
 
 // Run delivers until ctx ends or Close is called. It then returns nil once the handlers in
 // flight have returned and what they finished is acked. With Options.Lease it delivers the
-// partitions it holds, and claims and hands over partitions as relays join and leave (see
-// the package doc). Without one it delivers every partition. It returns an error
+// partitions it holds (see the package doc); without, every partition. It returns an error
 // only when it cannot go on:
 //   - the store or the lease store is closed (an *Error matching execstore.ErrClosed);
 //   - the lease store refuses the key or the duration (execstore.ErrInvalid);
@@ -98,18 +96,13 @@ func (outboxKind) describe(e execstore.OutboxEntry) string {
 }
 
 func (outboxKind) source(e execstore.OutboxEntry) string { return e.SourceID }
-
-func (outboxKind) chained() bool { return true }
+func (outboxKind) chained() bool                         { return true }
+func (outboxKind) version(e execstore.OutboxEntry) int64 { return e.Version }
+func (outboxKind) dueAt(execstore.OutboxEntry) time.Time { return time.Time{} }
 
 func (outboxKind) ref(e execstore.OutboxEntry) execstore.ItemRef {
 	return execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: e.SourceID, Seq: e.Seq}
 }
-
-func (outboxKind) attempts(e execstore.OutboxEntry) int { return e.Attempts.Count }
-
-func (outboxKind) version(e execstore.OutboxEntry) int64 { return e.Version }
-
-func (outboxKind) dueAt(execstore.OutboxEntry) time.Time { return time.Time{} }
 
 func (outboxKind) waiting(e execstore.OutboxEntry, _ time.Time) (time.Time, bool) {
 	return e.CommittedAt, true
@@ -137,18 +130,16 @@ func (k outboxKind) read(ctx context.Context, ids []string, _ time.Time, _ time.
 }
 
 func (outboxKind) handed(c *wake.Committed, _ time.Time) []execstore.OutboxEntry { return c.Outbox }
-
-func (outboxKind) gone(*wake.Committed, execstore.OutboxEntry) bool { return false }
+func (outboxKind) gone(*wake.Committed, execstore.OutboxEntry) bool              { return false }
 
 // fired is nil: an entry's ack rides in a commit through the store's own AckOutbox.
 func (outboxKind) fired(ctx context.Context, _ execstore.OutboxEntry) (context.Context, *wake.FiredTimer) {
 	return ctx, nil
 }
 
-// settle acks the entries, all at once: a batch holds at most 2×Options.Batch of them.
-// Stores that coalesce concurrent acks (package aio) turn them into few bulk writes, and one
-// that carries an ack in its source's next commit (aio's AckWait) keeps each waiting for it
-// a while: acks sent one group after another would wait that long per group.
+// settle acks the entries all at once (a batch holds at most 2×Options.Batch): a store that
+// coalesces concurrent acks (aio) makes few bulk writes of them, and one that holds an ack
+// for its source's next commit (aio's AckWait) would hold each group sent in turn that long.
 func (k outboxKind) settle(ctx context.Context, entries []execstore.OutboxEntry) []error {
 	errs := make([]error, len(entries))
 	fanOut(len(entries), len(entries), func(i int) { errs[i] = k.store.AckOutbox(ctx, entries[i].SourceID, entries[i].Seq) })

@@ -8,29 +8,21 @@ import (
 	"time"
 )
 
-// maxRenewalsInFlight bounds the renewals a session has sent and not yet heard back from:
-// each lease is named by a renewal every LeaseDuration/3 at most, awaited for up to
-// LeaseDuration, so three name it at most while the lease server is slow; leases taken at
-// other times are renewed apart until their renewals fall in step.
+// maxRenewalsInFlight bounds the renewals not yet answered. Each is awaited for up to
+// LeaseDuration and names a lease every LeaseDuration/3, so at most three name a lease;
+// leases taken at other times are renewed apart until they fall in step.
 const maxRenewalsInFlight = 16
 
-// renewals is the session's record of its renewals: when each one in flight was sent, and
-// whether the last one answered failed. It is kept under the session's mu.
-//
-// A renewal does not wait for the one before it. Each lease is named by a renewal once none
-// named it for LeaseDuration/3, counting its claim as one (a claim answered late is renewed
-// at once), and LeaseDuration/12 after a renewal naming it failed. Each renewal is awaited
-// for up to LeaseDuration, and each that succeeds extends the leases it names from the
-// moment it was sent, never shortening them. So a slow answer loses nothing while a later
-// renewal, or the slow one itself, comes back before the leases run out: a lease server that
-// answers every write in less than LeaseDuration×2/3 keeps every lease.
+// renewals records, under mu, when each renewal in flight was sent, and whether the last
+// answered failed. A lease is renewed once none named it for LeaseDuration/3 (its claim
+// counts), and LeaseDuration/12 after one naming it failed.
 type renewals struct {
 	sent   map[uint64]time.Time // the renewals in flight, by number
 	next   uint64
 	failed bool // the last renewal answered failed
 }
 
-// begin records a renewal sent now, and returns its number. The caller holds mu.
+// begin records a renewal sent now, and returns its number.
 func (rn *renewals) begin(now time.Time) uint64 {
 	if rn.sent == nil {
 		rn.sent = map[uint64]time.Time{}
@@ -40,14 +32,13 @@ func (rn *renewals) begin(now time.Time) uint64 {
 	return rn.next
 }
 
-// end records the answer of renewal n. The caller holds mu.
+// end records the answer of renewal n.
 func (rn *renewals) end(n uint64, failed bool) {
 	delete(rn.sent, n)
 	rn.failed = failed
 }
 
-// late reports whether a renewal has been in flight for longer than after. The caller holds
-// mu.
+// late reports whether a renewal has been in flight for longer than after.
 func (rn *renewals) late(now time.Time, after time.Duration) bool {
 	for _, at := range rn.sent {
 		if now.Sub(at) > after {
@@ -57,10 +48,8 @@ func (rn *renewals) late(now time.Time, after time.Duration) bool {
 	return false
 }
 
-// keepRenewing renews the leases the session holds that are owed a renewal (see renewals),
-// all those owed at once in one write, without waiting for the renewals still in flight. It
-// drops the partitions whose lease ran out, until leaseCtx ends. It returns once every
-// renewal it sent was answered or given up.
+// keepRenewing renews the leases owed a renewal in one write, not waiting for those in
+// flight, and drops those that ran out, until leaseCtx ends and every renewal returned.
 func (s *session[T, K]) keepRenewing(leaseCtx context.Context) {
 	step := max(s.r.opts.LeaseDuration/12, time.Millisecond)
 	timer := time.NewTimer(step)
@@ -74,7 +63,7 @@ func (s *session[T, K]) keepRenewing(leaseCtx context.Context) {
 		case <-timer.C:
 		case <-s.renewWake:
 		}
-		s.dropLost()
+		s.loseWhere((*lease).expired, errLeaseLost)
 		now := time.Now()
 		s.mu.Lock()
 		var owed []*lease
@@ -113,9 +102,8 @@ func (s *session[T, K]) keepRenewing(leaseCtx context.Context) {
 	}
 }
 
-// owedRenewal returns the leases of the session owed a renewal now, and the member lease
-// when it is one of them. A lapsed member lease is forgotten: the relay registers again at
-// its next look. The caller holds mu.
+// owedRenewal returns the leases owed a renewal now, the member lease among them if owed.
+// A lapsed member lease is forgotten: the relay registers again. The caller holds mu.
 func (s *session[T, K]) owedRenewal(now time.Time) (owed []*lease, member *lease) {
 	for _, h := range s.holds {
 		if ls := h.lease; ls != nil && !ls.expired() && ls.renewalDue(now) { // an expired one is dropped as lost
@@ -131,17 +119,15 @@ func (s *session[T, K]) owedRenewal(now time.Time) (owed []*lease, member *lease
 	return owed, member
 }
 
-// claimsWait reports whether a renewal of the session is late (in flight for longer than
-// a lease's margin, LeaseDuration/6) or the last one failed. A renewal that waits is most
-// often queued on the lease server behind other lease writes: claims, which would add to
-// that queue, wait a look. The caller holds mu.
+// claimsWait reports whether a renewal is late (in flight for longer than LeaseDuration/6)
+// or the last one failed: it is most often queued on the lease server behind other lease
+// writes, which claims would add to. The caller holds mu.
 func (s *session[T, K]) claimsWait() bool {
 	return s.renewals.failed || s.renewals.late(time.Now(), s.r.opts.LeaseDuration/6)
 }
 
-// renewAll renews leases in one write, member among them when it is not nil. It reports
-// whether the renewal failed (to be retried soon), and returns an *Error when the lease store
-// is closed. A partition whose lease was fenced is dropped alone.
+// renewAll renews leases, member among them if not nil, in one write, and drops the
+// partitions whose lease was fenced. It returns an *Error when the lease store is closed.
 func (s *session[T, K]) renewAll(leaseCtx context.Context, leases []*lease, member *lease) (failed bool, fatal error) {
 	renewed, resumed, err := s.r.lease.renewAll(leaseCtx, leases)
 	switch {
@@ -160,7 +146,7 @@ func (s *session[T, K]) renewAll(leaseCtx context.Context, leases []*lease, memb
 			}
 			s.mu.Unlock()
 		default:
-			s.loseLease(ls, fmt.Errorf("%w: fenced", errLeaseLost))
+			s.loseWhere(func(l *lease) bool { return l == ls }, fmt.Errorf("%w: fenced", errLeaseLost))
 		}
 	}
 	if resumed {

@@ -5,9 +5,8 @@ import (
 	"time"
 )
 
-// repeat calls f first after first, then again next after each call returns, until stop is
-// closed or the session ends. f's context ends with them too, so that a call a slow server
-// holds never holds up the relay's stop.
+// repeat calls f after first, then next after each call returns, until stop is closed or
+// the session ends. f's context ends with them: a slow server never holds up the stop.
 func (s *session[T, K]) repeat(stop <-chan struct{}, first, next time.Duration, f func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(s.sessionCtx)
 	defer cancel()

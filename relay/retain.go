@@ -2,8 +2,8 @@ package relay
 
 import "context"
 
-// retainLoop runs the retention (Options.Retention) over the partitions the session hands
-// out, one PollInterval after the start and then every RetentionInterval, until stop.
+// retainLoop runs Options.Retention over the partitions handed out, a PollInterval after
+// the start and then every RetentionInterval, until stop.
 func (s *session[T, K]) retainLoop(stop <-chan struct{}) {
 	s.repeat(stop, s.r.opts.PollInterval, s.r.opts.RetentionInterval, s.retainOnce)
 }
@@ -51,8 +51,8 @@ func (s *session[T, K]) retainOnce(ctx context.Context) {
 	}
 }
 
-// retainFailed counts and reports a failed read or delete of the retention, unless ctx (the
-// relay stopping, or the session ending) ended it.
+// retainFailed counts and reports a failed read or delete of the retention, unless ctx
+// ended.
 func (s *session[T, K]) retainFailed(ctx context.Context, err error) {
 	if ctx.Err() != nil {
 		return

@@ -6,8 +6,8 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// newBackoff returns an exponential back-off from lo to hi, doubling, with ±20% jitter, that
-// never gives up.
+// newBackoff returns a back-off from lo to hi, doubling, with ±20% jitter, that never gives
+// up.
 func newBackoff(lo, hi time.Duration) *backoff.ExponentialBackOff {
 	b := &backoff.ExponentialBackOff{
 		InitialInterval:     lo,
@@ -22,9 +22,8 @@ func newBackoff(lo, hi time.Duration) *backoff.ExponentialBackOff {
 	return b
 }
 
-// retries is the back-off of the lane keys (executions) whose last delivery failed: their
-// items are held back until the key's retry time, so that one execution's items keep their
-// order and a failing execution does not hold up the others of its lane.
+// retries holds back the items of the executions whose last delivery failed until their
+// retry time: their items keep their order, and hold up no other execution.
 type retries struct {
 	lo, hi time.Duration
 	keys   map[string]*retryState
@@ -33,8 +32,8 @@ type retries struct {
 type retryState struct {
 	b     *backoff.ExponentialBackOff
 	until time.Time
-	// owed is set when the key failed, or a scan held its items back: a scan is owed at
-	// until, even when until has passed by the time the dispatcher looks.
+	// owed: the key failed, or a scan held its items back. A scan is owed at until, even when
+	// until has passed by the time the dispatcher looks.
 	owed bool
 }
 
@@ -50,15 +49,11 @@ func (r *retries) failed(key string, now time.Time) {
 		r.keys[key] = st
 	}
 	st.until = now.Add(st.b.NextBackOff())
-	st.owed = true // its items are back in the store: a scan at until finds them
+	st.owed = true
 }
 
 // succeeded forgets key's back-off.
-func (r *retries) succeeded(key string) {
-	if len(r.keys) > 0 {
-		delete(r.keys, key)
-	}
-}
+func (r *retries) succeeded(key string) { delete(r.keys, key) }
 
 // holds reports whether key is held back at now.
 func (r *retries) holds(key string, now time.Time) bool {
@@ -66,16 +61,15 @@ func (r *retries) holds(key string, now time.Time) bool {
 	return st != nil && now.Before(st.until)
 }
 
-// heldBack records that a scan held items of key back for its retry: next asks for a scan
-// at the retry time, or at once when that time has passed, until a scan is sent after it.
+// heldBack records that a scan held items of key back for its retry: a scan is owed.
 func (r *retries) heldBack(key string) {
 	if st := r.keys[key]; st != nil {
 		st.owed = true
 	}
 }
 
-// scanning records that a scan is sent at now: it is the scan owed for the keys past their
-// retry time.
+// scanning records that a scan is sent at now: the one owed by the keys past their retry
+// time.
 func (r *retries) scanning(now time.Time) {
 	for _, st := range r.keys {
 		if st.owed && !st.until.After(now) {
@@ -84,9 +78,8 @@ func (r *retries) scanning(now time.Time) {
 	}
 }
 
-// next returns the earliest retry time after now, or now itself when a key whose items a
-// scan held back is past its retry time, if any. It forgets the keys whose retry time is
-// more than the longest back-off past: their items were retried, or are gone.
+// next returns the earliest retry time after now, or now when a scan is owed for a key past
+// its retry time. It forgets the keys past theirs by more than the longest back-off.
 func (r *retries) next(now time.Time) (time.Time, bool) {
 	var first time.Time
 	for k, st := range r.keys {

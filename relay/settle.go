@@ -7,22 +7,17 @@ import (
 	"github.com/execstore/execstore"
 )
 
-// ackGiveUp is how many failed acks of an item whose hold is no longer active (being handed
-// over, or ended) the settler tries before it gives the item up: released, pending in the
-// store, to be delivered again by the partition's next holder. An active hold's item is
-// retried for as long as the session runs. Once its hold stopped, an item is tried again at
-// once, whatever back-off it reached, and then every drainRetry (hurrySettling).
+// ackGiveUp is how many acks of an item whose hold is no longer active may fail before the
+// item is released, for the partition's next holder. An active hold's are retried always.
 const ackGiveUp = 3
 
-// drainRetry is the wait between the tries of an ack whose hold is no longer active: the
-// shorter of RetryMin and LeaseDuration/12, so that a hand-over waits for no long back-off.
+// drainRetry is the wait between the tries of an ack whose hold is no longer active.
 func (s *session[T, K]) drainRetry() time.Duration {
 	return max(min(s.r.opts.RetryMin, s.r.opts.LeaseDuration/12), time.Millisecond)
 }
 
-// hurrySettling makes the writes of h's items waiting in settleQ due now: h stopped handing
-// items out, and a back-off reached while it was active no longer holds them. The caller
-// holds mu.
+// hurrySettling makes the writes of h's items due now: h stopped handing items out, and a
+// hand-over waits for no long back-off. The caller holds mu.
 func (s *session[T, K]) hurrySettling(h *hold) {
 	hurried := false
 	for _, e := range s.fl.settleQ {
@@ -35,16 +30,9 @@ func (s *session[T, K]) hurrySettling(h *hold) {
 	}
 }
 
-// settleLoop writes, in batches, what the handlers settled: the acks of the items whose
-// handler returned nil, and the failures of the others (dead.go). One batch is in flight at a
-// time, and the next gathers meanwhile; with Options.ScanGap, at least that long after the
-// last was sent, unless Batch items wait or the lanes are done (the relay is stopping). An
-// ack that completed is recorded (flight.ack) and
-// the item leaves flight. A failed ack is retried after a back-off of its own, while the
-// item stays in flight, so no scan hands it out again; the other items' acks go on
-// meanwhile. It is given up (released, to be delivered again: at least once) when the ack
-// context ends, when the store is closed (which also ends the session), or after ackGiveUp
-// failures once the item's hold is no longer active.
+// settleLoop writes the acks and failures' records (dead.go) in batches, one at a time, at
+// least ScanGap apart unless Batch wait or the lanes are done. A failed ack is retried, and
+// given up (released) when the ack context ends, the store closed, or past ackGiveUp.
 func (s *session[T, K]) settleLoop() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -88,7 +76,7 @@ func (s *session[T, K]) settleLoop() {
 }
 
 // readyToSettle takes from settleQ the items whose write may be sent at now, and returns
-// them with how long until the next of the others may be. The caller holds mu.
+// how long until the next of the others. The caller holds mu.
 func (s *session[T, K]) readyToSettle(now time.Time) (ready []*entry[T, K], wait time.Duration) {
 	wait = time.Hour
 	kept := s.fl.settleQ[:0]
@@ -107,8 +95,7 @@ func (s *session[T, K]) readyToSettle(now time.Time) (ready []*entry[T, K], wait
 	return ready, wait
 }
 
-// giveUpAll releases every item waiting to be settled: the ack context ended. The caller
-// holds mu.
+// giveUpAll releases every item waiting to be settled. The caller holds mu.
 func (s *session[T, K]) giveUpAll() {
 	for _, e := range s.fl.settleQ {
 		if e.state == acking || e.state == failing {
@@ -118,8 +105,7 @@ func (s *session[T, K]) giveUpAll() {
 	s.fl.settleQ = nil
 }
 
-// settleBatch sends the acks of batch in one settle call and its failures' records, and
-// applies what came back.
+// settleBatch sends batch's failures' records, then its acks in one settle call.
 func (s *session[T, K]) settleBatch(batch []*entry[T, K]) {
 	var acks []T
 	var ackOf, failures []*entry[T, K]
@@ -137,8 +123,7 @@ func (s *session[T, K]) settleBatch(batch []*entry[T, K]) {
 	if len(acks) == 0 {
 		return
 	}
-	errs := s.r.kind.settle(s.ackCtx, acks)
-	failed, first := s.settled(ackOf, errs)
+	failed, first := s.settled(ackOf, s.r.kind.settle(s.ackCtx, acks))
 	if len(failed) == 0 {
 		return
 	}
@@ -169,8 +154,7 @@ func (s *session[T, K]) settleBatch(batch []*entry[T, K]) {
 	}
 }
 
-// backoff is the wait before a write that failed tries times is sent again: the relay's one
-// back-off (newBackoff), RetryMin doubled per failure, at most RetryMax, with ±20% jitter.
+// backoff is the wait before a write that failed tries times is sent again (newBackoff).
 func (s *session[T, K]) backoff(tries int) time.Duration {
 	b := newBackoff(s.r.opts.RetryMin, s.r.opts.RetryMax)
 	d := b.NextBackOff()
@@ -180,8 +164,7 @@ func (s *session[T, K]) backoff(tries int) time.Duration {
 	return d
 }
 
-// settled records the acks of batch that succeeded (errs nil, or a nil error) and returns
-// the entries whose ack failed, with the first failure.
+// settled records the acks that succeeded, and returns those that failed and the first error.
 func (s *session[T, K]) settled(batch []*entry[T, K], errs []error) (failed []*entry[T, K], first *Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,35 +1,24 @@
 package relay
 
-// sourcesLimit bounds the sources a hold remembers the last commit of. Past it the hold
-// forgets them all: their next commits are found by a scan, which costs one server command,
-// and they are remembered again.
+// sourcesLimit bounds the sources a hold knows the last commit of. Past it the hold forgets
+// them all: their next commits are found by a scan.
 const sourcesLimit = 1 << 14
 
-// sources is what a hold knows of the items of each source execution of its partition (the
-// execution whose document holds them). It is the one state machine that decides whether a
-// commit through this process may be handed over without a scan:
+// sources is what a hold knows of each source execution of its partition, to decide
+// whether a local commit may be handed over without a scan. A source is
 //
-//	unknown     nothing is known of the source: only its first commit (version 1) may be
-//	            handed over, since nothing was written before it.
-//	known(v)    no item the source wrote up to version v is pending in the store outside
-//	            the relay's flight: each is in flight here, or acked, or was never written.
-//	            Its commit v+1 may be handed over, and makes it known(v+1).
-//	soiled(n)   some of its items were left in the store when n scans had been started: an
-//	            item released (a failure, a hold that ended, a partition that stopped being
-//	            handed out), held back for its execution's retry, or a commit not handed over
-//	            (or whose outcome is unknown). Nothing of it is handed over.
+//	unknown     nothing is known: only its first commit (version 1) may be handed over.
+//	known(v)    no item it wrote up to version v is pending in the store outside the
+//	            flight. Its commit v+1 may be handed over, and makes it known(v+1).
+//	soiled(n)   some of its items were left in the store at epoch n: released, held back,
+//	            or written by a commit not handed over. Nothing of it is handed over.
 //
-// A won commit that is not handed over still records its version (known, under soiled): once
-// soiled is cleared, no item up to it is pending outside the flight. Soiled is cleared by a
-// complete scan numbered above n, sent while the hold was handing items out and admitted
-// while it still was, that held none of the source's items back: the scan read every pending
-// item of the source, and each is now in flight, or was in flight or acked already. Such a
-// scan also makes the source known up to the latest commit whose items it read.
-//
-// A hold starts with every source unknown: what a hold knows was learned under it alone.
+// A won commit not handed over still records its version. A complete scan begun after n,
+// sent and admitted while the hold handed out, that held none of the source's items back,
+// clears soiled and makes it known up to the latest commit it read. A hold starts knowing none.
 type sources struct {
 	known  map[string]int64  // source → the version up to which nothing is pending outside the flight
-	soiled map[string]uint64 // source → the scans started when some of its items were left in the store
+	soiled map[string]uint64 // source → the epoch at which some of its items were left in the store
 }
 
 func newSources() sources {
@@ -37,8 +26,7 @@ func newSources() sources {
 }
 
 // mayHandOver reports whether a commit of src creating version may be handed over. When the
-// items are not kept in commit order (chained false: timers), any commit of a source that
-// is not soiled may be.
+// items are not chained (timers), any commit of a source not soiled may be.
 func (s *sources) mayHandOver(src string, version int64, chained bool) bool {
 	if _, ok := s.soiled[src]; ok {
 		return false
@@ -58,18 +46,14 @@ func (s *sources) committed(src string, version int64) {
 	s.known[src] = max(s.known[src], version)
 }
 
-// forget makes src unknown: a commit of it whose outcome is unknown may have written
-// anything.
+// forget makes src unknown: a commit of it whose outcome is unknown may have written anything.
 func (s *sources) forget(src string) { delete(s.known, src) }
 
-// soil records that some of src's items were left in the store when n scans had been
-// started.
+// soil records that some of src's items were left in the store at epoch n.
 func (s *sources) soil(src string, n uint64) { s.soiled[src] = n }
 
-// scanned applies scan n, complete and admitted while the hold handed items out: latest is
-// the version of the latest commit whose items it read, per source; partial names the
-// sources some of whose items it held back; only names the sources it read, when it read
-// those alone (a targeted read; nil for a scan of the partition).
+// scanned applies complete scan n: latest is the latest commit it read, per source; partial
+// names the sources it held items back of; only, those it read (nil: the partition).
 func (s *sources) scanned(n uint64, latest map[string]int64, partial, only map[string]bool) {
 	for src, at := range s.soiled {
 		if at < n && !partial[src] && (only == nil || only[src]) {

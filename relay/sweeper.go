@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/execstore/execstore"
@@ -21,10 +22,9 @@ type Sweeper struct {
 }
 
 // NewSweeper returns a sweeper of store's timers that hands due timers to handler. It starts
-// nothing: call Run. Each scan also reads two Options.PollIntervals ahead, and the timers
-// not due yet wait in memory for their fire time. A commit through a store of this process
-// that hands its commits over (aio and memstore do) gives the sweeper the timers it armed,
-// with no scan. handler's context and results are as New's. NewSweeper panics when store or handler is nil.
+// nothing: call Run. A commit through a store of this process (aio and memstore) gives it
+// the timers it armed, with no scan. handler's context and results are as New's.
+// NewSweeper panics when store or handler is nil.
 func NewSweeper(store execstore.Store, handler func(ctx context.Context, t execstore.DueTimer) error, opts Options) *Sweeper {
 	if store == nil || handler == nil {
 		panic("relay: NewSweeper needs a store and a handler")
@@ -49,54 +49,44 @@ func (s *Sweeper) Backlog() []Backlog { return s.r.book.all() }
 // Member is the name the sweeper holds its leases under (Relay.Member).
 func (s *Sweeper) Member() string { return s.r.member }
 
-// timerKey is a due timer's identity: a timer re-scheduled to another time, or re-armed to
-// the same one by a later commit (another Version), is another item.
+// timerKey is a due timer's identity: a timer re-scheduled, or re-armed to the same time by
+// a later commit (another Version), is another item.
 type timerKey struct {
 	execution, path string
 	sec             int64 // FireAt's instant, whatever its location
 	nsec            int
-	version         int64 // DueTimer.Version: its arming (0 when the store keeps none)
+	version         int64 // DueTimer.Version (0 when the store keeps none)
 }
 
 // timerKind is the kind of a Sweeper: DueTimers, DeleteTimers.
 type timerKind struct {
 	store         execstore.Store
 	commitRemoves bool         // Options.CommitRemovesTimer
-	signal        *wake.Signal // the store's: a commit through a store registered on it removes a timer
+	signal        *wake.Signal // the store's, through which a commit removes a timer
 }
 
 func (timerKind) key(t execstore.DueTimer) timerKey {
 	return timerKey{execution: t.ExecutionID, path: t.Path, sec: t.FireAt.Unix(), nsec: t.FireAt.Nanosecond(), version: t.Version}
 }
 
-func (timerKind) lane(t execstore.DueTimer) string { return t.ExecutionID }
+func (timerKind) lane(t execstore.DueTimer) string     { return t.ExecutionID }
+func (timerKind) source(t execstore.DueTimer) string   { return t.ExecutionID }
+func (timerKind) chained() bool                        { return false }
+func (timerKind) version(execstore.DueTimer) int64     { return 0 }
+func (timerKind) dueAt(t execstore.DueTimer) time.Time { return t.FireAt }
 
 func (timerKind) describe(t execstore.DueTimer) string {
 	return fmt.Sprintf("%s/%s@%s", t.ExecutionID, t.Path, t.FireAt.UTC().Format(time.RFC3339Nano))
 }
 
-func (timerKind) source(t execstore.DueTimer) string { return t.ExecutionID }
-
-// chained is false: timers fire by fire time, whatever commit armed them, so a commit's
-// timers are handed over without the commit before it known.
-func (timerKind) chained() bool { return false }
-
-func (timerKind) version(execstore.DueTimer) int64 { return 0 }
-
 func (timerKind) ref(t execstore.DueTimer) execstore.ItemRef {
 	return execstore.ItemRef{Kind: execstore.TimerItem, ExecutionID: t.ExecutionID, Path: t.Path, FireAt: t.FireAt}
 }
-
-func (timerKind) attempts(t execstore.DueTimer) int { return t.Attempts.Count }
-
-func (timerKind) dueAt(t execstore.DueTimer) time.Time { return t.FireAt }
 
 func (timerKind) waiting(t execstore.DueTimer, now time.Time) (time.Time, bool) {
 	return t.FireAt, !t.FireAt.After(now)
 }
 
-// scan reads the timers due by now+ahead, earliest first. Those not due yet wait in memory
-// for their fire time.
 func (k timerKind) scan(ctx context.Context, parts []int, now time.Time, ahead time.Duration, limit int) (scanned[execstore.DueTimer], error) {
 	var timers []execstore.DueTimer
 	var err error
@@ -113,19 +103,18 @@ func (k timerKind) targeted() bool {
 	return ok
 }
 
-// read is scan restricted to the executions ids, read by their ids alone.
 func (k timerKind) read(ctx context.Context, ids []string, now time.Time, ahead time.Duration, limit int) (scanned[execstore.DueTimer], error) {
 	timers, err := k.store.(execstore.Targeted).DueTimersOf(ctx, ids, now.Add(ahead), limit)
 	return scanned[execstore.DueTimer]{items: timers, full: len(timers) >= limit}, err
 }
 
-// handed returns the timers c armed that fire by horizon, earliest first, each of c's
-// Version, as the store's scans return them. Later ones are left to the scans, which read
-// them before they are due.
+// handed returns the timers c armed that fire by horizon, as the scans return them, but
+// those a later operation of c replaced. Later ones are left to the scans.
 func (timerKind) handed(c *wake.Committed, horizon time.Time) []execstore.DueTimer {
 	var out []execstore.DueTimer
 	for i, t := range c.Timers {
-		if t.Cancel || t.FireAt.After(horizon) || rearmedLater(c.Timers[i+1:], t.Path) {
+		rearmed := slices.ContainsFunc(c.Timers[i+1:], func(later execstore.TimerOp) bool { return later.Path == t.Path })
+		if t.Cancel || t.FireAt.After(horizon) || rearmed {
 			continue
 		}
 		out = append(out, execstore.DueTimer{ExecutionID: c.ExecutionID, Path: t.Path, FireAt: t.FireAt, Version: c.Version})
@@ -134,33 +123,16 @@ func (timerKind) handed(c *wake.Committed, horizon time.Time) []execstore.DueTim
 	return out
 }
 
-// rearmedLater reports whether a later operation of the same commit replaced the timer at
-// path.
-func rearmedLater(later []execstore.TimerOp, path string) bool {
-	for _, t := range later {
-		if t.Path == path {
-			return true
-		}
-	}
-	return false
-}
-
 // gone reports whether c cancelled or re-armed timer t: a re-arm to the same fire time is
 // another arming (c's Version), unless t is of c already.
 func (timerKind) gone(c *wake.Committed, t execstore.DueTimer) bool {
-	if c.ExecutionID != t.ExecutionID {
-		return false
-	}
-	for _, op := range c.Timers {
-		if op.Path == t.Path && (op.Cancel || !op.FireAt.Equal(t.FireAt) || t.Version != c.Version) {
-			return true
-		}
-	}
-	return false
+	return c.ExecutionID == t.ExecutionID && slices.ContainsFunc(c.Timers, func(op execstore.TimerOp) bool {
+		return op.Path == t.Path && (op.Cancel || !op.FireAt.Equal(t.FireAt) || t.Version != c.Version)
+	})
 }
 
-// fired gives t's handler, with Options.CommitRemovesTimer, a context that lets a commit of
-// t's execution through a store of this process remove t in its own write (aio does).
+// fired gives t's handler, with Options.CommitRemovesTimer, a context with which a commit
+// of t's execution through a store of this process removes t in its own write (aio).
 func (k timerKind) fired(ctx context.Context, t execstore.DueTimer) (context.Context, *wake.FiredTimer) {
 	if !k.commitRemoves || k.signal == nil {
 		return ctx, nil
@@ -171,13 +143,8 @@ func (k timerKind) fired(ctx context.Context, t execstore.DueTimer) (context.Con
 
 // settle deletes the fired timers in one guarded bulk delete: its error is every timer's.
 func (k timerKind) settle(ctx context.Context, timers []execstore.DueTimer) []error {
-	err := k.store.DeleteTimers(ctx, timers)
-	if err == nil {
-		return nil
+	if err := k.store.DeleteTimers(ctx, timers); err != nil {
+		return slices.Repeat([]error{err}, len(timers))
 	}
-	errs := make([]error, len(timers))
-	for i := range errs {
-		errs[i] = err
-	}
-	return errs
+	return nil
 }
