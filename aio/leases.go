@@ -14,6 +14,9 @@ import (
 // store has no shared pool: a relay without a lease sends one call at a time.
 const leaseStoreWorkers = 4
 
+// leasesSuffix names LeaseStore's collection after the executions collection.
+const leasesSuffix = "_leases"
+
 // leaseStore is the idem store LeaseStore opens on first use, and Close closes.
 type leaseStore struct {
 	mu     sync.Mutex // held while the store is opened and closed
@@ -21,8 +24,9 @@ type leaseStore struct {
 	closed bool
 }
 
-// LeaseStore returns an idem store on the store's own client and database, in idem's default
-// collection ("idempotency"). It is the lease store a Relay or Sweeper of package relay without
+// LeaseStore returns an idem store on the store's own client and database, in the collection
+// named after the executions collection with "_leases" appended ("executions_leases" by
+// default): one per executions collection. It is the lease store a Relay or Sweeper of package relay without
 // Options.Lease claims its one key in, so that two of them on one database do not both
 // deliver: one stands by (see package relay). A program may give it to relays as their
 // Options.Lease too.
@@ -34,9 +38,8 @@ type leaseStore struct {
 // logger and telemetry providers. Close closes it, before it disconnects the client. A call
 // after Close returns execstore.ErrClosed.
 //
-// Its records are keyed per database: the stores of other executions collections
-// (Connection.Collection) on the same database share it, so their relays need lease keys of
-// their own (relay.Options.LeaseKey).
+// The relays of one executions collection find each other there, and those of another
+// collection (Connection.Collection) of the same database do not stand by for them.
 func (s *Store) LeaseStore(ctx context.Context) (*idem.Store, error) {
 	s.leases.mu.Lock()
 	defer s.leases.mu.Unlock()
@@ -48,7 +51,7 @@ func (s *Store) LeaseStore(ctx context.Context) (*idem.Store, error) {
 	case s.client == nil:
 		return nil, errors.New("aio: the store has no server to keep leases on")
 	}
-	conn := server.Connection{Database: s.opts.Database, Pool: s.opts.Pool,
+	conn := server.Connection{Database: s.opts.Database, Collection: s.opts.Collection + leasesSuffix, Pool: s.opts.Pool,
 		ConnectTimeout: s.opts.ConnectTimeout, WriteConcern: s.opts.WriteConcern, ReadConcern: s.opts.ReadConcern,
 		SettleTimeout: s.opts.SettleTimeout, Logger: s.opts.Logger,
 		TracerProvider: s.opts.TracerProvider, MeterProvider: s.opts.MeterProvider}

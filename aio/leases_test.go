@@ -14,8 +14,8 @@ import (
 	"github.com/execstore/execstore/idem"
 )
 
-// LeaseStore opens one idem store on the store's own database, in idem's default collection,
-// returns it again on later calls, and is closed by Close: two stores on one database see
+// LeaseStore opens one idem store on the store's own database, in the collection named after
+// the executions collection, returns it again on later calls, and is closed by Close: two stores on one database see
 // each other's claims, and a call after Close is refused.
 func TestLeaseStoreOnTheStoresDatabase(t *testing.T) {
 	h := newHarness(t, aio.Options{})
@@ -41,9 +41,9 @@ func TestLeaseStoreOnTheStoresDatabase(t *testing.T) {
 	assert.Equal(t, idem.AlreadyClaimed, seen.Outcome, "the other store's lease store is on the same records")
 	require.NotNil(t, seen.Record)
 	assert.Equal(t, "a", seen.Record.Holder)
-	n, err := h.db.Collection("idempotency").CountDocuments(bg, bson.D{{Key: "_id", Value: "test/lease"}})
+	n, err := h.db.Collection("executions_leases").CountDocuments(bg, bson.D{{Key: "_id", Value: "test/lease"}})
 	require.NoError(t, err)
-	assert.EqualValues(t, 1, n, "the record is in idem's default collection of the store's database")
+	assert.EqualValues(t, 1, n, "the record is in the collection named after the executions collection")
 
 	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()
@@ -64,4 +64,25 @@ func TestLeaseStoreAfterClose(t *testing.T) {
 	require.NoError(t, s.Close(bg))
 	_, err = s.LeaseStore(bg)
 	assert.ErrorIs(t, err, execstore.ErrClosed)
+}
+
+// The stores of two executions collections of one database keep their leases apart: a relay
+// without a lease of one does not stand by for a relay of the other.
+func TestLeaseStorePerCollection(t *testing.T) {
+	h := newHarness(t, aio.Options{})
+	var opts aio.Options
+	opts.Database, opts.Collection = h.opts.Database, "other_executions"
+	other, err := aio.Open(bg, srv.URI, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close(bg) })
+	ls, err := h.store.LeaseStore(bg)
+	require.NoError(t, err)
+	lsOther, err := other.LeaseStore(bg)
+	require.NoError(t, err)
+	c, err := ls.ClaimAs(bg, "test/lease", "fp", 1, time.Minute, "a")
+	require.NoError(t, err)
+	require.True(t, c.Held())
+	c, err = lsOther.ClaimAs(bg, "test/lease", "fp", 1, time.Minute, "b")
+	require.NoError(t, err)
+	assert.True(t, c.Held(), "the other collection's lease store holds its own records")
 }

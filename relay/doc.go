@@ -58,7 +58,8 @@
 // partitioned has one partition, and one relay of many holds it.
 //
 // A relay without Options.Lease over a store that offers a lease store on its own database
-// (aio's Store.LeaseStore: an idem store in the database's "idempotency" collection) delivers
+// (aio's Store.LeaseStore: an idem store in a collection of the database named after the
+// executions collection, "executions_leases" by default) delivers
 // only while it holds one lease there, the sole lease LeaseKey+"/sole", under its member
 // name. It claims it before it delivers anything, renews it every LeaseDuration/3, and holds
 // every partition meanwhile, with no lease of their own. Of any number of concurrent claims
@@ -73,9 +74,9 @@
 // claim it, as for a partition's lease; what a lease cannot do (below) holds for it too. Over
 // a store that offers no lease store (memstore, a store of your own) a relay without a lease
 // delivers every partition, whatever other relays do. Relays without a lease and relays with
-// Options.Lease do not see each other: run one kind per database. The stores of different
-// executions collections of one database share its lease store: give their relays different
-// LeaseKeys.
+// Options.Lease do not see each other: run one kind per database. The relays of different
+// executions collections of one database claim in different lease stores, and do not stand
+// by for each other.
 //
 // A scan reads the pending items of every partition the relay holds, oldest first:
 // PendingOutboxIn for a Relay, DueTimersIn for a Sweeper. A Sweeper reads two
