@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+
+	"github.com/execstore/execstore/internal/idemcheck"
 )
 
 // Outcome is what a Claim found, and did. Its value reads as a phrase ("lease reclaimed").
@@ -87,7 +89,7 @@ func checkFingerprint(rec *Record, fingerprint string, version int) error {
 }
 
 // tokenHexLen is the length of a claim token: 128 random bits in hex.
-const tokenHexLen = 32
+const tokenHexLen = idemcheck.TokenHexLen
 
 // newToken returns a fresh claim token from crypto/rand.
 func newToken() string {

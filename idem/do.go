@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/execstore/execstore/internal/idemcheck"
 )
 
 // Result is what Do returns.
@@ -93,7 +95,7 @@ func (s *Store) run(ctx context.Context, key, token string, started time.Time,
 	if err != nil {
 		return Result{}, errors.Join(err, s.releaseAfter(ctx, key, token))
 	}
-	if err := validateResponse(resp, s.opts.MaxBodyBytes); err != nil {
+	if err := idemcheck.Response(resp.Status, resp.Header, resp.Body, s.opts.MaxBodyBytes); err != nil {
 		return Result{Response: resp}, errors.Join(err, s.releaseAfter(ctx, key, token))
 	}
 	ok, err := s.Complete(ctx, key, token, resp, s.opts.Retention)

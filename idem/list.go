@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/idemcheck"
 	"github.com/execstore/execstore/internal/outcome"
 )
 
@@ -19,7 +20,7 @@ import (
 // read served by the _id index. Relays use it to see which of them are alive. An empty
 // prefix or a negative limit is execstore.ErrInvalid before any I/O.
 func (s *Store) List(ctx context.Context, prefix string, limit int) ([]Record, error) {
-	if err := validateKey(prefix); err != nil {
+	if err := idemcheck.Key(prefix); err != nil {
 		return nil, err
 	}
 	if err := contract.ValidateLimit("limit", limit); err != nil {

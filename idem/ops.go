@@ -3,6 +3,8 @@ package idem
 import (
 	"context"
 	"time"
+
+	"github.com/execstore/execstore/internal/idemcheck"
 )
 
 // Claim claims key for lease, for the request with fingerprint (of the given fingerprint
@@ -27,10 +29,10 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, fingerprintV
 // Complete keeps it. A holder longer than MaxHolderBytes, or not valid UTF-8, is
 // execstore.ErrInvalid before any I/O. It costs what Claim costs.
 func (s *Store) ClaimAs(ctx context.Context, key, fingerprint string, fingerprintVersion int, lease time.Duration, holder string) (Claim, error) {
-	if err := validateClaim(key, fingerprint, lease); err != nil {
+	if err := idemcheck.Claim(key, fingerprint, lease); err != nil {
 		return Claim{}, err
 	}
-	if err := validateHolder(holder); err != nil {
+	if err := idemcheck.Holder(holder); err != nil {
 		return Claim{}, err
 	}
 	token := newToken()
@@ -49,13 +51,13 @@ func (s *Store) ClaimAs(ctx context.Context, key, fingerprint string, fingerprin
 // execstore.ErrOutcomeUnknown, and always after a write-concern error (the write may be
 // rolled back).
 func (s *Store) Complete(ctx context.Context, key, token string, resp Response, retention time.Duration) (bool, error) {
-	if err := validateToken(key, token); err != nil {
+	if err := idemcheck.Token(key, token); err != nil {
 		return false, err
 	}
-	if err := validateDuration("retention", retention); err != nil {
+	if err := idemcheck.Duration("retention", retention); err != nil {
 		return false, err
 	}
-	if err := validateResponse(resp, s.opts.MaxBodyBytes); err != nil {
+	if err := idemcheck.Response(resp.Status, resp.Header, resp.Body, s.opts.MaxBodyBytes); err != nil {
 		return false, err
 	}
 	return submit(ctx, s, opComplete, key, func(ctx context.Context) (bool, error) {
@@ -69,7 +71,7 @@ func (s *Store) Complete(ctx context.Context, key, token string, resp Response, 
 // unanswered, the error matches execstore.ErrOutcomeUnknown, and the lease still bounds how
 // long the key stays claimed.
 func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
-	if err := validateToken(key, token); err != nil {
+	if err := idemcheck.Token(key, token); err != nil {
 		return false, err
 	}
 	return submit(ctx, s, opRelease, key, func(ctx context.Context) (bool, error) {
@@ -83,10 +85,10 @@ func (s *Store) Release(ctx context.Context, key, token string) (bool, error) {
 // if no one reclaimed it. When the renew is unanswered, the error matches
 // execstore.ErrOutcomeUnknown.
 func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duration) (bool, error) {
-	if err := validateToken(key, token); err != nil {
+	if err := idemcheck.Token(key, token); err != nil {
 		return false, err
 	}
-	if err := validateDuration("lease", lease); err != nil {
+	if err := idemcheck.Duration("lease", lease); err != nil {
 		return false, err
 	}
 	return submit(ctx, s, opRenew, key, func(ctx context.Context) (bool, error) {
@@ -97,7 +99,7 @@ func (s *Store) Renew(ctx context.Context, key, token string, lease time.Duratio
 // Get returns key's record, or nil when there is none, it is unreadable, or it is completed
 // and past its retention (by the server's clock).
 func (s *Store) Get(ctx context.Context, key string) (*Record, error) {
-	if err := validateKey(key); err != nil {
+	if err := idemcheck.Key(key); err != nil {
 		return nil, err
 	}
 	return submit(ctx, s, opGet, key, func(ctx context.Context) (*Record, error) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/idemcheck"
 	"github.com/execstore/execstore/server"
 )
 
@@ -15,7 +16,7 @@ const (
 	defaultRetention    = 24 * time.Hour
 	defaultGrace        = time.Minute
 	defaultWaitTimeout  = 10 * time.Second
-	defaultMaxBodyBytes = 1 << 20
+	defaultMaxBodyBytes = idemcheck.DefaultMaxBodyBytes
 	defaultReapInterval = time.Minute
 	defaultReapBatch    = 64
 	defaultClockRefresh = time.Minute

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/execstore/execstore/internal/idemcheck"
 	"github.com/execstore/execstore/internal/outcome"
 )
 
@@ -36,11 +37,11 @@ type Held struct {
 // FerretDB formulation, plus a reading of the server's clock when the last one is stale.
 func (s *Store) RenewAll(ctx context.Context, claims []Held, lease time.Duration) ([]bool, error) {
 	for _, c := range claims {
-		if err := validateToken(c.Key, c.Token); err != nil {
+		if err := idemcheck.Token(c.Key, c.Token); err != nil {
 			return nil, err
 		}
 	}
-	if err := validateDuration("lease", lease); err != nil {
+	if err := idemcheck.Duration("lease", lease); err != nil {
 		return nil, err
 	}
 	if len(claims) == 0 {

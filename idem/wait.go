@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/execstore/execstore/internal/idemcheck"
 )
 
 // Pauses between Wait's reads: 50ms, doubling, at most 1s.
@@ -18,7 +20,7 @@ const (
 // It returns ctx's error at once when ctx ends. The reads pause 50ms, then twice as long each
 // time, up to 1s. There is no push, since change streams need a replica set.
 func (s *Store) Wait(ctx context.Context, key string, timeout time.Duration) (*Record, error) {
-	if err := validateKey(key); err != nil {
+	if err := idemcheck.Key(key); err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(timeout)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/idem"
+	"github.com/execstore/execstore/internal/idemcheck"
 )
 
 // LeasesOptions configures a Leases. The zero value is ready to use. Every field documents
@@ -71,7 +72,7 @@ func NewLeases(opts LeasesOptions) *Leases {
 // or AlreadyCompleted), with a *idem.FingerprintMismatchError when its fingerprint of the
 // same version differs.
 func (l *Leases) ClaimAs(ctx context.Context, key, fingerprint string, fingerprintVersion int, lease time.Duration, holder string) (idem.Claim, error) {
-	if err := idem.ValidateClaimAs(key, fingerprint, lease, holder); err != nil {
+	if err := idemcheck.ClaimAs(key, fingerprint, lease, holder); err != nil {
 		return idem.Claim{}, err
 	}
 	if err := l.lock(ctx); err != nil {
@@ -109,7 +110,7 @@ func (l *Leases) ClaimAs(ctx context.Context, key, fingerprint string, fingerpri
 // is still claimed with token, lapsed or not. False means the token was fenced (reclaimed,
 // released or completed). The record keeps its holder, fingerprint and ClaimedAt.
 func (l *Leases) Complete(ctx context.Context, key, token string, resp idem.Response, retention time.Duration) (bool, error) {
-	if err := idem.ValidateComplete(key, token, resp, retention, l.maxBody); err != nil {
+	if err := idemcheck.Complete(key, token, resp.Status, resp.Header, resp.Body, retention, l.maxBody); err != nil {
 		return false, err
 	}
 	if err := l.lock(ctx); err != nil {
@@ -132,7 +133,7 @@ func (l *Leases) Complete(ctx context.Context, key, token string, resp idem.Resp
 // renewed[i] reports whether claims[i] was still claimed with its token (a lapsed claim no
 // one reclaimed is renewed).
 func (l *Leases) RenewAll(ctx context.Context, claims []idem.Held, lease time.Duration) ([]bool, error) {
-	if err := idem.ValidateRenewAll(claims, lease); err != nil {
+	if err := idemcheck.RenewAll(claims, func(c idem.Held) (string, string) { return c.Key, c.Token }, lease); err != nil {
 		return nil, err
 	}
 	if len(claims) == 0 {
@@ -156,7 +157,7 @@ func (l *Leases) RenewAll(ctx context.Context, claims []idem.Held, lease time.Du
 // Release deletes key's record if it is still claimed with token, as idem.Store.Release
 // does, so that the next claim is New. False means the token was fenced.
 func (l *Leases) Release(ctx context.Context, key, token string) (bool, error) {
-	if err := idem.ValidateRelease(key, token); err != nil {
+	if err := idemcheck.Release(key, token); err != nil {
 		return false, err
 	}
 	if err := l.lock(ctx); err != nil {
@@ -174,7 +175,7 @@ func (l *Leases) Release(ctx context.Context, key, token string) (bool, error) {
 // of them), as idem.Store.List does: a claim past its lease has Lapsed set, and a completed
 // record past its retention is left out.
 func (l *Leases) List(ctx context.Context, prefix string, limit int) ([]idem.Record, error) {
-	if err := idem.ValidateList(prefix, limit); err != nil {
+	if err := idemcheck.List(prefix, limit); err != nil {
 		return nil, err
 	}
 	if err := l.lock(ctx); err != nil {

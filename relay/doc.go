@@ -316,8 +316,15 @@
 // per execution in order, one holder per partition, attempts at most MaxAttempts and every
 // dead item told, a timer cancelled before its fire time never fired after, a re-arm that
 // stands, another partition count refused, no lease lost while the lease server answers
-// within its bound. EXECSTORE_SIM_SEEDS=N sets the number of seeds; a failure prints the
-// command that replays its seed.
+// within its bound. What each failure record did is read from the store: at most
+// MaxAttempts failures per item, the MaxAttempts-th (or a permanent one) moves it, it is
+// delivered no more until revived, and the relay whose write moved it tells OnDead. Processes
+// hand their partitions over, so one item's failures come from several relays. Within 2,000
+// seeds it finds a relay that stops passing MaxAttempts to the store, a store whose Fail
+// ignores Failure.MaxAttempts, and a relay that misses a move to dead made by the store's
+// count; with EXECSTORE_SIM_PAUSE=1 (processes paused past their leases), a relay that
+// decides dead itself from the attempts it read. EXECSTORE_SIM_SEEDS=N sets the number of
+// seeds; a failure prints the command that replays its seed.
 //
 // # Defaults
 //

@@ -31,24 +31,27 @@ const (
 	evCrash                            // a process crashed: actor, its relay incarnation
 	evListDeadFail                     // a read of the dead list failed: actor, source
 	evConflict                         // the engine's commit met a version conflict: source, attempts (its version)
+	evSpin                             // a process read in a loop without time passing: actor, err
 )
 
 // simEvent is one entry of the history, at its virtual time.
 type simEvent struct {
-	at       time.Time
-	kind     simEventKind
-	actor    string // the relay incarnation (proc/kind#n), or "engine"
-	item     string // outboxKey or timerKey
-	target   string // an entry's target
-	source   string // the execution holding the item
-	seq      int64
-	path     string
-	fireAt   time.Time
-	cancel   bool // a timer op that cancels
-	part     int
-	attempts int
-	err      error
-	local    time.Time // a partition's: when its relay started or stopped handing its items out
+	at        time.Time
+	kind      simEventKind
+	actor     string // the relay incarnation (proc/kind#n), or "engine"
+	item      string // outboxKey or timerKey
+	target    string // an entry's target
+	source    string // the execution holding the item
+	seq       int64
+	path      string
+	fireAt    time.Time
+	cancel    bool // a timer op that cancels
+	part      int
+	attempts  int
+	permanent bool // a failure record's: the handler's error wraps ErrPermanent
+	moved     bool // a failure record's answer (evFailCall): the write moved the item to dead
+	err       error
+	local     time.Time // a partition's: when its relay started or stopped handing its items out
 }
 
 // simHistory is the history of a run: every event, in the order it happened.
@@ -120,11 +123,24 @@ func simCheck(events []simEvent, fin simFinal) []string {
 	nilEndsBy := map[string]map[string][]time.Time{} // item → actor → nil returns
 	type interval struct{ from, to time.Time }
 	deadSpans := map[string][]interval{} // item → when it was dead (to zero: still)
-	told := map[string]bool{}
-	failErrs := map[string]bool{}         // actors that reported a failure record's error
-	unheard := map[string][]simEvent{}    // item → its failure records answered with an error
-	crashed := map[string]bool{}          // relay incarnations whose process crashed
-	readFailed := map[string][]simEvent{} // actor → its failed reads of the dead list
+	failErrs := map[string]bool{}        // actors that reported a failure record's error
+	crashed := map[string]bool{}         // relay incarnations whose process crashed
+	// The moves to dead, each by the relay whose failure record made it, and what it told.
+	type move struct {
+		item, actor, source string
+		at                  time.Time // when the record was applied
+		attempts            int
+		heard               bool // the record was answered without an error
+		told                bool // its relay's OnDead came
+		revived             bool // revived since
+	}
+	var moves []*move
+	lastMove := map[string]*move{}           // item → its last move, until revived
+	untold := map[string]*move{}             // item and actor → its move awaiting OnDead
+	unsure := map[string]bool{}              // item and actor → a failure record of it whose answer was lost
+	lifeFails := map[string]int{}            // item → failures recorded since it was committed or revived
+	buriedBy := map[string]map[string]bool{} // item → relays told it dead, since its last revive
+	readFailed := map[string][]simEvent{}    // actor → its failed reads of the dead list
 	holds := map[string]map[int][]interval{}
 	open := map[string]map[int]time.Time{}
 	runEnd := map[string]time.Time{}
@@ -139,6 +155,13 @@ func simCheck(events []simEvent, fin simFinal) []string {
 			} else {
 				k := e.source + "/" + e.path
 				timerOps[k] = append(timerOps[k], timerOp{at: e.at, fireAt: e.fireAt, cancel: e.cancel})
+				if tk := timerKey(e.source, e.path, e.fireAt); !e.cancel {
+					// Armed anew at a fire time it died at before: a new timer, which fires.
+					if sp := deadSpans[tk]; len(sp) > 0 && sp[len(sp)-1].to.IsZero() {
+						sp[len(sp)-1].to = e.at
+					}
+					delete(buriedBy, tk)
+				}
 			}
 		case evAck:
 			if acked[e.item] == nil {
@@ -162,30 +185,81 @@ func simCheck(events []simEvent, fin simFinal) []string {
 				}
 				nilEndsBy[e.item][e.actor] = append(nilEndsBy[e.item][e.actor], e.at)
 			}
-		case evDead:
-			if e.attempts > fin.maxAtt {
-				fail("%s moved to dead with %d attempts, MaxAttempts %d", e.item, e.attempts, fin.maxAtt)
+		case evDead, evFailed:
+			// The store counts: at most MaxAttempts failures of an item are recorded, and the
+			// MaxAttempts-th (or one wrapping ErrPermanent) moves it to dead in that write.
+			if e.attempts == 1 {
+				lifeFails[e.item] = 0 // a timer armed anew starts with no failure
 			}
+			if lifeFails[e.item]++; lifeFails[e.item] > fin.maxAtt {
+				fail("%s: failure number %d recorded by %s at %v, MaxAttempts %d", e.item, lifeFails[e.item], e.actor, e.at, fin.maxAtt)
+			}
+			if e.attempts > fin.maxAtt {
+				fail("%s recorded %d failed attempts by %s at %v, MaxAttempts %d", e.item, e.attempts, e.actor, e.at, fin.maxAtt)
+			}
+			if e.kind == evFailed {
+				if e.attempts == fin.maxAtt {
+					fail("%s recorded its %d-th failed attempt by %s at %v and left it pending, MaxAttempts %d", e.item, e.attempts, e.actor, e.at, fin.maxAtt)
+				}
+				break
+			}
+			if e.attempts != fin.maxAtt && !e.permanent {
+				fail("%s moved to dead by %s at %v with %d attempts, not at MaxAttempts %d nor by ErrPermanent", e.item, e.actor, e.at, e.attempts, fin.maxAtt)
+			}
+			m := &move{item: e.item, actor: e.actor, source: e.source, at: e.at, attempts: e.attempts}
+			moves = append(moves, m)
+			lastMove[e.item] = m
+			untold[e.item+"\x00"+e.actor] = m
 			sp := deadSpans[e.item]
 			if len(sp) == 0 || !sp[len(sp)-1].to.IsZero() {
 				deadSpans[e.item] = append(sp, interval{from: e.at})
-			}
-		case evFailed:
-			if e.attempts > fin.maxAtt {
-				fail("%s recorded %d failed attempts, MaxAttempts %d", e.item, e.attempts, fin.maxAtt)
 			}
 		case evRevive:
 			if sp := deadSpans[e.item]; len(sp) > 0 && sp[len(sp)-1].to.IsZero() {
 				sp[len(sp)-1].to = e.at
 			}
-			delete(told, e.item)
+			if m := lastMove[e.item]; m != nil {
+				m.revived = true
+			}
+			delete(lastMove, e.item)
+			delete(buriedBy, e.item)
+			lifeFails[e.item] = 0
 		case evToldDead:
-			told[e.item] = true
+			// Told by the relay whose write moved it, with the attempts of that write.
+			m := untold[e.item+"\x00"+e.actor]
+			if m == nil {
+				// A record whose answer was lost is read back from the dead list, which cannot
+				// tell whose write moved the item: another relay's move is told again.
+				if !unsure[e.item+"\x00"+e.actor] || lastMove[e.item] == nil {
+					fail("%s told dead by %s at %v, though no write of its moved it to dead", e.item, e.actor, e.at)
+				}
+				delete(unsure, e.item+"\x00"+e.actor)
+				break
+			}
+			delete(untold, e.item+"\x00"+e.actor)
+			m.told = true
+			if e.attempts != m.attempts {
+				fail("%s told dead by %s at %v with %d attempts, moved with %d", e.item, e.actor, e.at, e.attempts, m.attempts)
+			}
+			if !m.revived { // a revive before the relay heard of the move made it pending again
+				if buriedBy[e.item] == nil {
+					buriedBy[e.item] = map[string]bool{}
+				}
+				buriedBy[e.item][e.actor] = true
+			}
 		case evFailErr:
 			failErrs[e.actor] = true
 		case evFailCall:
-			if e.err != nil {
-				unheard[e.item] = append(unheard[e.item], e)
+			if m := untold[e.item+"\x00"+e.actor]; e.moved && m != nil {
+				m.heard = e.err == nil
+			}
+			if e.err != nil && !e.moved {
+				unsure[e.item+"\x00"+e.actor] = true
+			}
+		case evStart:
+			// Delivered no more, by the relay told it dead, until revived.
+			if buriedBy[e.item][e.actor] {
+				fail("%s handed out by %s at %v after that relay was told it dead", e.item, e.actor, e.at)
 			}
 		case evCrash:
 			crashed[e.actor] = true
@@ -206,6 +280,8 @@ func simCheck(events []simEvent, fin simFinal) []string {
 			}
 		case evRunEnd:
 			runEnd[e.actor] = e.at
+		case evSpin:
+			fail("%v", e.err)
 		}
 	}
 	for actor, parts := range open {
@@ -264,8 +340,19 @@ func simCheck(events []simEvent, fin simFinal) []string {
 			continue
 		}
 		// A handler starts only while its relay holds the item's partition.
-		if !slices.ContainsFunc(holds[e.actor][e.part], func(iv interval) bool { return !e.at.Before(iv.from) && !e.at.After(iv.to) }) {
+		held := slices.IndexFunc(holds[e.actor][e.part], func(iv interval) bool { return !e.at.Before(iv.from) && !e.at.After(iv.to) })
+		if held < 0 {
 			fail("%s handed out by %s at %v outside its holds of partition %d", e.item, e.actor, e.at, e.part)
+		}
+		// Delivered no more once dead, until revived: no hold that began after the move hands
+		// it out.
+		if held >= 0 {
+			from := holds[e.actor][e.part][held].from
+			if slices.ContainsFunc(deadSpans[e.item], func(sp interval) bool {
+				return sp.from.Before(from) && (sp.to.IsZero() || sp.to.After(e.at))
+			}) {
+				fail("%s handed out by %s at %v, in a hold of partition %d begun at %v after it was moved to dead", e.item, e.actor, e.at, e.part, from)
+			}
 		}
 		// Never after the ack, by this relay.
 		if at, ok := acked[e.item][e.actor]; ok && at.Before(e.at) {
@@ -325,15 +412,22 @@ func simCheck(events []simEvent, fin simFinal) []string {
 		if !fin.deadOK(k) {
 			fail("%s is dead, though its handler fails fewer than MaxAttempts times", k)
 		}
-		// Told, unless its relay never heard that the move took effect: the answer was lost
-		// and the read-back failed too, or the process crashed.
-		excused := slices.ContainsFunc(unheard[k], func(c simEvent) bool {
-			return crashed[c.actor] || slices.ContainsFunc(readFailed[c.actor], func(r simEvent) bool {
-				return r.source == c.source && !r.at.Before(c.at)
-			})
-		})
-		if !told[k] && !excused {
-			fail("%s is dead and no relay told OnDead, though its relay heard the move or could read it back", k)
+	}
+	// Every move to dead is told by the relay whose write made it (OnDead), unless that relay
+	// never heard that it took effect: the answer was lost and the read-back failed too, or
+	// the process crashed, or the item was revived before the read-back.
+	for _, m := range moves {
+		excused := !m.heard && (crashed[m.actor] || m.revived || slices.ContainsFunc(readFailed[m.actor], func(r simEvent) bool {
+			return r.source == m.source && !r.at.Before(m.at)
+		}))
+		if !m.told && !excused {
+			fail("%s moved to dead by %s at %v with %d attempts and that relay never told OnDead, though it heard the move or could read it back", m.item, m.actor, m.at, m.attempts)
+		}
+	}
+	// An item whose failures reached MaxAttempts, and not revived since, is dead at the end.
+	for k, m := range lastMove {
+		if !deadNow[k] {
+			fail("%s moved to dead by %s at %v and not revived, but not dead at the end", k, m.actor, m.at)
 		}
 	}
 	for k := range entries {

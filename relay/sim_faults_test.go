@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/idem"
 	"github.com/execstore/execstore/memstore"
+	"github.com/execstore/execstore/relay"
 )
 
 // errSimFault is the failure a simulated call answers with when the plan fails it.
@@ -50,6 +52,8 @@ type simPlan struct {
 	lease     time.Duration
 	leaseMode simLeaseMode
 	oneLate   bool // leasesOneLate: the late renewal was drawn
+	maxAtt    int  // the relays' MaxAttempts
+	pause     bool // EXECSTORE_SIM_PAUSE: processes may pause past their leases
 }
 
 func (p *simPlan) intn(n int) int {
@@ -72,6 +76,14 @@ func (p *simPlan) upTo(d time.Duration) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return time.Duration(p.rng.Int64N(int64(d)))
+}
+
+// pauses reports whether a process may pause now: past its leases, so only when the plan
+// promises no lease kept.
+func (p *simPlan) pauses() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pause && !p.calm && p.leaseMode == leasesChaotic
 }
 
 func (p *simPlan) setCalm() {
@@ -140,6 +152,20 @@ type simProc struct {
 	plan    *simPlan
 	mu      sync.Mutex
 	crashed bool
+	paused  time.Time // until then, nothing it sends arrives: it is sent then (a process paused, or cut off)
+}
+
+// pauseFor holds every call the process sends for d from now.
+func (p *simProc) pauseFor(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.paused = time.Now().Add(d)
+}
+
+func (p *simProc) pausedFor() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return time.Until(p.paused)
 }
 
 func (p *simProc) isCrashed() bool {
@@ -175,6 +201,14 @@ func simCall[R any](ctx context.Context, p *simProc, f simFault, d time.Duration
 	if p.isCrashed() {
 		return zero, errSimCrashed
 	}
+	if d := p.pausedFor(); d > 0 {
+		if err := simWait(ctx, d); err != nil {
+			return zero, err
+		}
+		if p.isCrashed() {
+			return zero, errSimCrashed
+		}
+	}
 	switch f {
 	case faultFailed:
 		return zero, errSimFault
@@ -207,10 +241,12 @@ func simCall[R any](ctx context.Context, p *simProc, f simFault, d time.Duration
 // the writes that took effect recorded in the history.
 type simStore struct {
 	*memstore.Store
-	p     *simProc
-	hist  *simHistory
-	parts int    // the partitions it says it has: another number than the store's for a relay that must be refused
-	relay string // the relay incarnation whose acks go through it
+	p       *simProc
+	hist    *simHistory
+	parts   int         // the partitions it says it has: another number than the store's for a relay that must be refused
+	relay   string      // the relay incarnation whose acks go through it
+	sweeper string      // the sweeper incarnation whose timers' failures go through it
+	deadMu  *sync.Mutex // the run's: failure records and revives, one at a time, so each record's effect is known
 
 	spinMu sync.Mutex
 	spinAt time.Time
@@ -267,26 +303,72 @@ func (s *simStore) Fail(ctx context.Context, ref execstore.ItemRef, fl execstore
 		a  execstore.Attempts
 		ok bool
 	}
+	actor := s.actorOf(ref.Kind)
+	moved := false
 	r, err := simCall(ctx, s.p, f, d, func() (res, error) {
+		// What the write did is read from the store, not from the failure: under deadMu,
+		// which the revives take too, the item's dead record before and after it tells
+		// whether this write moved the item to dead.
+		s.deadMu.Lock()
+		defer s.deadMu.Unlock()
+		before, wasDead := s.deadItem(ref)
 		a, ok, err := s.Store.Fail(ctx, ref, fl)
 		if err == nil && ok {
-			ev := simEvent{kind: evFailed, actor: s.p.name, item: refKey(ref), attempts: a.Count, source: ref.ExecutionID}
-			if fl.Dead || isDeadAfter(a, fl) {
+			after, isDead := s.deadItem(ref)
+			moved = isDead && (!wasDead || !sameAttempts(before.Attempts, after.Attempts))
+			ev := simEvent{kind: evFailed, actor: actor, item: refKey(ref), attempts: a.Count, source: ref.ExecutionID,
+				permanent: strings.Contains(fl.Error, relay.ErrPermanent.Error())}
+			if moved {
 				ev.kind = evDead
 			}
 			s.hist.add(ev)
 		}
 		return res{a, ok}, err
 	})
-	s.hist.add(simEvent{kind: evFailCall, actor: s.relay, item: refKey(ref), source: ref.ExecutionID, err: err, attempts: int(f)})
+	s.hist.add(simEvent{kind: evFailCall, actor: actor, item: refKey(ref), source: ref.ExecutionID, err: err, attempts: int(f), moved: moved})
 	return r.a, r.ok, err
+}
+
+// actorOf names the relay incarnation of this process that handles items of kind k.
+func (s *simStore) actorOf(k execstore.ItemKind) string {
+	if k == execstore.TimerItem && s.sweeper != "" {
+		return s.sweeper
+	}
+	return s.relay
+}
+
+// deadItem reads ref's dead record from the store, unfaulted.
+func (s *simStore) deadItem(ref execstore.ItemRef) (execstore.DeadItem, bool) {
+	q := execstore.DeadQuery{Kinds: []execstore.ItemKind{ref.Kind}, ExecutionID: ref.ExecutionID, Limit: 1000}
+	for {
+		page, err := s.Store.ListDead(context.Background(), q)
+		if err != nil {
+			panic(fmt.Sprintf("sim: reading the dead items of %s: %v", ref.ExecutionID, err))
+		}
+		for _, d := range page.Items {
+			if refKey(d.ItemRef) == refKey(ref) {
+				return d, true
+			}
+		}
+		if q.Cursor = page.NextCursor; q.Cursor == "" {
+			return execstore.DeadItem{}, false
+		}
+	}
+}
+
+func sameAttempts(a, b execstore.Attempts) bool {
+	return a.Count == b.Count && a.LastError == b.LastError && a.LastAt.Equal(b.LastAt)
 }
 
 func (s *simStore) ListDead(ctx context.Context, q execstore.DeadQuery) (execstore.DeadPage, error) {
 	f, d := s.p.plan.storeFault(false)
 	page, err := simCall(ctx, s.p, f, d, func() (execstore.DeadPage, error) { return s.Store.ListDead(ctx, q) })
 	if err != nil {
-		s.hist.add(simEvent{kind: evListDeadFail, actor: s.relay, source: q.ExecutionID, err: err})
+		actor := s.relay
+		if len(q.Kinds) == 1 {
+			actor = s.actorOf(q.Kinds[0])
+		}
+		s.hist.add(simEvent{kind: evListDeadFail, actor: actor, source: q.ExecutionID, err: err})
 	}
 	return page, err
 }
@@ -327,12 +409,6 @@ func (l *simLeases) List(ctx context.Context, prefix string, limit int) ([]idem.
 	return simCall(ctx, l.p, f, d, func() ([]idem.Record, error) { return l.inner.List(ctx, prefix, limit) })
 }
 
-// isDeadAfter reports whether a failure recorded with attempts a moved the item to dead by
-// its count.
-func isDeadAfter(a execstore.Attempts, f execstore.Failure) bool {
-	return f.MaxAttempts > 0 && a.Count >= f.MaxAttempts
-}
-
 // spin catches a relay that reads without time passing: a loop that would keep a server busy.
 func (s *simStore) spin(what string, args any, limit int) {
 	s.spinMu.Lock()
@@ -341,8 +417,9 @@ func (s *simStore) spin(what string, args any, limit int) {
 		s.spinAt, s.spinN = now, 0
 	}
 	s.spinN++
-	if s.spinN == 1000 {
-		panic(fmt.Sprintf("sim: %s's process sent 1000 reads at %v without time passing, a loop that would keep a server busy; last %s(%v, %d)",
-			s.relay, s.spinAt, what, args, limit))
+	if s.spinN == 1000 { // the process is cut off, so that time passes, and the seed fails
+		s.hist.add(simEvent{kind: evSpin, actor: s.relay, err: fmt.Errorf("%s's process sent 1000 reads at %v without time passing, a loop that would keep a server busy; last %s(%v, %d)",
+			s.relay, s.spinAt, what, args, limit)})
+		s.p.crash()
 	}
 }
