@@ -83,6 +83,9 @@ type flight[T any, K comparable] struct {
 	fence    map[string]uint64 // by lane key, the epoch an item of it was last released at
 	open     map[uint64]int    // by epoch, the scans and commits begun then and open
 	heldBack int               // the items the last scan held back for their execution
+	// floor is the epoch the last prune kept everything from: finish, by each scan and each
+	// local commit, walks the records only once the oldest open epoch passed it.
+	floor uint64
 }
 
 func newFlight[T any, K comparable](k kind[T, K], stats *counters, lanes int, rt retries, onLeave func(*hold)) *flight[T, K] {
@@ -252,6 +255,10 @@ func (f *flight[T, K]) finish(n uint64) {
 	for at := range f.open {
 		oldest = min(oldest, at)
 	}
+	if oldest <= f.floor {
+		return // every record is at floor or later: none is below oldest
+	}
+	f.floor = min(oldest, f.epoch)
 	for k, at := range f.acked {
 		if at < oldest {
 			delete(f.acked, k)
