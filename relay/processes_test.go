@@ -142,7 +142,7 @@ func runProcesses(t *testing.T, underLoad bool) {
 	// The victim holds the outbox's lease (or partitions of it) and has handed entries out
 	// lately: it is killed mid-delivery.
 	var victim *relayProcess
-	rarely(t, func() bool {
+	if !assert.Eventually(t, func() bool {
 		for _, c := range children {
 			if c.deliveringNow() {
 				victim = c
@@ -150,7 +150,12 @@ func runProcesses(t *testing.T, underLoad bool) {
 			}
 		}
 		return false
-	}, "a relay process delivers")
+	}, waitLong, 50*time.Millisecond, "a relay process delivers") {
+		for _, c := range children {
+			t.Logf("%s: %s", c.name, c.summary())
+		}
+		t.FailNow()
+	}
 	require.NoError(t, victim.cmd.Process.Kill())
 	killedAt := time.Now()
 	killed.Store(true)
@@ -340,6 +345,10 @@ type relayProcess struct {
 	output    bytes.Buffer // its standard output and error
 	done      chan struct{}
 	err       error
+
+	mu   sync.Mutex // guards what current read so far
+	read int64      // the bytes of the log current parsed
+	seen []logLine  // the lines it parsed
 }
 
 // startRelayProcess starts the test binary again as relay process name, on the parent's
@@ -438,24 +447,18 @@ func (c *relayProcess) stop() error {
 
 // lines reads the process's whole log, which must parse.
 func (c *relayProcess) lines(t *testing.T) []logLine {
-	out, err := readLog(c.log, true)
+	b, err := os.ReadFile(c.log)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err, "%s's log", c.name)
+	out, err := parseLog(b)
 	require.NoError(t, err, "%s's log", c.name)
 	return out
 }
 
-// readLog reads a relay process's log. While the process runs, its last line may be half
-// written: complete says none may be. A log not yet created is empty.
-func readLog(path string, complete bool) ([]logLine, error) {
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if !complete {
-		b = b[:bytes.LastIndexByte(b, '\n')+1]
-	}
+// parseLog parses the lines of a relay process's log.
+func parseLog(b []byte) ([]logLine, error) {
 	var out []logLine
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, 1<<20)
@@ -469,10 +472,31 @@ func readLog(path string, complete bool) ([]logLine, error) {
 	return out, sc.Err()
 }
 
-// current is the process's log as far as it is written, or nothing when it cannot be read.
+// current is the process's log as far as it is written: the lines read before, and the
+// whole lines written since (its last line may be half written). Each call parses only
+// what was written since the last: on a busy machine, parsing the whole log at every call
+// took longer than deliveringNow's window. When the log cannot be read, it is what was read
+// before.
 func (c *relayProcess) current() []logLine {
-	out, _ := readLog(c.log, false)
-	return out
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, err := os.Open(c.log)
+	if err != nil {
+		return c.seen
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, c.read, 1<<40))
+	if err != nil {
+		return c.seen
+	}
+	b = b[:bytes.LastIndexByte(b, '\n')+1]
+	more, err := parseLog(b)
+	if err != nil {
+		return c.seen
+	}
+	c.read += int64(len(b))
+	c.seen = append(c.seen, more...)
+	return c.seen
 }
 
 func (c *relayProcess) count(kind string) int {
@@ -490,6 +514,7 @@ func (c *relayProcess) has(kind string) bool { return c.count(kind) > 0 }
 // deliveringNow reports whether the process's last logged Stats say its Relay holds the
 // lease or partitions, and it has logged deliveries, the last one just now.
 func (c *relayProcess) deliveringNow() bool {
+	now := time.Now() // before the log's read, which a busy machine may make slow
 	var holds bool
 	var delivered int
 	var last int64
@@ -502,7 +527,25 @@ func (c *relayProcess) deliveringNow() bool {
 			last = l.End
 		}
 	}
-	return holds && delivered >= 20 && time.Since(time.Unix(0, last)) < 100*time.Millisecond
+	return holds && delivered >= 20 && now.Sub(time.Unix(0, last)) < 100*time.Millisecond
+}
+
+// summary says what the process's log holds so far: its deliveries, the last one's end, and
+// its Relay's last Stats.
+func (c *relayProcess) summary() string {
+	var delivered int
+	var last, stats logLine
+	for _, l := range c.current() {
+		switch {
+		case l.Kind == "stats" && l.Of == "outbox":
+			stats = l
+		case l.Kind == "deliver":
+			delivered++
+			last = l
+		}
+	}
+	return fmt.Sprintf("%d deliveries, the last ending %v ago; its Relay's last Stats, %v ago: Holding %v, Partitions %d, LeasesLost %d",
+		delivered, time.Since(time.Unix(0, last.End)), time.Since(time.Unix(0, stats.End)), stats.Holding, stats.Partitions, stats.LeasesLost)
 }
 
 // logChecker is what the checks of the logs report to: a *testing.T, or a recorder of
@@ -844,11 +887,4 @@ func checkPartitions(t logChecker, logs map[string][]logLine, victim string, kil
 	}
 	t.Logf("the killed process's partitions were taken over %v after its death at the latest (bound %v, margin included)", worst, bound)
 	assert.LessOrEqual(t, worst, bound, "take-over of the killed process's partitions")
-}
-
-// rarely waits until cond holds, failing t after waitLong, looking every 50ms: for a cond
-// that reads the store or the logs whole.
-func rarely(t *testing.T, cond func() bool, msg string, args ...any) {
-	t.Helper()
-	require.Eventually(t, cond, waitLong, 50*time.Millisecond, append([]any{msg}, args...)...)
 }
