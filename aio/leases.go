@@ -11,10 +11,11 @@ import (
 )
 
 // leaseStoreWorkers bounds the calls in flight of the lease store LeaseStore opens, when the
-// store has no shared pool: a relay without a lease sends one call at a time.
-const leaseStoreWorkers = 4
+// store has no shared pool: a Relay and a Sweeper send at most 4 claims at once each, and
+// their renewals go beside them.
+const leaseStoreWorkers = 8
 
-// leasesSuffix names LeaseStore's collection after the executions collection.
+// leasesSuffix names LeaseStore's database after the store's.
 const leasesSuffix = "_leases"
 
 // leaseStore is the idem store LeaseStore opens on first use, and Close closes.
@@ -24,22 +25,26 @@ type leaseStore struct {
 	closed bool
 }
 
-// LeaseStore returns an idem store on the store's own client and database, in the collection
-// named after the executions collection with "_leases" appended ("executions_leases" by
-// default): one per executions collection. It is the lease store a Relay or Sweeper of package relay without
-// Options.Lease claims its one key in, so that two of them on one database do not both
-// deliver: one stands by (see package relay). A program may give it to relays as their
-// Options.Lease too.
+// LeaseStore returns an idem store on the store's own client, in the database named after the
+// store's with "_leases" appended, in the collection named as the executions collection
+// ("shop_leases.executions" for the default collection of database "shop"): one per
+// executions collection. A database of its own keeps its writes from waiting behind the
+// store's on a server that runs one write per database at a time (the embedded server,
+// FerretDB over SQLite): a relay's lease renewals must come back within LeaseDuration×2/3
+// however busy the store is. A Relay or Sweeper of package relay without
+// Options.Lease leases there, so that those of every process on the collection share its
+// partitions rather than all deliver them (see package relay). A program may give it to
+// relays as their Options.Lease too.
 //
 // The first call opens it (idem.OpenClient: a few commands, bounded by ctx and
 // Connection.ConnectTimeout); a failed opening is tried again by the next call. Later calls
 // return the same store. It runs its calls on Connection.Pool when one is set, else on a pool
-// of its own of 4 workers. It uses the store's write and read concerns, settle timeout,
+// of its own of 8 workers. It uses the store's write and read concerns, settle timeout,
 // logger and telemetry providers. Close closes it, before it disconnects the client. A call
 // after Close returns execstore.ErrClosed.
 //
 // The relays of one executions collection find each other there, and those of another
-// collection (Connection.Collection) of the same database do not stand by for them.
+// collection (Connection.Collection) of the same database keep out of their way.
 func (s *Store) LeaseStore(ctx context.Context) (*idem.Store, error) {
 	s.leases.mu.Lock()
 	defer s.leases.mu.Unlock()
@@ -51,7 +56,7 @@ func (s *Store) LeaseStore(ctx context.Context) (*idem.Store, error) {
 	case s.client == nil:
 		return nil, errors.New("aio: the store has no server to keep leases on")
 	}
-	conn := server.Connection{Database: s.opts.Database, Collection: s.opts.Collection + leasesSuffix, Pool: s.opts.Pool,
+	conn := server.Connection{Database: s.opts.Database + leasesSuffix, Collection: s.opts.Collection, Pool: s.opts.Pool,
 		ConnectTimeout: s.opts.ConnectTimeout, WriteConcern: s.opts.WriteConcern, ReadConcern: s.opts.ReadConcern,
 		SettleTimeout: s.opts.SettleTimeout, Logger: s.opts.Logger,
 		TracerProvider: s.opts.TracerProvider, MeterProvider: s.opts.MeterProvider}

@@ -14,9 +14,10 @@ import (
 	"github.com/execstore/execstore/idem"
 )
 
-// LeaseStore opens one idem store on the store's own database, in the collection named after
-// the executions collection, returns it again on later calls, and is closed by Close: two stores on one database see
-// each other's claims, and a call after Close is refused.
+// LeaseStore opens one idem store in the database named after the store's, in the collection
+// named as the executions collection, returns it again on later calls, and is closed by
+// Close: two stores on one database see each other's claims, and a call after Close is
+// refused.
 func TestLeaseStoreOnTheStoresDatabase(t *testing.T) {
 	h := newHarness(t, aio.Options{})
 	var opts aio.Options
@@ -41,9 +42,11 @@ func TestLeaseStoreOnTheStoresDatabase(t *testing.T) {
 	assert.Equal(t, idem.AlreadyClaimed, seen.Outcome, "the other store's lease store is on the same records")
 	require.NotNil(t, seen.Record)
 	assert.Equal(t, "a", seen.Record.Holder)
-	n, err := h.db.Collection("executions_leases").CountDocuments(bg, bson.D{{Key: "_id", Value: "test/lease"}})
+	leasesDB := h.db.Client().Database(h.opts.Database + "_leases")
+	t.Cleanup(func() { _ = leasesDB.Drop(bg) })
+	n, err := leasesDB.Collection("executions").CountDocuments(bg, bson.D{{Key: "_id", Value: "test/lease"}})
 	require.NoError(t, err)
-	assert.EqualValues(t, 1, n, "the record is in the collection named after the executions collection")
+	assert.EqualValues(t, 1, n, "the record is in the database named after the store's, in the executions collection's name")
 
 	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()
@@ -66,8 +69,8 @@ func TestLeaseStoreAfterClose(t *testing.T) {
 	assert.ErrorIs(t, err, execstore.ErrClosed)
 }
 
-// The stores of two executions collections of one database keep their leases apart: a relay
-// without a lease of one does not stand by for a relay of the other.
+// The stores of two executions collections of one database keep their leases apart: the
+// relays without a lease of one do not share the partitions of the other's.
 func TestLeaseStorePerCollection(t *testing.T) {
 	h := newHarness(t, aio.Options{})
 	var opts aio.Options

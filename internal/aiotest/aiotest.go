@@ -21,8 +21,8 @@ import (
 const timeout = 30 * time.Second
 
 // Open opens a store at uri with opts (opts.Database must be set) and a raw client of its
-// own on the same database. When t ends the store is closed, the database dropped and the
-// raw client disconnected.
+// own on the same database. When t ends the store is closed, the database and the one of
+// its lease store (aio.Store.LeaseStore) dropped and the raw client disconnected.
 func Open(t testing.TB, uri string, opts aio.Options) (*aio.Store, *mongo.Database) {
 	t.Helper()
 	require.NotEmpty(t, opts.Database, "aiotest.Open needs a database of the test's own")
@@ -38,6 +38,7 @@ func Open(t testing.TB, uri string, opts aio.Options) (*aio.Store, *mongo.Databa
 		defer cancel()
 		assert.NoError(t, s.Close(ctx))
 		_ = db.Drop(ctx)
+		_ = raw.Database(opts.Database + "_leases").Drop(ctx)
 		_ = raw.Disconnect(ctx)
 	})
 	return s, db
