@@ -345,6 +345,13 @@ func (s *soakRun) handle(ctx context.Context, id string, step int) error {
 			time.Sleep(min(time.Millisecond<<min(stale, 7), 100*time.Millisecond))
 			continue
 		}
+		if snap.Handled > step {
+			// Handled already: a redelivery (a lease lost, an ack not yet done) that the
+			// cache's dedupe ids did not know of (they are those it saw since it took the
+			// snapshot); the commit's dedupe guard would refuse it.
+			s.duplicates.Add(1)
+			return nil
+		}
 		if snap.Handled != step {
 			return fmt.Errorf("event %s arrived at execution %s after %d events", eventID, id, snap.Handled)
 		}
