@@ -35,18 +35,15 @@ func (s *session[T, K]) recordFailures(batch []*entry[T, K]) {
 	}
 	results := make([]result, len(batch))
 	fanOut(len(batch), ackFanOut, func(i int) {
-		st := batch[i]
-		a, ok, err := s.r.dead.Fail(s.ackCtx, s.r.kind.ref(st.item), *st.fail)
-		results[i] = result{a, ok, err}
-	})
-	for i, st := range batch {
-		// A record whose outcome is unknown may have moved the item to dead.
-		if res := results[i]; errors.Is(res.err, execstore.ErrOutcomeUnknown) {
-			if a, ok, err := s.readBackDead(s.r.kind.ref(st.item)); err == nil {
-				results[i] = result{a, ok, nil}
+		ref := s.r.kind.ref(batch[i].item)
+		a, ok, err := s.r.dead.Fail(s.ackCtx, ref, *batch[i].fail)
+		if errors.Is(err, execstore.ErrOutcomeUnknown) { // it may have moved the item to dead
+			if ra, rok, rerr := s.readBackDead(ref); rerr == nil {
+				a, ok, err = ra, rok, nil
 			}
 		}
-	}
+		results[i] = result{a, ok, err}
+	})
 	var dead []DeadEvent
 	var reports []error
 	s.mu.Lock()
@@ -74,13 +71,9 @@ func (s *session[T, K]) recordFailures(batch []*entry[T, K]) {
 		s.r.opts.OnError(err)
 	}
 	for _, ev := range dead {
-		if s.r.tel != nil {
-			s.r.tel.Dead()
-		}
-		if s.r.opts.Logger != nil {
-			s.r.opts.Logger.Warn("relay: item moved to dead after its deliveries failed: it is delivered no more until revived; its execution's later items go on",
-				"item", ev.Item, "attempts", ev.Attempts.Count, "error", ev.Attempts.LastError)
-		}
+		s.r.tel.Dead()
+		s.r.opts.Logger.Warn("relay: item moved to dead after its deliveries failed: it is delivered no more until revived; its execution's later items go on",
+			"item", ev.Item, "attempts", ev.Attempts.Count, "error", ev.Attempts.LastError)
 		s.r.opts.OnDead(ev)
 	}
 }

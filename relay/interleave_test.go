@@ -45,7 +45,7 @@ func newHarness[T any, K comparable](t *testing.T, k func(execstore.Store) kind[
 	opts.RetryMin, opts.RetryMax = time.Millisecond, 5*time.Millisecond
 	b.r = newRunner[T, K](kd, store, b.handle, opts.withDefaults(relayLeaseKey), "relay", "deliver")
 	ctx := context.Background()
-	b.s = newSession(b.r, ctx, ctx, ctx)
+	b.s = newSession(b.r, ctx)
 	b.s.settleWG.Go(b.s.settleLoop)
 	t.Cleanup(b.stop)
 	return b

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/internal/telemetry"
 	"github.com/execstore/execstore/internal/wake"
 )
 
@@ -33,11 +32,8 @@ func (s *session[T, K]) deliver(i int) {
 		s.mu.Unlock()
 
 		stats.delivered.Add(1)
-		ctx, span := h.handlerCtx, telemetry.Span{}
-		if s.r.tel != nil {
-			ctx, span = s.r.tel.Start(ctx, s.r.op, k.describe(item))
-			s.r.tel.Lag(time.Since(e.queuedAt))
-		}
+		ctx, span := s.r.tel.Start(h.handlerCtx, s.r.op, k.describe(item))
+		s.r.tel.Lag(time.Since(e.queuedAt))
 		ctx, fired := k.fired(ctx, item)
 		err := s.r.handle(ctx, item)
 		if errors.Is(err, ErrLeavePending) {

@@ -37,8 +37,50 @@ type Leases interface {
 
 var _ Leases = (*idem.Store)(nil)
 
-// leaser claims, renews and releases a relay's leases in an idem store: one per partition
-// it holds, and its membership; or, without Options.Lease, the sole lease (sole.go). A lease says who may hand out items; it fences nothing in
+// leaseOffer is a store that offers a lease store on its own database: *aio.Store does
+// (aio.Store.LeaseStore). A relay without Options.Lease over such a store leases there.
+type leaseOffer interface {
+	LeaseStore(ctx context.Context) (*idem.Store, error)
+}
+
+// offeredLeases are the Leases a store offers, opened by the first call that reaches them
+// (within its context; a failed opening fails that call, and the next tries again).
+type offeredLeases struct{ leaseOffer }
+
+func (o offeredLeases) ClaimAs(ctx context.Context, key, fingerprint string, fingerprintVersion int, lease time.Duration, holder string) (idem.Claim, error) {
+	return withLeases(ctx, o, func(st *idem.Store) (idem.Claim, error) {
+		return st.ClaimAs(ctx, key, fingerprint, fingerprintVersion, lease, holder)
+	})
+}
+
+func (o offeredLeases) Complete(ctx context.Context, key, token string, resp idem.Response, retention time.Duration) (bool, error) {
+	return withLeases(ctx, o, func(st *idem.Store) (bool, error) { return st.Complete(ctx, key, token, resp, retention) })
+}
+
+func (o offeredLeases) RenewAll(ctx context.Context, claims []idem.Held, lease time.Duration) ([]bool, error) {
+	return withLeases(ctx, o, func(st *idem.Store) ([]bool, error) { return st.RenewAll(ctx, claims, lease) })
+}
+
+func (o offeredLeases) Release(ctx context.Context, key, token string) (bool, error) {
+	return withLeases(ctx, o, func(st *idem.Store) (bool, error) { return st.Release(ctx, key, token) })
+}
+
+func (o offeredLeases) List(ctx context.Context, prefix string, limit int) ([]idem.Record, error) {
+	return withLeases(ctx, o, func(st *idem.Store) ([]idem.Record, error) { return st.List(ctx, prefix, limit) })
+}
+
+// withLeases calls f with the lease store o offers, once it is open.
+func withLeases[R any](ctx context.Context, o offeredLeases, f func(*idem.Store) (R, error)) (R, error) {
+	st, err := o.LeaseStore(ctx)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return f(st)
+}
+
+// leaser claims, renews and releases a relay's leases in its lease store: one per partition
+// it holds, and its membership. A lease says who may hand out items; it fences nothing in
 // the execution store (see the package doc).
 type leaser struct {
 	store  Leases // nil: no lease, every partition is held for as long as the run lasts
@@ -46,7 +88,7 @@ type leaser struct {
 	dur    time.Duration
 	stats  *counters
 	report func(error)
-	log    *slog.Logger // nil: nothing logged
+	log    *slog.Logger
 }
 
 // lease is one lease held. It is known to hold until base+until by this process's clock,
@@ -106,47 +148,33 @@ func (l *lease) renewalDue(now time.Time) bool {
 // lastRoundTrip is the last renewal's round trip.
 func (l *lease) lastRoundTrip() time.Duration { return time.Duration(l.rtt.Load()) }
 
-// claim claims a partition's lease key once; see claimAs.
-func (l *leaser) claim(ctx context.Context, key string) (*lease, error) {
-	return l.claimAs(ctx, key, leaseFingerprint)
-}
-
 // claimAs claims key once under fingerprint. It returns the lease when the claim got it, nil
 // when another holder has it, an *Error that ends the run when no claim can succeed (the
 // lease store is closed, the key or the duration is refused, or the key is not a relay's),
 // and any other failure for the caller to retry later.
 func (l *leaser) claimAs(ctx context.Context, key, fingerprint string) (*lease, error) {
-	ls, _, err := l.claimFrom(ctx, key, fingerprint)
-	return ls, err
-}
-
-// claimFrom is claimAs, which also returns, when another holder has the lease, the name
-// its claim gave (idem.Record.Holder).
-func (l *leaser) claimFrom(ctx context.Context, key, fingerprint string) (*lease, string, error) {
 	sent := time.Now()
 	c, err := l.store.ClaimAs(ctx, key, fingerprint, 1, l.dur, l.holder)
 	switch {
 	case ctx.Err() != nil:
-		return nil, "", ctx.Err()
+		return nil, ctx.Err()
 	case errors.Is(err, idem.ErrFingerprintMismatch):
-		return nil, "", &Error{Op: OpClaim, Item: key, Err: fmt.Errorf("%w: %w", ErrLeaseKeyInUse, err)}
+		return nil, &Error{Op: OpClaim, Item: key, Err: fmt.Errorf("%w: %w", ErrLeaseKeyInUse, err)}
 	case errors.Is(err, execstore.ErrClosed), errors.Is(err, execstore.ErrInvalid):
-		return nil, "", &Error{Op: OpClaim, Item: key, Err: err}
+		return nil, &Error{Op: OpClaim, Item: key, Err: err}
 	case err != nil:
-		return nil, "", err
+		return nil, err
 	case c.Held():
 		ls := &lease{key: key, token: c.Token, dur: l.dur, base: sent, takeOver: c.Outcome == idem.LeaseReclaimed}
 		if c.Record != nil {
 			ls.claimedAt = c.Record.ClaimedAt
 		}
 		ls.until.Store(int64(l.dur))
-		return ls, "", nil
+		return ls, nil
 	case c.Outcome == idem.AlreadyCompleted:
-		return nil, "", &Error{Op: OpClaim, Item: key, Err: ErrLeaseKeyInUse}
-	case c.Record != nil: // AlreadyClaimed: someone else holds it
-		return nil, c.Record.Holder, nil
-	default: // AlreadyClaimed, without the record
-		return nil, "", nil
+		return nil, &Error{Op: OpClaim, Item: key, Err: ErrLeaseKeyInUse}
+	default: // AlreadyClaimed: someone else holds it
+		return nil, nil
 	}
 }
 
@@ -178,10 +206,8 @@ func (l *leaser) renewAll(ctx context.Context, leases []*lease) (renewed []bool,
 		return nil, false, &Error{Op: OpRenew, Item: leases[0].key, Err: err}
 	case err != nil:
 		l.report(&Error{Op: OpRenew, Item: leases[0].key, Err: err})
-		if l.log != nil {
-			l.log.Warn("relay: lease renewal failed: retried every LeaseDuration/12 while the leases hold; the relay stops handing a partition's items out when less than LeaseDuration/6 of its lease is left",
-				"key", leases[0].key, "leases", len(leases), "waited", rtt, "error", err)
-		}
+		l.log.Warn("relay: lease renewal failed: retried every LeaseDuration/12 while the leases hold; the relay stops handing a partition's items out when less than LeaseDuration/6 of its lease is left",
+			"key", leases[0].key, "leases", len(leases), "waited", rtt, "error", err)
 		return nil, false, err
 	}
 	for i, ls := range leases {

@@ -2,7 +2,6 @@ package relay_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -16,45 +15,24 @@ import (
 	"github.com/execstore/execstore/relay"
 )
 
-// soleLease is the LeaseDuration of the sole-lease tests: short, so that a take-over comes
-// within seconds; the waits allow several of it (waitLong).
-const soleLease = 2 * time.Second
+// leaselessDuration is the LeaseDuration of the tests of relays without a lease: short, so
+// that a take-over comes within seconds; the waits allow several of it (waitLong).
+const leaselessDuration = 2 * time.Second
 
-// standByLog records the errors a relay reports, and tells the ErrStandingBy ones apart.
-type standByLog struct {
-	mu       sync.Mutex
-	standBys []*relay.Error
-}
-
-func (l *standByLog) onError(err error) {
-	var re *relay.Error
-	if errors.Is(err, relay.ErrStandingBy) && errors.As(err, &re) {
-		l.mu.Lock()
-		l.standBys = append(l.standBys, re)
-		l.mu.Unlock()
-	}
-}
-
-func (l *standByLog) reported() []*relay.Error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]*relay.Error(nil), l.standBys...)
-}
-
-// soleCalls records a relay's handler calls, across relays: every call of each entry, and
+// leaselessCalls records a relay's handler calls, across relays: every call of each entry, and
 // any call of an entry that began while another call of it was in progress.
-type soleCalls struct {
+type leaselessCalls struct {
 	mu       sync.Mutex
 	calls    map[string]int
 	busy     map[string]bool
 	overlaps []string
 }
 
-func newSoleCalls() *soleCalls {
-	return &soleCalls{calls: map[string]int{}, busy: map[string]bool{}}
+func newLeaselessCalls() *leaselessCalls {
+	return &leaselessCalls{calls: map[string]int{}, busy: map[string]bool{}}
 }
 
-func (d *soleCalls) handle(_ context.Context, e execstore.OutboxEntry) error {
+func (d *leaselessCalls) handle(_ context.Context, e execstore.OutboxEntry) error {
 	id := entryID(e.SourceID, e.Seq)
 	d.mu.Lock()
 	if d.busy[id] {
@@ -71,7 +49,7 @@ func (d *soleCalls) handle(_ context.Context, e execstore.OutboxEntry) error {
 }
 
 // delivered reports whether every entry of ids was handed to a handler.
-func (d *soleCalls) delivered(ids []string) bool {
+func (d *leaselessCalls) delivered(ids []string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, id := range ids {
@@ -82,21 +60,23 @@ func (d *soleCalls) delivered(ids []string) bool {
 	return true
 }
 
-// Two relays without a lease over two aio stores of one database: the first holds the sole
-// lease and delivers every entry; the second stands by and says so (ErrStandingBy, once, in
-// OnError and Stats), and no entry's handler calls overlap. Once the first stops, the second
-// takes over and delivers what is committed after.
-func TestSoleRelayStandsBy(t *testing.T) {
+// Two relays without a lease over two aio stores of one database lease in the store's lease
+// store: they share the partitions, and no entry's handler calls overlap. Once the first
+// stops, the second holds every partition and delivers what is committed after.
+func TestLeaselessRelaysShare(t *testing.T) {
 	store, another := backends[1].open(t) // aio: a store per process over one database
 	storeB := another()
-	d := newSoleCalls()
-	var logA, logB standByLog
-	a := relay.New(store, d.handle, relay.Options{LeaseDuration: soleLease, OnError: logA.onError})
+	parts := store.(execstore.Partitioned).Partitions()
+	d := newLeaselessCalls()
+	a := relay.New(store, d.handle, relay.Options{LeaseDuration: leaselessDuration})
 	stopA := run(t, a)
-	eventually(t, func() bool { return a.Stats().Holding }, "a holds the sole lease")
-	b := relay.New(storeB, d.handle, relay.Options{LeaseDuration: soleLease, OnError: logB.onError})
+	eventually(t, func() bool { return a.Stats().Partitions == parts }, "a holds every partition")
+	b := relay.New(storeB, d.handle, relay.Options{LeaseDuration: leaselessDuration})
 	stopB := run(t, b)
-	eventually(t, func() bool { return b.Stats().StandingBy }, "b stands by")
+	eventually(t, func() bool {
+		sa, sb := a.Stats(), b.Stats()
+		return sb.Partitions > 0 && sa.Partitions+sb.Partitions == parts
+	}, "a hands b its share")
 
 	const n = 40
 	em := newEmitter(t, store)
@@ -106,26 +86,18 @@ func TestSoleRelayStandsBy(t *testing.T) {
 		first = append(first, entryID(src, em.emit(src, "T", "first")))
 	}
 	eventually(t, func() bool { return d.delivered(first) && pending(t, store) == 0 }, "every entry delivered and acked")
-	assert.Zero(t, b.Stats().Delivered, "b delivers nothing while a holds the sole lease")
-	assert.True(t, b.Stats().StandingBy)
-	assert.Equal(t, a.Member(), b.Stats().Holder)
-	assert.False(t, a.Stats().StandingBy)
-	reported := logB.reported()
-	require.Len(t, reported, 1, "b reports its stand-by once")
-	assert.Equal(t, relay.OpClaim, reported[0].Op)
-	assert.Equal(t, "execstore/relay/outbox/sole", reported[0].Item)
-	assert.Empty(t, logA.reported())
+	assert.Positive(t, a.Stats().Leases)
+	assert.Positive(t, b.Stats().Leases)
 
 	require.NoError(t, stopA())
+	eventually(t, func() bool { return b.Stats().Partitions == parts }, "b takes a's partitions once a stopped")
 	var second []string
 	for i := range n {
 		src := fmt.Sprintf("s%02d", i%8)
 		second = append(second, entryID(src, em.emit(src, "T", "second")))
 	}
 	eventually(t, func() bool { return d.delivered(second) && pending(t, store) == 0 },
-		"b takes over once a stopped, and delivers what was committed after")
-	assert.False(t, b.Stats().StandingBy)
-	assert.Empty(t, b.Stats().Holder)
+		"b delivers what was committed after")
 	require.NoError(t, stopB())
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -135,35 +107,35 @@ func TestSoleRelayStandsBy(t *testing.T) {
 	}
 }
 
-// Two sweepers without a lease over two aio stores of one database: one fires every due
-// timer, the other stands by, and takes over once the first stops.
-func TestSoleSweeperStandsBy(t *testing.T) {
+// Two sweepers without a lease over two aio stores of one database share the partitions:
+// every due timer fires once, and once the first stops the second fires them all.
+func TestLeaselessSweepersShare(t *testing.T) {
 	store, another := backends[1].open(t)
 	storeB := another()
+	parts := store.(execstore.Partitioned).Partitions()
 	f := newFirings(t)
-	var logB standByLog
-	a := relay.NewSweeper(store, f.handle, relay.Options{LeaseDuration: soleLease})
+	a := relay.NewSweeper(store, f.handle, relay.Options{LeaseDuration: leaselessDuration})
 	stopA := run(t, a)
-	eventually(t, func() bool { return a.Stats().Holding }, "a holds the sole lease")
-	b := relay.NewSweeper(storeB, f.handle, relay.Options{LeaseDuration: soleLease, OnError: logB.onError})
+	b := relay.NewSweeper(storeB, f.handle, relay.Options{LeaseDuration: leaselessDuration})
 	stopB := run(t, b)
-	eventually(t, func() bool { return b.Stats().StandingBy }, "b stands by")
-	require.Len(t, logB.reported(), 1)
-	assert.Equal(t, "execstore/relay/timers/sole", logB.reported()[0].Item)
+	eventually(t, func() bool {
+		sa, sb := a.Stats(), b.Stats()
+		return sa.Partitions > 0 && sb.Partitions > 0 && sa.Partitions+sb.Partitions == parts
+	}, "a and b share the partitions")
 
 	em := newEmitter(t, store)
 	const n = 10
 	for i := range n {
 		em.schedule(fmt.Sprintf("x%d", i), "T", nowFireTime().Add(-time.Second))
 	}
-	eventually(t, func() bool { return a.Stats().Acked == n }, "a fires every due timer")
-	assert.Zero(t, b.Stats().Delivered)
+	eventually(t, func() bool { return a.Stats().Acked+b.Stats().Acked == n }, "every due timer fired")
 
 	require.NoError(t, stopA())
+	eventually(t, func() bool { return b.Stats().Partitions == parts }, "b takes a's partitions once a stopped")
 	for i := range n {
 		em.schedule(fmt.Sprintf("y%d", i), "T", nowFireTime().Add(-time.Second))
 	}
-	eventually(t, func() bool { return b.Stats().Acked == n }, "b takes over once a stopped")
+	eventually(t, func() bool { return a.Stats().Acked+b.Stats().Acked == 2*n }, "b fires what comes due after")
 	require.NoError(t, stopB())
 	f.check()
 	f.mu.Lock()
@@ -175,18 +147,17 @@ func TestSoleSweeperStandsBy(t *testing.T) {
 	assert.Empty(t, timers(t, store))
 }
 
-// A relay without a lease over a store that offers no lease store (memstore) delivers as it
-// did: it neither claims nor stands by.
-func TestSoleNotOfferedDeliversAll(t *testing.T) {
+// A relay without a lease over a store that offers no lease store (memstore) holds every
+// partition, whatever other relays do, and claims nothing.
+func TestLeaselessNotOffered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newMemstore(t)
-		d := newSoleCalls()
-		a := relay.New(store, d.handle, relay.Options{LeaseDuration: soleLease})
-		b := relay.New(store, d.handle, relay.Options{LeaseDuration: soleLease})
+		d := newLeaselessCalls()
+		a := relay.New(store, d.handle, relay.Options{LeaseDuration: leaselessDuration})
+		b := relay.New(store, d.handle, relay.Options{LeaseDuration: leaselessDuration})
 		run(t, a)
 		run(t, b)
 		settleUntil(t, func() bool { return a.Stats().Holding && b.Stats().Holding }, "both deliver")
-		assert.False(t, a.Stats().StandingBy || b.Stats().StandingBy)
 		assert.Zero(t, a.Stats().Leases+b.Stats().Leases)
 	})
 }

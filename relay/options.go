@@ -63,23 +63,22 @@ type Options struct {
 	// once. Scanning thus overlaps delivery, and never piles it up. Default 256.
 	Batch int
 	// Lease, when set, makes the relays of many processes share the delivery through
-	// leases in this lease store: an idem store (*idem.Store), or memstore.Leases in tests. Each relay registers itself, and holds its share of
-	// the store's partitions, each under a lease of its own. Default nil: no lease, and the
-	// relay delivers every partition at once (run one per database). Over a store that
-	// offers a lease store on its own database (aio's Store.LeaseStore), a relay without a
-	// lease delivers only while it holds the key LeaseKey+"/sole" there: of several on one
-	// database, one delivers and the others stand by (ErrStandingBy, Stats.StandingBy).
-	// Over any other store (memstore) it delivers whatever other relays do. Relays with a
-	// lease and relays without one do not see each other (see the package doc).
+	// leases in this lease store: an idem store (*idem.Store), or memstore.Leases in tests.
+	// Each relay registers itself, and holds its share of the store's partitions, each under
+	// a lease of its own. Default nil: over a store that offers a lease store on its own
+	// database (aio's Store.LeaseStore) the relay leases there, so that the relays without a
+	// lease of one database share it too; over any other store (memstore) it holds every
+	// partition at once, whatever other relays do (run one per database). Relays given
+	// different lease stores do not see each other (see the package doc).
 	Lease Leases
 	// LeaseKey is the prefix of the relays' keys in Lease. Use one per database the relays
 	// serve, and another for sweepers. Default "execstore/relay/outbox" for a Relay,
 	// "execstore/relay/timers" for a Sweeper. A LeaseKey whose keys would be in idem's
 	// client namespace (LeaseKey+"/" starting with idem.ClientPrefix: "client", "client/…")
-	// is refused when Lease is set or the store offers a lease store: Run returns an *Error
-	// matching execstore.ErrInvalid and naming Options.LeaseKey, and no call reaches a lease
-	// store. There a request's Idempotency-Key
-	// could name the relays' records; outside it none can (see idem.ClientPrefix).
+	// is refused when the relay leases (Lease is set, or the store offers a lease store):
+	// Run returns an *Error matching execstore.ErrInvalid and naming Options.LeaseKey, and no
+	// call reaches a lease store. There a request's Idempotency-Key could name the relays'
+	// records; outside it none can (see idem.ClientPrefix).
 	LeaseKey string
 	// LeaseDuration is the length of each lease. The holder renews it every
 	// LeaseDuration/3. It stops handing a partition's items out when less than
@@ -115,8 +114,7 @@ type Options struct {
 	// Logger receives the events an operator must see, each saying what happens next and
 	// what to tune: a lease taken over from a holder whose lease had lapsed, or taken again
 	// after the relay's own ran out (level info); a lease renewal that failed, a lease lost
-	// (fenced, or run out unrenewed), a relay without a lease standing by (ErrStandingBy),
-	// and an item moved to dead (level warn). Each names the
+	// (fenced, or run out unrenewed), and an item moved to dead (level warn). Each names the
 	// lease key and partition, or the item. Default nil: nothing is logged.
 	Logger *slog.Logger
 	// TracerProvider and MeterProvider receive a span per handler call
@@ -180,6 +178,9 @@ func (o Options) withDefaults(leaseKey string) Options {
 	}
 	if o.Batch <= 0 {
 		o.Batch = defaultBatch
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if st, ok := o.Lease.(*idem.Store); ok && st == nil {
 		o.Lease = nil // a nil *idem.Store is no lease store

@@ -138,14 +138,12 @@ func (s *session[T, K]) lose(h *hold, cause error) {
 	s.removeHold(h, cause)
 	s.mu.Unlock()
 	s.r.stats.leasesLost.Add(1)
-	if log := s.r.opts.Logger; log != nil {
-		log.Warn("relay: lease lost: this relay no longer delivers the partition; its handlers' context is cancelled, "+
-			"what it left pending is delivered by the partition's next holder (this relay claims it again at its next look "+
-			"if it is still its share); if this repeats, the lease server answers too slowly for LeaseDuration: raise "+
-			"LeaseDuration, or give the relay a lease store of its own",
-			"key", h.lease.key, "partition", h.part, "cause", cause, "lease_duration", s.r.opts.LeaseDuration,
-			"last_renewal", h.lease.lastRoundTrip())
-	}
+	s.r.opts.Logger.Warn("relay: lease lost: this relay no longer delivers the partition; its handlers' context is cancelled, "+
+		"what it left pending is delivered by the partition's next holder (this relay claims it again at its next look "+
+		"if it is still its share); if this repeats, the lease server answers too slowly for LeaseDuration: raise "+
+		"LeaseDuration, or give the relay a lease store of its own",
+		"key", h.lease.key, "partition", h.part, "cause", cause, "lease_duration", s.r.opts.LeaseDuration,
+		"last_renewal", h.lease.lastRoundTrip())
 	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt, Local: h.stoppedAt})
 }
 
@@ -307,10 +305,8 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	if wait {
 		// The leases held come first: a claim now would queue ahead of their renewal. It
 		// waits one look only, so that a relay whose renewals are always slow still claims.
-		if log := r.opts.Logger; log != nil {
-			log.Info("relay: claims wait: this relay's lease renewal is late or failed; it claims its share at its next look",
-				"partitions_wanted", len(missing), "lease_duration", r.opts.LeaseDuration)
-		}
+		r.opts.Logger.Info("relay: claims wait: this relay's lease renewal is late or failed; it claims its share at its next look",
+			"partitions_wanted", len(missing), "lease_duration", r.opts.LeaseDuration)
 		return nil
 	}
 	// Claim only what no live holder has: one read spares the claims bound to fail. It also
@@ -343,7 +339,7 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	got := 0
 	fanOut(len(missing), claimFanOut, func(i int) {
 		p := missing[i]
-		ls, err := r.lease.claim(leaseCtx, r.partitionKey(p))
+		ls, err := r.lease.claimAs(leaseCtx, r.partitionKey(p), leaseFingerprint)
 		switch {
 		case errors.As(err, new(*Error)):
 			mu.Lock()
@@ -392,16 +388,12 @@ func (s *session[T, K]) took(p int, ls *lease, prev time.Time) bool {
 	switch {
 	case reTake:
 		r.stats.reTakes.Add(1)
-		if log := r.opts.Logger; log != nil {
-			log.Info("relay: lease taken again after this relay's own lease of it ran out: the partition is delivered here again",
-				"key", ls.key, "partition", p)
-		}
+		r.opts.Logger.Info("relay: lease taken again after this relay's own lease of it ran out: the partition is delivered here again",
+			"key", ls.key, "partition", p)
 	case ls.takeOver:
 		r.stats.takeOvers.Add(1)
-		if log := r.opts.Logger; log != nil {
-			log.Info("relay: lease taken over from a holder whose lease had lapsed: the partition's pending items are delivered here from now on",
-				"key", ls.key, "partition", p)
-		}
+		r.opts.Logger.Info("relay: lease taken over from a holder whose lease had lapsed: the partition's pending items are delivered here from now on",
+			"key", ls.key, "partition", p)
 	}
 	r.opts.OnPartition(PartitionEvent{Partition: p, Held: true, TakeOver: ls.takeOver && !reTake, ReTake: reTake,
 		At: ls.claimedAt, Local: local})

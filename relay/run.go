@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -16,16 +15,13 @@ import (
 )
 
 // runner is the life cycle a Relay and a Sweeper share: Run, Close, Stats. Each Run is a
-// session, or, with the sole lease, one session each time it holds it (sole.go).
+// session.
 type runner[T any, K comparable] struct {
 	kind    kind[T, K]
 	handler func(context.Context, T) error
 	opts    Options
 	signal  *wake.Signal // nil: the store registered none, the runner only polls
 	lease   leaser
-	// offered returns the lease store the store offers, when Options.Lease is nil and the
-	// store offers one (sole.go); else nil.
-	offered func(context.Context) (Leases, error)
 	dead    execstore.DeadLetters // the store, when it keeps failures and dead items; else nil
 	// retaining is the store when Options.Retention is set and the store deletes finished
 	// executions; else nil.
@@ -51,15 +47,15 @@ type runner[T any, K comparable] struct {
 	mu      sync.Mutex
 	closed  bool
 	running bool
-	// Of the Run in progress: stop makes it stop handing out items and return once its
-	// handlers are done; abort also cancels their context and the final acks; done is
-	// closed when it returns.
-	stop, abort context.CancelFunc
-	done        chan struct{}
+	session *session[T, K] // the Run in progress's
+	done    chan struct{}  // closed when the Run in progress returns
 }
 
 func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler func(context.Context, T) error, opts Options,
 	component, op string) *runner[T, K] {
+	if o, ok := store.(leaseOffer); ok && opts.Lease == nil {
+		opts.Lease = offeredLeases{o}
+	}
 	r := &runner[T, K]{kind: k, handler: handler, opts: opts, signal: wake.Of(store), op: op, parts: 1}
 	if ps, ok := store.(execstore.Partitioned); ok {
 		r.parts = max(ps.Partitions(), 1)
@@ -76,9 +72,6 @@ func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler
 	r.chained = k.chained()
 	r.tel = telemetry.NewRelay(component, opts.TracerProvider, opts.MeterProvider, r.stats.inFlight.Load, r.backlogPoints)
 	r.lease = leaser{store: opts.Lease, holder: r.member, dur: opts.LeaseDuration, stats: &r.stats, report: opts.OnError, log: opts.Logger}
-	if opts.Lease == nil {
-		r.offered = offeredLeases(store)
-	}
 	return r
 }
 
@@ -101,10 +94,9 @@ func (r *runner[T, K]) partOf(id string) int {
 	return execstore.PartitionOf(id, r.parts)
 }
 
-// run is Run: one session, or a session each time the sole lease is taken (serve), until
-// ctx ends, Close is called or a session ends on a fatal failure.
+// run is Run: one session, until ctx ends, Close is called or it ends on a fatal failure.
 func (r *runner[T, K]) run(ctx context.Context) error {
-	if r.opts.Lease != nil || r.offered != nil {
+	if r.opts.Lease != nil {
 		if err := checkLeaseKey(r.opts.LeaseKey); err != nil {
 			return &Error{Op: OpClaim, Item: r.opts.LeaseKey, Err: err} // before any call reaches the lease store
 		}
@@ -118,36 +110,22 @@ func (r *runner[T, K]) run(ctx context.Context) error {
 		r.mu.Unlock()
 		return ErrRunning
 	}
-	// stopCtx ends with ctx or at Close: stop handing out and claiming. handlerBase ends
-	// with ctx or when Close's context ends: the handlers' context. ackBase ends only when
-	// Close's context ends: the acks', which a session bounds further by StopTimeout.
-	// leaseBase never ends: the session keeps its leases until its handlers returned.
-	stopCtx, stop := context.WithCancel(ctx)
-	handlerBase, abortHandlers := context.WithCancel(ctx)
-	ackBase, abortAcks := context.WithCancel(context.WithoutCancel(ctx))
-	leaseBase := context.WithoutCancel(ctx)
+	s := newSession(r, ctx)
 	done := make(chan struct{})
-	r.running, r.stop, r.done = true, stop, done
-	r.abort = func() { abortHandlers(); abortAcks() }
+	r.running, r.session, r.done = true, s, done
 	r.mu.Unlock()
 	defer func() {
-		stop()
-		abortHandlers()
-		abortAcks()
+		s.abort()
 		r.mu.Lock()
-		r.running = false
+		r.running, r.session = false, nil
 		r.mu.Unlock()
 		close(done)
 	}()
 
-	cause := r.serve(stopCtx, handlerBase, ackBase, leaseBase)
+	cause := s.run()
 	r.stats.holding.Store(false)
 	r.book.clear()
-	var fatal *Error
-	if errors.As(cause, &fatal) {
-		return fatal
-	}
-	return nil
+	return cause
 }
 
 // close is Close: stop the Run in progress, if any, and wait for it within ctx; when ctx
@@ -155,17 +133,17 @@ func (r *runner[T, K]) run(ctx context.Context) error {
 func (r *runner[T, K]) close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
-	running, stop, abort, done := r.running, r.stop, r.abort, r.done
+	running, s, done := r.running, r.session, r.done
 	r.mu.Unlock()
 	if !running {
 		return nil
 	}
-	stop()
+	s.stop()
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		abort()
+		s.abort()
 		return ctx.Err()
 	}
 }

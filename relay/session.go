@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -14,9 +15,10 @@ import (
 // leases are claimed, renewed, handed over and released beside them (partitions.go). Commits
 // through a store of this process hand their items over (handoff.go).
 //
-// The contexts, by role:
-//   - sessionCtx, the session's life: scans get it. It ends when Run's context ends, or with the
-//     cause of a fatal failure.
+// The contexts, by role, all made by newSession from Run's:
+//   - stopCtx: handing out and claiming. It ends with Run's context or at Close (stop).
+//   - sessionCtx, the session's life: scans get it. It ends with Run's context, when Close's
+//     context ends (abort), or with the cause of a fatal failure.
 //   - each hold's handlerCtx, derived from sessionCtx: the handlers of the hold's items get it. It
 //     also ends when the hold does (lease lost, handed over, stopped).
 //   - ackCtx: acks and failure records. An ack after the handler returned nil is always
@@ -33,10 +35,12 @@ import (
 // finished is acked, within Options.StopTimeout; and only then are the leases no longer
 // renewed, and released.
 type session[T any, K comparable] struct {
-	r           *runner[T, K]
-	sessionCtx  context.Context
-	endSession  context.CancelCauseFunc
-	handlerBase context.Context // sessionCtx's parent: the run's handlers' base
+	r          *runner[T, K]
+	runCtx     context.Context // Run's
+	stopCtx    context.Context
+	stop       context.CancelFunc
+	sessionCtx context.Context
+	endSession context.CancelCauseFunc
 
 	ackCtx    context.Context
 	cancelAck context.CancelFunc
@@ -71,18 +75,25 @@ type session[T any, K comparable] struct {
 	renewWake        chan struct{} // cap 1: a lease was taken, which may be owed a renewal already
 }
 
-func newSession[T any, K comparable](r *runner[T, K], handlerBase, ackBase, leaseBase context.Context) *session[T, K] {
-	s := &session[T, K]{r: r, running: make([]bool, r.opts.Lanes),
+func newSession[T any, K comparable](r *runner[T, K], runCtx context.Context) *session[T, K] {
+	s := &session[T, K]{r: r, runCtx: runCtx, running: make([]bool, r.opts.Lanes),
 		holds: map[int]*hold{}, lost: map[int]time.Time{},
 		settleWake: make(chan struct{}, 1), progress: make(chan struct{}, 1), rescan: make(chan struct{}, 1),
 		drained: make(chan struct{}, 1), soonChanged: make(chan struct{}, 1),
 		renewWake: make(chan struct{}, 1)}
 	s.fl = newFlight(r.kind, &r.stats, r.opts.Lanes, newRetries(r.opts.RetryMin, r.opts.RetryMax), s.left)
-	s.sessionCtx, s.endSession = context.WithCancelCause(handlerBase)
-	s.handlerBase = handlerBase
-	s.ackCtx, s.cancelAck = context.WithCancel(ackBase)
-	s.leaseCtx, s.endLease = context.WithCancel(leaseBase)
+	s.stopCtx, s.stop = context.WithCancel(runCtx)
+	s.sessionCtx, s.endSession = context.WithCancelCause(runCtx)
+	s.ackCtx, s.cancelAck = context.WithCancel(context.WithoutCancel(runCtx))
+	s.leaseCtx, s.endLease = context.WithCancel(context.WithoutCancel(runCtx))
 	return s
+}
+
+// abort stops the session, and cancels its handlers' context and its acks.
+func (s *session[T, K]) abort() {
+	s.stop()
+	s.endSession(errStopped)
+	s.cancelAck()
 }
 
 // releaseCtx is the context of a lease's release: the lease context's values, bounded by
@@ -91,9 +102,10 @@ func (s *session[T, K]) releaseCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(s.leaseCtx), s.r.opts.StopTimeout)
 }
 
-// run runs the session until stop is closed or it ends, then shuts it down (see the type's
-// doc). It returns the cause of its end, nil when it was stopped.
-func (s *session[T, K]) run(stop <-chan struct{}) error {
+// run runs the session until stopCtx or sessionCtx ends, then shuts it down (see the type's
+// doc). It returns the *Error it ended on, nil when it was stopped.
+func (s *session[T, K]) run() error {
+	stop := s.stopCtx.Done()
 	if sig := s.r.signal; sig != nil {
 		unsubscribe := sig.Subscribe(s)
 		defer unsubscribe()
@@ -143,14 +155,15 @@ func (s *session[T, K]) run(stop <-chan struct{}) error {
 	manager.Wait()
 	s.releaseAll()
 
-	// The session's own cause (a fatal failure), not the one its parent was cancelled with:
-	// whatever a caller cancels Run's context with, Run returns nil for it.
-	var cause error
-	if c := context.Cause(s.sessionCtx); s.sessionCtx.Err() != nil && (s.handlerBase.Err() == nil || c != context.Cause(s.handlerBase)) {
-		cause = c
+	// A fatal failure's cause, not one Run's context was cancelled with: whatever a caller
+	// cancels it with, Run returns nil for it.
+	var fatal *Error
+	if c := context.Cause(s.sessionCtx); errors.As(c, &fatal) && c != context.Cause(s.runCtx) {
+		s.endSession(nil)
+		return fatal
 	}
 	s.endSession(nil)
-	return cause
+	return nil
 }
 
 // handing reports whether an item taken under h may be handed out now: the session is

@@ -50,11 +50,6 @@ type Stats struct {
 	InFlight                    int64 // gauge: items held now (waiting for their fire time, queued in a lane, in a handler, or awaiting the ack)
 	Holding                     bool  // gauge: delivering now (holding a partition)
 	Partitions                  int   // gauge: partitions held now
-	// StandingBy is a gauge: the relay, without Options.Lease over a store that offers a
-	// lease store, stands by while another relay holds the sole lease (ErrStandingBy).
-	// Holder is then that relay's member name (Relay.Member).
-	StandingBy bool
-	Holder     string
 }
 
 // counters are the live Stats.
@@ -69,22 +64,10 @@ type counters struct {
 	retained, retentionErrors                                 atomic.Int64
 	deadCounts, deadCountErrors                               atomic.Int64
 	holding                                                   atomic.Bool
-	standingBy                                                atomic.Bool
-	holder                                                    atomic.Pointer[string] // nil: none
-}
-
-// standBy records whether the relay stands by, and for which holder.
-func (c *counters) standBy(on bool, holder string) {
-	if !on {
-		c.holder.Store(nil)
-	} else if cur := c.holder.Load(); cur == nil || *cur != holder {
-		c.holder.Store(&holder)
-	}
-	c.standingBy.Store(on)
 }
 
 func (c *counters) snapshot() Stats {
-	st := Stats{
+	return Stats{
 		Scans: c.scans.Load(), Targeted: c.targeted.Load(), ScanErrors: c.scanErrors.Load(), Wakeups: c.wakeups.Load(), HandedOver: c.handedOver.Load(),
 		Skipped: c.skipped.Load(), Delivered: c.delivered.Load(), HandlerErrors: c.handlerErrors.Load(),
 		Withheld: c.withheld.Load(), Acked: c.acked.Load(), AckErrors: c.ackErrors.Load(),
@@ -94,10 +77,5 @@ func (c *counters) snapshot() Stats {
 		InFlight: c.inFlight.Load(), Holding: c.holding.Load(), Partitions: int(c.partitions.Load()),
 		Retained: c.retained.Load(), RetentionErrors: c.retentionErrors.Load(),
 		DeadCounts: c.deadCounts.Load(), DeadCountErrors: c.deadCountErrors.Load(),
-		StandingBy: c.standingBy.Load(),
 	}
-	if h := c.holder.Load(); h != nil {
-		st.Holder = *h
-	}
-	return st
 }
