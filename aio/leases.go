@@ -11,8 +11,8 @@ import (
 )
 
 // leaseStoreWorkers bounds the calls in flight of the lease store LeaseStore opens, when the
-// store has no shared pool: a Relay and a Sweeper send at most 4 claims at once each, and
-// their renewals go beside them.
+// store has no shared pool: a Relay and a Sweeper each send a claim or a renewal at a time,
+// and more when a program gives it to them as their Options.Lease.
 const leaseStoreWorkers = 8
 
 // leasesSuffix names LeaseStore's database after the store's.
@@ -28,13 +28,13 @@ type leaseStore struct {
 // LeaseStore returns an idem store on the store's own client, in the database named after the
 // store's with "_leases" appended, in the collection named as the executions collection
 // ("shop_leases.executions" for the default collection of database "shop"): one per
-// executions collection. A database of its own keeps its writes from waiting behind the
-// store's on a server that runs one write per database at a time (the embedded server,
-// FerretDB over SQLite): a relay's lease renewals must come back within LeaseDuration×2/3
-// however busy the store is. A Relay or Sweeper of package relay without
-// Options.Lease leases there, so that those of every process on the collection share its
-// partitions rather than all deliver them (see package relay). A program may give it to
-// relays as their Options.Lease too.
+// executions collection. A Relay or Sweeper of package relay without Options.Lease holds its
+// one sole lease there, so that of those of every process on the collection one delivers and
+// the others stand by (see package relay). A program may give it to relays as their
+// Options.Lease too, to share the partitions. A database of its own keeps its writes from
+// waiting behind the store's on a server that runs one write per database at a time (the
+// embedded server, FerretDB over SQLite): a relay's lease renewals must come back within
+// LeaseDuration×2/3 however busy the store is.
 //
 // The first call opens it (idem.OpenClient: a few commands, bounded by ctx and
 // Connection.ConnectTimeout); a failed opening is tried again by the next call. Later calls

@@ -27,8 +27,8 @@
 //	go r.Run(ctx)
 //	defer r.Close(ctx)
 //
-// A sweeper over the same store (ExampleSweeper runs it). Without Options.Lease it leases in
-// the store's database (aio.Store.LeaseStore), so the processes share the firing all the same:
+// A sweeper over the same store (ExampleSweeper runs it). Give it Options.Lease too to have
+// the processes share the firing; without, one process fires at a time (see below):
 //
 //	sw := relay.NewSweeper(store, func(ctx context.Context, t execstore.DueTimer) error {
 //		return deliver(ctx, t.ExecutionID, []byte(t.Path)) // nil: the timer is deleted; an error: retried
@@ -41,8 +41,8 @@
 // The executions of a store are divided into partitions when the store is an
 // execstore.Partitioned, as aio and memstore are (64 by default, fixed per database). An item
 // is in the partition of the execution whose document holds it: an entry's SourceID, a timer's
-// ExecutionID. Without a lease store (Options.Lease, or the store's own, below) a relay holds
-// every partition: run one per database. With one, every relay of a database (one per process)
+// ExecutionID. Without Options.Lease a relay holds every partition (or stands by, below): run
+// one per database. With it, every relay of a database (one per process)
 // registers itself under Options.LeaseKey, and the live relays share the partitions. Every
 // LeaseDuration/4 a relay lists the live relays and wants partition p when it is the (p mod
 // n)-th of the n live relays, in the order of their names. It claims each partition it wants
@@ -59,11 +59,18 @@
 //
 // A relay without Options.Lease over a store that offers a lease store (aio's
 // Store.LeaseStore: an idem store in a database named after the store's, "shop_leases" for
-// "shop") leases there, as if given it as Options.Lease: the relays without a lease of one
-// executions collection share its partitions as above, in every process. Over a store that
-// offers no lease store (memstore, a store of your own) a relay without a lease delivers
-// every partition, whatever other relays do. Relays given another lease store do not see
-// them: give every relay of a database the same one, or none.
+// "shop") delivers only while it holds one lease there, the sole lease LeaseKey+"/sole", and
+// holds every partition under it; its renewal is one single-document write. Of concurrent
+// claims of the key at most one gets it, on MongoDB and on a row-locking engine alike
+// (package idem argues it); the other relays stand by: each reports an *Error matching
+// ErrStandingBy through Options.OnError and logs a warning, once per stand-by, and claims
+// again every LeaseDuration/4. So one takes over once the holder stopped (Run releases the
+// lease after its handlers returned and their acks were sent), or within LeaseDuration×5/4
+// of the last renewal of a holder that died. The sole lease is renewed, lost and given up as
+// a partition's lease is (below). Over a store that offers no lease store (memstore, a store
+// of your own) a relay without a lease delivers every partition, whatever other relays do.
+// Relays given Options.Lease do not see those without: give every relay of a database a
+// lease, or none.
 //
 // A scan reads the pending items of every partition the relay holds, oldest first:
 // PendingOutboxIn for a Relay, DueTimersIn for a Sweeper. A Sweeper reads two PollIntervals

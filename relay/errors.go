@@ -27,6 +27,12 @@ var (
 	// any partition. Open every store of a database with the same Partitions, give relays of
 	// different stores different lease keys, and use a new lease key to change the number.
 	ErrPartitionsDisagree = errors.New("relay: the relays of the lease key disagree on the partitions")
+	// ErrStandingBy: another relay without a lease delivers this store, and this one stands
+	// by: a Relay or Sweeper without Options.Lease over a store that offers a lease store
+	// (aio's) delivers only while it holds the sole lease (Options.LeaseKey + "/sole").
+	// Options.OnError is given an *Error of OpClaim naming that key, matching it, once each
+	// time the relay starts standing by.
+	ErrStandingBy = errors.New("relay: another relay without a lease delivers this store; this one stands by")
 	// ErrPermanent is for handlers. One that returns an error wrapping it (fmt.Errorf("bad
 	// event: %w", relay.ErrPermanent)) says the item will never succeed: over a
 	// DeadLetters store it is moved to dead at once, whatever Options.MaxAttempts says.

@@ -37,50 +37,8 @@ type Leases interface {
 
 var _ Leases = (*idem.Store)(nil)
 
-// leaseOffer is a store that offers a lease store on its own database: *aio.Store does
-// (aio.Store.LeaseStore). A relay without Options.Lease over such a store leases there.
-type leaseOffer interface {
-	LeaseStore(ctx context.Context) (*idem.Store, error)
-}
-
-// offeredLeases are the Leases a store offers, opened by the first call that reaches them
-// (within its context; a failed opening fails that call, and the next tries again).
-type offeredLeases struct{ leaseOffer }
-
-func (o offeredLeases) ClaimAs(ctx context.Context, key, fingerprint string, fingerprintVersion int, lease time.Duration, holder string) (idem.Claim, error) {
-	return withLeases(ctx, o, func(st *idem.Store) (idem.Claim, error) {
-		return st.ClaimAs(ctx, key, fingerprint, fingerprintVersion, lease, holder)
-	})
-}
-
-func (o offeredLeases) Complete(ctx context.Context, key, token string, resp idem.Response, retention time.Duration) (bool, error) {
-	return withLeases(ctx, o, func(st *idem.Store) (bool, error) { return st.Complete(ctx, key, token, resp, retention) })
-}
-
-func (o offeredLeases) RenewAll(ctx context.Context, claims []idem.Held, lease time.Duration) ([]bool, error) {
-	return withLeases(ctx, o, func(st *idem.Store) ([]bool, error) { return st.RenewAll(ctx, claims, lease) })
-}
-
-func (o offeredLeases) Release(ctx context.Context, key, token string) (bool, error) {
-	return withLeases(ctx, o, func(st *idem.Store) (bool, error) { return st.Release(ctx, key, token) })
-}
-
-func (o offeredLeases) List(ctx context.Context, prefix string, limit int) ([]idem.Record, error) {
-	return withLeases(ctx, o, func(st *idem.Store) ([]idem.Record, error) { return st.List(ctx, prefix, limit) })
-}
-
-// withLeases calls f with the lease store o offers, once it is open.
-func withLeases[R any](ctx context.Context, o offeredLeases, f func(*idem.Store) (R, error)) (R, error) {
-	st, err := o.LeaseStore(ctx)
-	if err != nil {
-		var zero R
-		return zero, err
-	}
-	return f(st)
-}
-
 // leaser claims, renews and releases a relay's leases in its lease store: one per partition
-// it holds, and its membership. A lease says who may hand out items; it fences nothing in
+// it holds, and its membership; or the sole lease, for every partition (sole.go). A lease says who may hand out items; it fences nothing in
 // the execution store (see the package doc).
 type leaser struct {
 	store  Leases // nil: no lease, every partition is held for as long as the run lasts

@@ -65,11 +65,11 @@ type Options struct {
 	// Lease, when set, makes the relays of many processes share the delivery through
 	// leases in this lease store: an idem store (*idem.Store), or memstore.Leases in tests.
 	// Each relay registers itself, and holds its share of the store's partitions, each under
-	// a lease of its own. Default nil: over a store that offers a lease store on its own
-	// database (aio's Store.LeaseStore) the relay leases there, so that the relays without a
-	// lease of one database share it too; over any other store (memstore) it holds every
-	// partition at once, whatever other relays do (run one per database). Relays given
-	// different lease stores do not see each other (see the package doc).
+	// a lease of its own. Default nil: the relay delivers every partition at once; over a
+	// store that offers a lease store (aio's Store.LeaseStore) only while it holds the sole
+	// lease there, so that of the relays without a lease of one database one delivers and
+	// the others stand by (ErrStandingBy). Relays with a lease and relays without one do not
+	// see each other (see the package doc).
 	Lease Leases
 	// LeaseKey is the prefix of the relays' keys in Lease. Use one per database the relays
 	// serve, and another for sweepers. Default "execstore/relay/outbox" for a Relay,
@@ -114,7 +114,8 @@ type Options struct {
 	// Logger receives the events an operator must see, each saying what happens next and
 	// what to tune: a lease taken over from a holder whose lease had lapsed, or taken again
 	// after the relay's own ran out (level info); a lease renewal that failed, a lease lost
-	// (fenced, or run out unrenewed), and an item moved to dead (level warn). Each names the
+	// (fenced, or run out unrenewed), a relay without a lease standing by (ErrStandingBy),
+	// and an item moved to dead (level warn). Each names the
 	// lease key and partition, or the item. Default nil: nothing is logged.
 	Logger *slog.Logger
 	// TracerProvider and MeterProvider receive a span per handler call

@@ -49,7 +49,7 @@ func (r *runner[T, K]) partitionKey(p int) string {
 // manage claims, hands over, renews and drops the session's partitions until leaseCtx ends.
 // Without a lease store the session holds every partition from its start.
 func (s *session[T, K]) manage(leaseCtx context.Context) {
-	if s.r.lease.store == nil {
+	if !s.r.leases() {
 		return
 	}
 	// Apart from the claims, so that a slow round of claims never holds up a renewal.
@@ -136,7 +136,12 @@ func (s *session[T, K]) lose(h *hold, cause error) {
 		s.lost[h.part] = ls.claimedAt
 	}
 	s.removeHold(h, cause)
+	shared := s.r.offer != nil && len(s.holds) > 0 // the sole lease: counted and logged with its last hold
 	s.mu.Unlock()
+	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt, Local: h.stoppedAt})
+	if shared {
+		return
+	}
 	s.r.stats.leasesLost.Add(1)
 	s.r.opts.Logger.Warn("relay: lease lost: this relay no longer delivers the partition; its handlers' context is cancelled, "+
 		"what it left pending is delivered by the partition's next holder (this relay claims it again at its next look "+
@@ -144,7 +149,6 @@ func (s *session[T, K]) lose(h *hold, cause error) {
 		"LeaseDuration, or give the relay a lease store of its own",
 		"key", h.lease.key, "partition", h.part, "cause", cause, "lease_duration", s.r.opts.LeaseDuration,
 		"last_renewal", h.lease.lastRoundTrip())
-	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt, Local: h.stoppedAt})
 }
 
 // register claims the relay's member lease, when it holds none.
@@ -259,6 +263,9 @@ func (s *session[T, K]) agree(leaseCtx context.Context) (bool, error) {
 // those it wants (see the package doc).
 func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	r := s.r
+	if r.offer != nil {
+		return s.assignSole(leaseCtx)
+	}
 	if ok, err := s.agree(leaseCtx); !ok {
 		return err
 	}
@@ -439,6 +446,12 @@ func (s *session[T, K]) releaseAll() {
 	member := s.member
 	s.member = nil
 	s.mu.Unlock()
+	if s.r.offer != nil && len(holds) > 0 { // every hold under the one lease
+		s.r.lease.release(releaseCtx, holds[0].lease)
+		for _, h := range holds {
+			h.lease = nil
+		}
+	}
 	fanOut(len(holds), claimFanOut, func(i int) { s.giveUp(releaseCtx, holds[i]) })
 	if member != nil {
 		s.r.lease.release(releaseCtx, member)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -106,7 +107,8 @@ func (s *session[T, K]) keepRenewing(leaseCtx context.Context) {
 // A lapsed member lease is forgotten: the relay registers again. The caller holds mu.
 func (s *session[T, K]) owedRenewal(now time.Time) (owed []*lease, member *lease) {
 	for _, h := range s.holds {
-		if ls := h.lease; ls != nil && !ls.expired() && ls.renewalDue(now) { // an expired one is dropped as lost
+		// An expired one is dropped as lost; the sole lease is every hold's.
+		if ls := h.lease; ls != nil && !ls.expired() && ls.renewalDue(now) && !slices.Contains(owed, ls) {
 			owed = append(owed, ls)
 		}
 	}

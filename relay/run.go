@@ -22,7 +22,10 @@ type runner[T any, K comparable] struct {
 	opts    Options
 	signal  *wake.Signal // nil: the store registered none, the runner only polls
 	lease   leaser
-	dead    execstore.DeadLetters // the store, when it keeps failures and dead items; else nil
+	// offer is the store when Options.Lease is nil and it offers a lease store, in which the
+	// relay holds every partition under the sole lease (sole.go), or stands by; else nil.
+	offer leaseOffer
+	dead  execstore.DeadLetters // the store, when it keeps failures and dead items; else nil
 	// retaining is the store when Options.Retention is set and the store deletes finished
 	// executions; else nil.
 	retaining execstore.Retaining
@@ -53,9 +56,6 @@ type runner[T any, K comparable] struct {
 
 func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler func(context.Context, T) error, opts Options,
 	component, op string) *runner[T, K] {
-	if o, ok := store.(leaseOffer); ok && opts.Lease == nil {
-		opts.Lease = offeredLeases{o}
-	}
 	r := &runner[T, K]{kind: k, handler: handler, opts: opts, signal: wake.Of(store), op: op, parts: 1}
 	if ps, ok := store.(execstore.Partitioned); ok {
 		r.parts = max(ps.Partitions(), 1)
@@ -71,6 +71,9 @@ func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler
 	r.book.holder = r.member
 	r.chained = k.chained()
 	r.tel = telemetry.NewRelay(component, opts.TracerProvider, opts.MeterProvider, r.stats.inFlight.Load, r.backlogPoints)
+	if o, ok := store.(leaseOffer); ok && opts.Lease == nil {
+		r.offer = o
+	}
 	r.lease = leaser{store: opts.Lease, holder: r.member, dur: opts.LeaseDuration, stats: &r.stats, report: opts.OnError, log: opts.Logger}
 	return r
 }
@@ -82,6 +85,10 @@ func memberName() string {
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
+
+// leases reports whether the relay holds its partitions under leases: Options.Lease, or the
+// sole lease of a store that offers a lease store.
+func (r *runner[T, K]) leases() bool { return r.opts.Lease != nil || r.offer != nil }
 
 // partitioned reports whether the store is divided into partitions.
 func (r *runner[T, K]) partitioned() bool { return r.parts > 1 }
@@ -96,7 +103,7 @@ func (r *runner[T, K]) partOf(id string) int {
 
 // run is Run: one session, until ctx ends, Close is called or it ends on a fatal failure.
 func (r *runner[T, K]) run(ctx context.Context) error {
-	if r.opts.Lease != nil {
+	if r.leases() {
 		if err := checkLeaseKey(r.opts.LeaseKey); err != nil {
 			return &Error{Op: OpClaim, Item: r.opts.LeaseKey, Err: err} // before any call reaches the lease store
 		}

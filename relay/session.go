@@ -57,6 +57,7 @@ type session[T any, K comparable] struct {
 	// claims all the same.
 	claimsWaited bool
 	agreed       bool // the lease key's partitioning record names the relay's number (agree)
+	standingBy   bool // another relay holds the sole lease, and it was reported (assignSole)
 	// lost holds, for each partition whose lease this relay lost, when that lease was
 	// claimed: claiming it again is a re-take, not a take-over.
 	lost     map[int]time.Time
@@ -110,7 +111,7 @@ func (s *session[T, K]) run() error {
 		unsubscribe := sig.Subscribe(s)
 		defer unsubscribe()
 	}
-	if s.r.lease.store == nil { // every partition, for the whole run: scanned at the start
+	if !s.r.leases() { // every partition, for the whole run: scanned at the start
 		s.mu.Lock()
 		for p := range s.r.parts {
 			s.addHold(p, nil)
