@@ -140,7 +140,8 @@
 //     moves the item once the attempts it holds reach MaxAttempts
 //     (execstore.Failure.MaxAttempts), so relays that deliver one item at once, across a
 //     take-over, never record more than MaxAttempts. A record whose outcome is unknown is read
-//     back from the dead list: a move to dead it made is counted and told. A dead item is
+//     back from the dead list: the item found dead is counted and told, as moved by it (when a
+//     record of another relay moved it meanwhile, both count and tell it). A dead item is
 //     listed (DeadLetters.ListDead), counted (Stats.Dead, the metric execstore.relay.dead,
 //     DeadLetters.CountDead) and put back by DeadLetters.Revive; its execution's later items
 //     go on at once. So every item is delivered, or dead with its attempts and last error.
