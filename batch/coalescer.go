@@ -86,6 +86,22 @@ func (c *Coalescer[T]) Submit(ctx context.Context, item T) error {
 	}
 }
 
+// TrySubmit hands item to the next batch unless the intake is full or the Coalescer is
+// closed, and reports whether it did. It never blocks.
+func (c *Coalescer[T]) TrySubmit(item T) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return false
+	}
+	select {
+	case c.in <- item:
+		return true
+	default:
+		return false
+	}
+}
+
 // Close flushes every submitted item and waits for all flushes to return.
 func (c *Coalescer[T]) Close() {
 	c.mu.Lock()

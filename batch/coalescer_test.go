@@ -155,6 +155,29 @@ func TestCoalescerSubmitContext(t *testing.T) {
 	c.Close()
 }
 
+// TrySubmit refuses, without blocking, once the batch and the intake are full, and after
+// Close; every item it took is flushed.
+func TestCoalescerTrySubmit(t *testing.T) {
+	r := newRecorder(true)
+	c := batch.NewCoalescer(batch.CoalescerConfig{MaxInFlight: 1, MaxItems: 2}, one, r.flush)
+	require.True(t, c.TrySubmit(0))
+	<-r.started
+	took := 1
+	for i := 1; i < 100 && c.TrySubmit(i); i++ {
+		took++
+	}
+	// The loop holds up to MaxItems in its batch and the intake MaxItems more.
+	assert.LessOrEqual(t, took, 1+2+2, "TrySubmit took more than the batch and the intake hold")
+	close(r.hold)
+	c.Close()
+	assert.False(t, c.TrySubmit(7), "TrySubmit after Close")
+	n := 0
+	for _, b := range r.all() {
+		n += len(b)
+	}
+	assert.Equal(t, took, n, "every item taken is flushed")
+}
+
 func BenchmarkCoalescer(b *testing.B) {
 	b.ReportAllocs()
 	var wg sync.WaitGroup
