@@ -285,7 +285,7 @@ func TestCacheOutcomeUnknownDrops(t *testing.T) {
 		t.Run(fmt.Sprintf("grouped=%v", grouped), func(t *testing.T) {
 			proxy, uri := proxied(t)
 			h := newHarness(t, aio.Options{})
-			s, err := aio.Open(bg, uri, aio.Options{Connection: server.Connection{Database: h.opts.Database}, CacheSize: testCacheSize,
+			s, err := aio.Open(bg, uri, aio.Options{DisableRemoteWakes: proxiedStall, Connection: server.Connection{Database: h.opts.Database}, CacheSize: testCacheSize,
 				DisableGroupCommit: !grouped})
 			require.NoError(t, err)
 			defer s.Close(bg)

@@ -189,6 +189,16 @@
 //     delete finds no document: a conflict. Deleting twice deletes nothing more. Every
 //     entry, intent and dead item records when its commit was made (OutboxEntry.CommittedAt),
 //     which Backlog reads in one aggregation.
+//   - A commit that won and wrote outbox entries, spawn intents or a timer also leaves a mark
+//     for the relays of other processes that hold its partition (package relay's board), off
+//     the commit's path: the commit's caller never waits for it, and a mark is never written
+//     for a commit that lost or whose outcome is unknown. The marks of the commits that won
+//     while one write of marks was in flight go out together in the next, one bulk write to
+//     the store's "_wakes" database, one $push per holder onto that holder's document alone.
+//     Concurrent writers push to the same document, atomic on MongoDB and under the row's
+//     lock on DocumentDB: each keeps its own list there, so no write undoes another's. The
+//     holders' documents are read at most once a second, only while the store commits
+//     something to relay. A mark only hastens a delivery: one not written costs a poll.
 //   - Close stops new calls (execstore.ErrClosed), drains queued and in-flight work within its
 //     context, and leaves no goroutine behind.
 //

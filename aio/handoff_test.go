@@ -118,7 +118,7 @@ func TestCommitsOfUnknownOutcomeHandOverNothing(t *testing.T) {
 		t.Run(fmt.Sprintf("grouped=%v", grouped), func(t *testing.T) {
 			proxy, uri := proxied(t)
 			h := newHarness(t, aio.Options{})
-			s, err := aio.Open(bg, uri, aio.Options{Connection: server.Connection{Database: h.opts.Database},
+			s, err := aio.Open(bg, uri, aio.Options{DisableRemoteWakes: proxiedStall, Connection: server.Connection{Database: h.opts.Database},
 				MaxBatchesInFlight: 1, DisableGroupCommit: !grouped})
 			require.NoError(t, err)
 			defer s.Close(bg)
@@ -170,7 +170,7 @@ func TestCommitSettledByReadBackHandsOverWhatItSays(t *testing.T) {
 		t.Run(fmt.Sprintf("grouped=%v", grouped), func(t *testing.T) {
 			proxy, uri := proxied(t)
 			h := newHarness(t, aio.Options{})
-			s, err := aio.Open(bg, uri, aio.Options{Connection: server.Connection{Database: h.opts.Database},
+			s, err := aio.Open(bg, uri, aio.Options{DisableRemoteWakes: proxiedStall, Connection: server.Connection{Database: h.opts.Database},
 				DisableGroupCommit: !grouped})
 			require.NoError(t, err)
 			defer s.Close(bg)

@@ -39,6 +39,7 @@ type Store struct {
 	spawnSeq   *batch.Sequence
 	stats      *statCounters
 	signal     *wake.Signal         // wakes the relays of the store's namespace; nil without a server
+	board      *board               // wakes the relays of other processes; nil without a server
 	tel        *telemetry.Telemetry // nil: instrumented with no-op providers, nothing to do
 	leases     leaseStore           // LeaseStore's, opened on first use
 }
@@ -232,6 +233,9 @@ func (s *Store) Close(ctx context.Context) error {
 			s.writes.Close()
 			s.loads.Close()
 		}
+		if s.board != nil {
+			s.board.close() // after the commits, which note their marks
+		}
 	}()
 	select {
 	case <-drained:
@@ -244,6 +248,7 @@ func (s *Store) Close(ctx context.Context) error {
 	}
 	s.stopNow()
 	wake.Unregister(s)
+	wake.RegisterBoard(s, nil)
 	s.outboxSeq.Close()
 	s.spawnSeq.Close()
 	if lerr := s.closeLeases(ctx); lerr != nil && err == nil {

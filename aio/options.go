@@ -92,6 +92,13 @@ type Options struct {
 	// DisableAckCarrying makes every AckOutbox, and every DeleteTimers, its own write, sent
 	// at once.
 	DisableAckCarrying bool
+	// DisableRemoteWakes makes the store leave no marks for the relays of other processes
+	// (package relay's board): they find its commits by polling, a relay.Options.PollInterval
+	// later. Relays of this process are woken in memory either way. Default false: a store
+	// that commits something to relay reads the relays' holdings at most once a second, and
+	// writes the marks of the commits of one round trip in one bulk write, off the commits'
+	// path.
+	DisableRemoteWakes bool
 	// MaxBatch caps the operations of one batch: the commits of a group commit's bulk write,
 	// the acks of a coalesced bulk write, the loads of a coalesced find, and the timers of
 	// one DeleteTimers bulk write. Default 256. On FerretDB the default is 64, and a batch

@@ -41,6 +41,7 @@ func TestOpenRefusesWhatItCannotHonour(t *testing.T) {
 	table["DisableGroupCommit"] = settingstest.Row[aio.Options]{None: "a bool: either value is honoured"}
 	table["DisableCoalescing"] = settingstest.Row[aio.Options]{None: "a bool: either value is honoured"}
 	table["DisableAckCarrying"] = settingstest.Row[aio.Options]{None: "a bool: either value is honoured"}
+	table["DisableRemoteWakes"] = settingstest.Row[aio.Options]{None: "a bool: either value is honoured"}
 	table["AckWait"] = settingstest.Row[aio.Options]{Bad: []settingstest.Bad[aio.Options]{
 		bad("-1s", "Options.AckWait", func(o *aio.Options) { o.AckWait = -time.Second })}}
 

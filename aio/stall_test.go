@@ -31,7 +31,7 @@ import (
 func TestCallersAnsweredOnTimeWhileServerStalls(t *testing.T) {
 	proxy, uri := proxied(t)
 	h := newHarness(t, aio.Options{})
-	s, err := aio.Open(bg, uri, aio.Options{Connection: server.Connection{Database: h.opts.Database}, MaxBatchesInFlight: 1})
+	s, err := aio.Open(bg, uri, aio.Options{DisableRemoteWakes: proxiedStall, Connection: server.Connection{Database: h.opts.Database}, MaxBatchesInFlight: 1})
 	require.NoError(t, err)
 
 	a, b := newExe("a"), newExe("b")
@@ -74,6 +74,12 @@ func TestCallersAnsweredOnTimeWhileServerStalls(t *testing.T) {
 // waits past its context's deadline of a few hundred milliseconds: a bound a busy machine
 // does not reach, well short of the test's own timeout.
 const answeredWithin = 10 * time.Second
+
+// proxiedStall is DisableRemoteWakes for the stores these tests open through a stall proxy:
+// the board's reads and writes, off the commits' path, would hold the proxy's connections,
+// and a commit would wait for a connection the proxy stalls rather than be the request it
+// stalls. The board is tested in board_test.go.
+const proxiedStall = true
 
 // proxied returns a stall proxy in front of the test server and the URI that goes through it,
 // with the driver's retryable writes off: on a replica set (MONGODB_URI) the driver would
@@ -123,7 +129,7 @@ func TestConnectionResetAfterSend(t *testing.T) {
 			proxy, uri := through(t)
 			h := newHarness(t, aio.Options{})
 			logged := &logBuffer{}
-			s, err := aio.Open(bg, uri, aio.Options{Connection: server.Connection{Database: h.opts.Database,
+			s, err := aio.Open(bg, uri, aio.Options{DisableRemoteWakes: proxiedStall, Connection: server.Connection{Database: h.opts.Database,
 				Logger: slog.New(slog.NewJSONHandler(logged, nil))}, DisableGroupCommit: !mode.grouped})
 			require.NoError(t, err)
 			defer s.Close(bg)
@@ -293,7 +299,7 @@ func TestGroupCommitSettlesAfterALateAnswer(t *testing.T) {
 		}
 	}}
 	h := newHarness(t, aio.Options{})
-	s, err := aio.Open(bg, uri, aio.Options{Connection: server.Connection{Database: h.opts.Database, SettleTimeout: settle,
+	s, err := aio.Open(bg, uri, aio.Options{DisableRemoteWakes: proxiedStall, Connection: server.Connection{Database: h.opts.Database, SettleTimeout: settle,
 		ClientOptions: options.Client().SetMonitor(monitor)}})
 	require.NoError(t, err)
 	defer s.Close(bg)

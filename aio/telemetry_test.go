@@ -151,7 +151,7 @@ func TestSpanOfUnknownOutcome(t *testing.T) {
 	proxy, uri := proxied(t)
 	h := newHarness(t, aio.Options{})
 	k := newOtelKit(t, h.opts.Database)
-	s, err := aio.Open(bg, uri, aio.Options{Connection: k.conn, DisableGroupCommit: true})
+	s, err := aio.Open(bg, uri, aio.Options{DisableRemoteWakes: proxiedStall, Connection: k.conn, DisableGroupCommit: true})
 	require.NoError(t, err)
 	defer s.Close(bg)
 	e := newExe("e")

@@ -12,6 +12,7 @@ import (
 // earliest timer it armed (its stored seconds, as package internal/wake compares them). To the
 // relays' sinks: its Begin before it is sent, and its End once its outcome is known.
 type wakeNote struct {
+	id      string // the execution committed to
 	emitted bool
 	armed   bool
 	fireAt  float64
@@ -34,6 +35,7 @@ func noteOf(c *execstore.Commit) wakeNote {
 // Only when a sink is subscribed does it work out what the commit writes. Call it before the
 // commit can reach the server, then end exactly once.
 func (s *Store) begin(n *wakeNote, exe *execstore.Execution, c *execstore.Commit, seqs ops.Seqs) {
+	n.id = exe.ID
 	if n.flight = s.signal.Begin(exe.ID); n.flight != nil {
 		n.wrote = committedOf(exe, c, seqs)
 	}
@@ -83,13 +85,21 @@ func (s *Store) registerWake() {
 	}
 	s.signal = wake.For("aio:" + s.env.Executions.Database().Name() + "/" + s.env.Executions.Name())
 	wake.Register(s, s.signal)
+	if s.client != nil && !s.opts.DisableRemoteWakes {
+		s.board = newBoard(s)
+		wake.RegisterBoard(s, s.board)
+	}
 }
 
-// wake tells the relays and sweepers what a commit, now visible, wrote for them. With no
-// relay waiting it costs an atomic load per kind.
+// wake tells the relays and sweepers what a commit, now visible, wrote for them: those of
+// this process through the signal, with no relay waiting an atomic load per kind; those of
+// other processes through the board.
 func (s *Store) wake(n wakeNote) {
 	if s.signal == nil {
 		return
+	}
+	if s.board != nil {
+		s.board.note(n.id, n)
 	}
 	if n.emitted {
 		s.signal.Emitted()

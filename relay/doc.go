@@ -100,11 +100,25 @@
 // once its handler returned nil.
 //
 // A commit through a store of this process (aio and memstore) hands what it wrote to the relay
-// in memory, with no scan, when the relay holds the execution's partition. A scan is sent when
-// the relay starts, after it takes a partition, every PollInterval (for the commits of other
-// processes), after a full scan, when a failed execution's back-off is over, after a local
-// commit whose items could not be handed over, and when timers read ahead come due. With
-// Options.ScanGap, scans other than a full scan's follow-up are at least that far apart.
+// in memory, with no scan, when the relay holds the execution's partition. A commit through
+// a store of another process wakes the relay through the store's board, when the store has
+// one (aio's) and the relay holds its partitions under a lease (Options.Lease, or the sole
+// lease): the relay publishes the partitions it holds there, every commit that wrote entries
+// (or armed a timer within the Sweeper's look-ahead) leaves their holder a mark naming its
+// execution, and the relay reads its marks every Options.WakeInterval, one find of one
+// document by its id, and reads the executions marked at once, by their ids (Stats.Woken).
+// A scan is sent when the relay starts, after it takes a partition, every PollInterval (for
+// the commits no mark told of), after a full scan, when a failed execution's back-off is
+// over, after a local commit whose items could not be handed over, when marks name
+// executions of its partitions, and when timers read ahead come due. With Options.ScanGap,
+// scans other than a full scan's follow-up are at least that far apart.
+//
+// The board is a collection of the database named after the store's with "_wakes" appended,
+// one document per holder. What it costs: an idle relay that holds partitions reads its
+// document once per WakeInterval, and writes it when its partitions change and every 10s. A
+// store that commits reads the holders' documents at most once a second, only while it
+// commits something to relay, and writes the marks of the commits of one round trip in one
+// bulk write, one statement per holder: while one write is in flight, the next gathers.
 //
 // A scan owed for the relay's own reasons (an execution's back-off over, a local commit not
 // handed over, items held back, timers come due) reads only the executions it is owed for, by
@@ -227,8 +241,16 @@
 //     it names (it was not cut by its limit), it clears the marks of those executions alone,
 //     and drops the timers waiting for a confirmation of those executions alone that it did
 //     not return. An execution it did not name keeps its mark, and is read by a later read or
-//     scan. What other processes commit to the partitions is found by the polls' scans of the
-//     partitions, as before.
+//     scan. What other processes commit to the partitions is found by the reads their marks
+//     ask for, and by the polls' scans of the partitions.
+//   - A mark only hastens. A mark names an execution; the relay reads it as a local commit
+//     not handed over, and decides nothing from the mark itself. A mark lost (the write
+//     failed, the store's intake was full), late, written to a holder that no longer holds
+//     the partition, never written (a store that read the holders before the relay published,
+//     up to a second), or more marks between two reads than the document keeps (256 per
+//     store: a scan of the partitions follows), delays a delivery until the next poll at
+//     most, which reads the partitions themselves. Of two holders that list a partition (one
+//     handing it over, one taking it), the stores mark the one that published last.
 //   - A timer cancelled before its fire time does not fire: a timer read ahead, or handed
 //     over, waits in memory, and is handed out only once a scan sent at or after its fire time
 //     returns it. A complete scan that does not return it drops it (Stats.Cancelled): a commit
@@ -314,7 +336,7 @@
 //
 // # Defaults
 //
-// PollInterval 1s, Lanes 64, Batch 256 (at most 512 items held at once), MaxAttempts 25, no
+// PollInterval 1s, WakeInterval 20ms, Lanes 64, Batch 256 (at most 512 items held at once), MaxAttempts 25, no
 // lease, LeaseDuration 10s, LeaseKey "execstore/relay/outbox" (a Sweeper's
 // "execstore/relay/timers"), retries from 100ms to 30s, StopTimeout 5s: see Options. A relay
 // registers itself under LeaseKey/members/<name> and holds partition p under

@@ -43,7 +43,7 @@ func newHarness[T any, K comparable](t *testing.T, k func(execstore.Store) kind[
 		gates: map[string]chan error{}, entered: map[string]chan struct{}{}}
 	kd := k(store)
 	opts.RetryMin, opts.RetryMax = time.Millisecond, 5*time.Millisecond
-	b.r = newRunner[T, K](kd, store, b.handle, opts.withDefaults(relayLeaseKey), "relay", "deliver")
+	b.r = newRunner[T, K](kd, store, b.handle, opts.withDefaults(relayLeaseKey), "relay", "deliver", wake.Outbox)
 	ctx := context.Background()
 	b.s = newSession(b.r, ctx)
 	b.s.settleWG.Go(b.s.settleLoop)

@@ -17,6 +17,7 @@ import (
 // The defaults of Options, as its fields document them.
 const (
 	defaultPollInterval  = time.Second
+	defaultWakeInterval  = 20 * time.Millisecond
 	defaultLanes         = 64
 	defaultBatch         = 256
 	defaultLeaseDuration = 10 * time.Second
@@ -37,11 +38,20 @@ const (
 // Options configures a Relay or a Sweeper. The zero value is ready to use. Every field
 // documents its default.
 type Options struct {
-	// PollInterval is how often the partitions held are scanned. It is the latency of
-	// entries committed by other processes. Commits through a store of this process are
-	// handed over at once. A Sweeper's scans read twice this far ahead, and the timers not
+	// PollInterval is how often the partitions held are scanned. It bounds the latency of
+	// entries committed by other processes, which their marks on the store's board usually
+	// bring within WakeInterval. Commits through a store of this process are handed over at
+	// once. A Sweeper's scans read twice this far ahead, and the timers not
 	// due yet wait in memory for their fire time. Default 1s.
 	PollInterval time.Duration
+	// WakeInterval is how often a relay that holds partitions under a lease (Options.Lease,
+	// or the sole lease) over a store with a board (aio's) reads the wake-ups the commits of
+	// other processes left it there: one read of one document by its id. A commit to an
+	// execution of a partition it holds is then delivered within about WakeInterval, not a
+	// PollInterval later, and a timer armed in one fires on time. The relay also publishes
+	// the partitions it holds there when they change, and every 10s. Polls stay: a wake-up
+	// lost or late only delays. Default 20ms; negative: none, the relay polls only.
+	WakeInterval time.Duration
 	// ScanGap is the least time between the starts of two scans that commits not handed
 	// over or retries ask for. Under a stream of such commits, each scan then gathers what
 	// the commits of one gap wrote, rather than one scan per commit. That takes fewer server
@@ -174,6 +184,9 @@ func (o Options) withDefaults(leaseKey string) Options {
 		o.PollInterval = defaultPollInterval
 	}
 	o.ScanGap = max(o.ScanGap, 0)
+	if o.WakeInterval == 0 {
+		o.WakeInterval = defaultWakeInterval
+	}
 	if o.Lanes <= 0 {
 		o.Lanes = defaultLanes
 	}

@@ -30,6 +30,7 @@ const (
 	envChildDB    = "EXECSTORE_RELAY_PROCESS_DB"    // the database of the executions; the leases' is it with "_leases"
 	envChildLog   = "EXECSTORE_RELAY_PROCESS_LOG"   // the file it appends its log lines to
 	envChildLease = "EXECSTORE_RELAY_PROCESS_LEASE" // its relays' LeaseDuration (a time.Duration)
+	envChildPoll  = "EXECSTORE_RELAY_PROCESS_POLL"  // its relays' PollInterval, when not childPoll
 )
 
 // How every relay process runs its Relay and its Sweeper.
@@ -81,6 +82,8 @@ type logLine struct {
 	TakeOvers  int64 `json:"takeOvers,omitempty"`
 	ReTakes    int64 `json:"reTakes,omitempty"`
 	LeasesLost int64 `json:"leasesLost,omitempty"`
+	Scans      int64 `json:"scans,omitempty"`
+	Woken      int64 `json:"woken,omitempty"`
 }
 
 // processLog appends lines to a file opened with O_APPEND, each with one write: a process
@@ -158,7 +161,11 @@ func recording(store execstore.Store, log *processLog) (execstore.Store, func())
 	if sig := wake.Of(store); sig != nil {
 		wake.Register(wrapped, sig)
 	}
-	return wrapped, func() { wake.Unregister(wrapped) }
+	wake.RegisterBoard(wrapped, wake.BoardOf(store))
+	return wrapped, func() {
+		wake.Unregister(wrapped)
+		wake.RegisterBoard(wrapped, nil)
+	}
 }
 
 // onPartition sets opts.OnPartition, when Options has it, to log each event as of's, and
@@ -225,9 +232,14 @@ func TestProcessChild(t *testing.T) {
 	defer func() { require.NoError(t, leases.Close(ctx)) }()
 	relayStore, unregister := recording(store, log)
 	defer unregister()
+	poll := childPoll
+	if p := os.Getenv(envChildPoll); p != "" {
+		poll, err = time.ParseDuration(p)
+		require.NoError(t, err)
+	}
 
 	options := func(of string) relay.Options {
-		opts := relay.Options{Lease: leases, LeaseDuration: lease, Lanes: childLanes, PollInterval: childPoll,
+		opts := relay.Options{Lease: leases, LeaseDuration: lease, Lanes: childLanes, PollInterval: poll,
 			Logger:   relayLog.With("of", of),
 			RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 			OnError: func(err error) {
@@ -268,7 +280,7 @@ func TestProcessChild(t *testing.T) {
 		now := time.Now().UnixNano()
 		for of, s := range map[string]relay.Stats{"outbox": r.Stats(), "timers": sw.Stats()} {
 			log.write(logLine{Kind: "stats", Of: of, Holding: s.Holding, Partitions: partitionsHeld(s),
-				TakeOvers: s.TakeOvers, ReTakes: reTakes(s), LeasesLost: s.LeasesLost, End: now})
+				TakeOvers: s.TakeOvers, ReTakes: reTakes(s), LeasesLost: s.LeasesLost, Scans: s.Scans, Woken: s.Woken, End: now})
 		}
 	}
 	wg.Go(func() {

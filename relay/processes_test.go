@@ -353,13 +353,14 @@ type relayProcess struct {
 }
 
 // startRelayProcess starts the test binary again as relay process name, on the parent's
-// server and database, logging to a file in dir. t's cleanup kills it if it still runs; when
+// server and database, logging to a file in dir, with env added to its environment. t's cleanup kills it if it still runs; when
 // t failed, it first writes this process's goroutines' stacks to parent.stacks in dir (once),
 // asks it for its own, and writes what it printed to name.output in dir.
-func startRelayProcess(t *testing.T, name, database, dir string, lease time.Duration) *relayProcess {
+func startRelayProcess(t *testing.T, name, database, dir string, lease time.Duration, env ...string) *relayProcess {
 	c := &relayProcess{name: name, log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
 	c.cmd = exec.Command(os.Args[0], "-test.run=^TestProcessChild$", "-test.count=1")
 	c.cmd.Env = append(os.Environ(), "MONGODB_URI="+srv.URI, envChildName+"="+name, envChildDB+"="+database, envChildLog+"="+c.log, envChildLease+"="+lease.String())
+	c.cmd.Env = append(c.cmd.Env, env...)
 	c.cmd.Stdout, c.cmd.Stderr = &c.output, &c.output
 	var err error
 	c.stdin, err = c.cmd.StdinPipe()

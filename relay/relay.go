@@ -30,7 +30,7 @@ func New(store execstore.Store, handler func(ctx context.Context, e execstore.Ou
 		panic("relay: New needs a store and a handler")
 	}
 	opts = opts.withDefaults(relayLeaseKey)
-	return &Relay{r: newRunner[execstore.OutboxEntry, entryKey](outboxKind{store: store}, store, handler, opts, "relay", "deliver")}
+	return &Relay{r: newRunner[execstore.OutboxEntry, entryKey](outboxKind{store: store}, store, handler, opts, "relay", "deliver", wake.Outbox)}
 }
 
 // Run delivers until ctx ends or Close is called. It then returns nil once the handlers in

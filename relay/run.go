@@ -21,7 +21,11 @@ type runner[T any, K comparable] struct {
 	handler func(context.Context, T) error
 	opts    Options
 	signal  *wake.Signal // nil: the store registered none, the runner only polls
-	lease   leaser
+	// board is the store's board (wake.Board) when the relay holds its partitions under
+	// leases and Options.WakeInterval is positive: commits of other processes wake it there.
+	board     wake.Board
+	boardKind wake.Kind // what the runner delivers, as the board names it
+	lease     leaser
 	// offer is the store when Options.Lease is nil and it offers a lease store, in which the
 	// relay holds every partition under the sole lease (sole.go), or stands by; else nil.
 	offer leaseOffer
@@ -55,8 +59,8 @@ type runner[T any, K comparable] struct {
 }
 
 func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler func(context.Context, T) error, opts Options,
-	component, op string) *runner[T, K] {
-	r := &runner[T, K]{kind: k, handler: handler, opts: opts, signal: wake.Of(store), op: op, parts: 1}
+	component, op string, boardKind wake.Kind) *runner[T, K] {
+	r := &runner[T, K]{kind: k, handler: handler, opts: opts, signal: wake.Of(store), op: op, parts: 1, boardKind: boardKind}
 	if ps, ok := store.(execstore.Partitioned); ok {
 		r.parts = max(ps.Partitions(), 1)
 	}
@@ -73,6 +77,9 @@ func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler
 	r.tel = telemetry.NewRelay(component, opts.TracerProvider, opts.MeterProvider, r.stats.inFlight.Load, r.backlogPoints)
 	if o, ok := store.(leaseOffer); ok && opts.Lease == nil {
 		r.offer = o
+	}
+	if r.leases() && opts.WakeInterval > 0 {
+		r.board = wake.BoardOf(store)
 	}
 	r.lease = leaser{store: opts.Lease, holder: r.member, dur: opts.LeaseDuration, stats: &r.stats, report: opts.OnError, log: opts.Logger}
 	return r

@@ -127,6 +127,9 @@ func (s *session[T, K]) run() error {
 	if s.r.counting != nil {
 		retainer.Go(func() { s.countDeadLoop(stop) })
 	}
+	if s.r.board != nil {
+		retainer.Go(func() { s.watchBoard(stop) })
+	}
 
 	s.dispatch(stop)
 	retainer.Wait()

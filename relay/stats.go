@@ -15,6 +15,9 @@ type Stats struct {
 	// items could not be handed over. The other scans follow a poll, a partition taken, a
 	// full scan or a back-off.
 	Wakeups int64
+	// Woken counts the executions commits through stores of other processes marked on the
+	// store's board (Options.WakeInterval) that this relay read at once, by their ids.
+	Woken int64
 	// HandedOver counts items taken from commits through a store of this process, with no
 	// scan.
 	HandedOver int64
@@ -54,21 +57,21 @@ type Stats struct {
 
 // counters are the live Stats.
 type counters struct {
-	scans, targeted, scanErrors, wakeups, skipped, handedOver atomic.Int64
-	delivered, handlerErrors, withheld                        atomic.Int64
-	acked, ackErrors, cancelled                               atomic.Int64
-	carried, restored                                         atomic.Int64
-	dead, failureErrors                                       atomic.Int64
-	leases, takeOvers, reTakes, leasesLost                    atomic.Int64
-	inFlight, partitions                                      atomic.Int64
-	retained, retentionErrors                                 atomic.Int64
-	deadCounts, deadCountErrors                               atomic.Int64
-	holding                                                   atomic.Bool
+	scans, targeted, scanErrors, wakeups, woken, skipped, handedOver atomic.Int64
+	delivered, handlerErrors, withheld                               atomic.Int64
+	acked, ackErrors, cancelled                                      atomic.Int64
+	carried, restored                                                atomic.Int64
+	dead, failureErrors                                              atomic.Int64
+	leases, takeOvers, reTakes, leasesLost                           atomic.Int64
+	inFlight, partitions                                             atomic.Int64
+	retained, retentionErrors                                        atomic.Int64
+	deadCounts, deadCountErrors                                      atomic.Int64
+	holding                                                          atomic.Bool
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{
-		Scans: c.scans.Load(), Targeted: c.targeted.Load(), ScanErrors: c.scanErrors.Load(), Wakeups: c.wakeups.Load(), HandedOver: c.handedOver.Load(),
+		Scans: c.scans.Load(), Targeted: c.targeted.Load(), ScanErrors: c.scanErrors.Load(), Wakeups: c.wakeups.Load(), Woken: c.woken.Load(), HandedOver: c.handedOver.Load(),
 		Skipped: c.skipped.Load(), Delivered: c.delivered.Load(), HandlerErrors: c.handlerErrors.Load(),
 		Withheld: c.withheld.Load(), Acked: c.acked.Load(), AckErrors: c.ackErrors.Load(),
 		Carried: c.carried.Load(), Restored: c.restored.Load(),

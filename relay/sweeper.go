@@ -30,7 +30,7 @@ func NewSweeper(store execstore.Store, handler func(ctx context.Context, t execs
 		panic("relay: NewSweeper needs a store and a handler")
 	}
 	opts = opts.withDefaults(sweeperLeaseKey)
-	return &Sweeper{r: newRunner[execstore.DueTimer, timerKey](timerKind{store: store, commitRemoves: opts.CommitRemovesTimer, signal: wake.Of(store)}, store, handler, opts, "sweeper", "fire")}
+	return &Sweeper{r: newRunner[execstore.DueTimer, timerKey](timerKind{store: store, commitRemoves: opts.CommitRemovesTimer, signal: wake.Of(store)}, store, handler, opts, "sweeper", "fire", wake.Timers)}
 }
 
 // Run fires due timers until ctx ends or Close is called. See Relay.Run.

@@ -39,6 +39,7 @@ func Open(t testing.TB, uri string, opts aio.Options) (*aio.Store, *mongo.Databa
 		assert.NoError(t, s.Close(ctx))
 		_ = db.Drop(ctx)
 		_ = raw.Database(opts.Database + "_leases").Drop(ctx)
+		_ = raw.Database(opts.Database + "_wakes").Drop(ctx)
 		_ = raw.Disconnect(ctx)
 	})
 	return s, db

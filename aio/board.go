@@ -1,0 +1,248 @@
+package aio
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/batch"
+	"github.com/execstore/execstore/internal/wake"
+)
+
+// The board (wake.Board) a store offers the relays of every process on its collection.
+const (
+	// boardSuffix names the board's database after the store's: a database of its own keeps
+	// its writes from waiting behind the commits' and the leases' on a server that runs one
+	// write per database at a time (the embedded server).
+	boardSuffix = "_wakes"
+	// boardKeep bounds the marks a holder's record keeps of each writer.
+	boardKeep = 256
+	// boardRefresh is how long a store goes by what it read of the holdings.
+	boardRefresh = time.Second
+	// boardStale is how long a holding counts without being published again (relays publish
+	// theirs every few seconds); boardPurge how old a record is removed.
+	boardStale = 30 * time.Second
+	boardPurge = 10 * time.Minute
+	// boardBatch bounds the commits one write of marks gathers; boardIntake the commits
+	// waiting for it, past which a commit's mark is not written (its holder's poll finds it).
+	boardBatch  = 1024
+	boardIntake = 4096
+)
+
+// board is the store's wake.Board: one record per holder, in the collection named as the
+// executions collection of the database named after the store's with "_wakes" appended:
+//
+//	{_id: holder, k: kind, p: [partitions], a: look-ahead seconds, at: published (Unix seconds),
+//	 w: {writer: [{s: seq, i: execution id, f: fire time}, … the last boardKeep]}}
+//
+// A relay publishes its record (Publish) and reads its marks (Marks). A commit that won
+// and wrote something to relay is noted (note); a writer of marks gathers the notes while
+// its previous write is in flight, reads the holdings when what it knows of them is older
+// than boardRefresh, and pushes each holder's marks onto its record, in one bulk write.
+type board struct {
+	s      *Store
+	coll   *mongo.Collection
+	writer string // this store's name among the writers: 16 random hex digits
+	out    *batch.Coalescer[boardNote]
+
+	mu       sync.Mutex
+	holders  map[wake.Kind]map[int]holding // partition → its latest holding, by kind
+	readAt   time.Time                     // when the holdings were read; zero: read them again
+	seqs     map[string]int64              // holder → the last Seq written to it
+	purgedAt time.Time                     // when Publish last removed old records
+}
+
+// boardNote is a won commit the board may wake a holder for.
+type boardNote struct {
+	id   string
+	part int
+	note wakeNote
+}
+
+// holding is one holder's record, as the writers read it.
+type holding struct {
+	holder string
+	ahead  float64 // seconds
+	at     float64
+}
+
+// holdingDoc is a record's published part.
+type holdingDoc struct {
+	Holder string    `bson:"_id"`
+	Kind   wake.Kind `bson:"k"`
+	Parts  []int     `bson:"p"`
+	Ahead  float64   `bson:"a"`
+	At     float64   `bson:"at"`
+}
+
+func newBoard(s *Store) *board {
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	b := &board{s: s, writer: hex.EncodeToString(id[:]), seqs: map[string]int64{},
+		coll: s.client.Database(s.opts.Database + boardSuffix).Collection(s.opts.Collection)}
+	b.out = batch.NewCoalescer(batch.CoalescerConfig{MaxItems: boardBatch, MaxInFlight: 1},
+		func(boardNote) int { return 1 }, b.write)
+	return b
+}
+
+// close writes the notes taken, and waits for the write.
+func (b *board) close() { b.out.Close() }
+
+// unix is t in the records' seconds.
+func unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// Publish implements wake.Board.
+func (b *board) Publish(ctx context.Context, holder string, h wake.Holding) error {
+	if len(h.Parts) == 0 {
+		return b.Withdraw(ctx, holder)
+	}
+	now := time.Now()
+	_, err := b.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: holder}},
+		bson.D{{Key: "$set", Value: holdingDoc{Holder: holder, Kind: h.Kind, Parts: h.Parts, Ahead: h.Ahead, At: unix(now)}}},
+		options.UpdateOne().SetUpsert(true))
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	purge := now.Sub(b.purgedAt) >= boardPurge/10
+	if purge {
+		b.purgedAt = now
+	}
+	b.mu.Unlock()
+	if purge { // the records of holders that stopped without withdrawing
+		_, err = b.coll.DeleteMany(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lt", Value: unix(now.Add(-boardPurge))}}}})
+	}
+	return err
+}
+
+// Marks implements wake.Board.
+func (b *board) Marks(ctx context.Context, holder string) (map[string][]wake.Mark, error) {
+	var doc struct {
+		W map[string][]wake.Mark `bson:"w"`
+	}
+	err := b.coll.FindOne(ctx, bson.D{{Key: "_id", Value: holder}}, options.FindOne().SetProjection(bson.D{{Key: "w", Value: 1}})).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	return doc.W, err
+}
+
+// Withdraw implements wake.Board.
+func (b *board) Withdraw(ctx context.Context, holder string) error {
+	_, err := b.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: holder}})
+	return err
+}
+
+// note takes a won commit of execution id for the next write of marks, unless what the
+// board knows of the holdings, still fresh, says no holder of another process is owed one.
+// It never blocks the commit: a full intake drops the note.
+func (b *board) note(id string, n wakeNote) {
+	if !n.emitted && !n.armed {
+		return
+	}
+	part := execstore.PartitionOf(id, max(b.s.env.Partitions, 1))
+	b.mu.Lock()
+	owed := time.Since(b.readAt) >= boardRefresh || len(b.owed(part, n, time.Now())) > 0
+	b.mu.Unlock()
+	if owed {
+		b.out.TrySubmit(boardNote{id: id, part: part, note: n})
+	}
+}
+
+// owed returns the holders of other processes a commit in part, noted n, wakes at now. The
+// caller holds mu.
+func (b *board) owed(part int, n wakeNote, now time.Time) []string {
+	var to []string
+	if h, ok := b.holders[wake.Outbox][part]; ok && n.emitted && !wake.Local(h.holder) {
+		to = append(to, h.holder)
+	}
+	if h, ok := b.holders[wake.Timers][part]; ok && n.armed && !wake.Local(h.holder) && n.fireAt <= unix(now)+h.ahead {
+		to = append(to, h.holder)
+	}
+	return to
+}
+
+// write is the coalescer's flush: it reads the holdings when they are stale, and pushes the
+// marks of notes onto their holders' records in one bulk write. A failure only delays: the
+// holders' polls find the commits.
+func (b *board) write(notes []boardNote) {
+	ctx, cancel := context.WithTimeout(b.s.stop, b.s.opts.SettleTimeout)
+	defer cancel()
+	now := time.Now()
+	b.mu.Lock()
+	stale := now.Sub(b.readAt) >= boardRefresh
+	b.mu.Unlock()
+	if stale && !b.read(ctx, now) {
+		return
+	}
+	marks := map[string][]wake.Mark{}
+	var order []string
+	b.mu.Lock()
+	for _, n := range notes {
+		for _, h := range b.owed(n.part, n.note, now) {
+			if marks[h] == nil {
+				order = append(order, h)
+			}
+			b.seqs[h]++
+			m := wake.Mark{Seq: b.seqs[h], ID: n.id}
+			if b.holders[wake.Timers][n.part].holder == h {
+				m.FireAt = n.note.fireAt
+			}
+			marks[h] = append(marks[h], m)
+		}
+	}
+	b.mu.Unlock()
+	if len(order) == 0 {
+		return
+	}
+	models := make([]mongo.WriteModel, len(order))
+	for i, h := range order {
+		models[i] = mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: h}}).SetUpdate(bson.D{{Key: "$push", Value: bson.D{
+			{Key: "w." + b.writer, Value: bson.D{{Key: "$each", Value: marks[h]}, {Key: "$slice", Value: -boardKeep}}}}}})
+	}
+	res, err := b.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	if err != nil || res.MatchedCount < int64(len(models)) {
+		b.mu.Lock()
+		b.readAt = time.Time{} // a holder withdrew, or the write failed: read the holdings again
+		b.mu.Unlock()
+	}
+}
+
+// read reads the holdings published within boardStale of now, and reports whether it did.
+// Of two holders of one partition (one handing it over, one taking it), the one that
+// published last is taken.
+func (b *board) read(ctx context.Context, now time.Time) bool {
+	cur, err := b.coll.Find(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$gte", Value: unix(now.Add(-boardStale))}}}},
+		options.Find().SetProjection(bson.D{{Key: "w", Value: 0}}))
+	if err != nil {
+		return false
+	}
+	var docs []holdingDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return false
+	}
+	holders := map[wake.Kind]map[int]holding{wake.Outbox: {}, wake.Timers: {}}
+	for _, d := range docs {
+		byPart := holders[d.Kind]
+		if byPart == nil {
+			continue
+		}
+		for _, p := range d.Parts {
+			if h, ok := byPart[p]; !ok || h.at < d.At {
+				byPart[p] = holding{holder: d.Holder, ahead: d.Ahead, at: d.At}
+			}
+		}
+	}
+	b.mu.Lock()
+	b.holders, b.readAt = holders, now
+	b.mu.Unlock()
+	return true
+}

@@ -1,0 +1,100 @@
+package aio_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/aiotest"
+	"github.com/execstore/execstore/internal/wake"
+	"github.com/execstore/execstore/server"
+)
+
+// A won commit marks, on the store's board, the holders of another process of its
+// partition: the Relay's when it wrote entries, the Sweeper's when it armed a timer within
+// the holder's look-ahead. A holder of this process, and one that withdrew, get nothing.
+func TestBoardMarksTheHoldersOfOtherProcesses(t *testing.T) {
+	ctx := context.Background()
+	store, _ := aiotest.Open(t, srv.URI, aio.Options{Connection: server.Connection{Database: testDatabase(t)}})
+	b := wake.BoardOf(store)
+	require.NotNil(t, b, "an aio store offers a board")
+	all := make([]int, store.Partitions())
+	for p := range all {
+		all[p] = p
+	}
+	require.NoError(t, b.Publish(ctx, "far-outbox", wake.Holding{Kind: wake.Outbox, Parts: all}))
+	require.NoError(t, b.Publish(ctx, "far-timers", wake.Holding{Kind: wake.Timers, Parts: all, Ahead: 60}))
+
+	exes := map[string]*execstore.Execution{}
+	commit := func(id string, c execstore.Commit) {
+		t.Helper()
+		exe := exes[id]
+		if exe == nil {
+			exe = &execstore.Execution{ID: id, DefinitionID: "board", Status: execstore.Running}
+			exes[id] = exe
+		}
+		_, err := store.Commit(ctx, exe, c)
+		require.NoError(t, err)
+	}
+	now := time.Now()
+	commit("both", execstore.Commit{Emits: []execstore.Emit{{TargetID: "x", Event: []byte("e")}},
+		Timers: []execstore.TimerOp{execstore.ScheduleTimer("late", now.Add(time.Hour)), execstore.ScheduleTimer("soon", now.Add(10*time.Second))}})
+	commit("far-timer", execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("late", now.Add(time.Hour))}})
+	commit("nothing", execstore.Commit{})
+
+	var outbox, timers map[string][]wake.Mark
+	require.Eventually(t, func() bool {
+		var err error
+		outbox, err = b.Marks(ctx, "far-outbox")
+		require.NoError(t, err)
+		timers, err = b.Marks(ctx, "far-timers")
+		require.NoError(t, err)
+		return len(outbox) == 1 && len(timers) == 1
+	}, 30*time.Second, 5*time.Millisecond, "the commit marks both holders")
+	for _, ms := range outbox {
+		assert.Equal(t, []wake.Mark{{Seq: 1, ID: "both"}}, ms, "the Relay's holder: the commit that wrote an entry")
+	}
+	for _, ms := range timers {
+		require.Len(t, ms, 1, "the Sweeper's holder: the commit that armed a timer within its look-ahead")
+		assert.Equal(t, "both", ms[0].ID)
+		assert.InDelta(t, float64(now.Add(10*time.Second).UnixMilli())/1e3, ms[0].FireAt, 0.002, "its earliest fire time")
+	}
+
+	// A holder of this process takes the Relay's partitions over (it published last), and
+	// another holder the Sweeper's once the first withdrew: the commits mark the latter
+	// alone, once the store read the holdings again (it goes by them for a second).
+	defer wake.HoldLocally("near-outbox")()
+	require.NoError(t, b.Publish(ctx, "near-outbox", wake.Holding{Kind: wake.Outbox, Parts: all}))
+	require.NoError(t, b.Withdraw(ctx, "far-timers"))
+	require.NoError(t, b.Publish(ctx, "far-timers-2", wake.Holding{Kind: wake.Timers, Parts: all, Ahead: 60}))
+	time.Sleep(1100 * time.Millisecond)
+	commit("both", execstore.Commit{Emits: []execstore.Emit{{TargetID: "x", Event: []byte("e2")}},
+		Timers: []execstore.TimerOp{execstore.ScheduleTimer("soon2", now.Add(5*time.Second))}})
+	require.Eventually(t, func() bool {
+		m, err := b.Marks(ctx, "far-timers-2")
+		require.NoError(t, err)
+		return len(m) == 1
+	}, 30*time.Second, 5*time.Millisecond, "the commit marks the Sweeper's new holder")
+	near, err := b.Marks(ctx, "near-outbox")
+	require.NoError(t, err)
+	assert.Empty(t, near, "a holder of this process is woken through its signal, not the board")
+	gone, err := b.Marks(ctx, "far-timers")
+	require.NoError(t, err)
+	assert.Empty(t, gone, "a withdrawn holder has no record")
+	outbox, err = b.Marks(ctx, "far-outbox")
+	require.NoError(t, err)
+	for _, ms := range outbox {
+		assert.Len(t, ms, 1, "the holder that published first lost the partitions to the one that published last")
+	}
+}
+
+// With DisableRemoteWakes the store offers no board: its commits leave no marks.
+func TestBoardDisabled(t *testing.T) {
+	store, _ := aiotest.Open(t, srv.URI, aio.Options{Connection: server.Connection{Database: testDatabase(t)}, DisableRemoteWakes: true})
+	assert.Nil(t, wake.BoardOf(store))
+}

@@ -1,0 +1,136 @@
+package wake
+
+import (
+	"context"
+	"reflect"
+	"sync"
+)
+
+// Kind is what a holder delivers: a Relay's outbox entries and spawn intents, or a
+// Sweeper's due timers.
+type Kind string
+
+// The kinds of holders.
+const (
+	Outbox Kind = "outbox"
+	Timers Kind = "timers"
+)
+
+// Mark is one wake-up on a Board: a commit of execution ID through a store of another
+// process wrote something for the holder. Seq orders the marks of one writer (a store) to
+// one holder, from 1. FireAt is the earliest timer the commit armed (contract.StoredTime),
+// for a holder of Timers; 0 for one of Outbox.
+type Mark struct {
+	Seq    int64   `bson:"s"`
+	ID     string  `bson:"i"`
+	FireAt float64 `bson:"f,omitempty"`
+}
+
+// Holding is what a holder publishes on a Board: its kind, the partitions it holds, and how
+// far ahead of now a timer's fire time must be for a wake-up to be worth sending (the
+// sweeper's scans read that far ahead: a later timer is found by its next poll).
+type Holding struct {
+	Kind  Kind
+	Parts []int
+	Ahead float64 // seconds; for Timers
+}
+
+// Board wakes the relays and sweepers of other processes: each holder publishes what it
+// holds, the stores of every process write a Mark to the holder of the partition of each
+// execution they commit to, and the holder reads its marks by its id at a short interval.
+// aio's stores offer one (BoardOf).
+//
+// What always holds: a board only hastens. A mark that is lost, late, written to a holder
+// that no longer holds the partition, or never written (a store that read the holders before
+// this one published) delays a delivery until the holder's next poll, which reads the store
+// itself. Nothing is decided by what a board says.
+type Board interface {
+	// Publish records holder's holding, and when it was published: stores read it at most
+	// once a second, so a partition taken is woken within a second or so. A holding of no
+	// partitions removes the record.
+	Publish(ctx context.Context, holder string, h Holding) error
+	// Marks returns the marks written to holder, by writer: each writer's latest, oldest
+	// first, up to a bound. A holder not published has none.
+	Marks(ctx context.Context, holder string) (map[string][]Mark, error)
+	// Withdraw removes holder's record.
+	Withdraw(ctx context.Context, holder string) error
+}
+
+// boards holds the boards stores offer, by store.
+var boards = struct {
+	mu sync.Mutex
+	m  map[any]Board
+}{m: map[any]Board{}}
+
+// RegisterBoard makes b the board of store, for BoardOf to find; a nil b forgets it. store
+// must be comparable (a pointer).
+func RegisterBoard(store any, b Board) {
+	boards.mu.Lock()
+	defer boards.mu.Unlock()
+	if b == nil {
+		delete(boards.m, store)
+		return
+	}
+	boards.m[store] = b
+}
+
+// BoardOf returns the board store registered, or nil (its relays only poll for the commits
+// of other processes).
+func BoardOf(store any) Board {
+	if store == nil || !reflect.ValueOf(store).Comparable() {
+		return nil
+	}
+	boards.mu.Lock()
+	defer boards.mu.Unlock()
+	return boards.m[store]
+}
+
+// Cursor is what a holder has read of its marks: the last Seq of each writer.
+type Cursor struct {
+	seen map[string]int64
+}
+
+// Next returns the marks not read before, and whether some may be missing: a writer's
+// oldest mark kept is past the one after the last read (the writer wrote more than the
+// board keeps between two reads). A writer met for the first time has all its marks new: a
+// holder's record starts with none.
+func (c *Cursor) Next(marks map[string][]Mark) (fresh []Mark, missed bool) {
+	if c.seen == nil {
+		c.seen = map[string]int64{}
+	}
+	for w, ms := range marks {
+		last := c.seen[w]
+		for i, m := range ms {
+			if m.Seq <= last {
+				continue
+			}
+			if i == 0 && m.Seq > last+1 {
+				missed = true
+			}
+			fresh = append(fresh, m)
+			c.seen[w] = max(c.seen[w], m.Seq)
+		}
+	}
+	for w := range c.seen {
+		if _, ok := marks[w]; !ok {
+			delete(c.seen, w) // the writer's marks were removed with the record: it starts again
+		}
+	}
+	return fresh, missed
+}
+
+// local holds the holders of this process, by id: a store wakes them through their
+// Signal, never through a Board.
+var local sync.Map
+
+// HoldLocally records that holder runs in this process, until the returned func is called.
+func HoldLocally(holder string) (done func()) {
+	local.Store(holder, true)
+	return func() { local.Delete(holder) }
+}
+
+// Local reports whether holder runs in this process.
+func Local(holder string) bool {
+	_, ok := local.Load(holder)
+	return ok
+}

@@ -1,0 +1,53 @@
+package wake_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/execstore/execstore/internal/wake"
+)
+
+func marks(seqs ...int64) []wake.Mark {
+	out := make([]wake.Mark, len(seqs))
+	for i, s := range seqs {
+		out[i] = wake.Mark{Seq: s, ID: string(rune('a' + s))}
+	}
+	return out
+}
+
+// A Cursor returns each mark once, all of a writer met for the first time, and says when a
+// writer's marks kept start past the one after the last read.
+func TestCursor(t *testing.T) {
+	var c wake.Cursor
+	fresh, missed := c.Next(map[string][]wake.Mark{"w1": marks(1, 2), "w2": marks(5, 6)})
+	assert.Len(t, fresh, 4, "a new writer's marks are all new")
+	assert.True(t, missed, "w2's first mark kept is 5: 1 to 4 were dropped before the first read")
+
+	fresh, missed = c.Next(map[string][]wake.Mark{"w1": marks(1, 2, 3), "w2": marks(5, 6)})
+	assert.Equal(t, marks(3), fresh, "only what came since")
+	assert.False(t, missed)
+
+	fresh, missed = c.Next(map[string][]wake.Mark{"w1": marks(2, 3, 4, 5), "w2": marks(8, 9)})
+	assert.ElementsMatch(t, marks(4, 5, 8, 9), fresh)
+	assert.True(t, missed, "w2's 7 was dropped between two reads")
+
+	fresh, missed = c.Next(map[string][]wake.Mark{"w2": marks(8, 9)})
+	assert.Empty(t, fresh)
+	assert.False(t, missed)
+	fresh, _ = c.Next(map[string][]wake.Mark{"w1": marks(1)})
+	assert.Equal(t, marks(1), fresh, "a writer gone from the record starts again")
+
+	fresh, missed = c.Next(nil)
+	assert.Empty(t, fresh)
+	assert.False(t, missed)
+}
+
+// HoldLocally marks a holder as this process's until its func is called.
+func TestHoldLocally(t *testing.T) {
+	assert.False(t, wake.Local("h"))
+	done := wake.HoldLocally("h")
+	assert.True(t, wake.Local("h"))
+	done()
+	assert.False(t, wake.Local("h"))
+}

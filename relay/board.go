@@ -1,0 +1,93 @@
+package relay
+
+import (
+	"slices"
+	"time"
+
+	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/wake"
+)
+
+// boardRepublish is how often a session publishes its partitions on the board again while
+// they do not change: a store goes by a record published within 30s.
+const boardRepublish = 10 * time.Second
+
+// watchBoard is the session's side of the store's board (wake.Board), on a goroutine of its
+// own until stop: every WakeInterval it publishes the partitions it hands out when they
+// changed (and every boardRepublish), and reads the marks the commits of other processes
+// left it, one read by its id. A mark owes its execution a targeted read, as a local commit
+// not handed over does; marks missed (more than the board keeps came between two reads) owe
+// a scan of the partitions. Its record is withdrawn at the end.
+func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
+	r := s.r
+	holder := r.member + "/" + string(r.boardKind)
+	defer wake.HoldLocally(holder)()
+	tick := time.NewTicker(r.opts.WakeInterval)
+	defer tick.Stop()
+	var (
+		cursor      wake.Cursor
+		published   []int
+		publishedAt time.Time
+	)
+	defer func() {
+		if len(published) > 0 {
+			releaseCtx, cancel := s.releaseCtx()
+			defer cancel()
+			_ = r.board.Withdraw(releaseCtx, holder)
+		}
+	}()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-s.sessionCtx.Done():
+			return
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		parts, _ := s.scannable()
+		s.mu.Unlock()
+		if !slices.Equal(parts, published) || time.Since(publishedAt) >= boardRepublish {
+			h := wake.Holding{Kind: r.boardKind, Parts: parts, Ahead: s.lookAhead().Seconds()}
+			if err := r.board.Publish(s.sessionCtx, holder, h); err != nil {
+				continue // the polls deliver: a board only hastens
+			}
+			published, publishedAt = parts, time.Now()
+		}
+		if len(published) == 0 {
+			continue
+		}
+		marks, err := r.board.Marks(s.sessionCtx, holder)
+		if err != nil {
+			continue
+		}
+		if fresh, missed := cursor.Next(marks); len(fresh) > 0 || missed {
+			s.woken(fresh, missed)
+		}
+	}
+}
+
+// woken owes a targeted read of the executions marked fresh whose partitions the session
+// hands out (for a sweeper, those whose timer its scans would read already), and a scan of
+// the partitions when marks were missed.
+func (s *session[T, K]) woken(fresh []wake.Mark, missed bool) {
+	horizon := contract.StoredTime(s.r.opts.Clock().Add(s.lookAhead()))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	owed := missed
+	for _, m := range fresh {
+		h := s.holds[s.r.partOf(m.ID)]
+		if !s.handing(h) || (s.r.boardKind == wake.Timers && m.FireAt > horizon) {
+			continue
+		}
+		h.sources.soil(m.ID, s.fl.epoch)
+		s.r.stats.woken.Add(1)
+		owed = true
+	}
+	if missed {
+		s.wideOwed = true
+	}
+	if owed {
+		poke(s.rescan)
+	}
+}

@@ -1,0 +1,90 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/internal/aiotest"
+	"github.com/execstore/execstore/internal/testserver"
+)
+
+// A relay process whose Relay and Sweeper poll once an hour delivers the entries and fires
+// the timer that this process commits once its first scans are done: the commits wake it
+// through the store's board, and nothing else could within the test's wait.
+func TestBoardWakesAnotherProcess(t *testing.T) {
+	var opts aio.Options
+	opts.Database = testserver.Database(t, "relay")
+	store, _ := aiotest.Open(t, srv.URI, opts)
+	leasesDB := testserver.Collection(t, srv.URI, opts.Database+"_leases", "idempotency").Database()
+	t.Cleanup(func() { _ = leasesDB.Drop(context.Background()) })
+	dir, err := os.MkdirTemp("", "relay-board-*")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the relay process's logs are in %s", dir)
+		} else {
+			_ = os.RemoveAll(dir)
+		}
+	})
+	c := startRelayProcess(t, "p1", opts.Database, dir, idleLeases.lease, envChildPoll+"=1h")
+	n := store.Partitions()
+	// Settled: both hold every partition, and their scans stopped (the ones the takes asked
+	// for are done; the next poll is an hour away).
+	var scans map[string]int64
+	eventually(t, func() bool {
+		last := lastStats(c.current())
+		settled := scans != nil && len(last) == 2
+		for of, l := range last {
+			settled = settled && l.Partitions == n && l.Scans == scans[of]
+		}
+		scans = map[string]int64{}
+		for of, l := range last {
+			scans[of] = l.Scans
+		}
+		if !settled {
+			time.Sleep(10 * childStats) // a few of its Stats lines apart
+		}
+		return settled
+	}, "the relay process holds every partition and stops scanning")
+
+	e := newEmitter(t, store)
+	const entries = 20
+	for i := range entries {
+		e.emit(fmt.Sprintf("src-%d", i), "dst", "ev")
+	}
+	fireAt := time.Now().Add(500 * time.Millisecond)
+	e.schedule("clock", "t1", fireAt)
+	eventually(t, func() bool { return c.count("deliver") == entries && c.count("fire") == 1 },
+		"the relay process delivers the %d entries and fires the timer", entries)
+	require.NoError(t, c.stop())
+	var fired logLine
+	for _, l := range c.lines(t) {
+		if l.Kind == "fire" {
+			fired = l
+		}
+	}
+	assert.GreaterOrEqual(t, fired.Start, fireAt.Truncate(time.Millisecond).UnixNano(), "the timer fired before its fire time")
+	t.Logf("the timer fired %v after its fire time", time.Unix(0, fired.Start).Sub(fireAt))
+	last := lastStats(c.lines(t))
+	assert.GreaterOrEqual(t, last["outbox"].Woken, int64(1), "the Relay was woken")
+	assert.GreaterOrEqual(t, last["timers"].Woken, int64(1), "the Sweeper was woken")
+	t.Logf("woken: Relay %d, Sweeper %d", last["outbox"].Woken, last["timers"].Woken)
+}
+
+// lastStats is the last "stats" line of each relay of a process's log, by Of.
+func lastStats(lines []logLine) map[string]logLine {
+	last := map[string]logLine{}
+	for _, l := range lines {
+		if l.Kind == "stats" {
+			last[l.Of] = l
+		}
+	}
+	return last
+}
