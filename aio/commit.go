@@ -56,19 +56,11 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 			// The worker's context ends when it returns; the batch answers to the caller's.
 			return nil, s.groupCommit(ctx, exe, pc, seqs, k, epoch, note, r.Future())
 		}
-		id, version := exe.ID, exe.Version
-		out, err := s.commit(wctx, exe, pc, seqs, &k)
-		if err != nil {
-			k.lost(s, err)
-			s.commitFailed(id, version, c.ProcessedEventID, err)
-			note.end(false)
-			return nil, err
-		}
-		k.won(s)
-		s.commitWon(exe, c.ProcessedEventID, epoch)
-		s.wake(note)
-		note.end(true)
-		return out, nil
+		e := &ending{id: exe.ID, expected: exe.Version, event: c.ProcessedEventID, epoch: epoch, carry: &k, note: note}
+		next := *exe
+		out, err := s.commit(wctx, &next, pc, seqs, &k)
+		s.settle(e, alone{}, exe, next.Version, next.TraceNext, out, err)
+		return out, err
 	})
 	ctx = traced(ctx, s, r, opCommit, exe.ID)
 	return future(r.Submit(ctx, s.pool, s.shed))

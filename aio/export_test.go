@@ -26,3 +26,17 @@ func (s *Store) AcksWaiting() int {
 func (s *Store) BacklogByFind(ctx context.Context) ([]execstore.PartitionBacklog, error) {
 	return opsrun.BacklogByFind(ctx, s.env, time.Now())
 }
+
+// CachedVersion is the version of id the snapshot cache holds, false when it holds none.
+func (s *Store) CachedVersion(id string) (int64, bool) {
+	if s.cache == nil {
+		return 0, false
+	}
+	s.cache.mu.Lock()
+	defer s.cache.mu.Unlock()
+	el := s.cache.byID[id]
+	if el == nil {
+		return 0, false
+	}
+	return el.Value.(*cacheEntry).exe.Version, true
+}

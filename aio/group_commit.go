@@ -27,6 +27,7 @@ type commitItem struct {
 	// epoch is the snapshot cache's when the commit was submitted.
 	epoch uint64
 	note  wakeNote // what the commit, once won, tells the relays
+	s     *Store
 	fut   *async.Future[[]int64]
 	hand  *async.Handoff
 }
@@ -56,8 +57,7 @@ func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, pc *o
 	snap.Data = bytes.Clone(exe.Data)
 	plan, err := pc.Build(s.env.Layout, &snap, seqs)
 	if err != nil {
-		k.lost(s, err)
-		note.end(false)
+		s.settle(&ending{id: exe.ID, expected: exe.Version, event: plan.EventID, epoch: epoch, carry: &k, note: note}, alone{}, exe, 0, 0, nil, err)
 		return err
 	}
 	token := k.token
@@ -65,7 +65,7 @@ func (s *Store) groupCommit(ctx context.Context, exe *execstore.Execution, pc *o
 		token = commitToken()
 	}
 	plan.SetToken(token)
-	it := &commitItem{ctx: ctx, exe: exe, snap: snap, pc: pc, seqs: seqs, carry: k, plan: plan, epoch: epoch, note: note, fut: fut}
+	it := &commitItem{ctx: ctx, exe: exe, snap: snap, pc: pc, seqs: seqs, carry: k, plan: plan, epoch: epoch, note: note, fut: fut, s: s}
 	// Whoever settles the future ends the commit on the relays' sinks first: the caller
 	// giving up (or a refusal) here, the flush in settleCommit and settleCommitWon. The
 	// acks it carries go out alone then: a write that still applies finds their entries
@@ -160,31 +160,26 @@ func (s *Store) flushCommits(items []*commitItem, write batchWriter) {
 	}
 }
 
+// settleCommit settles it, failed with err (see ending).
 func (s *Store) settleCommit(it *commitItem, err error) {
-	it.carry.lost(s, err)
-	s.commitFailed(it.plan.ID, it.plan.Expected, it.plan.EventID, err)
-	if !it.hand.Settle() {
-		return // abandoned: its caller was answered already
-	}
-	s.stats.record(opCommit, err)
-	it.note.end(false)
-	it.fut.Set(nil, err)
+	s.settle(it.ending(), it, it.exe, 0, 0, nil, err)
 }
 
+// settleCommitWon settles it, won at version with traceNext (see ending).
 func (s *Store) settleCommitWon(it *commitItem, version, traceNext int64) {
-	it.carry.won(s) // the write won, whoever still waits for it
-	s.wake(it.note)
-	if !it.hand.Settle() {
-		// Abandoned: the caller reloads, its execution is not touched, and the cache
-		// cannot copy it (the caller may be changing it): drop what it holds. The sinks
-		// were told the outcome is unknown when the caller gave up.
-		s.commitFailed(it.plan.ID, it.plan.Expected, "", errCommitAbandoned)
-		return
-	}
-	it.exe.Version = version
-	it.exe.TraceNext = traceNext
-	s.commitWon(it.exe, it.plan.EventID, it.epoch)
-	s.stats.record(opCommit, nil)
-	it.note.end(true)
-	it.fut.Set(it.plan.OutboxSeqs, nil)
+	s.settle(it.ending(), it, it.exe, version, traceNext, it.plan.OutboxSeqs, nil)
+}
+
+// ending is it's settling.
+func (it *commitItem) ending() *ending {
+	return &ending{id: it.plan.ID, expected: it.plan.Expected, event: it.plan.EventID, epoch: it.epoch, carry: &it.carry, note: it.note}
+}
+
+// waiting reports whether its caller still waits: false when it gave up, and was answered.
+func (it *commitItem) waiting() bool { return it.hand.Settle() }
+
+// answer records the outcome in the store's stats and sets the future.
+func (it *commitItem) answer(seqs []int64, err error) {
+	it.s.stats.record(opCommit, err)
+	it.fut.Set(seqs, err)
 }
