@@ -100,12 +100,14 @@ func (b *board) close() { b.out.Close() }
 func unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // Publish implements wake.Board.
-func (b *board) Publish(ctx context.Context, holder string, h wake.Holding) error {
+func (b *board) Publish(ctx context.Context, holder string, h wake.Holding) (err error) {
 	if len(h.Parts) == 0 {
 		return b.Withdraw(ctx, holder)
 	}
+	ctx = withOperation(ctx, opWake)
+	defer func() { b.s.stats.record(opWake, err) }()
 	now := time.Now()
-	_, err := b.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: holder}},
+	_, err = b.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: holder}},
 		bson.D{{Key: "$set", Value: holdingDoc{Holder: holder, Kind: h.Kind, Parts: h.Parts, Ahead: h.Ahead, At: unix(now)}}},
 		options.UpdateOne().SetUpsert(true))
 	if err != nil {
@@ -128,16 +130,18 @@ func (b *board) Marks(ctx context.Context, holder string) (map[string][]wake.Mar
 	var doc struct {
 		W map[string][]wake.Mark `bson:"w"`
 	}
-	err := b.coll.FindOne(ctx, bson.D{{Key: "_id", Value: holder}}, options.FindOne().SetProjection(bson.D{{Key: "w", Value: 1}})).Decode(&doc)
+	err := b.coll.FindOne(withOperation(ctx, opWake), bson.D{{Key: "_id", Value: holder}}, options.FindOne().SetProjection(bson.D{{Key: "w", Value: 1}})).Decode(&doc)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, nil
+		err = nil
 	}
+	b.s.stats.record(opWake, err)
 	return doc.W, err
 }
 
 // Withdraw implements wake.Board.
 func (b *board) Withdraw(ctx context.Context, holder string) error {
-	_, err := b.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: holder}})
+	_, err := b.coll.DeleteOne(withOperation(ctx, opWake), bson.D{{Key: "_id", Value: holder}})
+	b.s.stats.record(opWake, err)
 	return err
 }
 
@@ -174,7 +178,7 @@ func (b *board) owed(part int, n wakeNote, now time.Time) []string {
 // marks of notes onto their holders' records in one bulk write. A failure only delays: the
 // holders' polls find the commits.
 func (b *board) write(notes []boardNote) {
-	ctx, cancel := context.WithTimeout(b.s.stop, b.s.opts.SettleTimeout)
+	ctx, cancel := context.WithTimeout(withOperation(b.s.stop, opWake), b.s.opts.SettleTimeout)
 	defer cancel()
 	now := time.Now()
 	b.mu.Lock()
@@ -209,6 +213,7 @@ func (b *board) write(notes []boardNote) {
 			{Key: "w." + b.writer, Value: bson.D{{Key: "$each", Value: marks[h]}, {Key: "$slice", Value: -boardKeep}}}}}})
 	}
 	res, err := b.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	b.s.stats.record(opWake, err)
 	if err != nil || res.MatchedCount < int64(len(models)) {
 		b.mu.Lock()
 		b.readAt = time.Time{} // a holder withdrew, or the write failed: read the holdings again
@@ -222,13 +227,18 @@ func (b *board) write(notes []boardNote) {
 func (b *board) read(ctx context.Context, now time.Time) bool {
 	cur, err := b.coll.Find(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$gte", Value: unix(now.Add(-boardStale))}}}},
 		options.Find().SetProjection(bson.D{{Key: "w", Value: 0}}))
-	if err != nil {
-		return false
+	if err == nil {
+		var docs []holdingDoc
+		if err = cur.All(ctx, &docs); err == nil {
+			b.learn(docs, now)
+		}
 	}
-	var docs []holdingDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return false
-	}
+	b.s.stats.record(opWake, err)
+	return err == nil
+}
+
+// learn takes what docs, read at now, say of the holdings.
+func (b *board) learn(docs []holdingDoc, now time.Time) {
 	holders := map[wake.Kind]map[int]holding{wake.Outbox: {}, wake.Timers: {}}
 	for _, d := range docs {
 		byPart := holders[d.Kind]
@@ -244,5 +254,4 @@ func (b *board) read(ctx context.Context, now time.Time) bool {
 	b.mu.Lock()
 	b.holders, b.readAt = holders, now
 	b.mu.Unlock()
-	return true
 }

@@ -74,6 +74,7 @@ func (s *Store) flushWrites(items []*writeItem) {
 	}
 	ctx, release := async.AllDone(s.stop, ctxs)
 	defer release()
+	ctx = withOperation(ctx, live[0].kind)
 	writes := make([]opsrun.IdempotentWrite, len(live))
 	for i, it := range live {
 		writes[i] = it.w
@@ -141,7 +142,7 @@ func (s *Store) flushLoads(items []*loadItem) {
 		}
 		s.stats.coalesced.Add(1)
 		s.stats.coalescedOps.Add(int64(len(plain)))
-		found, err := opsrun.LoadMany(ctx, s.env, ids)
+		found, err := opsrun.LoadMany(withOperation(ctx, opLoad), s.env, ids)
 		for _, it := range plain {
 			s.settleLoad(it, &opsrun.LoadedForEvent{Execution: cloneExecution(found[it.id])}, async.CallerCause(it.ctx, err))
 		}
@@ -153,14 +154,14 @@ func (s *Store) flushLoads(items []*loadItem) {
 		}
 		s.stats.coalesced.Add(1)
 		s.stats.coalescedOps.Add(int64(len(forEvent)))
-		found, err := opsrun.LoadForEvents(ctx, s.env, ids, events)
+		found, err := opsrun.LoadForEvents(withOperation(ctx, opLoadForEvent), s.env, ids, events)
 		for _, it := range forEvent {
 			l := found[it.id]
 			s.settleLoad(it, &l, async.CallerCause(it.ctx, err))
 		}
 	}
 	for _, it := range alone {
-		exe, hit, err := opsrun.LoadForEvent(it.ctx, s.env, it.id, it.event)
+		exe, hit, err := opsrun.LoadForEvent(withOperation(it.ctx, opLoadForEvent), s.env, it.id, it.event)
 		s.settleLoad(it, &opsrun.LoadedForEvent{Execution: exe, Processed: hit}, err)
 	}
 }

@@ -118,6 +118,7 @@ func (s *Store) flushCommits(items []*commitItem, write batchWriter) {
 	}
 	ctx, release := async.AllDone(s.stop, ctxs)
 	defer release()
+	ctx = withOperation(ctx, opCommit)
 	plans := make([]*ops.CommitPlan, len(live))
 	for i, it := range live {
 		plans[i] = &it.plan

@@ -16,7 +16,7 @@ func submit[T any](ctx context.Context, s *Store, kind opKind, id string, run fu
 
 // newRequest returns the request of run, recorded in the store's stats under kind.
 func newRequest[T any](s *Store, kind opKind, run func(ctx context.Context) (T, error)) *async.Request[T] {
-	return async.NewRequest(s.stats, int(kind), run)
+	return async.NewRequest(s.stats, int(kind), func(ctx context.Context) (T, error) { return run(withOperation(ctx, kind)) })
 }
 
 // traced starts the span of r, an operation of kind concerning id, as a child of ctx's, ends
