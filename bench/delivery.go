@@ -119,6 +119,41 @@ func (c *relayChild) lines() ([]deliveryLine, error) {
 	return out, sc.Err()
 }
 
+// childLogs returns each child's log as far as it is written, in the children's order.
+func childLogs(children []*relayChild) ([][]deliveryLine, error) {
+	out := make([][]deliveryLine, len(children))
+	for i, c := range children {
+		var err error
+		if out[i], err = c.lines(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// waitLogs reads the children's logs every deliveryLook until done says they show what
+// it waits for, or until deadline: then it fails, naming what and bound.
+func waitLogs(ctx context.Context, children []*relayChild, deadline time.Time, bound time.Duration, what string,
+	done func([][]deliveryLine) bool) error {
+	for {
+		l, err := childLogs(children)
+		if err != nil {
+			return err
+		}
+		if done(l) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not within %v", what, bound)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(deliveryLook):
+		}
+	}
+}
+
 // deliveryRun is what one delivery of the backlog measured.
 type deliveryRun struct {
 	processes int
@@ -141,40 +176,58 @@ type procLeases struct {
 }
 
 // runDelivery measures the delivery section: the backlog delivered by 1, 2 and 4 relay
-// processes, then by 2 of which one is killed mid-delivery.
+// processes, then by 2 of which one is killed mid-delivery; then its runs under load (-load).
 func (e *environment) runDelivery(ctx context.Context, cfg config, stamp string) (*deliveryReport, error) {
 	if e.embedded != nil && !cfg.deliverySet {
 		cfg.deliveryEntries = embeddedDeliveryEntries
 	}
 	rep := &deliveryReport{entries: cfg.deliveryEntries, wait: cfg.deliveryWait, server: e.description}
-	cpu, err := parseServerPIDs(os.Getenv(envServerPIDs))
-	if err != nil {
+	if err := e.runBacklog(ctx, cfg, stamp, rep); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "bench: delivery by 1, 2 and 4 relay processes, then a take-over\n")
-	one := func(i, n int, kill bool, hogs int) (deliveryRun, error) {
-		db := fmt.Sprintf("bench_%s_%d_delivery_%d_%d", stamp, os.Getpid(), n, i)
-		run, err := e.deliver(ctx, cfg, db, n, kill, cpu)
-		run.hogs = hogs
-		if !cfg.keep {
-			cctx, cancel := cleanupContext(ctx)
-			err = errors.Join(err, e.dropDatabase(cctx, db), e.dropDatabase(cctx, db+"_leases"))
-			cancel()
+	if len(cfg.deliveryLoad) > 0 || cfg.loadTakeOver {
+		if err := e.runBacklogUnderLoad(ctx, cfg, stamp, rep); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			under := ""
-			if hogs > 0 {
-				under = " under load"
-			}
-			return run, fmt.Errorf("delivery by %d relay processes%s: %w", n, under, err)
-		}
-		return run, nil
 	}
+	return rep, nil
+}
+
+// backlogRun delivers the backlog once, on a database of its own, by n relay processes
+// (killing one of them when kill is set) while hogs CPU hogs run, and drops the database
+// unless -keep.
+func (e *environment) backlogRun(ctx context.Context, cfg config, stamp string, i, n int, kill bool, hogs int) (deliveryRun, error) {
+	cpu, err := parseServerPIDs(os.Getenv(envServerPIDs))
+	if err != nil {
+		return deliveryRun{}, err
+	}
+	db := fmt.Sprintf("bench_%s_%d_delivery_%d_%d", stamp, os.Getpid(), n, i)
+	run, err := e.deliver(ctx, cfg, db, n, kill, cpu)
+	run.hogs = hogs
+	if !cfg.keep {
+		cctx, cancel := cleanupContext(ctx)
+		err = errors.Join(err, e.dropDatabase(cctx, db), e.dropDatabase(cctx, db+"_leases"))
+		cancel()
+	}
+	if err != nil {
+		under := ""
+		if hogs > 0 {
+			under = " under load"
+		}
+		return run, fmt.Errorf("delivery by %d relay processes%s: %w", n, under, err)
+	}
+	return run, nil
+}
+
+// runBacklog delivers the backlog by 1, 2 and 4 relay processes, then by 2 of which one is
+// killed, into rep.
+func (e *environment) runBacklog(ctx context.Context, cfg config, stamp string, rep *deliveryReport) error {
+	fmt.Fprintf(os.Stderr, "bench: delivery by 1, 2 and 4 relay processes, then a take-over\n")
 	for i, n := range append(deliveryProcesses, 2) {
 		kill := i == len(deliveryProcesses)
-		run, err := one(i, n, kill, 0)
+		run, err := e.backlogRun(ctx, cfg, stamp, i, n, kill, 0)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if kill {
 			rep.takeOver = &run
@@ -182,16 +235,19 @@ func (e *environment) runDelivery(ctx context.Context, cfg config, stamp string)
 			rep.runs = append(rep.runs, run)
 		}
 	}
-	if len(cfg.deliveryLoad) == 0 && !cfg.loadTakeOver {
-		return rep, nil
-	}
+	return nil
+}
+
+// runBacklogUnderLoad delivers the backlog again while CPU hogs keep every core busy, by the
+// relay processes of -load, then in a take-over when -load says so, into rep.
+func (e *environment) runBacklogUnderLoad(ctx context.Context, cfg config, stamp string, rep *deliveryReport) error {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	hogs, err := cpuhog.Start(0, hogsBound, func() *exec.Cmd { return exec.Command(exe) })
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer hogs.Stop()
 	fmt.Fprintf(os.Stderr, "bench: delivery again under load (%d CPU hogs): by %v relay processes", hogs.Len(), cfg.deliveryLoad)
@@ -201,21 +257,21 @@ func (e *environment) runDelivery(ctx context.Context, cfg config, stamp string)
 	fmt.Fprintln(os.Stderr)
 	i := len(deliveryProcesses) + 1
 	for _, n := range cfg.deliveryLoad {
-		run, err := one(i, n, false, hogs.Len())
+		run, err := e.backlogRun(ctx, cfg, stamp, i, n, false, hogs.Len())
 		if err != nil {
-			return nil, err
+			return err
 		}
 		rep.loaded = append(rep.loaded, run)
 		i++
 	}
 	if cfg.loadTakeOver {
-		run, err := one(i, 2, true, hogs.Len())
+		run, err := e.backlogRun(ctx, cfg, stamp, i, 2, true, hogs.Len())
 		if err != nil {
-			return nil, err
+			return err
 		}
 		rep.loadedTakeOver = &run
 	}
-	return rep, nil
+	return nil
 }
 
 // deliver commits the backlog to db, has n relay processes deliver it (killing one of them
@@ -260,35 +316,9 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 		}
 		children = append(children, c)
 	}
-	logs := func() ([][]deliveryLine, error) {
-		out := make([][]deliveryLine, len(children))
-		for i, c := range children {
-			var err error
-			if out[i], err = c.lines(); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
 	deadline := time.Now().Add(deliveryDeadline)
 	wait := func(what string, done func([][]deliveryLine) bool) error {
-		for {
-			l, err := logs()
-			if err != nil {
-				return err
-			}
-			if done(l) {
-				return nil
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%s: not within %v", what, deliveryDeadline)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(deliveryLook):
-			}
-		}
+		return waitLogs(ctx, children, deadline, deliveryDeadline, what, done)
 	}
 
 	// The relays share the partitions first: each holds its share (n of them at most one
@@ -391,7 +421,7 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 			stopErr = errors.Join(stopErr, c.stop())
 		}
 	}
-	l, err := logs()
+	l, err := childLogs(children)
 	if err != nil {
 		return run, err
 	}
