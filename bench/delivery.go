@@ -50,16 +50,17 @@ type relayChild struct {
 }
 
 // startRelayChild starts the bench binary again as relay process name, delivering database
-// db of the server at uri with a handler that waits wait, and logging to a file in dir. It dies with this process: its
-// standard input closes then, on which it stops, and on Linux the kernel kills it.
-func startRelayChild(name, uri, db, dir string, wait time.Duration) (*relayChild, error) {
+// db of the server at uri with the handler of workload (workloadChain's, or "" for one that
+// waits wait), and logging to a file in dir. It dies with this process: its standard input
+// closes then, on which it stops, and on Linux the kernel kills it.
+func startRelayChild(name, uri, db, dir string, wait time.Duration, workload string) (*relayChild, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	c := &relayChild{name: name, log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
 	c.cmd = exec.Command(exe)
-	c.cmd.Env = append(os.Environ(), envRelayProcess+"="+name, envRelayURI+"="+uri, envRelayDB+"="+db, envRelayLog+"="+c.log, envRelayWait+"="+wait.String())
+	c.cmd.Env = append(os.Environ(), envRelayProcess+"="+name, envRelayURI+"="+uri, envRelayDB+"="+db, envRelayLog+"="+c.log, envRelayWait+"="+wait.String(), envRelayWorkload+"="+workload)
 	c.cmd.Stdout, c.cmd.Stderr = &c.output, &c.output
 	dieWithParent(c.cmd)
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
@@ -176,16 +177,25 @@ type procLeases struct {
 }
 
 // runDelivery measures the delivery section: the backlog delivered by 1, 2 and 4 relay
-// processes, then by 2 of which one is killed mid-delivery; then its runs under load (-load).
+// processes, then by 2 of which one is killed mid-delivery (unless -delivery is 0); then the
+// chains (-chain) by 1, 2 and 4 relay processes; then the backlog's runs under load (-load).
 func (e *environment) runDelivery(ctx context.Context, cfg config, stamp string) (*deliveryReport, error) {
 	if e.embedded != nil && !cfg.deliverySet {
 		cfg.deliveryEntries = embeddedDeliveryEntries
 	}
 	rep := &deliveryReport{entries: cfg.deliveryEntries, wait: cfg.deliveryWait, server: e.description}
-	if err := e.runBacklog(ctx, cfg, stamp, rep); err != nil {
-		return nil, err
+	if cfg.deliveryEntries > 0 {
+		if err := e.runBacklog(ctx, cfg, stamp, rep); err != nil {
+			return nil, err
+		}
 	}
-	if len(cfg.deliveryLoad) > 0 || cfg.loadTakeOver {
+	if cfg.chains > 0 {
+		var err error
+		if rep.chain, err = e.runChains(ctx, cfg, stamp); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.deliveryEntries > 0 && (len(cfg.deliveryLoad) > 0 || cfg.loadTakeOver) {
 		if err := e.runBacklogUnderLoad(ctx, cfg, stamp, rep); err != nil {
 			return nil, err
 		}
@@ -310,7 +320,7 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 		}
 	}()
 	for i := range n {
-		c, err := startRelayChild(fmt.Sprintf("r%d", i+1), e.uri, db, dir, cfg.deliveryWait)
+		c, err := startRelayChild(fmt.Sprintf("r%d", i+1), e.uri, db, dir, cfg.deliveryWait, "")
 		if err != nil {
 			return run, err
 		}

@@ -26,6 +26,9 @@ const (
 	envRelayDB      = "EXECSTORE_BENCH_RELAY_DB"
 	envRelayLog     = "EXECSTORE_BENCH_RELAY_LOG"
 	envRelayWait    = "EXECSTORE_BENCH_RELAY_WAIT" // the handler's wait, a time.Duration
+	// envRelayWorkload is the process's handler: workloadChain for the chain workload's
+	// (chainHandler), else the backlog's, which waits.
+	envRelayWorkload = "EXECSTORE_BENCH_RELAY_WORKLOAD"
 )
 
 // How every relay process of the delivery section runs its Relay.
@@ -41,7 +44,8 @@ const (
 )
 
 // deliveryLine is one line of a relay process's log: a handler call ("deliver", Start to
-// End) or an ack that returned nil ("ack", at End), "ready" once the relay runs, "took" and
+// End; "hop" for the chain workload's, with Chain, Hop, Emitted and Duplicate) or an ack
+// that returned nil ("ack", at End), "ready" once the relay runs, "took" and
 // "released" (Seq: the partition), "stopping" when its standard input closed, and "stats":
 // its Stats' LeasesLost, TakeOvers and ReTakes, whenever LeasesLost changed and once the
 // relay stopped, and "commands" every commandsEvery while they change: the commands the
@@ -57,6 +61,17 @@ type deliveryLine struct {
 	LeasesLost int64  `json:"leasesLost,omitempty"`
 	TakeOvers  int64  `json:"takeOvers,omitempty"`
 	ReTakes    int64  `json:"reTakes,omitempty"`
+	// Chain and Hop name a "hop" line's event. Emitted is when its commit returned, having
+	// emitted the chain's next hop (0: it emitted none); Duplicate says the dedupe answer
+	// found the event processed, and nothing was committed; Refused is what the handler's
+	// last refused commit was told ("conflict", "already processed", "outcome unknown"), and
+	// Failed the error of a handler call that failed.
+	Chain     int    `json:"chain,omitempty"`
+	Hop       int    `json:"hop,omitempty"`
+	Emitted   int64  `json:"emitted,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Refused   string `json:"refused,omitempty"`
+	Failed    string `json:"failed,omitempty"`
 	// Commands and LeaseCommands are the store's and the lease store's since the relay
 	// started, on the last "stats" line ({} there when none was sent, null on the other
 	// stats lines) and on the "commands" lines, written every commandsEvery while they
@@ -104,8 +119,8 @@ func (s *ackLine) AckOutbox(ctx context.Context, sourceID string, seq int64) err
 
 // deliveryProcess is the bench binary run as a relay process: it delivers the outbox of the
 // database its environment names, under a lease, with a handler that waits as long as its
-// environment says, until its standard input closes (the parent closed it, or died). It returns the exit
-// status.
+// environment says (or the chain workload's, chainHandler), until its standard input closes
+// (the parent closed it, or died). It returns the exit status.
 func deliveryProcess() int {
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "bench: relay process %s: %v\n", os.Getenv(envRelayProcess), err)
@@ -153,7 +168,7 @@ func deliveryProcess() int {
 		wake.Register(relayed, sig)
 		defer wake.Unregister(relayed)
 	}
-	r := relay.New(relayed, func(ctx context.Context, e execstore.OutboxEntry) error {
+	handler := func(ctx context.Context, e execstore.OutboxEntry) error {
 		start := time.Now()
 		select {
 		case <-time.After(wait):
@@ -162,7 +177,12 @@ func deliveryProcess() int {
 		}
 		log.write(deliveryLine{Kind: "deliver", Source: e.SourceID, Seq: e.Seq, Start: start.UnixNano(), End: time.Now().UnixNano()})
 		return nil
-	}, relay.Options{Lease: leases, LeaseDuration: deliveryLease, Lanes: deliveryLanes, PollInterval: deliveryPoll,
+	}
+	lanes := deliveryLanes
+	if os.Getenv(envRelayWorkload) == workloadChain {
+		handler, lanes = chainHandler(store, log), chainLanes
+	}
+	r := relay.New(relayed, handler, relay.Options{Lease: leases, LeaseDuration: deliveryLease, Lanes: lanes, PollInterval: deliveryPoll,
 		Logger:   slog.New(slog.NewTextHandler(warnings, nil)),
 		RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 		OnPartition: func(e relay.PartitionEvent) {

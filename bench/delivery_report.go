@@ -35,6 +35,8 @@ type deliveryReport struct {
 	// loaded and loadedTakeOver are runs again while CPU hogs kept every core busy (-load).
 	loaded         []deliveryRun
 	loadedTakeOver *deliveryRun
+	// chain is the chain workload (-chain); nil when not run.
+	chain *chainReport
 }
 
 // deliveryResult is one row of the delivery section in bench-results.json.
@@ -218,7 +220,7 @@ func leasesCell(r deliveryResult) string {
 
 // goals judges the delivery's scaling goals: 2 and 4 processes over 1.
 func (d *deliveryReport) goals() []targetResult {
-	if d == nil {
+	if d == nil || len(d.runs)+len(d.loaded) == 0 && d.takeOver == nil && d.loadedTakeOver == nil {
 		return nil
 	}
 	ratios := map[int]*float64{}
@@ -279,9 +281,19 @@ func (d *deliveryReport) goals() []targetResult {
 	return out
 }
 
-// writeTable prints the delivery section: events/s by relay processes, the lanes' ceiling,
-// what bound each run and each process's leases, then the take-over; then the same under load.
+// writeTable prints the delivery section: the backlog's table, then the chains'.
 func (d *deliveryReport) writeTable(out io.Writer) {
+	if d == nil {
+		return
+	}
+	d.writeBacklogTable(out)
+	d.chain.writeTable(out)
+}
+
+// writeBacklogTable prints the backlog's delivery: events/s by relay processes, the lanes'
+// ceiling, what bound each run and each process's leases, then the take-over; then the same
+// under load.
+func (d *deliveryReport) writeBacklogTable(out io.Writer) {
 	rows := d.rows()
 	if len(rows) == 0 {
 		return
@@ -366,8 +378,17 @@ func (d *deliveryReport) writeGoals(out io.Writer) {
 	}
 }
 
-// checked returns the delivery section's rows as the checks section counts them.
+// checked returns the delivery section's rows as the checks section counts them: the
+// backlog's, then the chains'.
 func (d *deliveryReport) checked() []checkedRows {
+	if d == nil {
+		return nil
+	}
+	return append(d.checkedBacklog(), d.chain.checked()...)
+}
+
+// checkedBacklog returns the backlog's rows as the checks section counts them.
+func (d *deliveryReport) checkedBacklog() []checkedRows {
 	rows := d.rows()
 	if len(rows) == 0 {
 		return nil
@@ -391,8 +412,11 @@ func (d *deliveryReport) checked() []checkedRows {
 	return []checkedRows{c}
 }
 
-// jsonRows returns the rows and the goals for bench-results.json.
+// jsonRows returns the rows and the goals for bench-results.json, then the chains' rows.
 func (d *deliveryReport) jsonRows() []any {
+	if d == nil {
+		return nil
+	}
 	var out []any
 	for _, r := range d.rows() {
 		out = append(out, r)
@@ -400,7 +424,7 @@ func (d *deliveryReport) jsonRows() []any {
 	for _, g := range d.goals() {
 		out = append(out, g)
 	}
-	return out
+	return append(out, d.chain.jsonRows()...)
 }
 
 func checksCell(ok bool) string {

@@ -41,7 +41,7 @@ type environment struct {
 // error nothing is left running.
 func startEnvironment(ctx context.Context, cfg config) (_ *environment, err error) {
 	if !cfg.scaling && !slices.ContainsFunc(cfg.variants, usesServer) && len(cfg.idemDesigns) == 0 &&
-		len(cfg.journalDesigns) == 0 && cfg.deliveryEntries == 0 {
+		len(cfg.journalDesigns) == 0 && cfg.deliveryEntries == 0 && cfg.chains == 0 {
 		return &environment{description: "no server (memstore only)"}, nil
 	}
 	e := &environment{uri: cfg.uri}

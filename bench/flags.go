@@ -76,6 +76,10 @@ type config struct {
 	// hogs keep every core busy (-load); loadTakeOver runs the take-over again too.
 	deliveryLoad []int
 	loadTakeOver bool
+	// chains and chainHops are the delivery section's chain workload (-chain): chains pairs
+	// of executions passing one event back and forth chainHops times, by 1, 2 and 4 relay
+	// processes; chains 0: not run.
+	chains, chainHops int
 
 	scaling      bool
 	scalingSizes []int
@@ -106,7 +110,7 @@ type config struct {
 // package go to out.
 func parseFlags(args []string, defaultURI string, out io.Writer) (config, error) {
 	var cfg config
-	var concurrency, variants, sizes, idemDesigns, idemConcurrency, journalDesigns, journalConcurrency, load string
+	var concurrency, variants, sizes, idemDesigns, idemConcurrency, journalDesigns, journalConcurrency, load, chain string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	// The default is applied after parsing, so that -h never prints a URI's credentials.
@@ -149,11 +153,14 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	fs.StringVar(&journalConcurrency, "journal-concurrency", "1,64",
 		"callers of the journal workload: a comma-separated list of levels, each measured")
 	fs.IntVar(&cfg.deliveryEntries, "delivery", defaultDeliveryEntries,
-		"outbox entries of the delivery section, delivered by 1, 2 and 4 relay processes (150 on the embedded server unless set); 0 to skip it")
+		"outbox entries of the delivery section, delivered by 1, 2 and 4 relay processes (150 on the embedded server unless set); 0 to skip those rows")
 	fs.DurationVar(&cfg.deliveryWait, "delivery-wait", deliveryWait,
 		"how long the delivery section's handler waits for each entry, as a downstream call would (positive)")
 	fs.StringVar(&load, "load", "none",
 		"delivery runs repeated while CPU hogs keep every core busy: relay processes, comma-separated (1,2,4), all (those and the take-over), or none")
+	fs.StringVar(&chain, "chain", defaultChain,
+		"the delivery section's chain workload: `CHAINSxHOPS` (16x10: 16 pairs of executions passing an event back and forth 10 times, "+
+			"by 1, 2 and 4 relay processes, timing each hop), or none")
 	fs.BoolVar(&cfg.scaling, "scaling", false, "measure the timer sweep at several collection sizes instead of the workload")
 	fs.StringVar(&sizes, "scaling-sizes", "1000,100000", "collection sizes for -scaling, comma-separated")
 	fs.IntVar(&cfg.scalingDue, "scaling-due", 20, "due timers in the collection for -scaling")
@@ -192,6 +199,9 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 		return config{}, err
 	}
 	if cfg.deliveryLoad, cfg.loadTakeOver, err = parseLoad(load); err != nil {
+		return config{}, err
+	}
+	if cfg.chains, cfg.chainHops, err = parseChain(chain); err != nil {
 		return config{}, err
 	}
 	if cfg.scalingSizes, err = parseInts("-scaling-sizes", sizes); err != nil {
@@ -414,4 +424,20 @@ func parseLoad(s string) ([]int, bool, error) {
 		}
 	}
 	return ns, false, nil
+}
+
+// parseChain parses -chain: CHAINSxHOPS, each a positive integer up to maxChainSize, or
+// "none" (or nothing) for no chain workload.
+func parseChain(s string) (chains, hops int, err error) {
+	t := strings.TrimSpace(s)
+	if t == "" || t == "none" {
+		return 0, 0, nil
+	}
+	c, h, ok := strings.Cut(t, "x")
+	chains, cerr := strconv.Atoi(strings.TrimSpace(c))
+	hops, herr := strconv.Atoi(strings.TrimSpace(h))
+	if !ok || cerr != nil || herr != nil || chains < 1 || hops < 1 || chains > maxChainSize || hops > maxChainSize {
+		return 0, 0, fmt.Errorf("-chain: %q is not CHAINSxHOPS (two integers from 1 to %d, as 16x10) nor none", s, maxChainSize)
+	}
+	return chains, hops, nil
 }

@@ -26,6 +26,31 @@ func TestParseFlagsDefaults(t *testing.T) {
 	require.Equal(t, "bench-out", cfg.out)
 	require.False(t, cfg.scaling)
 	require.Equal(t, []int{1000, 100000}, cfg.scalingSizes)
+	require.Equal(t, 16, cfg.chains, "-chain 16x10")
+	require.Equal(t, 10, cfg.chainHops)
+}
+
+func TestParseFlagsChain(t *testing.T) {
+	for _, tc := range []struct {
+		arg          string
+		chains, hops int
+	}{
+		{"16x10", 16, 10},
+		{" 4 x 3 ", 4, 3},
+		{"1x1", 1, 1},
+		{"1000x1000", 1000, 1000},
+		{"none", 0, 0},
+		{"", 0, 0},
+	} {
+		cfg, err := parseFlags([]string{"-chain", tc.arg}, "", io.Discard)
+		require.NoError(t, err, tc.arg)
+		require.Equal(t, tc.chains, cfg.chains, tc.arg)
+		require.Equal(t, tc.hops, cfg.chainHops, tc.arg)
+	}
+	for _, arg := range []string{"16", "0x10", "16x0", "-1x2", "ax3", "16x10x2", "1001x1", "16X10"} {
+		_, err := parseFlags([]string{"-chain", arg}, "", io.Discard)
+		require.ErrorContains(t, err, "-chain", arg)
+	}
 }
 
 func TestParseFlagsURI(t *testing.T) {

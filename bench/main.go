@@ -9,6 +9,7 @@
 //	go run ./bench -soak 1000000 -timeout 2h -uri mongodb://host:27017   # a month of retention in one database
 //	go run ./bench -variants memory -idem idem -journal none   # the idempotency-key store alone
 //	go run ./bench -variants memory -idem none   # the operation journal alone
+//	go run ./bench -variants aio -concurrency 1 -idem none -journal none -delivery 0   # the delivery section's chains
 //	go run ./bench -h              # the flags
 //
 // Without -uri (or MONGODB_URI) it runs on the embedded server in this process. The report goes
@@ -192,7 +193,7 @@ levels:
 	}
 
 	var delivery *deliveryReport
-	if runErr == nil && cfg.deliveryEntries > 0 && env.admin != nil {
+	if runErr == nil && (cfg.deliveryEntries > 0 || cfg.chains > 0) && env.admin != nil {
 		delivery, runErr = env.runDelivery(ctx, cfg, stamp)
 	}
 

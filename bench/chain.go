@@ -1,0 +1,479 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/aio"
+	"github.com/execstore/execstore/server"
+)
+
+// The chain workload of the delivery section: chains of events that hop between two
+// executions, each hop a commit whose outbox entry a relay hands to the next handler, by 1,
+// 2 and 4 relay processes. It measures each hop's latency from the emitting commit's return
+// to the next handler's start: within a process the store hands the entry to the relay in
+// memory; across processes the receiving relay finds it at its next poll.
+const (
+	workloadChain = "chain" // the relay processes' handler (envRelayWorkload)
+	defaultChain  = "16x10" // -chain's default
+	maxChainSize  = 1000    // bounds -chain's chains and hops
+	chainDeadline = 60 * time.Second
+)
+
+// chainRun is what one run of the chains measured, by processes relay processes.
+type chainRun struct {
+	processes int
+	measure   chainMeasure
+	cost      deliveryCost
+	wall      time.Duration // from the seeds' commits to every hop acked
+	checks    []check
+}
+
+// runChains runs the chains by 1, 2 and 4 relay processes, each run on a database of its
+// own.
+func (e *environment) runChains(ctx context.Context, cfg config, stamp string) (*chainReport, error) {
+	rep := &chainReport{chains: cfg.chains, hops: cfg.chainHops, server: e.description}
+	fmt.Fprintf(os.Stderr, "bench: %d chains of %d hops by 1, 2 and 4 relay processes\n", cfg.chains, cfg.chainHops)
+	for _, n := range deliveryProcesses {
+		db := fmt.Sprintf("bench_%s_%d_chain_%d", stamp, os.Getpid(), n)
+		run, err := e.chain(ctx, cfg, db, n)
+		if !cfg.keep {
+			cctx, cancel := cleanupContext(ctx)
+			err = errors.Join(err, e.dropDatabase(cctx, db), e.dropDatabase(cctx, db+"_leases"))
+			cancel()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("chains by %d relay processes: %w", n, err)
+		}
+		rep.runs = append(rep.runs, run)
+	}
+	return rep, nil
+}
+
+// chain runs the chains once: n relay processes share db's partitions, the bench creates
+// every chain's pair and commits its seed, and the processes' handlers pass each chain's
+// event back and forth until its last hop.
+func (e *environment) chain(ctx context.Context, cfg config, db string, n int) (run chainRun, err error) {
+	run = chainRun{processes: n}
+	store, err := aio.Open(ctx, e.uri, aio.Options{Connection: server.Connection{Database: db}})
+	if err != nil {
+		return run, err
+	}
+	defer func() {
+		cctx, cancel := cleanupContext(ctx)
+		err = errors.Join(err, store.Close(cctx))
+		cancel()
+	}()
+	dir, err := os.MkdirTemp("", "bench-chain-*")
+	if err != nil {
+		return run, err
+	}
+	defer func() {
+		if cfg.keep {
+			fmt.Fprintf(os.Stderr, "bench: the relay processes' logs of %s are in %s\n", db, dir)
+		} else {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	var children []*relayChild
+	defer func() {
+		for _, c := range children {
+			select {
+			case <-c.done:
+			default:
+				c.kill()
+			}
+		}
+	}()
+	for i := range n {
+		c, err := startRelayChild(fmt.Sprintf("r%d", i+1), e.uri, db, dir, cfg.deliveryWait, workloadChain)
+		if err != nil {
+			return run, err
+		}
+		children = append(children, c)
+	}
+	deadline := time.Now().Add(chainDeadline)
+	if err := waitLogs(ctx, children, deadline, chainDeadline, "the relay processes sharing the partitions", func(l [][]deliveryLine) bool {
+		return balanced(l, store.Partitions())
+	}); err != nil {
+		return run, err
+	}
+	pairs := chainPairs(cfg.seed, cfg.chains)
+	senders, err := createChains(ctx, store, pairs)
+	if err != nil {
+		return run, err
+	}
+	from := time.Now()
+	seeds, err := seedChains(ctx, store, pairs, senders, cfg.chainHops)
+	if err != nil {
+		return run, err
+	}
+	deadline = time.Now().Add(chainDeadline)
+	waitErr := waitLogs(ctx, children, deadline, chainDeadline, "every hop handled and acked", func(l [][]deliveryLine) bool {
+		return chainsDone(l, cfg.chains, cfg.chainHops)
+	})
+	to := time.Now()
+	var pending []execstore.OutboxEntry
+	for waitErr == nil {
+		if pending, err = store.PendingOutbox(ctx, 0); err != nil {
+			return run, err
+		}
+		if len(pending) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			waitErr = fmt.Errorf("%d entries still pending after %v", len(pending), chainDeadline)
+		}
+		time.Sleep(5 * deliveryLook)
+	}
+	if waitErr != nil && cfg.keep {
+		// Stalled: each process writes its goroutines' stacks beside its log.
+		for _, c := range children {
+			askForStacks(c.cmd)
+		}
+		time.Sleep(time.Second)
+	}
+	var stopErr error
+	for _, c := range children {
+		stopErr = errors.Join(stopErr, c.stop())
+	}
+	l, err := childLogs(children)
+	if err != nil {
+		return run, err
+	}
+	stored, err := chainStates(ctx, store, pairs)
+	if err != nil {
+		return run, err
+	}
+	if pending, err = store.PendingOutbox(ctx, 0); err != nil {
+		return run, err
+	}
+	run.measure = measureChains(l, seeds, cfg.chains, cfg.chainHops)
+	run.cost = costOf(l, from.UnixNano(), to.UnixNano())
+	run.wall = to.Sub(from)
+	run.checks = chainChecks(l, stored, cfg.chains, cfg.chainHops, pending, waitErr, stopErr)
+	return run, nil
+}
+
+// chainPairs returns the ids of the executions of chains 1…chains (pairs[c]; pairs[0] is
+// unused), drawn from seed: a sends the seed to b, and the hops go back and forth between
+// them, so b handles the even hops and a the odd ones. The ids end in random digits, so
+// that a pair is in one relay process's partitions or in two as chance has it: ids that
+// differ only in one letter, "chain1-a" and "chain1-b", hash to partitions that differ
+// modulo 4 (FNV-1a keeps the low bits of every byte apart), and relays that share the
+// partitions by their number modulo 2 or 4 would never hold both.
+func chainPairs(seed uint64, chains int) [][2]string {
+	rng := rand.New(rand.NewPCG(seed, 0xc4a1))
+	pairs := make([][2]string, chains+1)
+	for c := 1; c <= chains; c++ {
+		pairs[c] = [2]string{fmt.Sprintf("chain%d-a-%08x", c, rng.Uint32()), fmt.Sprintf("chain%d-b-%08x", c, rng.Uint32())}
+	}
+	return pairs
+}
+
+// createChains creates the executions of pairs, 16 commits at once, and returns each
+// chain's a as created (senders[c]).
+func createChains(ctx context.Context, store execstore.Store, pairs [][2]string) ([]*execstore.Execution, error) {
+	senders := make([]*execstore.Execution, len(pairs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for c := 1; c < len(pairs); c++ {
+		for i, id := range pairs[c] {
+			g.Go(func() error {
+				exe := &execstore.Execution{ID: id, DefinitionID: "chain", Status: execstore.Running, Data: []byte(`{"hops":[]}`)}
+				_, err := store.Commit(gctx, exe, execstore.Commit{})
+				if i == 0 {
+					senders[c] = exe
+				}
+				return err
+			})
+		}
+	}
+	return senders, g.Wait()
+}
+
+// seedChains commits each chain's seed, hop 0 from its a (senders[c]) to its b, 16 commits
+// at once, and returns when each commit returned (Unix nanoseconds), by chain.
+func seedChains(ctx context.Context, store execstore.Store, pairs [][2]string, senders []*execstore.Execution, hops int) (map[int]int64, error) {
+	returned := make([]int64, len(senders))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for c := 1; c < len(senders); c++ {
+		g.Go(func() error {
+			_, err := store.Commit(gctx, senders[c], execstore.Commit{Emits: []execstore.Emit{
+				{TargetID: pairs[c][1], Event: chainEventBytes(chainEvent{Chain: c, Hop: 0, Of: hops})}}})
+			returned[c] = time.Now().UnixNano()
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	out := make(map[int]int64, len(senders))
+	for c := 1; c < len(senders); c++ {
+		out[c] = returned[c]
+	}
+	return out, nil
+}
+
+// chainStates returns the hops each chain's executions' stored snapshots say they handled,
+// a's then b's, by chain.
+func chainStates(ctx context.Context, store execstore.Store, pairs [][2]string) (map[int][2][]int, error) {
+	out := map[int][2][]int{}
+	for c := 1; c < len(pairs); c++ {
+		var hops [2][]int
+		for i, id := range pairs[c] {
+			exe, err := store.Load(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			var s chainSnapshot
+			if err := json.Unmarshal(exe.Data, &s); err != nil {
+				return nil, fmt.Errorf("%s: %w", id, err)
+			}
+			hops[i] = s.Hops
+		}
+		out[c] = hops
+	}
+	return out, nil
+}
+
+// chainHandling is one "hop" line of a relay process's log, with the process's index.
+type chainHandling struct {
+	deliveryLine
+	proc int
+}
+
+// hopKey names one hop of one chain.
+type hopKey struct{ chain, hop int }
+
+// chainHandlings returns the "hop" lines of the logs by hop, each hop's in the order of
+// their starts.
+func chainHandlings(logs [][]deliveryLine) map[hopKey][]chainHandling {
+	out := map[hopKey][]chainHandling{}
+	for i, lines := range logs {
+		for _, x := range lines {
+			if x.Kind == "hop" {
+				k := hopKey{x.Chain, x.Hop}
+				out[k] = append(out[k], chainHandling{x, i})
+			}
+		}
+	}
+	for _, hs := range out {
+		slices.SortStableFunc(hs, func(a, b chainHandling) int { return cmp.Compare(a.Start, b.Start) })
+	}
+	return out
+}
+
+// handled returns the first handling of hs that committed: neither a duplicate nor failed.
+func handled(hs []chainHandling) (chainHandling, bool) {
+	for _, h := range hs {
+		if !h.Duplicate && h.Failed == "" {
+			return h, true
+		}
+	}
+	return chainHandling{}, false
+}
+
+// chainsDone reports whether the logs show every hop 0…hops of chains 1…chains handed to a
+// handler that did not fail, and every entry handed to such a handler acked. Whether each
+// was handled once is for the checks.
+func chainsDone(logs [][]deliveryLine, chains, hops int) bool {
+	by := chainHandlings(logs)
+	for c := 1; c <= chains; c++ {
+		for k := 0; k <= hops; k++ {
+			if !slices.ContainsFunc(by[hopKey{c, k}], func(h chainHandling) bool { return h.Failed == "" }) {
+				return false
+			}
+		}
+	}
+	acked := map[entryKey]bool{}
+	for _, lines := range logs {
+		for _, x := range lines {
+			if x.Kind == "ack" {
+				acked[entryKey{x.Source, x.Seq}] = true
+			}
+		}
+	}
+	for _, hs := range by {
+		for _, h := range hs {
+			if h.Failed == "" && !acked[entryKey{h.Source, h.Seq}] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// chainMeasure is what a run's logs say of its hops' latencies.
+type chainMeasure struct {
+	// hops are the latencies of hops 1…hops of every chain: from the return of the commit
+	// that emitted the hop (its emitter's handler, logged by the emitting process) to the
+	// start of its first handling (logged by the receiving process). Across and within split
+	// them by whether the two processes differ.
+	hops, across, within []time.Duration
+	// seeds are the latencies of the seeds (hop 0): from the bench's commit to the first
+	// handler's start.
+	seeds []time.Duration
+	// chainTimes are each chain's time from hop 1's emitting commit returned to the end of
+	// its last hop's handler: the time of its hops, handlers included.
+	chainTimes []time.Duration
+	// entries are the outbox entries handed to a handler, handlerCalls the calls, of which
+	// duplicates found their event processed and failed failed.
+	entries, handlerCalls, duplicates, failed int
+}
+
+// measureChains returns the latencies the logs give for chains 1…chains of hops hops, whose
+// seeds' commits returned at seeds (Unix nanoseconds, by chain). A hop's first handling is
+// its first handler call, failed or not; a hop with none, or whose emitter's commit return
+// is unknown (no call that committed it saw it return), is left out. A hop may measure below
+// zero: an entry can be handed over before its commit's return is logged.
+func measureChains(logs [][]deliveryLine, seeds map[int]int64, chains, hops int) chainMeasure {
+	var m chainMeasure
+	by := chainHandlings(logs)
+	entries := map[entryKey]bool{}
+	for _, hs := range by {
+		for _, h := range hs {
+			m.handlerCalls++
+			switch {
+			case h.Failed != "":
+				m.failed++
+			case h.Duplicate:
+				m.duplicates++
+			}
+			entries[entryKey{h.Source, h.Seq}] = true
+		}
+	}
+	m.entries = len(entries)
+	for c := 1; c <= chains; c++ {
+		if hs := by[hopKey{c, 0}]; len(hs) > 0 && seeds[c] > 0 {
+			m.seeds = append(m.seeds, time.Duration(hs[0].Start-seeds[c]))
+		}
+		for k := 1; k <= hops; k++ {
+			hs := by[hopKey{c, k}]
+			from, ok := handled(by[hopKey{c, k - 1}])
+			if len(hs) == 0 || !ok || from.Emitted == 0 {
+				continue
+			}
+			d := time.Duration(hs[0].Start - from.Emitted)
+			m.hops = append(m.hops, d)
+			if hs[0].proc != from.proc {
+				m.across = append(m.across, d)
+			} else {
+				m.within = append(m.within, d)
+			}
+		}
+		first, okFirst := handled(by[hopKey{c, 0}])
+		last, okLast := handled(by[hopKey{c, hops}])
+		if okFirst && okLast && first.Emitted > 0 {
+			m.chainTimes = append(m.chainTimes, time.Duration(last.End-first.Emitted))
+		}
+	}
+	return m
+}
+
+// chainChecks are a chain run's end-of-run checks: the outbox empty at the end; every hop
+// handled by a call that did not fail; every hop committed seen committed by a handler, or
+// its handler failed (a store that applied a commit and told its handler otherwise fails
+// it); no hop handled nor emitted twice; each chain's withheld hop delivered again and found
+// processed; the hops of each chain handled in order, by the logs and by what its
+// executions' snapshots hold; and the relay processes stopped cleanly. stored is the hops
+// each chain's a and b hold in their snapshots, by chain.
+func chainChecks(logs [][]deliveryLine, stored map[int][2][]int, chains, hops int, pending []execstore.OutboxEntry,
+	waitErr, stopErr error) []check {
+	var out []check
+	c := check{name: "outbox empty at the end", ok: len(pending) == 0 && waitErr == nil}
+	if !c.ok {
+		c.detail = fmt.Sprintf("%d entries pending", len(pending))
+		if waitErr != nil {
+			c.detail += fmt.Sprintf(" (%v)", waitErr)
+		}
+	}
+	out = append(out, c)
+
+	by := chainHandlings(logs)
+	var missing, unseen, doubled, notRedelivered, disordered []string
+	for ch := 1; ch <= chains; ch++ {
+		prev := int64(0)
+		for k := 0; k <= hops; k++ {
+			hs := by[hopKey{ch, k}]
+			name := fmt.Sprintf("chain %d hop %d", ch, k)
+			if !slices.ContainsFunc(hs, func(h chainHandling) bool { return h.Failed == "" }) {
+				missing = append(missing, name)
+				continue
+			}
+			if hs[0].Start <= prev {
+				disordered = append(disordered, fmt.Sprintf("%s started before hop %d", name, k-1))
+			}
+			prev = hs[0].Start
+			first, ok := handled(hs)
+			if !ok {
+				// No call saw its commit return: one whose commit was sent must have failed
+				// (its outcome unknown to it), or the store told a handler whose commit it
+				// applied that it was refused.
+				if !slices.ContainsFunc(hs, func(h chainHandling) bool { return h.Failed != "" }) {
+					told := ""
+					if hs[0].Refused != "" {
+						told = fmt.Sprintf(", a commit told %q", hs[0].Refused)
+					}
+					unseen = append(unseen, fmt.Sprintf("%s (every call found it processed%s)", name, told))
+				}
+				continue
+			}
+			firsts, entries := 0, map[entryKey]bool{}
+			for _, h := range hs {
+				if !h.Duplicate && h.Failed == "" {
+					firsts++
+				}
+				entries[entryKey{h.Source, h.Seq}] = true
+			}
+			if firsts > 1 || len(entries) > 1 {
+				doubled = append(doubled, fmt.Sprintf("%s (%d handlings, %d entries)", name, firsts, len(entries)))
+			}
+			if k == hops-1 && !slices.ContainsFunc(hs, func(h chainHandling) bool { return h.Duplicate && h.Start > first.Start }) {
+				notRedelivered = append(notRedelivered, name)
+			}
+		}
+		var want [2][]int // a handles the odd hops, b the even ones
+		for k := 0; k <= hops; k++ {
+			want[1-k%2] = append(want[1-k%2], k)
+		}
+		for i, name := range []string{"a", "b"} {
+			if got := stored[ch][i]; !slices.Equal(got, want[i]) {
+				disordered = append(disordered, fmt.Sprintf("chain %d's %s holds hops %v, not %v", ch, name, got, want[i]))
+			}
+		}
+	}
+	slices.Sort(disordered)
+	for _, x := range []struct {
+		name     string
+		offended []string
+	}{
+		{"every hop handled", missing},
+		{"every hop committed seen committed, or its handler failed", unseen},
+		{"no hop handled or emitted twice", doubled},
+		{"each withheld hop delivered again and found processed", notRedelivered},
+		{"each chain's hops handled in order", disordered},
+	} {
+		c := check{name: x.name, ok: len(x.offended) == 0}
+		if !c.ok {
+			c.detail = fmt.Sprintf("%d: %s", len(x.offended), listed(x.offended))
+		}
+		out = append(out, c)
+	}
+	c = check{name: "relay processes stopped cleanly", ok: stopErr == nil}
+	if !c.ok {
+		c.detail = stopErr.Error()
+	}
+	return append(out, c)
+}
