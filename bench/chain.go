@@ -33,10 +33,13 @@ const (
 // chainRun is what one run of the chains measured, by processes relay processes.
 type chainRun struct {
 	processes int
-	measure   chainMeasure
-	cost      deliveryCost
-	wall      time.Duration // from the seeds' commits to every hop acked
-	checks    []check
+	// placed: each chain's b is named into a's partition (execstore.PlaceWith), so that one
+	// relay process holds both and every hop stays in its memory.
+	placed  bool
+	measure chainMeasure
+	cost    deliveryCost
+	wall    time.Duration // from the seeds' commits to every hop acked
+	checks  []check
 }
 
 // runChains runs the chains by 1, 2 and 4 relay processes, each run on a database of its
@@ -44,16 +47,17 @@ type chainRun struct {
 func (e *environment) runChains(ctx context.Context, cfg config, stamp string) (*chainReport, error) {
 	rep := &chainReport{chains: cfg.chains, hops: cfg.chainHops, server: e.description}
 	fmt.Fprintf(os.Stderr, "bench: %d chains of %d hops by 1, 2 and 4 relay processes\n", cfg.chains, cfg.chainHops)
-	for _, n := range deliveryProcesses {
-		db := fmt.Sprintf("bench_%s_%d_chain_%d", stamp, os.Getpid(), n)
-		run, err := e.chain(ctx, cfg, db, n)
+	for _, run := range chainRuns() {
+		n := run.processes
+		db := fmt.Sprintf("bench_%s_%d_chain_%d%s", stamp, os.Getpid(), n, map[bool]string{true: "_placed"}[run.placed])
+		run, err := e.chain(ctx, cfg, db, run)
 		if !cfg.keep {
 			cctx, cancel := cleanupContext(ctx)
 			err = errors.Join(err, e.dropDatabase(cctx, db), e.dropDatabase(cctx, db+"_leases"))
 			cancel()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("chains by %d relay processes: %w", n, err)
+			return nil, fmt.Errorf("chains by %d relay processes (placed: %v): %w", n, run.placed, err)
 		}
 		rep.runs = append(rep.runs, run)
 	}
@@ -63,8 +67,8 @@ func (e *environment) runChains(ctx context.Context, cfg config, stamp string) (
 // chain runs the chains once: n relay processes share db's partitions, the bench creates
 // every chain's pair and commits its seed, and the processes' handlers pass each chain's
 // event back and forth until its last hop.
-func (e *environment) chain(ctx context.Context, cfg config, db string, n int) (run chainRun, err error) {
-	run = chainRun{processes: n}
+func (e *environment) chain(ctx context.Context, cfg config, db string, run chainRun) (_ chainRun, err error) {
+	n := run.processes
 	store, err := aio.Open(ctx, e.uri, aio.Options{Connection: server.Connection{Database: db}})
 	if err != nil {
 		return run, err
@@ -108,7 +112,10 @@ func (e *environment) chain(ctx context.Context, cfg config, db string, n int) (
 	}); err != nil {
 		return run, err
 	}
-	pairs := chainPairs(cfg.seed, cfg.chains)
+	pairs, err := chainPairs(cfg.seed, cfg.chains, run.placed, store.Partitions())
+	if err != nil {
+		return run, err
+	}
 	senders, err := createChains(ctx, store, pairs)
 	if err != nil {
 		return run, err
@@ -172,13 +179,35 @@ func (e *environment) chain(ctx context.Context, cfg config, db string, n int) (
 // differ only in one letter, "chain1-a" and "chain1-b", hash to partitions that differ
 // modulo 4 (FNV-1a keeps the low bits of every byte apart), and relays that share the
 // partitions by their number modulo 2 or 4 would never hold both.
-func chainPairs(seed uint64, chains int) [][2]string {
+//
+// Placed, each b is named into its a's partition among partitions (execstore.PlaceWith), as
+// an engine keeps a saga's executions together.
+func chainPairs(seed uint64, chains int, placed bool, partitions int) ([][2]string, error) {
 	rng := rand.New(rand.NewPCG(seed, 0xc4a1))
 	pairs := make([][2]string, chains+1)
 	for c := 1; c <= chains; c++ {
 		pairs[c] = [2]string{fmt.Sprintf("chain%d-a-%08x", c, rng.Uint32()), fmt.Sprintf("chain%d-b-%08x", c, rng.Uint32())}
+		if placed {
+			b, err := execstore.PlaceWith(pairs[c][1], pairs[c][0], partitions)
+			if err != nil {
+				return nil, err
+			}
+			pairs[c][1] = b
+		}
 	}
-	return pairs
+	return pairs, nil
+}
+
+// chainRuns are the runs of the chains: by 1, 2 and 4 relay processes, the pairs spread as
+// their ids fall, then placed together.
+func chainRuns() []chainRun {
+	var runs []chainRun
+	for _, placed := range []bool{false, true} {
+		for _, n := range deliveryProcesses {
+			runs = append(runs, chainRun{processes: n, placed: placed})
+		}
+	}
+	return runs
 }
 
 // createChains creates the executions of pairs, 16 commits at once, and returns each

@@ -19,6 +19,11 @@ import (
 // default 16 chains, so that a hop never queues behind another chain's handler.
 const chainLanes = 64
 
+// chainCacheSize is the snapshot cache of the chain workload's stores (aio.Options.CacheSize),
+// as an engine runs them: a hop's handler loads an execution its process committed last
+// whenever the previous hop ran there.
+const chainCacheSize = 4096
+
 // chainEvent is one event of a chain, the payload of its outbox entries: hop Hop of chain
 // Chain, whose last hop is Of. Hop 0 is the seed, committed by the bench.
 type chainEvent struct {

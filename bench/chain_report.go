@@ -23,6 +23,7 @@ type chainReport struct {
 type chainResult struct {
 	Workload  string `json:"workload"` // workloadDeliveryChain
 	Processes int    `json:"processes"`
+	Placed    bool   `json:"placed"` // each chain's pair named into one partition (execstore.PlaceWith)
 	Chains    int    `json:"chains"`
 	Hops      int    `json:"hops"` // per chain, after its seed
 	// HopsMeasured are the hops whose latency the logs give: from the return of the commit
@@ -60,11 +61,16 @@ type chainResult struct {
 	StoreCommandsByName map[string]int64 `json:"store_commands_by_name,omitempty"`
 	LeaseCommandsByName map[string]int64 `json:"lease_commands_by_name,omitempty"`
 	CommandsPerEvent    *float64         `json:"commands_per_event,omitempty"`
-	PollIntervalMs      float64          `json:"poll_interval_ms"` // the relays' PollInterval
-	WallS               float64          `json:"wall_s"`
-	Server              string           `json:"server"`
-	ChecksPassed        bool             `json:"checks_passed"`
-	FailedChecks        []string         `json:"failed_checks,omitempty"`
+	// StoreCommandsByOperation are StoreCommandsByName by the operation each served
+	// (aio.OperationOf: "other" for none), and HandlerCommandsPerEvent those the handlers
+	// waited for (their loads and commits) over Events: the critical path.
+	StoreCommandsByOperation map[string]int64 `json:"store_commands_by_operation,omitempty"`
+	HandlerCommandsPerEvent  *float64         `json:"handler_commands_per_event,omitempty"`
+	PollIntervalMs           float64          `json:"poll_interval_ms"` // the relays' PollInterval
+	WallS                    float64          `json:"wall_s"`
+	Server                   string           `json:"server"`
+	ChecksPassed             bool             `json:"checks_passed"`
+	FailedChecks             []string         `json:"failed_checks,omitempty"`
 }
 
 // rows returns the report's rows, one a run.
@@ -88,7 +94,7 @@ func (c *chainReport) rows() []chainResult {
 	var out []chainResult
 	for _, r := range c.runs {
 		m := r.measure
-		row := chainResult{Workload: workloadDeliveryChain, Processes: r.processes, Chains: c.chains, Hops: c.hops,
+		row := chainResult{Workload: workloadDeliveryChain, Processes: r.processes, Placed: r.placed, Chains: c.chains, Hops: c.hops,
 			HopsMeasured: len(m.hops), HopP50Ms: ms(m.hops, 50), HopP90Ms: ms(m.hops, 90), HopP99Ms: ms(m.hops, 99),
 			HopMaxMs: ms(m.hops, 100), AcrossProcesses: len(m.across), AcrossP50Ms: median(m.across),
 			WithinP50Ms: median(m.within), SeedP50Ms: ms(m.seeds, 50),
@@ -106,6 +112,9 @@ func (c *chainReport) rows() []chainResult {
 		if r.cost.commandsComplete && m.entries > 0 {
 			v := round(float64(r.cost.commands())/float64(m.entries), 2)
 			row.CommandsPerEvent = &v
+			h := round(float64(r.cost.operations.handlers())/float64(m.entries), 2)
+			row.HandlerCommandsPerEvent = &h
+			row.StoreCommandsByOperation = r.cost.operations
 		}
 		for _, ch := range r.checks {
 			if !ch.ok {
@@ -129,12 +138,13 @@ func (c *chainReport) writeTable(out io.Writer) {
 	fmt.Fprintf(out, "\nchains: %d pairs of executions, each passing an event back and forth %d hops after a seed, by relay processes "+
 		"(each Lanes %d, PollInterval %v, lease %v)\n", c.chains, c.hops, chainLanes, deliveryPoll, deliveryLease)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "processes\thops\thop p50 ms\thop p90 ms\thop p99 ms\tacross processes\tacross p50 ms\twithin p50 ms\t"+
-		"chain mean s\tcmds/event\tduplicates\tchecks\t\n")
+	fmt.Fprintf(tw, "processes\tpairs\thops\thop p50 ms\thop p90 ms\thop p99 ms\tacross processes\tacross p50 ms\twithin p50 ms\t"+
+		"chain mean s\tcmds/event\thandler cmds/event\tduplicates\tchecks\t\n")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%.2f\t%s\t%d\t%s\t\n", r.Processes, r.HopsMeasured,
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%.2f\t%s\t%s\t%d\t%s\t\n", r.Processes,
+			map[bool]string{true: "placed", false: "spread"}[r.Placed], r.HopsMeasured,
 			latencyMs(r.HopP50Ms), latencyMs(r.HopP90Ms), latencyMs(r.HopP99Ms), r.AcrossProcesses, msCell(r.AcrossP50Ms), msCell(r.WithinP50Ms),
-			r.ChainMeanS, perEventCell(r.CommandsPerEvent), r.Duplicates, checksCell(r.ChecksPassed))
+			r.ChainMeanS, perEventCell(r.CommandsPerEvent), perEventCell(r.HandlerCommandsPerEvent), r.Duplicates, checksCell(r.ChecksPassed))
 	}
 	tw.Flush()
 	seeds, failed, anyFailed := "", "", false

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,12 +176,18 @@ func TestChainChecks(t *testing.T) {
 }
 
 // The pairs are drawn from the seed: the same each time, others with another seed, and
-// every id distinct.
+// every id distinct. Placed, each b is in its a's partition, and begins with the b it would
+// be spread.
 func TestChainPairs(t *testing.T) {
-	p := chainPairs(1, 16)
+	pairs := func(seed uint64, placed bool) [][2]string {
+		p, err := chainPairs(seed, 16, placed, 64)
+		require.NoError(t, err)
+		return p
+	}
+	p := pairs(1, false)
 	require.Len(t, p, 17)
-	assert.Equal(t, p, chainPairs(1, 16))
-	assert.NotEqual(t, p, chainPairs(2, 16))
+	assert.Equal(t, p, pairs(1, false))
+	assert.NotEqual(t, p, pairs(2, false))
 	seen := map[string]bool{}
 	for _, pair := range p[1:] {
 		for _, id := range pair {
@@ -190,6 +197,12 @@ func TestChainPairs(t *testing.T) {
 	}
 	assert.Regexp(t, `^chain3-a-[0-9a-f]{8}$`, p[3][0])
 	assert.Regexp(t, `^chain3-b-[0-9a-f]{8}$`, p[3][1])
+	placed := pairs(1, true)
+	for c := 1; c <= 16; c++ {
+		assert.Equal(t, p[c][0], placed[c][0])
+		assert.True(t, strings.HasPrefix(placed[c][1], p[c][1]), "%s begins with %s", placed[c][1], p[c][1])
+		assert.Equal(t, execstore.PartitionOf(placed[c][0], 64), execstore.PartitionOf(placed[c][1], 64), "chain %d", c)
+	}
 }
 
 // The chain's handler commits the hop to its target with the next hop to the entry's

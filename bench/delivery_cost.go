@@ -14,7 +14,9 @@ type deliveryCost struct {
 	// Summed over the processes that reported them: commandsComplete is false when one did
 	// not (a killed process).
 	storeCommands, leaseCommands commandCounts
-	commandsComplete             bool
+	// operations are storeCommands by the operation each served (aio.OperationOf).
+	operations       commandCounts
+	commandsComplete bool
 	// server is the server's CPU from the backlog committed to every entry acked; nil: not
 	// measured.
 	server *serverCPU
@@ -28,7 +30,7 @@ const commandsEvery = 100 * time.Millisecond
 // "commands" line at or after to (else its final "stats" line), less those on its last
 // line before from.
 func costOf(logs [][]deliveryLine, from, to int64) deliveryCost {
-	c := deliveryCost{storeCommands: commandCounts{}, leaseCommands: commandCounts{}, commandsComplete: true}
+	c := deliveryCost{storeCommands: commandCounts{}, leaseCommands: commandCounts{}, operations: commandCounts{}, commandsComplete: true}
 	for _, lines := range logs {
 		var base, end *deliveryLine
 		for i, x := range lines {
@@ -46,12 +48,13 @@ func costOf(logs [][]deliveryLine, from, to int64) deliveryCost {
 			c.commandsComplete = false
 			continue
 		}
-		store, lease := commandCounts(end.Commands), commandCounts(end.LeaseCommands)
+		store, lease, ops := commandCounts(end.Commands), commandCounts(end.LeaseCommands), commandCounts(end.Operations)
 		if base != nil {
-			store, lease = store.since(base.Commands), lease.since(base.LeaseCommands)
+			store, lease, ops = store.since(base.Commands), lease.since(base.LeaseCommands), ops.since(base.Operations)
 		}
 		c.storeCommands = c.storeCommands.plus(store)
 		c.leaseCommands = c.leaseCommands.plus(lease)
+		c.operations = c.operations.plus(ops)
 	}
 	return c
 }

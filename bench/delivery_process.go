@@ -78,6 +78,8 @@ type deliveryLine struct {
 	// change.
 	Commands      map[string]int64 `json:"commands"`
 	LeaseCommands map[string]int64 `json:"leaseCommands"`
+	// Operations are the store's Commands by the operation each served (aio.OperationOf).
+	Operations map[string]int64 `json:"operations,omitempty"`
 }
 
 // reTakes returns Stats.ReTakes, or 0 for a relay whose Stats have none.
@@ -146,7 +148,11 @@ func deliveryProcess() int {
 	}
 	storeCmds, leaseCmds := newCommandCounter(), newCommandCounter()
 	conn := server.Connection{Database: os.Getenv(envRelayDB), ClientOptions: clientWithMonitor(storeCmds)}
-	store, err := aio.Open(ctx, os.Getenv(envRelayURI), aio.Options{Connection: conn})
+	opts := aio.Options{Connection: conn}
+	if os.Getenv(envRelayWorkload) == workloadChain {
+		opts.CacheSize = chainCacheSize // the handlers load what this process committed last
+	}
+	store, err := aio.Open(ctx, os.Getenv(envRelayURI), opts)
 	if err != nil {
 		return fail(err)
 	}
@@ -168,6 +174,8 @@ func deliveryProcess() int {
 		wake.Register(relayed, sig)
 		defer wake.Unregister(relayed)
 	}
+	wake.RegisterBoard(relayed, wake.BoardOf(store)) // the commits of the other processes wake it
+	defer wake.RegisterBoard(relayed, nil)
 	handler := func(ctx context.Context, e execstore.OutboxEntry) error {
 		start := time.Now()
 		select {
@@ -192,7 +200,7 @@ func deliveryProcess() int {
 			}
 			log.write(deliveryLine{Kind: kind, Seq: int64(e.Partition), End: time.Now().UnixNano()})
 		}})
-	storeFrom, leaseFrom := storeCmds.snapshot(), leaseCmds.snapshot() // the opens' commands are not the relay's
+	storeFrom, leaseFrom, opsFrom := storeCmds.snapshot(), leaseCmds.snapshot(), storeCmds.operations() // the opens' commands are not the relay's
 	runErr := make(chan error, 1)
 	go func() { runErr <- r.Run(ctx) }()
 	log.write(deliveryLine{Kind: "ready", End: time.Now().UnixNano()})
@@ -201,6 +209,7 @@ func deliveryProcess() int {
 		l := deliveryLine{Kind: "stats", End: time.Now().UnixNano(), LeasesLost: st.LeasesLost, TakeOvers: st.TakeOvers, ReTakes: reTakes(st)}
 		if last {
 			l.Commands, l.LeaseCommands = storeCmds.snapshot().since(storeFrom), leaseCmds.snapshot().since(leaseFrom)
+			l.Operations = storeCmds.operations().since(opsFrom)
 		}
 		log.write(l)
 	}
@@ -225,7 +234,8 @@ func deliveryProcess() int {
 			c, lc := storeCmds.snapshot().since(storeFrom), leaseCmds.snapshot().since(leaseFrom)
 			if n := c.total() + lc.total(); n != sent {
 				sent, lastSent = n, time.Now()
-				log.write(deliveryLine{Kind: "commands", End: lastSent.UnixNano(), Commands: c, LeaseCommands: lc})
+				log.write(deliveryLine{Kind: "commands", End: lastSent.UnixNano(), Commands: c, LeaseCommands: lc,
+					Operations: storeCmds.operations().since(opsFrom)})
 			}
 		}
 	}()

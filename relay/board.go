@@ -12,22 +12,29 @@ import (
 // they do not change: a store goes by a record published within 30s.
 const boardRepublish = 10 * time.Second
 
+// boardIdleShift bounds how far an idle session backs off its reads of its marks: to
+// WakeInterval<<boardIdleShift (8×) while its reads find none.
+const boardIdleShift = 3
+
 // watchBoard is the session's side of the store's board (wake.Board), on a goroutine of its
-// own until stop: every WakeInterval it publishes the partitions it hands out when they
-// changed (and every boardRepublish), and reads the marks the commits of other processes
-// left it, one read by its id. A mark owes its execution a targeted read, as a local commit
-// not handed over does; marks missed (more than the board keeps came between two reads) owe
-// a scan of the partitions. Its record is withdrawn at the end.
+// own until stop: it publishes the partitions it hands out when they changed (and every
+// boardRepublish), and reads the marks the commits of other processes left it, one read by
+// its id, every WakeInterval; each read that finds none doubles the wait, up to
+// WakeInterval<<boardIdleShift, and one that finds some, or partitions that changed, bring it
+// back. A mark owes its execution a targeted read, as a local commit not handed over does;
+// marks missed (more than the board keeps came between two reads) owe a scan of the
+// partitions. Its record is withdrawn at the end.
 func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 	r := s.r
 	holder := r.member + "/" + string(r.boardKind)
 	defer wake.HoldLocally(holder)()
-	tick := time.NewTicker(r.opts.WakeInterval)
+	tick := time.NewTimer(r.opts.WakeInterval)
 	defer tick.Stop()
 	var (
 		cursor      wake.Cursor
 		published   []int
 		publishedAt time.Time
+		idle        int // reads in a row that found no mark, up to boardIdleShift
 	)
 	defer func() {
 		if len(published) > 0 {
@@ -44,6 +51,8 @@ func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 			return
 		case <-tick.C:
 		}
+		tick.Reset(r.opts.WakeInterval << idle)
+		idle = min(idle+1, boardIdleShift)
 		s.mu.Lock()
 		parts, _ := s.scannable()
 		s.mu.Unlock()
@@ -51,6 +60,9 @@ func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 			h := wake.Holding{Kind: r.boardKind, Parts: parts, Ahead: s.lookAhead().Seconds()}
 			if err := r.board.Publish(s.sessionCtx, holder, h); err != nil {
 				continue // the polls deliver: a board only hastens
+			}
+			if !slices.Equal(parts, published) {
+				idle = 0
 			}
 			published, publishedAt = parts, time.Now()
 		}
@@ -63,6 +75,8 @@ func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 		}
 		if fresh, missed := cursor.Next(marks); len(fresh) > 0 || missed {
 			s.woken(fresh, missed)
+			idle = 0
+			tick.Reset(r.opts.WakeInterval)
 		}
 	}
 }

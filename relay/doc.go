@@ -114,8 +114,9 @@
 // scans other than a full scan's follow-up are at least that far apart.
 //
 // The board is a collection of the database named after the store's with "_wakes" appended,
-// one document per holder. What it costs: an idle relay that holds partitions reads its
-// document once per WakeInterval, and writes it when its partitions change and every 10s. A
+// one document per holder. What it costs: a relay that holds partitions reads its document
+// once per WakeInterval while marks come, backing off to once per 8×WakeInterval (160ms by
+// default) while its reads find none, and writes it when its partitions change and every 10s. A
 // store that commits reads the holders' documents at most once a second, only while it
 // commits something to relay, and writes the marks of the commits of one round trip in one
 // bulk write, one statement per holder: while one write is in flight, the next gathers.
