@@ -24,7 +24,7 @@ const (
 	// write per database at a time (the embedded server).
 	boardSuffix = "_wakes"
 	// boardKeep bounds the marks a holder's record keeps of each writer.
-	boardKeep = 256
+	boardKeep = 64
 	// boardRefresh is how long a store goes by what it read of the holdings.
 	boardRefresh = time.Second
 	// boardStale is how long a holding counts without being published again (relays publish

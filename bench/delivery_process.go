@@ -169,6 +169,9 @@ func deliveryProcess() int {
 	var relayed execstore.Store = &ackLine{Store: store, log: log}
 	if p, ok := execstore.Store(store).(execstore.Partitioned); ok {
 		relayed = &partitionedStore{Store: relayed, p: p}
+		if t, ok := execstore.Store(store).(execstore.Targeted); ok { // the reads a mark or a refused hand-over asks for
+			relayed = &targetedStore{partitionedStore: relayed.(*partitionedStore), t: t}
+		}
 	}
 	if sig := wake.Of(store); sig != nil {
 		wake.Register(relayed, sig)

@@ -13,8 +13,8 @@ import (
 const boardRepublish = 10 * time.Second
 
 // boardIdleShift bounds how far an idle session backs off its reads of its marks: to
-// WakeInterval<<boardIdleShift (8×) while its reads find none.
-const boardIdleShift = 3
+// WakeInterval<<boardIdleShift (4×) while its reads find none.
+const boardIdleShift = 2
 
 // watchBoard is the session's side of the store's board (wake.Board), on a goroutine of its
 // own until stop: it publishes the partitions it hands out when they changed (and every
@@ -82,7 +82,7 @@ func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 }
 
 // woken owes a targeted read of the executions marked fresh whose partitions the session
-// hands out (for a sweeper, those whose timer its scans would read already), and a scan of
+// holds (for a sweeper, those whose timer its scans would read already), and a scan of
 // the partitions when marks were missed.
 func (s *session[T, K]) woken(fresh []wake.Mark, missed bool) {
 	horizon := contract.StoredTime(s.r.opts.Clock().Add(s.lookAhead()))
@@ -90,8 +90,10 @@ func (s *session[T, K]) woken(fresh []wake.Mark, missed bool) {
 	defer s.mu.Unlock()
 	owed := missed
 	for _, m := range fresh {
+		// A hold not handing out for now (its lease's renewal late) is owed the read all the
+		// same: it is sent once the hold hands out again.
 		h := s.holds[s.r.partOf(m.ID)]
-		if !s.handing(h) || (s.r.boardKind == wake.Timers && m.FireAt > horizon) {
+		if h == nil || h.state != holdActive || (s.r.boardKind == wake.Timers && m.FireAt > horizon) {
 			continue
 		}
 		h.sources.soil(m.ID, s.fl.epoch)

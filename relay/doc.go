@@ -115,7 +115,7 @@
 //
 // The board is a collection of the database named after the store's with "_wakes" appended,
 // one document per holder. What it costs: a relay that holds partitions reads its document
-// once per WakeInterval while marks come, backing off to once per 8×WakeInterval (160ms by
+// once per WakeInterval while marks come, backing off to once per 4×WakeInterval (80ms by
 // default) while its reads find none, and writes it when its partitions change and every 10s. A
 // store that commits reads the holders' documents at most once a second, only while it
 // commits something to relay, and writes the marks of the commits of one round trip in one
@@ -233,22 +233,23 @@
 //     under it alone: a new hold starts knowing nothing.
 //   - A targeted read is a scan of the executions it names: it learns of those alone. The
 //     relay knows which executions it must read again: each whose items it left in the store
-//     (released, held back, or written by a commit it did not hand over) is marked when they
+//     (released, held back, or written by a commit it did not hand over, or named by a mark on
+//     the board) is soiled when they
 //     were left (sources.go), and each timer come due names its execution. A read of execution
 //     S reads S's document in one find, so it returns every pending item of S as one version
 //     of the document had them, before or after any concurrent commit or ack of S (atomic on
 //     MongoDB, under the row lock on DocumentDB), as a scan of S's partition would. It begins
 //     an epoch and is decided as a scan is. When it read every pending item of the executions
-//     it names (it was not cut by its limit), it clears the marks of those executions alone,
+//     it names (it was not cut by its limit), it clears the soiling of those executions alone,
 //     and drops the timers waiting for a confirmation of those executions alone that it did
-//     not return. An execution it did not name keeps its mark, and is read by a later read or
+//     not return. An execution it did not name stays soiled, and is read by a later read or
 //     scan. What other processes commit to the partitions is found by the reads their marks
 //     ask for, and by the polls' scans of the partitions.
 //   - A mark only hastens. A mark names an execution; the relay reads it as a local commit
 //     not handed over, and decides nothing from the mark itself. A mark lost (the write
 //     failed, the store's intake was full), late, written to a holder that no longer holds
 //     the partition, never written (a store that read the holders before the relay published,
-//     up to a second), or more marks between two reads than the document keeps (256 per
+//     up to a second), or more marks between two reads than the document keeps (64 per
 //     store: a scan of the partitions follows), delays a delivery until the next poll at
 //     most, which reads the partitions themselves. Of two holders that list a partition (one
 //     handing it over, one taking it), the stores mark the one that published last.

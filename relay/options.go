@@ -47,7 +47,7 @@ type Options struct {
 	// WakeInterval is how often a relay that holds partitions under a lease (Options.Lease,
 	// or the sole lease) over a store with a board (aio's) reads the wake-ups the commits of
 	// other processes left it there: one read of one document by its id, backing off to one
-	// every 8×WakeInterval while its reads find none, and back at once when one does. A commit to an
+	// every 4×WakeInterval while its reads find none, and back at once when one does. A commit to an
 	// execution of a partition it holds is then delivered within about WakeInterval, not a
 	// PollInterval later, and a timer armed in one fires on time. The relay also publishes
 	// the partitions it holds there when they change, and every 10s. Polls stay: a wake-up
