@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"maps"
+	"slices"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/event"
@@ -21,10 +22,11 @@ type commandCounter struct {
 	mu     sync.Mutex
 	byName map[string]int64
 	byOp   map[string]int64
+	path   map[string]int64 // by name, the commands of handlerOps alone
 }
 
 func newCommandCounter() *commandCounter {
-	return &commandCounter{byName: make(map[string]int64), byOp: make(map[string]int64)}
+	return &commandCounter{byName: make(map[string]int64), byOp: make(map[string]int64), path: make(map[string]int64)}
 }
 
 // monitor returns the monitor to set on a client's options.
@@ -38,6 +40,9 @@ func (c *commandCounter) monitor() *event.CommandMonitor {
 			c.mu.Lock()
 			c.byName[e.CommandName]++
 			c.byOp[op]++
+			if slices.Contains(handlerOps, op) {
+				c.path[e.CommandName]++
+			}
 			c.mu.Unlock()
 		},
 	}
@@ -48,6 +53,13 @@ func (c *commandCounter) snapshot() commandCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return commandCounts(maps.Clone(c.byName))
+}
+
+// pathSnapshot returns the counts so far, by name, of the commands of handlerOps alone.
+func (c *commandCounter) pathSnapshot() commandCounts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return commandCounts(maps.Clone(c.path))
 }
 
 // operations returns the counts so far by operation.

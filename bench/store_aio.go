@@ -114,12 +114,14 @@ func (r *relayAIO) Close(ctx context.Context) error {
 	return r.Store.Close(ctx)
 }
 
-// commands counts both stores' clients; pathCommands the handlers' alone.
+// commands counts both stores' clients; pathCommands the handlers' loads and commits alone
+// (aio.OperationOf): not the acks and timer deletes their store writes on the relay's behalf
+// when no commit carries them.
 func (s *aioStore) commands() commandCounts {
 	return s.cmds.snapshot().plus(s.bgCmds.snapshot())
 }
 
-func (s *aioStore) pathCommands() commandCounts { return s.cmds.snapshot() }
+func (s *aioStore) pathCommands() commandCounts { return s.cmds.pathSnapshot() }
 
 // counts reports the handlers' store's group commits (bulk writes issued, commits they
 // carried), its seq-block reservations and, with the cache on, the cache's hits and misses,
@@ -129,8 +131,12 @@ func (s *aioStore) counts() map[string]int64 {
 		return nil
 	}
 	st := s.aio.Stats()
+	ops := s.cmds.operations()
 	c := map[string]int64{"group_commits": st.GroupCommits, "grouped_commits": st.GroupedCommits, "seq_blocks": st.SeqBlocks,
-		"acks_carried": st.AcksCarried, "timers_carried": st.TimersCarried}
+		"acks_carried": st.AcksCarried, "timers_carried": st.TimersCarried,
+		// The commands the handlers' store wrote for the acks and timer deletes no commit
+		// carried, on the relay's behalf.
+		"ack_commands": ops["ack_outbox"], "timer_delete_commands": ops["delete_timer"]}
 	if s.cacheSize > 0 {
 		c["cache_hits"], c["cache_misses"] = st.CacheHits, st.CacheMisses
 	}
