@@ -14,8 +14,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/aio"
-	"github.com/execstore/execstore/server"
 )
 
 // The chain workload of the delivery section: chains of events that hop between two
@@ -69,42 +67,10 @@ func (e *environment) runChains(ctx context.Context, cfg config, stamp string) (
 // event back and forth until its last hop.
 func (e *environment) chain(ctx context.Context, cfg config, db string, run chainRun) (_ chainRun, err error) {
 	n := run.processes
-	store, err := aio.Open(ctx, e.uri, aio.Options{Connection: server.Connection{Database: db}})
+	store, children, stop, err := e.startRelays(ctx, cfg, db, "chain", n, workloadChain)
+	defer func() { err = errors.Join(err, stop()) }()
 	if err != nil {
 		return run, err
-	}
-	defer func() {
-		cctx, cancel := cleanupContext(ctx)
-		err = errors.Join(err, store.Close(cctx))
-		cancel()
-	}()
-	dir, err := os.MkdirTemp("", "bench-chain-*")
-	if err != nil {
-		return run, err
-	}
-	defer func() {
-		if cfg.keep {
-			fmt.Fprintf(os.Stderr, "bench: the relay processes' logs of %s are in %s\n", db, dir)
-		} else {
-			_ = os.RemoveAll(dir)
-		}
-	}()
-	var children []*relayChild
-	defer func() {
-		for _, c := range children {
-			select {
-			case <-c.done:
-			default:
-				c.kill()
-			}
-		}
-	}()
-	for i := range n {
-		c, err := startRelayChild(fmt.Sprintf("r%d", i+1), e.uri, db, dir, cfg.deliveryWait, workloadChain)
-		if err != nil {
-			return run, err
-		}
-		children = append(children, c)
 	}
 	deadline := time.Now().Add(chainDeadline)
 	if err := waitLogs(ctx, children, deadline, chainDeadline, "the relay processes sharing the partitions", func(l [][]deliveryLine) bool {
@@ -131,29 +97,12 @@ func (e *environment) chain(ctx context.Context, cfg config, db string, run chai
 	})
 	to := time.Now()
 	var pending []execstore.OutboxEntry
-	for waitErr == nil {
-		if pending, err = store.PendingOutbox(ctx, 0); err != nil {
+	if waitErr == nil {
+		if pending, waitErr, err = drained(ctx, store, deadline, chainDeadline); err != nil {
 			return run, err
 		}
-		if len(pending) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			waitErr = fmt.Errorf("%d entries still pending after %v", len(pending), chainDeadline)
-		}
-		time.Sleep(5 * deliveryLook)
 	}
-	if waitErr != nil && cfg.keep {
-		// Stalled: each process writes its goroutines' stacks beside its log.
-		for _, c := range children {
-			askForStacks(c.cmd)
-		}
-		time.Sleep(time.Second)
-	}
-	var stopErr error
-	for _, c := range children {
-		stopErr = errors.Join(stopErr, c.stop())
-	}
+	stopErr := stopRelays(cfg, children, -1, waitErr != nil)
 	l, err := childLogs(children)
 	if err != nil {
 		return run, err

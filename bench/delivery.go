@@ -284,33 +284,14 @@ func (e *environment) runBacklogUnderLoad(ctx context.Context, cfg config, stamp
 	return nil
 }
 
-// deliver commits the backlog to db, has n relay processes deliver it (killing one of them
-// mid-delivery when kill is set), checks that nothing was lost and measures what it cost,
-// the CPU of the server's processes cpu included.
-func (e *environment) deliver(ctx context.Context, cfg config, db string, n int, kill bool, cpu serverProcesses) (run deliveryRun, err error) {
-	run = deliveryRun{processes: n, entries: cfg.deliveryEntries}
-	store, err := aio.Open(ctx, e.uri, aio.Options{Connection: server.Connection{Database: db}})
-	if err != nil {
-		return run, err
-	}
-	defer func() {
-		cctx, cancel := cleanupContext(ctx)
-		err = errors.Join(err, store.Close(cctx))
-		cancel()
-	}()
-	dir, err := os.MkdirTemp("", "bench-delivery-*")
-	if err != nil {
-		return run, err
-	}
-	defer func() {
-		if cfg.keep {
-			fmt.Fprintf(os.Stderr, "bench: the relay processes' logs of %s are in %s\n", db, dir)
-		} else {
-			_ = os.RemoveAll(dir)
-		}
-	}()
-	var children []*relayChild
-	defer func() {
+// startRelays opens the bench's store on db and starts n relay processes of workload on it,
+// logging to a directory named after kind ("bench-<kind>-…" in the temporary directory). stop
+// kills those still running, keeps their logs with -keep (and says where) or removes them,
+// and closes the store; call it however startRelays ended.
+func (e *environment) startRelays(ctx context.Context, cfg config, db, kind string, n int, workload string) (
+	store *aio.Store, children []*relayChild, stop func() error, err error) {
+	var dir string
+	stop = func() error {
 		for _, c := range children {
 			select {
 			case <-c.done:
@@ -318,13 +299,80 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 				c.kill()
 			}
 		}
-	}()
+		if dir != "" && cfg.keep {
+			fmt.Fprintf(os.Stderr, "bench: the relay processes' logs of %s are in %s\n", db, dir)
+		} else if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
+		if store == nil {
+			return nil
+		}
+		cctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		return store.Close(cctx)
+	}
+	if store, err = aio.Open(ctx, e.uri, aio.Options{Connection: server.Connection{Database: db}}); err != nil {
+		return nil, nil, stop, err
+	}
+	if dir, err = os.MkdirTemp("", "bench-"+kind+"-*"); err != nil {
+		return store, nil, stop, err
+	}
 	for i := range n {
-		c, err := startRelayChild(fmt.Sprintf("r%d", i+1), e.uri, db, dir, cfg.deliveryWait, "")
+		c, err := startRelayChild(fmt.Sprintf("r%d", i+1), e.uri, db, dir, cfg.deliveryWait, workload)
 		if err != nil {
-			return run, err
+			return store, children, stop, err
 		}
 		children = append(children, c)
+	}
+	return store, children, stop, nil
+}
+
+// drained reads store until it has no pending entry, every 5×deliveryLook (it is read whole:
+// rarely), and returns what it read last. Past deadline it stops, with waitErr saying how
+// many are left after bound; err is a read that failed.
+func drained(ctx context.Context, store execstore.Store, deadline time.Time, bound time.Duration) (
+	pending []execstore.OutboxEntry, waitErr, err error) {
+	for {
+		if pending, err = store.PendingOutbox(ctx, 0); err != nil || len(pending) == 0 {
+			return pending, nil, err
+		}
+		if time.Now().After(deadline) {
+			return pending, fmt.Errorf("%d entries still pending after %v", len(pending), bound), nil
+		}
+		time.Sleep(5 * deliveryLook)
+	}
+}
+
+// stopRelays stops the relay processes cleanly, all but skip (-1: none; a killed one), and
+// returns what their stops said. When the run stalled and -keep is set, each first writes its
+// goroutines' stacks beside its log.
+func stopRelays(cfg config, children []*relayChild, skip int, stalled bool) error {
+	if stalled && cfg.keep {
+		for i, c := range children {
+			if i != skip {
+				askForStacks(c.cmd)
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	var stopErr error
+	for i, c := range children {
+		if i != skip {
+			stopErr = errors.Join(stopErr, c.stop())
+		}
+	}
+	return stopErr
+}
+
+// deliver commits the backlog to db, has n relay processes deliver it (killing one of them
+// mid-delivery when kill is set), checks that nothing was lost and measures what it cost,
+// the CPU of the server's processes cpu included.
+func (e *environment) deliver(ctx context.Context, cfg config, db string, n int, kill bool, cpu serverProcesses) (run deliveryRun, err error) {
+	run = deliveryRun{processes: n, entries: cfg.deliveryEntries}
+	store, children, stop, err := e.startRelays(ctx, cfg, db, "delivery", n, "")
+	defer func() { err = errors.Join(err, stop()) }()
+	if err != nil {
+		return run, err
 	}
 	deadline := time.Now().Add(deliveryDeadline)
 	wait := func(what string, done func([][]deliveryLine) bool) error {
@@ -404,33 +452,12 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 	serverCPU := endCPU()
 	windowTo := time.Now()
 	var pending []execstore.OutboxEntry
-	for waitErr == nil {
-		if pending, err = store.PendingOutbox(ctx, 0); err != nil {
+	if waitErr == nil {
+		if pending, waitErr, err = drained(ctx, store, deadline, deliveryDeadline); err != nil {
 			return run, err
 		}
-		if len(pending) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			waitErr = fmt.Errorf("%d entries still pending after %v", len(pending), deliveryDeadline)
-		}
-		time.Sleep(5 * deliveryLook) // the store is read whole: rarely
 	}
-	if waitErr != nil && cfg.keep {
-		// Stalled: each live process writes its goroutines' stacks beside its log.
-		for i, c := range children {
-			if i != victim {
-				askForStacks(c.cmd)
-			}
-		}
-		time.Sleep(time.Second)
-	}
-	var stopErr error
-	for i, c := range children {
-		if i != victim {
-			stopErr = errors.Join(stopErr, c.stop())
-		}
-	}
+	stopErr := stopRelays(cfg, children, victim, waitErr != nil)
 	l, err := childLogs(children)
 	if err != nil {
 		return run, err
