@@ -96,9 +96,8 @@ func (e *environment) chain(ctx context.Context, cfg config, db string, run chai
 		return chainsDone(l, cfg.chains, cfg.chainHops)
 	})
 	to := time.Now()
-	var pending []execstore.OutboxEntry
 	if waitErr == nil {
-		if pending, waitErr, err = drained(ctx, store, deadline, chainDeadline); err != nil {
+		if waitErr, err = drained(ctx, store, deadline, chainDeadline); err != nil {
 			return run, err
 		}
 	}
@@ -111,7 +110,8 @@ func (e *environment) chain(ctx context.Context, cfg config, db string, run chai
 	if err != nil {
 		return run, err
 	}
-	if pending, err = store.PendingOutbox(ctx, 0); err != nil {
+	pending, err := store.PendingOutbox(ctx, 0)
+	if err != nil {
 		return run, err
 	}
 	run.measure = measureChains(l, seeds, cfg.chains, cfg.chainHops)

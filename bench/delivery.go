@@ -328,16 +328,16 @@ func (e *environment) startRelays(ctx context.Context, cfg config, db, kind stri
 }
 
 // drained reads store until it has no pending entry, every 5×deliveryLook (it is read whole:
-// rarely), and returns what it read last. Past deadline it stops, with waitErr saying how
-// many are left after bound; err is a read that failed.
-func drained(ctx context.Context, store execstore.Store, deadline time.Time, bound time.Duration) (
-	pending []execstore.OutboxEntry, waitErr, err error) {
+// rarely). Past deadline it stops, with waitErr saying how many are left after bound; err is
+// a read that failed.
+func drained(ctx context.Context, store execstore.Store, deadline time.Time, bound time.Duration) (waitErr, err error) {
 	for {
-		if pending, err = store.PendingOutbox(ctx, 0); err != nil || len(pending) == 0 {
-			return pending, nil, err
+		pending, err := store.PendingOutbox(ctx, 0)
+		if err != nil || len(pending) == 0 {
+			return nil, err
 		}
 		if time.Now().After(deadline) {
-			return pending, fmt.Errorf("%d entries still pending after %v", len(pending), bound), nil
+			return fmt.Errorf("%d entries still pending after %v", len(pending), bound), nil
 		}
 		time.Sleep(5 * deliveryLook)
 	}
@@ -451,9 +451,8 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 	})
 	serverCPU := endCPU()
 	windowTo := time.Now()
-	var pending []execstore.OutboxEntry
 	if waitErr == nil {
-		if pending, waitErr, err = drained(ctx, store, deadline, deliveryDeadline); err != nil {
+		if waitErr, err = drained(ctx, store, deadline, deliveryDeadline); err != nil {
 			return run, err
 		}
 	}
@@ -468,7 +467,8 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 	if kill {
 		run.takeOver = takeOverTime(l, victim, killedAt, store)
 	}
-	if pending, err = store.PendingOutbox(ctx, 0); err != nil {
+	pending, err := store.PendingOutbox(ctx, 0)
+	if err != nil {
 		return run, err
 	}
 	for i, c := range children {
