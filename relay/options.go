@@ -46,12 +46,13 @@ type Options struct {
 	PollInterval time.Duration
 	// WakeInterval is how often a relay that holds partitions under a lease (Options.Lease,
 	// or the sole lease) over a store with a board (aio's) reads the wake-ups the commits of
-	// other processes left it there: one read of one document by its id, backing off to one
-	// every 4×WakeInterval while its reads find none, and back at once when one does. A commit to an
-	// execution of a partition it holds is then delivered within about WakeInterval, not a
-	// PollInterval later, and a timer armed in one fires on time. The relay also publishes
-	// the partitions it holds there when they change, and every 10s. Polls stay: a wake-up
-	// lost or late only delays. Default 20ms; negative: none, the relay polls only.
+	// other processes left it there: one read of one document by its id. While its reads find
+	// none it backs off to one every 4×WakeInterval, and comes back at the first it finds. A
+	// commit to an execution of a partition it holds is then delivered within about
+	// WakeInterval, not a PollInterval later, and a timer armed in one fires on time. The
+	// relay also publishes the partitions it holds there when they change, and every 10s.
+	// Polls stay: a wake-up lost or late only delays. Default 20ms; negative: none, the relay
+	// polls only.
 	WakeInterval time.Duration
 	// ScanGap is the least time between the starts of two scans that commits not handed
 	// over or retries ask for. Under a stream of such commits, each scan then gathers what
