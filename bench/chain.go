@@ -20,7 +20,8 @@ import (
 // executions, each hop a commit whose outbox entry a relay hands to the next handler, by 1,
 // 2 and 4 relay processes. It measures each hop's latency from the emitting commit's return
 // to the next handler's start: within a process the store hands the entry to the relay in
-// memory; across processes the receiving relay finds it at its next poll.
+// memory; across processes the emitting store's mark on the board wakes the receiving relay
+// (or, when the mark is lost or late, its next poll).
 const (
 	workloadChain = "chain" // the relay processes' handler (envRelayWorkload)
 	defaultChain  = "16x10" // -chain's default

@@ -158,7 +158,7 @@ func (c *chainReport) writeTable(out io.Writer) {
 		anyFailed = anyFailed || r.FailedCalls > 0
 	}
 	fmt.Fprintf(out, "  hop: from the return of the commit that emitted it (logged by the emitting process) to the start of its handler "+
-		"(logged by the receiving one); across processes: the hops whose two differ, which the receiving relay finds at its next poll, "+
+		"(logged by the receiving one); across processes: the hops whose two differ, which a mark on the store's board wakes the receiving relay for (its next poll when the mark is lost or late), "+
 		"where a process's own commits are handed to its relay in memory, at times before the commit's return is logged (below 0); "+
 		"chain: from hop 1 emitted to the end of the last hop's handler\n")
 	fmt.Fprintf(out, "  seeds (the bench's commits, not hops) to their first handler, p50 ms: %s\n", seeds)
