@@ -174,6 +174,7 @@ type procLeases struct {
 	name                           string
 	killed                         bool
 	leasesLost, takeOvers, reTakes int64
+	skipped                        int64 // the items its relay's scans returned while in flight (Stats.Skipped)
 }
 
 // runDelivery measures the delivery section: the backlog delivered by 1, 2 and 4 relay
@@ -475,7 +476,7 @@ func (e *environment) deliver(ctx context.Context, cfg config, db string, n int,
 		p := procLeases{name: c.name, killed: i == victim}
 		for _, x := range l[i] {
 			if x.Kind == "stats" {
-				p.leasesLost, p.takeOvers, p.reTakes = x.LeasesLost, x.TakeOvers, x.ReTakes
+				p.leasesLost, p.takeOvers, p.reTakes, p.skipped = x.LeasesLost, x.TakeOvers, x.ReTakes, x.Skipped
 			}
 		}
 		run.procs = append(run.procs, p)

@@ -61,6 +61,9 @@ type deliveryLine struct {
 	LeasesLost int64  `json:"leasesLost,omitempty"`
 	TakeOvers  int64  `json:"takeOvers,omitempty"`
 	ReTakes    int64  `json:"reTakes,omitempty"`
+	// Skipped is the relay's Stats.Skipped on a "stats" line: the items its scans returned
+	// while they were in flight.
+	Skipped int64 `json:"skipped,omitempty"`
 	// Chain and Hop name a "hop" line's event. Emitted is when its commit returned, having
 	// emitted the chain's next hop (0: it emitted none); Duplicate says the dedupe answer
 	// found the event processed, and nothing was committed; Refused is what the handler's
@@ -209,7 +212,8 @@ func deliveryProcess() int {
 	log.write(deliveryLine{Kind: "ready", End: time.Now().UnixNano()})
 	stats := func(last bool) {
 		st := r.Stats()
-		l := deliveryLine{Kind: "stats", End: time.Now().UnixNano(), LeasesLost: st.LeasesLost, TakeOvers: st.TakeOvers, ReTakes: reTakes(st)}
+		l := deliveryLine{Kind: "stats", End: time.Now().UnixNano(), LeasesLost: st.LeasesLost, TakeOvers: st.TakeOvers, ReTakes: reTakes(st),
+			Skipped: st.Skipped}
 		if last {
 			l.Commands, l.LeaseCommands = storeCmds.snapshot().since(storeFrom), leaseCmds.snapshot().since(leaseFrom)
 			l.Operations = storeCmds.operations().since(opsFrom)

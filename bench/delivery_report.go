@@ -97,6 +97,9 @@ type relayLeases struct {
 	LeasesLost int64  `json:"leases_lost"`
 	TakeOvers  int64  `json:"take_overs"`
 	ReTakes    int64  `json:"re_takes"`
+	// Skipped is the items its relay's scans returned while they were in flight
+	// (relay.Stats.Skipped), handed out no second time.
+	Skipped int64 `json:"skipped"`
 }
 
 // lanesCeiling is the events/s n processes' lanes allow with a handler that waits wait.
@@ -175,7 +178,7 @@ func (d *deliveryReport) rows() []deliveryResult {
 		}
 		for _, p := range r.procs {
 			out.Relays = append(out.Relays, relayLeases{Name: p.name, Killed: p.killed, LeasesLost: p.leasesLost,
-				TakeOvers: p.takeOvers, ReTakes: p.reTakes})
+				TakeOvers: p.takeOvers, ReTakes: p.reTakes, Skipped: p.skipped})
 		}
 		for _, c := range r.checks {
 			if !c.ok {
@@ -337,6 +340,7 @@ func (d *deliveryReport) writeBacklogTable(out io.Writer) {
 		}
 		tw.Flush()
 		writeCostNotes(out, these)
+		writeSkipped(out, these)
 		for _, r := range these {
 			if r.Limit == "server" && !r.Killed {
 				fmt.Fprintf(out, "  %d %s below %.0f%% of the lanes' ceiling: the server's scans, acks and lease calls bound the delivery\n",
@@ -488,4 +492,23 @@ func ratioCell(r *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f×", *r)
+}
+
+// writeSkipped prints, for each run of rows but the take-over, the items each relay's scans
+// returned while they were in flight (relay.Stats.Skipped): read again for nothing.
+func writeSkipped(out io.Writer, rows []deliveryResult) {
+	var cells []string
+	for _, r := range rows {
+		if r.Killed {
+			continue
+		}
+		cell := fmt.Sprintf("%d %s:", r.Processes, plural(r.Processes, "process", "processes"))
+		for _, p := range r.Relays {
+			cell += fmt.Sprintf(" %s %d", p.Name, p.Skipped)
+		}
+		cells = append(cells, cell)
+	}
+	if len(cells) > 0 {
+		fmt.Fprintf(out, "  items the scans returned while in flight (relay Stats.Skipped, by process): %s\n", strings.Join(cells, "; "))
+	}
 }
