@@ -145,13 +145,14 @@ func (b *board) Withdraw(ctx context.Context, holder string) error {
 	return err
 }
 
-// note takes a won commit of execution id for the next write of marks, unless what the
+// note takes a won commit, noted n, for the next write of marks, unless what the
 // board knows of the holdings, still fresh, says no holder of another process is owed one.
 // It never blocks the commit: a full intake drops the note.
-func (b *board) note(id string, n wakeNote) {
+func (b *board) note(n wakeNote) {
 	if !n.emitted && !n.armed {
 		return
 	}
+	id := n.id
 	part := execstore.PartitionOf(id, max(b.s.env.Partitions, 1))
 	b.mu.Lock()
 	owed := time.Since(b.readAt) >= boardRefresh || len(b.owed(part, n, time.Now())) > 0

@@ -196,9 +196,15 @@
 //     while one write of marks was in flight go out together in the next, one bulk write to
 //     the store's "_wakes" database, one $push per holder onto that holder's document alone.
 //     Concurrent writers push to the same document, atomic on MongoDB and under the row's
-//     lock on DocumentDB: each keeps its own list there, so no write undoes another's. The
+//     lock on DocumentDB: each keeps its own list there, so no write undoes another's. A
+//     $push never upserts: one that meets a document its holder withdrew (or another store
+//     purged as stale) matches nothing and writes nothing, and the store reads the holdings
+//     again. Only the holder upserts its own document (its id is its own, random), one
+//     publication at a time, so no two upserts race for one _id; each statement of the bulk
+//     write locks one document, so no two writers wait on each other in a cycle. The
 //     holders' documents are read at most once a second, only while the store commits
-//     something to relay. A mark only hastens a delivery: one not written costs a poll.
+//     something to relay. A mark only hastens a delivery: one not written costs a poll, and
+//     nothing is acked on a mark's account.
 //   - Close stops new calls (execstore.ErrClosed), drains queued and in-flight work within its
 //     context, and leaves no goroutine behind.
 //

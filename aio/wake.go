@@ -99,7 +99,7 @@ func (s *Store) wake(n wakeNote) {
 		return
 	}
 	if s.board != nil {
-		s.board.note(n.id, n)
+		s.board.note(n)
 	}
 	if n.emitted {
 		s.signal.Emitted()

@@ -371,14 +371,7 @@ func measureChains(logs [][]deliveryLine, seeds map[int]int64, chains, hops int)
 func chainChecks(logs [][]deliveryLine, stored map[int][2][]int, chains, hops int, pending []execstore.OutboxEntry,
 	waitErr, stopErr error) []check {
 	var out []check
-	c := check{name: "outbox empty at the end", ok: len(pending) == 0 && waitErr == nil}
-	if !c.ok {
-		c.detail = fmt.Sprintf("%d entries pending", len(pending))
-		if waitErr != nil {
-			c.detail += fmt.Sprintf(" (%v)", waitErr)
-		}
-	}
-	out = append(out, c)
+	out = append(out, outboxEmpty(pending, waitErr))
 
 	by := chainHandlings(logs)
 	var missing, unseen, doubled, notRedelivered, disordered []string
@@ -450,7 +443,7 @@ func chainChecks(logs [][]deliveryLine, stored map[int][2][]int, chains, hops in
 		}
 		out = append(out, c)
 	}
-	c = check{name: "relay processes stopped cleanly", ok: stopErr == nil}
+	c := check{name: "relay processes stopped cleanly", ok: stopErr == nil}
 	if !c.ok {
 		c.detail = stopErr.Error()
 	}

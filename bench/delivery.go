@@ -611,11 +611,9 @@ func takeOverTime(logs [][]deliveryLine, victim int, killedAt time.Time, store e
 	return time.Duration(first - killedAt.UnixNano())
 }
 
-// deliveryChecks are a delivery's end-of-run checks: the outbox empty, every entry delivered
-// at least once, every ack after a handler of the same process returned nil for the entry,
-// and the processes (but a killed one) stopped cleanly.
-func deliveryChecks(committed []entryKey, logs [][]deliveryLine, pending []execstore.OutboxEntry, waitErr, stopErr error) []check {
-	var out []check
+// outboxEmpty is the check that nothing was left pending at the end of a run: pending is
+// what the store still held, waitErr why the wait for it ended, if it ended early.
+func outboxEmpty(pending []execstore.OutboxEntry, waitErr error) check {
 	c := check{name: "outbox empty at the end", ok: len(pending) == 0 && waitErr == nil}
 	if !c.ok {
 		c.detail = fmt.Sprintf("%d entries pending", len(pending))
@@ -623,7 +621,15 @@ func deliveryChecks(committed []entryKey, logs [][]deliveryLine, pending []execs
 			c.detail += fmt.Sprintf(" (%v)", waitErr)
 		}
 	}
-	out = append(out, c)
+	return c
+}
+
+// deliveryChecks are a delivery's end-of-run checks: the outbox empty, every entry delivered
+// at least once, every ack after a handler of the same process returned nil for the entry,
+// and the processes (but a killed one) stopped cleanly.
+func deliveryChecks(committed []entryKey, logs [][]deliveryLine, pending []execstore.OutboxEntry, waitErr, stopErr error) []check {
+	var out []check
+	out = append(out, outboxEmpty(pending, waitErr))
 	delivered := map[entryKey]bool{}
 	early := 0
 	for _, lines := range logs {
@@ -649,7 +655,7 @@ func deliveryChecks(committed []entryKey, logs [][]deliveryLine, pending []execs
 			missing++
 		}
 	}
-	c = check{name: "every entry delivered at least once", ok: missing == 0}
+	c := check{name: "every entry delivered at least once", ok: missing == 0}
 	if !c.ok {
 		c.detail = fmt.Sprintf("%d of %d never handed to a handler", missing, len(committed))
 	}
