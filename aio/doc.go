@@ -147,6 +147,10 @@
 //     the _id index, which reads the named documents alone. Each document is read as one
 //     version of it, so a concurrent commit or ack of it is wholly in the answer or wholly
 //     out of it.
+//   - A scan that leaves some executions out (execstore.Excluding) is the partitioned scan's
+//     find with {_id: {$nin: …}} added: the same index, the ids checked on the documents it
+//     selects. It is a read, and a concurrent commit or ack of an execution it does not leave
+//     out is in its answer or not, as for the partitioned scan.
 //   - Open gives every document written without a partition (by an earlier version of the
 //     module) its partition before it returns. No manual step is needed. Partition 0's
 //     scans also read documents with no partition. So a document that an earlier-version

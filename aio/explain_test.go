@@ -20,8 +20,8 @@ import (
 // sort, hint), over 64 executions that each hold an outbox entry, a spawn intent and a due
 // timer, and 64 with nothing pending. It returns each explain's answer by the scan's index,
 // how many executions with something pending are in partition 3, and the partial filter of
-// each index built partial.
-func explainScans(t *testing.T) (map[string]bson.Raw, int, map[string]bson.D) {
+// each index built partial. wrap (nil: none) changes each scan before it is explained.
+func explainScans(t *testing.T, wrap func(ops.Scan) ops.Scan) (map[string]bson.Raw, int, map[string]bson.D) {
 	const n, part = 8, 3
 	h := newHarness(t, aio.Options{Partitions: n})
 	inPart := 0
@@ -42,6 +42,9 @@ func explainScans(t *testing.T) (map[string]bson.Raw, int, map[string]bson.D) {
 	out := map[string]bson.Raw{}
 	for _, scan := range []ops.Scan{ops.PendingOutboxScan([]int{part}), ops.PendingSpawnsScan([]int{part}),
 		ops.DueScan([]int{part}, time.Unix(2000, 0))} {
+		if wrap != nil {
+			scan = wrap(scan)
+		}
 		find := bson.D{{Key: "find", Value: ops.ExecutionsCollection}, {Key: "filter", Value: scan.Filter}}
 		if scan.Sort != nil {
 			find = append(find, bson.E{Key: "sort", Value: scan.Sort})
@@ -79,7 +82,7 @@ func explainScans(t *testing.T) (map[string]bson.Raw, int, map[string]bson.D) {
 //     of that partition with something pending or due are read.
 //   - MongoDB: an IXSCAN of the scan's index, and as many documents examined as returned.
 func TestPartitionedScansExplain(t *testing.T) {
-	explains, inPart, partials := explainScans(t)
+	explains, inPart, partials := explainScans(t, nil)
 	scans := map[string]ops.Scan{}
 	for _, scan := range []ops.Scan{ops.PendingOutboxScan([]int{3}), ops.PendingSpawnsScan([]int{3}), ops.DueScan([]int{3}, time.Unix(2000, 0))} {
 		scans[scan.Hint] = scan

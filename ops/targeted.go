@@ -33,3 +33,16 @@ func inIDs(ids []string) bson.E {
 	}
 	return bson.E{Key: fID, Value: bson.D{{Key: "$in", Value: in}}}
 }
+
+// Except is scan leaving out the documents ids, with the condition {_id: {$nin: ids}}, the
+// ids in increasing order; scan itself when ids is empty. The scan keeps its index: the
+// condition is checked on the documents the index selects.
+func Except(scan Scan, ids []string) Scan {
+	if len(ids) == 0 {
+		return scan
+	}
+	cond := inIDs(ids)
+	cond.Value = bson.D{{Key: "$nin", Value: cond.Value.(bson.D)[0].Value}}
+	scan.Filter = append(slices.Clip(scan.Filter), cond)
+	return scan
+}

@@ -32,7 +32,8 @@ import (
 // implement execstore.Partitioned, Run also checks that a scan of some partitions is the
 // whole scan restricted to them, in the same order, that a partition out of range is
 // refused with execstore.ErrInvalid, and that a scan of no partition returns nothing. When
-// they implement execstore.Targeted, Run also runs RunTargeted, and when they implement
+// they implement execstore.Targeted, Run also runs RunTargeted, when they implement
+// execstore.Excluding, RunExcluding, and when they implement
 // execstore.DeadLetters, RunDeadLetters.
 func Run(t *testing.T, open func(t *testing.T) execstore.Store) {
 	t.Helper()
@@ -41,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) execstore.Store) {
 	}
 	runPartitioned(t, open)
 	runTargeted(t, open)
+	runExcluding(t, open)
 	runDeadLetters(t, open)
 	runRetaining(t, open)
 }

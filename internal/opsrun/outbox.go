@@ -20,6 +20,12 @@ func PendingOutboxOf(ctx context.Context, env Env, ids []string, limit int) ([]e
 	return pendingOutbox(ctx, env, ops.PendingOutboxScanOf(ids), limit)
 }
 
+// PendingOutboxExcept is PendingOutbox without the entries of the sources except
+// (ops.Except). except must be distinct.
+func PendingOutboxExcept(ctx context.Context, env Env, partitions []int, except []string, limit int) ([]execstore.OutboxEntry, error) {
+	return pendingOutbox(ctx, env, ops.Except(ops.PendingOutboxScan(partitions), except), limit)
+}
+
 // pendingOutbox returns up to limit entries of the documents scan selects, in relay order.
 func pendingOutbox(ctx context.Context, env Env, scan ops.Scan, limit int) ([]execstore.OutboxEntry, error) {
 	bySource, err := pendingEntries[ops.OutboxDoc](ctx, env, scan, ops.FieldOutbox, "pending outbox")

@@ -1,0 +1,55 @@
+package aio
+
+import (
+	"context"
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/opsrun"
+)
+
+var _ execstore.Excluding = (*Store)(nil)
+
+// PendingOutboxExcept is PendingOutboxIn without the entries of the sources except: one find
+// on the pending-outbox index, the documents except names left out by the server. An invalid
+// id in except, or more than execstore.MaxTargetedIDs of them, is refused with
+// execstore.ErrInvalid before any I/O, as are PendingOutboxIn's bad arguments.
+func (s *Store) PendingOutboxExcept(ctx context.Context, partitions []int, except []string, limit int) ([]execstore.OutboxEntry, error) {
+	parts, left, err := s.checkExcept(partitions, except, limit)
+	if err != nil || len(parts) == 0 {
+		return nil, err
+	}
+	return submit(ctx, s, opPendingOutbox, "", func(ctx context.Context) ([]execstore.OutboxEntry, error) {
+		return opsrun.PendingOutboxExcept(ctx, s.env, parts, left, limit)
+	}).Wait(ctx)
+}
+
+// DueTimersExcept is DueTimersIn without the timers of the executions except, with the
+// checks of PendingOutboxExcept.
+func (s *Store) DueTimersExcept(ctx context.Context, partitions []int, except []string, now time.Time, limit int) ([]execstore.DueTimer, error) {
+	if err := contract.ValidateFireTime("now", now); err != nil {
+		return nil, err
+	}
+	parts, left, err := s.checkExcept(partitions, except, limit)
+	if err != nil || len(parts) == 0 {
+		return nil, err
+	}
+	return submit(ctx, s, opDueTimers, "", func(ctx context.Context) ([]execstore.DueTimer, error) {
+		return opsrun.DueTimersExcept(ctx, s.env, parts, left, now, limit)
+	}).Wait(ctx)
+}
+
+// checkExcept checks a scan's arguments (checkScan) and the executions it leaves out, and
+// returns both sorted, each once.
+func (s *Store) checkExcept(partitions []int, except []string, limit int) ([]int, []string, error) {
+	parts, err := s.checkScan(partitions, limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	left, err := contract.ValidateTargets("except", except)
+	if err != nil {
+		return nil, nil, err
+	}
+	return parts, left, nil
+}
