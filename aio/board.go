@@ -41,7 +41,7 @@ const (
 // executions collection of the database named after the store's with "_wakes" appended:
 //
 //	{_id: holder, k: kind, p: [partitions], a: look-ahead seconds, at: published (Unix seconds),
-//	 w: {writer: [{s: seq, i: execution id, f: fire time}, … the last boardKeep]}}
+//	 w: {writer: [{s: seq, i: execution id, f: fire time, v: version}, … the last boardKeep]}}
 //
 // A relay publishes its record (Publish) and reads its marks (Marks). A commit that won
 // and wrote something to relay is noted (note); a writer of marks gathers the notes while
@@ -197,7 +197,7 @@ func (b *board) write(notes []boardNote) {
 				order = append(order, h)
 			}
 			b.seqs[h]++
-			m := wake.Mark{Seq: b.seqs[h], ID: n.id}
+			m := wake.Mark{Seq: b.seqs[h], ID: n.id, Version: n.note.version}
 			if b.holders[wake.Timers][n.part].holder == h {
 				m.FireAt = n.note.fireAt
 			}

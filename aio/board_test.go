@@ -57,11 +57,12 @@ func TestBoardMarksTheHoldersOfOtherProcesses(t *testing.T) {
 		return len(outbox) == 1 && len(timers) == 1
 	}, 30*time.Second, 5*time.Millisecond, "the commit marks both holders")
 	for _, ms := range outbox {
-		assert.Equal(t, []wake.Mark{{Seq: 1, ID: "both"}}, ms, "the Relay's holder: the commit that wrote an entry")
+		assert.Equal(t, []wake.Mark{{Seq: 1, ID: "both", Version: 1}}, ms, "the Relay's holder: the commit that wrote an entry, and the version it created")
 	}
 	for _, ms := range timers {
 		require.Len(t, ms, 1, "the Sweeper's holder: the commit that armed a timer within its look-ahead")
 		assert.Equal(t, "both", ms[0].ID)
+		assert.EqualValues(t, 1, ms[0].Version)
 		assert.InDelta(t, float64(now.Add(10*time.Second).UnixMilli())/1e3, ms[0].FireAt, 0.002, "its earliest fire time")
 	}
 

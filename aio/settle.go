@@ -62,6 +62,7 @@ func (s *Store) settle(e *ending, c caller, exe *execstore.Execution, version, t
 		s.commitFailed(e.id, e.expected, e.event, err)
 	}
 	if won { // 4
+		e.note.version = version
 		s.wake(e.note)
 	}
 	if !waits {

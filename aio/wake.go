@@ -13,6 +13,7 @@ import (
 // relays' sinks: its Begin before it is sent, and its End once its outcome is known.
 type wakeNote struct {
 	id      string // the execution committed to
+	version int64  // the version the commit created, once won
 	emitted bool
 	armed   bool
 	fireAt  float64

@@ -169,13 +169,8 @@ func deliveryProcess() int {
 	}
 	defer leases.Close(ctx)
 
-	var relayed execstore.Store = &ackLine{Store: store, log: log}
-	if p, ok := execstore.Store(store).(execstore.Partitioned); ok {
-		relayed = &partitionedStore{Store: relayed, p: p}
-		if t, ok := execstore.Store(store).(execstore.Targeted); ok { // the reads a mark or a refused hand-over asks for
-			relayed = &targetedStore{partitionedStore: relayed.(*partitionedStore), t: t}
-		}
-	}
+	// The reads a mark or a refused hand-over asks for, and the polls that leave out what is in flight.
+	relayed := withScansOf(&ackLine{Store: store, log: log}, store)
 	if sig := wake.Of(store); sig != nil {
 		wake.Register(relayed, sig)
 		defer wake.Unregister(relayed)

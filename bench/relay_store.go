@@ -21,7 +21,7 @@ type entryKey struct {
 // ackLog is the relay's store as the workload sees it: the variant's relay store, with every
 // ack that returned nil recorded, so that a delivery of an entry whose ack had completed is
 // told apart (it reappeared). Give relays relayed(), which wakes them as the store it wraps
-// does, and is partitioned (and targeted) when that store is.
+// does, and is partitioned (and targeted, and excluding) when that store is.
 type ackLog struct {
 	execstore.Store
 	mu    sync.Mutex
@@ -33,13 +33,7 @@ type ackLog struct {
 
 func newAckLog(s execstore.Store) *ackLog {
 	l := &ackLog{Store: s, acked: make(map[entryKey]bool)}
-	l.relayed = l
-	if p, ok := s.(execstore.Partitioned); ok {
-		l.relayed = &partitionedStore{Store: l, p: p}
-		if t, ok := s.(execstore.Targeted); ok {
-			l.relayed = &targetedStore{partitionedStore: l.relayed.(*partitionedStore), t: t}
-		}
-	}
+	l.relayed = withScansOf(l, s)
 	if sig := wake.Of(s); sig != nil {
 		wake.Register(l.relayed, sig)
 	}
@@ -48,6 +42,25 @@ func newAckLog(s execstore.Store) *ackLog {
 
 // release stops the log's wake-ups.
 func (l *ackLog) release() { wake.Unregister(l.relayed) }
+
+// withScansOf returns wrapper (a wrapper of s) with s's partitioned scans, targeted reads and
+// scans that leave executions out, those s has.
+func withScansOf(wrapper, s execstore.Store) execstore.Store {
+	p, ok := s.(execstore.Partitioned)
+	if !ok {
+		return wrapper
+	}
+	ps := &partitionedStore{Store: wrapper, p: p}
+	t, ok := s.(execstore.Targeted)
+	if !ok {
+		return ps
+	}
+	ts := &targetedStore{partitionedStore: ps, t: t}
+	if e, ok := s.(execstore.Excluding); ok {
+		return &excludingStore{targetedStore: ts, e: e}
+	}
+	return ts
+}
 
 // partitionedStore is a wrapper of a partitioned store (Store, which forwards to p what it
 // does not change itself) that is partitioned too: its partitioned scans are p's.
@@ -88,6 +101,23 @@ func (s *targetedStore) DueTimersOf(ctx context.Context, ids []string, now time.
 }
 
 var _ execstore.Targeted = (*targetedStore)(nil)
+
+// excludingStore is a targetedStore whose store is execstore.Excluding too: its scans that
+// leave executions out are e's.
+type excludingStore struct {
+	*targetedStore
+	e execstore.Excluding
+}
+
+func (s *excludingStore) PendingOutboxExcept(ctx context.Context, partitions []int, except []string, limit int) ([]execstore.OutboxEntry, error) {
+	return s.e.PendingOutboxExcept(ctx, partitions, except, limit)
+}
+
+func (s *excludingStore) DueTimersExcept(ctx context.Context, partitions []int, except []string, now time.Time, limit int) ([]execstore.DueTimer, error) {
+	return s.e.DueTimersExcept(ctx, partitions, except, now, limit)
+}
+
+var _ execstore.Excluding = (*excludingStore)(nil)
 
 func (l *ackLog) AckOutbox(ctx context.Context, sourceID string, seq int64) error {
 	if err := l.Store.AckOutbox(ctx, sourceID, seq); err != nil {

@@ -83,7 +83,9 @@ func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 
 // woken owes a targeted read of the executions marked fresh whose partitions the session
 // holds (for a sweeper, those whose timer its scans would read already), and a scan of
-// the partitions when marks were missed.
+// the partitions when marks were missed. A relay's hold that knows an execution up to the
+// version a mark names (sources) has read its items already, and owes no read for it; a scan
+// that reads the execution at that version or later pays what the mark owes.
 func (s *session[T, K]) woken(fresh []wake.Mark, missed bool) {
 	horizon := contract.StoredTime(s.r.opts.Clock().Add(s.lookAhead()))
 	s.mu.Lock()
@@ -96,7 +98,16 @@ func (s *session[T, K]) woken(fresh []wake.Mark, missed bool) {
 		if h == nil || h.state != holdActive || (s.r.boardKind == wake.Timers && m.FireAt > horizon) {
 			continue
 		}
-		h.sources.soil(m.ID, s.fl.epoch)
+		switch {
+		case !s.r.kind.chained():
+			// A timer's scan reads up to its own horizon: a version it read says nothing of
+			// a timer due after it.
+			h.sources.soil(m.ID, s.fl.epoch)
+		case h.sources.knows(m.ID, m.Version):
+			continue
+		default:
+			h.sources.mark(m.ID, s.fl.epoch, m.Version)
+		}
 		s.r.stats.woken.Add(1)
 		owed = true
 	}

@@ -186,7 +186,16 @@
 //     items in flight). A poll that finds nothing it may scan (no partition held, or every
 //     lease's renewal late) comes again a PollInterval later, so an item committed by another
 //     process waits no longer than PollInterval past the moment its partition may be handed
-//     out again; a late renewal that makes a lease live again has the relay scan at once.
+//     out again and no item of its source is in the relay's flight; a late renewal that makes
+//     a lease live again has the relay scan at once.
+//   - A scan reads nothing the relay holds, when the store can leave executions out
+//     (execstore.Excluding; aio and memstore can): it leaves out each source with items in
+//     flight, none of them waiting for its fire time or a confirmation, that is not soiled
+//     (see below). It could hand out none of their items in flight, and their other items
+//     are read by a later scan, once none is in flight, or sooner by a targeted read (a
+//     mark, a commit not handed over, an item left in the store). Such a scan tells the
+//     relay nothing of the sources it left out: it clears none of their soiling and cancels
+//     none of their timers. The backlog counts their items in flight as the scan would have.
 //   - The relays of a lease key agree on the partitions, decided by one winner: before it
 //     claims anything, a relay claims the record LeaseKey/partitioning with a fingerprint that
 //     names its number of partitions (1 for a store that is not an execstore.Partitioned). The
@@ -245,8 +254,12 @@
 //     not return. An execution it did not name stays soiled, and is read by a later read or
 //     scan. What other processes commit to the partitions is found by the reads their marks
 //     ask for, and by the polls' scans of the partitions.
-//   - A mark only hastens. A mark names an execution; the relay reads it as a local commit
-//     not handed over, and decides nothing from the mark itself. A mark lost (the write
+//   - A mark only hastens. A mark names an execution, and the version its commit created; the
+//     relay reads it as a local commit not handed over, and decides nothing from the mark
+//     itself. A relay that knows the execution up to that version already (a scan read it,
+//     or it handed the commit's items over) owes no read for the mark, and a scan that reads
+//     the execution at that version or later, whenever it began, pays the read the mark
+//     owed (entries; a timer's mark is paid by a scan begun after it). A mark lost (the write
 //     failed, the store's intake was full), late, written to a holder that no longer holds
 //     the partition, never written (a store that read the holders before the relay published,
 //     up to a second), or more marks between two reads than the document keeps (64 per

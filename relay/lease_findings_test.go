@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -165,6 +166,19 @@ func (onePartition) Partitions() int { return 1 }
 
 func (s onePartition) PendingOutboxIn(ctx context.Context, _ []int, limit int) ([]execstore.OutboxEntry, error) {
 	return s.PendingOutbox(ctx, limit)
+}
+
+// PendingOutboxExcept is the whole store's PendingOutbox without the sources except:
+// onePartition's scans are the whole store's.
+func (s onePartition) PendingOutboxExcept(ctx context.Context, _ []int, except []string, limit int) ([]execstore.OutboxEntry, error) {
+	all, err := s.PendingOutbox(ctx, 0)
+	var out []execstore.OutboxEntry
+	for _, e := range all {
+		if !slices.Contains(except, e.SourceID) && (limit == 0 || len(out) < limit) {
+			out = append(out, e)
+		}
+	}
+	return out, err
 }
 
 // findingsLog is what the relays of a test logged, shown when the test fails.

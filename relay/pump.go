@@ -24,8 +24,10 @@ type kind[T any, K comparable] interface {
 	dueAt(item T) time.Time // when it may be handed out: zero for at once
 	// waiting reports whether the item counts in the backlog at now, and since when.
 	waiting(item T, now time.Time) (since time.Time, ok bool)
-	// scan reads up to limit items of the partitions that are due by now+ahead, oldest first.
-	scan(ctx context.Context, parts []int, now time.Time, ahead time.Duration, limit int) (scanned[T], error)
+	// scan reads up to limit items of the partitions that are due by now+ahead, oldest first,
+	// leaving out the sources except (sorted; only when excludes).
+	scan(ctx context.Context, parts []int, except []string, now time.Time, ahead time.Duration, limit int) (scanned[T], error)
+	excludes() bool // the store's scans leave named sources out (execstore.Excluding)
 	targeted() bool // the store reads named sources alone (execstore.Targeted)
 	// read is scan restricted to the sources ids; only when targeted.
 	read(ctx context.Context, ids []string, now time.Time, ahead time.Duration, limit int) (scanned[T], error)
@@ -226,9 +228,14 @@ func (s *session[T, K]) targets(holds map[int]*hold) map[string]bool {
 }
 
 // scan sends a scan of parts (or a read of the sources only) as of now, and admits its
-// result. Its limit covers what is in flight and was held back, plus Batch new items.
+// result. Its limit covers what is in flight and was held back, plus Batch new items. A scan
+// of the partitions leaves out the sources it may (leftOut).
 func (s *session[T, K]) scan(parts []int, holds map[int]*hold, only map[string]bool, now time.Time) (res scanned[T], capped bool, err error) {
 	s.mu.Lock()
+	var except []string
+	if only == nil {
+		except = s.leftOut(holds)
+	}
 	n := s.fl.begin()
 	s.fl.retries.scanning(time.Now())
 	limit := len(s.fl.items) + s.fl.heldBack + s.r.opts.Batch
@@ -238,7 +245,7 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, only map[string]b
 		s.r.stats.targeted.Add(1)
 		res, err = s.r.kind.read(s.sessionCtx, slices.Sorted(maps.Keys(only)), now, s.lookAhead(), limit)
 	} else {
-		res, err = s.r.kind.scan(s.sessionCtx, parts, now, s.lookAhead(), limit)
+		res, err = s.r.kind.scan(s.sessionCtx, parts, except, now, s.lookAhead(), limit)
 	}
 	if err != nil {
 		s.mu.Lock()
@@ -250,24 +257,83 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, only map[string]b
 		}
 		return res, false, err
 	}
-	return res, s.admit(n, now, holds, only, res), nil
+	return res, s.admit(n, now, holds, only, setOf(except), res), nil
 }
 
-// recordBacklog keeps what a scan sent at now found waiting in each partition of handing.
-func (s *session[T, K]) recordBacklog(handing map[*hold]bool, res scanned[T], now time.Time) {
+// leftOut returns the sources a scan of holds' partitions leaves out, when the store can
+// (execstore.Excluding): those with items in flight under their partition's hold in holds,
+// none of them waiting for its fire time or a confirmation, that are not soiled. The scan
+// would return their items in flight, and the relay could hand out none of them: it holds
+// them. Their items not in flight are found by a scan once none is in flight, or sooner by a
+// targeted read (a mark, a commit not handed over). Sorted, at most
+// execstore.MaxTargetedIDs. The caller holds mu.
+func (s *session[T, K]) leftOut(holds map[int]*hold) []string {
+	if !s.r.kind.excludes() || len(s.fl.items) == 0 {
+		return nil
+	}
+	k := s.r.kind
+	out := map[string]bool{}
+	for _, e := range s.fl.items {
+		src := k.source(e.item)
+		if holds[e.hold.part] != e.hold {
+			continue
+		}
+		_, soiled := e.hold.sources.soiled[src]
+		if e.state == waiting || e.state == unconfirmed || soiled {
+			out[src] = false
+		} else if _, seen := out[src]; !seen {
+			out[src] = true
+		}
+	}
+	var except []string
+	for src, left := range out {
+		if left {
+			except = append(except, src)
+		}
+	}
+	slices.Sort(except)
+	return except[:min(len(except), execstore.MaxTargetedIDs)]
+}
+
+// setOf returns the set of ids; nil for none.
+func setOf(ids []string) map[string]bool {
+	if len(ids) == 0 {
+		return nil
+	}
+	set := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	return set
+}
+
+// recordBacklog keeps what a scan sent at now found waiting in each partition of handing,
+// with the items in flight of the sources it left out (except), which it would have
+// returned. The caller holds mu.
+func (s *session[T, K]) recordBacklog(handing map[*hold]bool, except map[string]bool, res scanned[T], now time.Time) {
 	rows := make(map[int]*Backlog, len(handing))
 	for h := range handing {
 		rows[h.part] = &Backlog{Partition: h.part, Holder: s.r.member, ScannedAt: now, AtLeast: res.full}
 	}
-	for _, item := range res.items {
+	count := func(item T) {
 		b := rows[s.partOf(item)]
 		since, ok := s.r.kind.waiting(item, now)
 		if b == nil || !ok {
-			continue
+			return
 		}
 		b.Items++
 		if !since.IsZero() && (b.Oldest.IsZero() || since.Before(b.Oldest)) {
 			b.Oldest = since
+		}
+	}
+	for _, item := range res.items {
+		count(item)
+	}
+	if len(except) > 0 {
+		for _, e := range s.fl.items {
+			if except[s.r.kind.source(e.item)] && handing[e.hold] {
+				count(e.item)
+			}
 		}
 	}
 	for _, b := range rows {
@@ -277,8 +343,9 @@ func (s *session[T, K]) recordBacklog(handing map[*hold]bool, res scanned[T], no
 
 // admit takes the items of scan n, sent at now, as flight.decide says, until 2×Batch items
 // pace (capped), for the holds of the scan's send still handing out. A complete scan tells
-// their sources, and cancels the due unconfirmed items it did not return: a commit removed them.
-func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only map[string]bool, res scanned[T]) (capped bool) {
+// their sources, and cancels the due unconfirmed items it did not return: a commit removed
+// them. A scan that left out the sources except tells nothing of them.
+func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only, except map[string]bool, res scanned[T]) (capped bool) {
 	k, fl := s.r.kind, s.fl
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -289,7 +356,7 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only
 		}
 	}
 	if only == nil {
-		s.recordBacklog(handing, res, now)
+		s.recordBacklog(handing, except, res, now)
 	}
 	at := time.Now()
 	skipped, heldBack, buried := 0, 0, false
@@ -343,10 +410,11 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only
 	}
 	if !capped && !res.full {
 		for h := range handing {
-			h.sources.scanned(n, latest[h], partial, only)
+			h.sources.scanned(n, latest[h], partial, only, except)
 		}
 		fl.each(unconfirmed, func(e *entry[T, K]) {
-			if (only == nil || only[k.source(e.item)]) && handing[e.hold] && !k.dueAt(e.item).After(now) && !returned[e.key] {
+			src := k.source(e.item)
+			if (only == nil || only[src]) && !except[src] && handing[e.hold] && !k.dueAt(e.item).After(now) && !returned[e.key] {
 				fl.cancel(e)
 			}
 		})

@@ -108,15 +108,22 @@ func (outboxKind) waiting(e execstore.OutboxEntry, _ time.Time) (time.Time, bool
 	return e.CommittedAt, true
 }
 
-func (k outboxKind) scan(ctx context.Context, parts []int, _ time.Time, _ time.Duration, limit int) (scanned[execstore.OutboxEntry], error) {
+func (k outboxKind) scan(ctx context.Context, parts []int, except []string, _ time.Time, _ time.Duration, limit int) (scanned[execstore.OutboxEntry], error) {
 	var entries []execstore.OutboxEntry
 	var err error
-	if ps, ok := k.store.(execstore.Partitioned); ok {
+	if es, ok := k.store.(execstore.Excluding); ok && len(except) > 0 {
+		entries, err = es.PendingOutboxExcept(ctx, parts, except, limit)
+	} else if ps, ok := k.store.(execstore.Partitioned); ok {
 		entries, err = ps.PendingOutboxIn(ctx, parts, limit)
 	} else {
 		entries, err = k.store.PendingOutbox(ctx, limit)
 	}
 	return scanned[execstore.OutboxEntry]{items: entries, full: len(entries) >= limit}, err
+}
+
+func (k outboxKind) excludes() bool {
+	_, ok := k.store.(execstore.Excluding)
+	return ok
 }
 
 func (k outboxKind) targeted() bool {

@@ -267,6 +267,22 @@ func (s *simStore) PendingOutboxOf(ctx context.Context, ids []string, limit int)
 	return simCall(ctx, s.p, f, d, func() ([]execstore.OutboxEntry, error) { return s.Store.PendingOutboxOf(ctx, ids, limit) })
 }
 
+func (s *simStore) PendingOutboxExcept(ctx context.Context, parts []int, except []string, limit int) ([]execstore.OutboxEntry, error) {
+	s.spin("PendingOutboxExcept", parts, limit)
+	f, d := s.p.plan.storeFault(false)
+	return simCall(ctx, s.p, f, d, func() ([]execstore.OutboxEntry, error) {
+		return s.Store.PendingOutboxExcept(ctx, parts, except, limit)
+	})
+}
+
+func (s *simStore) DueTimersExcept(ctx context.Context, parts []int, except []string, now time.Time, limit int) ([]execstore.DueTimer, error) {
+	s.spin("DueTimersExcept", parts, limit)
+	f, d := s.p.plan.storeFault(false)
+	return simCall(ctx, s.p, f, d, func() ([]execstore.DueTimer, error) {
+		return s.Store.DueTimersExcept(ctx, parts, except, now, limit)
+	})
+}
+
 func (s *simStore) DueTimersIn(ctx context.Context, parts []int, now time.Time, limit int) ([]execstore.DueTimer, error) {
 	s.spin("DueTimersIn", parts, limit)
 	f, d := s.p.plan.storeFault(false)

@@ -12,17 +12,21 @@ const sourcesLimit = 1 << 14
 //	            flight. Its commit v+1 may be handed over, and makes it known(v+1).
 //	soiled(n)   some of its items were left in the store at epoch n: released, held back,
 //	            or written by a commit not handed over. Nothing of it is handed over.
+//	marked(v)   soiled by a mark alone, of a commit that created version v (marked).
 //
 // A won commit not handed over still records its version. A complete scan begun after n,
 // sent and admitted while the hold handed out, that held none of the source's items back,
-// clears soiled and makes it known up to the latest commit it read. A hold starts knowing none.
+// clears soiled and makes it known up to the latest commit it read. A complete scan that
+// read the source at version v or later clears marked(v), whenever it began: it read what
+// commit v left pending. A hold starts knowing none.
 type sources struct {
 	known  map[string]int64  // source → the version up to which nothing is pending outside the flight
 	soiled map[string]uint64 // source → the epoch at which some of its items were left in the store
+	marked map[string]int64  // source soiled by marks alone → the latest version they named
 }
 
 func newSources() sources {
-	return sources{known: map[string]int64{}, soiled: map[string]uint64{}}
+	return sources{known: map[string]int64{}, soiled: map[string]uint64{}, marked: map[string]int64{}}
 }
 
 // mayHandOver reports whether a commit of src creating version may be handed over. When the
@@ -38,6 +42,13 @@ func (s *sources) mayHandOver(src string, version int64, chained bool) bool {
 	return ok && last == version-1
 }
 
+// knows reports whether src is known up to version (positive): every item its commits up to
+// version wrote is in flight or no longer pending.
+func (s *sources) knows(src string, version int64) bool {
+	last, ok := s.known[src]
+	return version > 0 && ok && last >= version
+}
+
 // committed records a won commit of src creating version, handed over or not.
 func (s *sources) committed(src string, version int64) {
 	if len(s.known) >= sourcesLimit {
@@ -50,14 +61,33 @@ func (s *sources) committed(src string, version int64) {
 func (s *sources) forget(src string) { delete(s.known, src) }
 
 // soil records that some of src's items were left in the store at epoch n.
-func (s *sources) soil(src string, n uint64) { s.soiled[src] = n }
+func (s *sources) soil(src string, n uint64) {
+	s.soiled[src] = n
+	delete(s.marked, src)
+}
+
+// mark records, at epoch n, a mark of a commit of src that created version (0: not known).
+func (s *sources) mark(src string, n uint64, version int64) {
+	_, soiled := s.soiled[src]
+	last, marked := s.marked[src]
+	if soiled && !marked || version <= 0 {
+		s.soil(src, n)
+		return
+	}
+	s.soiled[src] = n
+	s.marked[src] = max(last, version)
+}
 
 // scanned applies complete scan n: latest is the latest commit it read, per source; partial
-// names the sources it held items back of; only, those it read (nil: the partition).
-func (s *sources) scanned(n uint64, latest map[string]int64, partial, only map[string]bool) {
+// names the sources it held items back of; only, those it read (nil: the partition); except,
+// those it left out.
+func (s *sources) scanned(n uint64, latest map[string]int64, partial, only, except map[string]bool) {
 	for src, at := range s.soiled {
-		if at < n && !partial[src] && (only == nil || only[src]) {
+		v, marked := s.marked[src]
+		reached := at < n || marked && latest[src] >= v
+		if reached && !partial[src] && (only == nil || only[src]) && !except[src] {
 			delete(s.soiled, src)
+			delete(s.marked, src)
 		}
 	}
 	for src, v := range latest {

@@ -11,7 +11,8 @@ import (
 func TestSources(t *testing.T) {
 	type step struct {
 		// "commit" (src, v: a won commit), "soil" (src at n), "forget" (src), "scan" (n:
-		// complete; latest src→v; partial and only as named), "may?" (src, v: chained; want),
+		// complete; latest src→v; partial, only and except as named), "may?" (src, v:
+		// chained; want), "knows?" (src, v; want), "mark" (src at n, v)
 		// "any?" (src, v: not chained; want)
 		op      string
 		src     string
@@ -19,6 +20,7 @@ func TestSources(t *testing.T) {
 		n       uint64
 		partial []string
 		only    []string
+		except  []string
 		want    bool
 	}
 	for _, c := range []struct {
@@ -45,6 +47,37 @@ func TestSources(t *testing.T) {
 			{op: "soil", src: "a", n: 1}, {op: "soil", src: "b", n: 1},
 			{op: "scan", n: 2, only: []string{"a"}},
 			{op: "may?", src: "a", v: 1, want: true}, {op: "may?", src: "b", v: 1, want: false},
+		}},
+		{"a mark's version is known once a commit or a scan reached it", []step{
+			{op: "knows?", src: "a", v: 1, want: false}, {op: "commit", src: "a", v: 2},
+			{op: "knows?", src: "a", v: 2, want: true}, {op: "knows?", src: "a", v: 3, want: false},
+			{op: "knows?", src: "a", v: 0, want: false}, // a mark that names no version
+			{op: "scan", n: 1, src: "b", v: 4}, {op: "knows?", src: "b", v: 3, want: true},
+			{op: "forget", src: "a"}, {op: "knows?", src: "a", v: 1, want: false},
+		}},
+		{"a mark is paid by a complete scan that read its version, whenever it began", []step{
+			{op: "commit", src: "a", v: 1}, {op: "mark", src: "a", n: 5, v: 3},
+			{op: "may?", src: "a", v: 4, want: false},
+			{op: "scan", n: 4, src: "a", v: 2}, {op: "may?", src: "a", v: 3, want: false}, // an older version
+			{op: "scan", n: 4, src: "a", v: 3}, {op: "may?", src: "a", v: 4, want: true},
+		}},
+		{"a mark adds nothing to another soil, which the epoch clears alone", []step{
+			{op: "soil", src: "a", n: 5}, {op: "mark", src: "a", n: 6, v: 3},
+			{op: "scan", n: 5, src: "a", v: 3}, {op: "may?", src: "a", v: 4, want: false},
+			{op: "scan", n: 7, src: "a", v: 3}, {op: "may?", src: "a", v: 4, want: true},
+		}},
+		{"a soil after a mark needs the epoch", []step{
+			{op: "mark", src: "a", n: 5, v: 3}, {op: "soil", src: "a", n: 6},
+			{op: "scan", n: 6, src: "a", v: 3}, {op: "may?", src: "a", v: 4, want: false},
+		}},
+		{"a mark naming no version needs the epoch", []step{
+			{op: "mark", src: "a", n: 5}, {op: "scan", n: 5, src: "a", v: 9}, {op: "may?", src: "a", v: 10, want: false},
+			{op: "scan", n: 6, src: "a", v: 9}, {op: "may?", src: "a", v: 10, want: true},
+		}},
+		{"a scan clears nothing of the sources it left out", []step{
+			{op: "soil", src: "a", n: 1}, {op: "soil", src: "b", n: 1},
+			{op: "scan", n: 2, except: []string{"a"}},
+			{op: "may?", src: "a", v: 1, want: false}, {op: "may?", src: "b", v: 1, want: true},
 		}},
 		{"a won commit not handed over still counts once the soil is cleared", []step{
 			{op: "commit", src: "a", v: 1}, {op: "soil", src: "a", n: 1}, {op: "commit", src: "a", v: 2},
@@ -78,6 +111,8 @@ func TestSources(t *testing.T) {
 					s.committed(st.src, st.v)
 				case "soil":
 					s.soil(st.src, st.n)
+				case "mark":
+					s.mark(st.src, st.n, st.v)
 				case "forget":
 					s.forget(st.src)
 				case "scan":
@@ -89,9 +124,11 @@ func TestSources(t *testing.T) {
 					if partial == nil {
 						partial = map[string]bool{}
 					}
-					s.scanned(st.n, latest, partial, set(st.only))
+					s.scanned(st.n, latest, partial, set(st.only), set(st.except))
 				case "may?":
 					assert.Equal(t, st.want, s.mayHandOver(st.src, st.v, true), "step %d", i)
+				case "knows?":
+					assert.Equal(t, st.want, s.knows(st.src, st.v), "step %d", i)
 				case "any?":
 					assert.Equal(t, st.want, s.mayHandOver(st.src, st.v, false), "step %d", i)
 				}

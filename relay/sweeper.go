@@ -87,15 +87,22 @@ func (timerKind) waiting(t execstore.DueTimer, now time.Time) (time.Time, bool) 
 	return t.FireAt, !t.FireAt.After(now)
 }
 
-func (k timerKind) scan(ctx context.Context, parts []int, now time.Time, ahead time.Duration, limit int) (scanned[execstore.DueTimer], error) {
+func (k timerKind) scan(ctx context.Context, parts []int, except []string, now time.Time, ahead time.Duration, limit int) (scanned[execstore.DueTimer], error) {
 	var timers []execstore.DueTimer
 	var err error
-	if ps, ok := k.store.(execstore.Partitioned); ok {
+	if es, ok := k.store.(execstore.Excluding); ok && len(except) > 0 {
+		timers, err = es.DueTimersExcept(ctx, parts, except, now.Add(ahead), limit)
+	} else if ps, ok := k.store.(execstore.Partitioned); ok {
 		timers, err = ps.DueTimersIn(ctx, parts, now.Add(ahead), limit)
 	} else {
 		timers, err = k.store.DueTimers(ctx, now.Add(ahead), limit)
 	}
 	return scanned[execstore.DueTimer]{items: timers, full: len(timers) >= limit}, err
+}
+
+func (k timerKind) excludes() bool {
+	_, ok := k.store.(execstore.Excluding)
+	return ok
 }
 
 func (k timerKind) targeted() bool {

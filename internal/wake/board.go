@@ -19,11 +19,13 @@ const (
 // Mark is one wake-up on a Board: a commit of execution ID through a store of another
 // process wrote something for the holder. Seq orders the marks of one writer (a store) to
 // one holder, from 1. FireAt is the earliest timer the commit armed (contract.StoredTime),
-// for a holder of Timers; 0 for one of Outbox.
+// for a holder of Timers; 0 for one of Outbox. Version is the version the commit created: a
+// holder that knows the execution up to it has read what the mark tells of already.
 type Mark struct {
-	Seq    int64   `bson:"s"`
-	ID     string  `bson:"i"`
-	FireAt float64 `bson:"f,omitempty"`
+	Seq     int64   `bson:"s"`
+	ID      string  `bson:"i"`
+	FireAt  float64 `bson:"f,omitempty"`
+	Version int64   `bson:"v,omitempty"` // 0 when not known
 }
 
 // Holding is what a holder publishes on a Board: its kind, the partitions it holds, and how

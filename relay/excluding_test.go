@@ -1,0 +1,77 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/memstore"
+	"github.com/execstore/execstore/relay"
+)
+
+// partitionedOnly is a store with partitioned scans that cannot leave executions out: it
+// hides memstore's execstore.Excluding.
+type partitionedOnly struct{ execstore.Partitioned }
+
+// A relay's polls leave out the sources whose items it holds in flight (execstore.Excluding):
+// while one lane's handler holds the delivery back, poll after poll returns none of the
+// entries queued or in the handler (Stats.Skipped stays 0), and the backlog still counts
+// them. The same relay on a store that cannot leave sources out reads them again at each
+// poll: the check can fail.
+func TestPollsLeaveOutWhatIsInFlight(t *testing.T) {
+	for _, excluding := range []bool{true, false} {
+		t.Run(fmt.Sprint("excluding=", excluding), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memstore.New(memstore.Options{Partitions: 4})
+				t.Cleanup(func() { _ = mem.Close(bg) })
+				var store execstore.Partitioned = mem
+				if !excluding {
+					store = partitionedOnly{mem}
+				}
+				_, isExcluding := store.(execstore.Excluding)
+				require.Equal(t, excluding, isExcluding)
+				em := newEmitter(t, mem)
+				const sources, each = 3, 4
+				for i := range sources * each {
+					em.emit(fmt.Sprint("s", i%sources), fmt.Sprint("t", i), fmt.Sprint(i))
+				}
+				gate := make(chan struct{})
+				handled := 0
+				r := relay.New(store, func(ctx context.Context, _ execstore.OutboxEntry) error {
+					select {
+					case <-gate:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+					handled++ // one lane: one call at a time
+					return nil
+				}, relay.Options{Lanes: 1, PollInterval: 100 * time.Millisecond})
+				stop := run(t, r)
+				time.Sleep(time.Second) // ten polls, every entry in flight
+				synctest.Wait()
+				skipped := r.Stats().Skipped
+				backlog := 0
+				for _, b := range r.Backlog() {
+					backlog += b.Items
+				}
+				assert.Equal(t, sources*each, backlog, "the backlog counts the entries in flight")
+				close(gate)
+				settleUntil(t, func() bool { return r.Stats().Acked == sources*each && pending(t, mem) == 0 }, "every entry acked")
+				require.NoError(t, stop())
+				assert.Equal(t, sources*each, handled)
+				if excluding {
+					assert.Zero(t, skipped, "a poll returned entries in flight")
+					assert.Zero(t, r.Stats().Skipped, "a poll returned entries in flight")
+				} else {
+					assert.GreaterOrEqual(t, skipped, int64(5*sources*each), "the polls returned the entries in flight")
+				}
+			})
+		})
+	}
+}
