@@ -78,7 +78,9 @@
 // sent at or after it confirms them: one scan for all the timers that come due together (at
 // most one per ScanGap). Each item is routed to one of Options.Lanes lanes by the execution it
 // belongs to. That is an entry's TargetID, or its SourceID when it has none, and a timer's
-// ExecutionID. Each lane hands its items to the handler one at a time. A handler's nil puts
+// ExecutionID. An execution's items queued or in a handler share one lane; an execution with
+// none takes a lane with none, when there is one, so that it never waits behind another
+// while a lane is idle. Each lane hands its items to the handler one at a time. A handler's nil puts
 // the item in the next ack batch. One batch is in flight at a time, and the next gathers
 // meanwhile. A batch of entries is one AckOutbox for each entry, and a store that coalesces
 // concurrent acks sends them as one write. A batch of timers is one DeleteTimers. Scans
@@ -205,8 +207,9 @@
 //     ErrPartitionsDisagree. No clocks or registration times are compared, so a stalled relay,
 //     a lapsed registration or a slow write cannot make two numbers both go on. Change the
 //     number with a new LeaseKey.
-//   - Per execution, one at a time and in order, within a relay: every item of one execution
-//     goes to the same lane, whose handler calls never overlap. Each source's entries come in
+//   - Per execution, one at a time and in order, within a relay: the items of one execution
+//     queued or in a handler are in one lane, whose handler calls never overlap; its next
+//     item takes a lane anew only once none is. Each source's entries come in
 //     commit order, and each execution's timers by fire time. An item is never handed out
 //     while it is in flight (waiting for its fire time, queued, in a handler, or awaiting its
 //     ack). After a failure, that execution's later items wait for the failed one. Other

@@ -41,6 +41,7 @@ type entry[T any, K comparable] struct {
 	item     T
 	key      K
 	lane     string // the lane key: the execution whose items are delivered in order
+	at       int    // the lane it is queued in or handled by (queued, handling)
 	hold     *hold  // the hold it was taken under
 	state    itemState
 	queuedAt time.Time
@@ -59,6 +60,11 @@ type entry[T any, K comparable] struct {
 //     of lane i, in order; settleQ every settling entry whose write is not in flight.
 //     Entries no longer in the state a container is for are skipped there.
 //   - failing[lk] is the number of failing entries of lane key lk.
+//   - The entries of lane key lk queued or in a handler are all in one lane, assigned[lk],
+//     while there are any (busy[lk] of them); loads[i] counts those of lane i. A lane key
+//     with none takes its lane anew when one is queued: the first lane with none from its
+//     hashed lane on, else the least loaded. So a lane key never waits behind another while
+//     a lane is idle, and its handler calls never overlap.
 //   - The epoch counts the scans and the commits begun. Acks, moves to dead and releases
 //     are recorded with their epoch while a scan or commit begun at it or before is open.
 //
@@ -76,6 +82,10 @@ type flight[T any, K comparable] struct {
 	queues  [][]*entry[T, K]
 	settleQ []*entry[T, K]
 	failing map[string]int
+	// The lanes of the lane keys with entries queued or in a handler (see above).
+	assigned map[string]int
+	busy     map[string]int
+	loads    []int
 
 	epoch    uint64
 	acked    map[K]uint64      // the items acked or moved to dead, with their epoch
@@ -91,6 +101,7 @@ type flight[T any, K comparable] struct {
 func newFlight[T any, K comparable](k kind[T, K], stats *counters, lanes int, rt retries, onLeave func(*hold)) *flight[T, K] {
 	return &flight[T, K]{kind: k, stats: stats, onLeave: onLeave, seed: maphash.MakeSeed(), retries: rt,
 		items: map[K]*entry[T, K]{}, queues: make([][]*entry[T, K], lanes), failing: map[string]int{},
+		assigned: map[string]int{}, busy: map[string]int{}, loads: make([]int, lanes),
 		acked: map[K]uint64{}, dead: map[K]bool{}, fence: map[string]uint64{}, open: map[uint64]int{}}
 }
 
@@ -119,6 +130,13 @@ func (f *flight[T, K]) set(e *entry[T, K], to itemState) {
 	if to == failing {
 		f.failing[e.lane]++
 	}
+	if (from == queued || from == handling) && to != queued && to != handling {
+		f.loads[e.at]--
+		if f.busy[e.lane]--; f.busy[e.lane] <= 0 {
+			delete(f.busy, e.lane)
+			delete(f.assigned, e.lane)
+		}
+	}
 	e.state = to
 	if to == out {
 		f.onLeave(e.hold)
@@ -140,17 +158,38 @@ func (f *flight[T, K]) take(h *hold, item T, asOf, now time.Time) *entry[T, K] {
 	return e
 }
 
-// laneOf is the lane of lane key lk.
-func (f *flight[T, K]) laneOf(lk string) int {
-	return int(maphash.String(f.seed, lk) % uint64(len(f.queues)))
+// assign returns the lane of lane key lk, for one more of its entries queued: its lane while
+// it has entries queued or in a handler, else the first lane with none from its hashed lane
+// on, else the least loaded.
+func (f *flight[T, K]) assign(lk string) int {
+	i, ok := f.assigned[lk]
+	if !ok {
+		n := len(f.loads)
+		start := int(maphash.String(f.seed, lk) % uint64(n))
+		i = start
+		for j := range n {
+			k := (start + j) % n
+			if f.loads[k] == 0 {
+				i = k
+				break
+			}
+			if f.loads[k] < f.loads[i] {
+				i = k
+			}
+		}
+		f.assigned[lk] = i
+	}
+	f.busy[lk]++
+	f.loads[i]++
+	return i
 }
 
-// queue queues e in its lane.
+// queue queues e, out of a lane (taken, or unconfirmed), in its lane key's lane.
 func (f *flight[T, K]) queue(e *entry[T, K], now time.Time) {
+	e.at = f.assign(e.lane)
 	f.set(e, queued)
 	e.queuedAt = now
-	i := f.laneOf(e.lane)
-	f.queues[i] = append(f.queues[i], e)
+	f.queues[e.at] = append(f.queues[e.at], e)
 }
 
 // pop takes the first queued entry of lane i to its handler, if any.

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -156,7 +157,7 @@ func TestFlight(t *testing.T) {
 				case "queue":
 					f.queue(e, stepT0)
 				case "pop":
-					require.Same(t, e, f.pop(f.laneOf(f.kind.lane(st.item))), msg)
+					require.Same(t, e, f.pop(e.at), msg)
 				case "handled":
 					f.settle(e, nil, nil)
 				case "failed":
@@ -214,4 +215,54 @@ func TestFlightForgets(t *testing.T) {
 	assert.Empty(t, f.fence)
 	assert.Empty(t, f.items)
 	assert.Zero(t, stats.inFlight.Load())
+}
+
+// An execution's items queued or in a handler share one lane, and an execution with none
+// takes a lane with none while there is one: executions never wait behind one another while
+// a lane is idle, whatever their keys hash to. With every lane busy, the least loaded.
+func TestLanesAssigned(t *testing.T) {
+	var stats counters
+	h := newHold(t.Context(), 0, nil)
+	f := newFlight[string, string](stepKind{}, &stats, 2, newRetries(time.Second, time.Minute), func(*hold) {})
+	check := func() {
+		t.Helper()
+		loads := make([]int, len(f.loads))
+		for _, e := range f.items {
+			if e.state == queued || e.state == handling {
+				loads[e.at]++
+				assert.Equal(t, f.assigned[e.lane], e.at, "%s's lane", e.key)
+			}
+		}
+		assert.Equal(t, loads, f.loads)
+	}
+	for round := range 20 { // the keys' hashed lanes vary: every round, new keys
+		a, b, c := fmt.Sprint("a", round), fmt.Sprint("b", round), fmt.Sprint("c", round)
+		a1 := f.take(h, a+"/1", stepT0, stepT0)
+		b1 := f.take(h, b+"/1", stepT0, stepT0)
+		require.NotEqual(t, a1.at, b1.at, "b waits behind a while a lane is idle")
+		a2 := f.take(h, a+"/2", stepT0, stepT0)
+		assert.Equal(t, a1.at, a2.at, "a's items share a lane")
+		c1 := f.take(h, c+"/1", stepT0, stepT0)
+		assert.Equal(t, b1.at, c1.at, "with no idle lane, the least loaded")
+		check()
+		require.Same(t, a1, f.pop(a1.at))
+		f.settle(a1, nil, nil) // handled: a2 still holds a's lane
+		require.Same(t, a2, f.pop(a1.at))
+		check()
+		f.settle(a2, nil, nil)
+		f.ack(a1)
+		f.ack(a2)
+		_, held := f.assigned[a]
+		assert.False(t, held, "a holds no lane with nothing queued or in a handler")
+		a3 := f.take(h, a+"/3", stepT0, stepT0)
+		assert.NotEqual(t, b1.at, a3.at, "a's next item takes the idle lane")
+		check()
+		for _, e := range []*entry[string, string]{b1, c1, a3} {
+			require.Same(t, e, f.pop(e.at))
+			f.release(e)
+		}
+		check()
+		assert.Empty(t, f.assigned)
+		assert.Equal(t, []int{0, 0}, f.loads)
+	}
 }

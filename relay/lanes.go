@@ -90,7 +90,7 @@ func (s *session[T, K]) deliver(i int) {
 func (s *session[T, K]) releaseQueued(h *hold) {
 	s.fl.each(queued, func(e *entry[T, K]) {
 		if e.hold == h && e.state == queued {
-			s.releaseBehind(s.fl.laneOf(e.lane), e.lane)
+			s.releaseBehind(e.at, e.lane)
 		}
 	})
 }

@@ -65,7 +65,8 @@ type Options struct {
 	ScanGap time.Duration
 	// Lanes bounds the handler calls in flight. Items are routed to lanes by execution: an
 	// outbox entry by TargetID, or SourceID when it has none, and a timer by ExecutionID.
-	// Each lane delivers one item at a time. Default 64.
+	// An execution's items queued or in a handler share a lane; one with none takes an idle
+	// lane when there is one. Each lane delivers one item at a time. Default 64.
 	Lanes int
 	// Batch paces the scans. A scan is sent once at most Batch items are in flight (queued
 	// in lanes or in handlers; those awaiting their ack count only beyond 2×Batch of them,

@@ -194,7 +194,7 @@ func (s *session[T, K]) take(h *hold, item T, asOf time.Time) {
 
 // started starts the goroutine of e's lane, if it has none. The caller holds mu.
 func (s *session[T, K]) started(e *entry[T, K]) {
-	if i := s.fl.laneOf(e.lane); !s.running[i] {
+	if i := e.at; !s.running[i] {
 		s.running[i] = true
 		s.laneWG.Add(1)
 		go s.deliver(i)
@@ -220,8 +220,9 @@ func (s *session[T, K]) fireDue() {
 // releaseAfter releases e and the items of its execution queued behind it in its lane:
 // they must come again after it, and a scan returns them in that order. The caller holds mu.
 func (s *session[T, K]) releaseAfter(e *entry[T, K]) {
+	i := e.at
 	s.fl.release(e)
-	s.releaseBehind(s.fl.laneOf(e.lane), e.lane)
+	s.releaseBehind(i, e.lane)
 }
 
 // left is told that an item taken under h left flight: the dispatcher may have room, and a
