@@ -195,7 +195,9 @@
 //     flight, none of them waiting for its fire time or a confirmation, that is not soiled
 //     (see below). It could hand out none of their items in flight, and their other items
 //     are read by a later scan, once none is in flight, or sooner by a targeted read (a
-//     mark, a commit not handed over, an item left in the store). Such a scan tells the
+//     mark, a commit not handed over, an item left in the store). After a scan cut at its
+//     limit or at the cap, whose sources may have items it did not return, the next scan
+//     leaves nothing out. Such a scan tells the
 //     relay nothing of the sources it left out: it clears none of their soiling and cancels
 //     none of their timers. The backlog counts their items in flight as the scan would have.
 //   - The relays of a lease key agree on the partitions, decided by one winner: before it

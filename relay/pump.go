@@ -265,10 +265,12 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, only map[string]b
 // none of them waiting for its fire time or a confirmation, that are not soiled. The scan
 // would return their items in flight, and the relay could hand out none of them: it holds
 // them. Their items not in flight are found by a scan once none is in flight, or sooner by a
-// targeted read (a mark, a commit not handed over). Sorted, at most
-// execstore.MaxTargetedIDs. The caller holds mu.
+// targeted read (a mark, a commit not handed over). None after a scan of the partitions
+// that was cut (see session.cut): a source it returned may have more items it did not
+// return, behind those now in flight. Sorted, at most execstore.MaxTargetedIDs. The caller
+// holds mu.
 func (s *session[T, K]) leftOut(holds map[int]*hold) []string {
-	if !s.r.kind.excludes() || len(s.fl.items) == 0 {
+	if !s.r.kind.excludes() || len(s.fl.items) == 0 || s.cut {
 		return nil
 	}
 	k := s.r.kind
@@ -420,6 +422,9 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only
 		})
 	}
 	fl.heldBack = heldBack
+	if only == nil {
+		s.cut = capped || res.full
+	}
 	fl.finish(n)
 	s.r.stats.skipped.Add(int64(skipped))
 	if buried {

@@ -64,7 +64,11 @@ type session[T any, K comparable] struct {
 	stopping bool // no more deliveries: lanes release what they pop
 	// wideOwed is set when a scan of the partitions is owed, not a targeted read (pump.go):
 	// a partition was taken, whose hold knows nothing of its sources.
-	wideOwed  bool
+	wideOwed bool
+	// cut is set while the last scan of the partitions stopped at its limit, or at the cap:
+	// the items it did not return, of any source, are read by the next, which leaves none
+	// out (pump.go).
+	cut       bool
 	lanesDone bool // every lane goroutine has returned: the settler flushes and returns
 
 	laneWG, settleWG sync.WaitGroup
