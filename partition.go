@@ -64,9 +64,9 @@ type Targeted interface {
 }
 
 // Excluding is a Partitioned store whose scans can leave some executions out: a relay names
-// those whose items it already holds in flight, so that its polls return only what it does
-// not hold. A scan that leaves out some executions returns what PendingOutboxIn or
-// DueTimersIn would, without the items of those executions, in the same order; a limit
+// sources whose entries it already holds in flight, so that its polls return only what it
+// does not hold. A scan that leaves out some executions returns what PendingOutboxIn would,
+// without the entries of those executions, in the same order; a limit
 // counts the items returned. Leaving out none is the scan itself. An invalid id, or more than
 // MaxTargetedIDs of them, is refused with ErrInvalid before any I/O; an id named twice counts
 // once; an id of no execution leaves out nothing.
@@ -75,7 +75,4 @@ type Excluding interface {
 
 	// PendingOutboxExcept is PendingOutboxIn without the entries of the sources except.
 	PendingOutboxExcept(ctx context.Context, partitions []int, except []string, limit int) ([]OutboxEntry, error)
-
-	// DueTimersExcept is DueTimersIn without the timers of the executions except.
-	DueTimersExcept(ctx context.Context, partitions []int, except []string, now time.Time, limit int) ([]DueTimer, error)
 }

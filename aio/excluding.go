@@ -2,7 +2,6 @@ package aio
 
 import (
 	"context"
-	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
@@ -22,21 +21,6 @@ func (s *Store) PendingOutboxExcept(ctx context.Context, partitions []int, excep
 	}
 	return submit(ctx, s, opPendingOutbox, "", func(ctx context.Context) ([]execstore.OutboxEntry, error) {
 		return opsrun.PendingOutboxExcept(ctx, s.env, parts, left, limit)
-	}).Wait(ctx)
-}
-
-// DueTimersExcept is DueTimersIn without the timers of the executions except, with the
-// checks of PendingOutboxExcept.
-func (s *Store) DueTimersExcept(ctx context.Context, partitions []int, except []string, now time.Time, limit int) ([]execstore.DueTimer, error) {
-	if err := contract.ValidateFireTime("now", now); err != nil {
-		return nil, err
-	}
-	parts, left, err := s.checkExcept(partitions, except, limit)
-	if err != nil || len(parts) == 0 {
-		return nil, err
-	}
-	return submit(ctx, s, opDueTimers, "", func(ctx context.Context) ([]execstore.DueTimer, error) {
-		return opsrun.DueTimersExcept(ctx, s.env, parts, left, now, limit)
 	}).Wait(ctx)
 }
 

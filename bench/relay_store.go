@@ -113,10 +113,6 @@ func (s *excludingStore) PendingOutboxExcept(ctx context.Context, partitions []i
 	return s.e.PendingOutboxExcept(ctx, partitions, except, limit)
 }
 
-func (s *excludingStore) DueTimersExcept(ctx context.Context, partitions []int, except []string, now time.Time, limit int) ([]execstore.DueTimer, error) {
-	return s.e.DueTimersExcept(ctx, partitions, except, now, limit)
-}
-
 var _ execstore.Excluding = (*excludingStore)(nil)
 
 func (l *ackLog) AckOutbox(ctx context.Context, sourceID string, seq int64) error {

@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
@@ -19,19 +18,6 @@ func (s *Store) PendingOutboxExcept(ctx context.Context, partitions []int, excep
 		return nil, err
 	}
 	return s.pendingOutbox(ctx, in, limit)
-}
-
-// DueTimersExcept is DueTimersIn without the timers of the executions except, with the
-// checks of PendingOutboxExcept.
-func (s *Store) DueTimersExcept(ctx context.Context, partitions []int, except []string, now time.Time, limit int) ([]execstore.DueTimer, error) {
-	if err := contract.ValidateFireTime("now", now); err != nil {
-		return nil, err
-	}
-	in, err := s.checkExcept(partitions, except, limit)
-	if err != nil || in == nil {
-		return nil, err
-	}
-	return s.dueTimers(ctx, in, now, limit)
 }
 
 // checkExcept checks a scan's arguments (checkScan) and the executions it leaves out, and

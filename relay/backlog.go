@@ -17,8 +17,9 @@ type Backlog struct {
 	Holder    string    // the relay's member name (Member): the partition's lease holder
 	ScannedAt time.Time // when the scan was sent, by Options.Clock; zero: counted, not scanned yet
 	// Items are the entries (a Relay) or the timers due at ScannedAt (a Sweeper) that the
-	// scan returned, with those in flight of the executions it left out (see the package
-	// doc). AtLeast: the scan stopped at its limit, and there may be more.
+	// scan returned, and a Relay's entries in flight, at the scan's answer, of the sources
+	// it left out (see the package doc). AtLeast: the scan stopped at its limit, and there
+	// may be more.
 	Items   int
 	AtLeast bool
 	// Oldest is when the oldest of Items began to wait: an entry's CommittedAt, by its

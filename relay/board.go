@@ -112,7 +112,7 @@ func (s *session[T, K]) woken(fresh []wake.Mark, missed bool) {
 		owed = true
 	}
 	if missed {
-		s.wideOwed = true
+		s.wideOwed, s.leaveNone = true, true
 	}
 	if owed {
 		poke(s.rescan)

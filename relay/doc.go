@@ -79,8 +79,8 @@
 // most one per ScanGap). Each item is routed to one of Options.Lanes lanes by the execution it
 // belongs to. That is an entry's TargetID, or its SourceID when it has none, and a timer's
 // ExecutionID. An execution's items queued or in a handler share one lane; an execution with
-// none takes a lane with none, when there is one, so that it never waits behind another
-// while a lane is idle. Each lane hands its items to the handler one at a time. A handler's nil puts
+// none takes a lane with none when there is one, else the least loaded, so that it waits
+// behind another only when it came while no lane was idle. Each lane hands its items to the handler one at a time. A handler's nil puts
 // the item in the next ack batch. One batch is in flight at a time, and the next gathers
 // meanwhile. A batch of entries is one AckOutbox for each entry, and a store that coalesces
 // concurrent acks sends them as one write. A batch of timers is one DeleteTimers. Scans
@@ -187,19 +187,22 @@
 //     PollInterval while it may hand the partition's items out and has room (at most Batch
 //     items in flight). A poll that finds nothing it may scan (no partition held, or every
 //     lease's renewal late) comes again a PollInterval later, so an item committed by another
-//     process waits no longer than PollInterval past the moment its partition may be handed
-//     out again and no item of its source is in the relay's flight; a late renewal that makes
-//     a lease live again has the relay scan at once.
-//   - A scan reads nothing the relay holds, when the store can leave executions out
-//     (execstore.Excluding; aio and memstore can): it leaves out each source with items in
-//     flight, none of them waiting for its fire time or a confirmation, that is not soiled
-//     (see below). It could hand out none of their items in flight, and their other items
-//     are read by a later scan, once none is in flight, or sooner by a targeted read (a
-//     mark, a commit not handed over, an item left in the store). After a scan cut at its
-//     limit or at the cap, whose sources may have items it did not return, the next scan
-//     leaves nothing out. Such a scan tells the
-//     relay nothing of the sources it left out: it clears none of their soiling and cancels
-//     none of their timers. The backlog counts their items in flight as the scan would have.
+//     process waits no longer than two PollIntervals past the moment its partition may be
+//     handed out again (one, when no item of its source is in the relay's flight); a late
+//     renewal that makes a lease live again has the relay scan at once.
+//   - A Relay's scan of its partitions returns little the relay holds, when the store can
+//     leave executions out (execstore.Excluding; aio and memstore can): it leaves out each
+//     source with entries in flight that is not soiled (see below) and that the last such
+//     scan did not leave out, at most execstore.MaxTargetedIDs of them. It could hand out
+//     none of their entries in flight; their other entries are read by a targeted read (a
+//     mark, a commit not handed over, an entry left in the store) or by the next scan, which
+//     reads the source. So every other scan, every other poll at least, reads each source.
+//     After a scan cut at its limit or at the cap, whose sources may have entries it did not
+//     return, or marks missed, the next scan leaves nothing out. A scan tells the relay
+//     nothing of the sources it left out: it clears none of their soiling. The backlog adds
+//     their entries in flight at the scan's answer. A Sweeper's scans leave nothing out: they
+//     read timers ahead of their fire time, which a scan that left their execution out would
+//     not.
 //   - The relays of a lease key agree on the partitions, decided by one winner: before it
 //     claims anything, a relay claims the record LeaseKey/partitioning with a fingerprint that
 //     names its number of partitions (1 for a store that is not an execstore.Partitioned). The
@@ -268,8 +271,8 @@
 //     failed, the store's intake was full), late, written to a holder that no longer holds
 //     the partition, never written (a store that read the holders before the relay published,
 //     up to a second), or more marks between two reads than the document keeps (64 per
-//     store: a scan of the partitions follows), delays a delivery until the next poll at
-//     most, which reads the partitions themselves. Of two holders that list a partition (one
+//     store: a scan of the partitions that leaves nothing out follows), delays a delivery
+//     until the second poll at most (see above), which reads the partitions themselves. Of two holders that list a partition (one
 //     handing it over, one taking it), the stores mark the one that published last.
 //   - A timer cancelled before its fire time does not fire: a timer read ahead, or handed
 //     over, waits in memory, and is handed out only once a scan sent at or after its fire time

@@ -63,8 +63,8 @@ type entry[T any, K comparable] struct {
 //   - The entries of lane key lk queued or in a handler are all in one lane, assigned[lk],
 //     while there are any (busy[lk] of them); loads[i] counts those of lane i. A lane key
 //     with none takes its lane anew when one is queued: the first lane with none from its
-//     hashed lane on, else the least loaded. So a lane key never waits behind another while
-//     a lane is idle, and its handler calls never overlap.
+//     hashed lane on, else the least loaded. So its handler calls never overlap, and it
+//     waits behind another lane key only when it came while no lane was idle.
 //   - The epoch counts the scans and the commits begun. Acks, moves to dead and releases
 //     are recorded with their epoch while a scan or commit begun at it or before is open.
 //

@@ -262,15 +262,16 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, only map[string]b
 
 // leftOut returns the sources a scan of holds' partitions leaves out, when the store can
 // (execstore.Excluding): those with items in flight under their partition's hold in holds,
-// none of them waiting for its fire time or a confirmation, that are not soiled. The scan
-// would return their items in flight, and the relay could hand out none of them: it holds
-// them. Their items not in flight are found by a scan once none is in flight, or sooner by a
-// targeted read (a mark, a commit not handed over). None after a scan of the partitions
-// that was cut (see session.cut): a source it returned may have more items it did not
-// return, behind those now in flight. Sorted, at most execstore.MaxTargetedIDs. The caller
-// holds mu.
+// none waiting for its fire time or a confirmation, that are not soiled, and that the last
+// scan of the partitions did not leave out. The scan would return their items in flight,
+// and the relay could hand out none of them: it holds them. Their items not in flight are
+// found by a targeted read (a mark, a commit not handed over), or by the next scan: every
+// other scan of the partitions, every other poll at least, reads each source. None when
+// session.leaveNone is set. Sorted, at most execstore.MaxTargetedIDs. The caller holds mu.
 func (s *session[T, K]) leftOut(holds map[int]*hold) []string {
-	if !s.r.kind.excludes() || len(s.fl.items) == 0 || s.cut {
+	last := s.leftLast
+	s.leftLast = nil
+	if !s.r.kind.excludes() || len(s.fl.items) == 0 || s.leaveNone {
 		return nil
 	}
 	k := s.r.kind
@@ -281,7 +282,7 @@ func (s *session[T, K]) leftOut(holds map[int]*hold) []string {
 			continue
 		}
 		_, soiled := e.hold.sources.soiled[src]
-		if e.state == waiting || e.state == unconfirmed || soiled {
+		if e.state == waiting || e.state == unconfirmed || soiled || last[src] {
 			out[src] = false
 		} else if _, seen := out[src]; !seen {
 			out[src] = true
@@ -294,7 +295,9 @@ func (s *session[T, K]) leftOut(holds map[int]*hold) []string {
 		}
 	}
 	slices.Sort(except)
-	return except[:min(len(except), execstore.MaxTargetedIDs)]
+	except = except[:min(len(except), execstore.MaxTargetedIDs)]
+	s.leftLast = setOf(except)
+	return except
 }
 
 // setOf returns the set of ids; nil for none.
@@ -423,7 +426,7 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only
 	}
 	fl.heldBack = heldBack
 	if only == nil {
-		s.cut = capped || res.full
+		s.leaveNone = capped || res.full
 	}
 	fl.finish(n)
 	s.r.stats.skipped.Add(int64(skipped))

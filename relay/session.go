@@ -65,11 +65,12 @@ type session[T any, K comparable] struct {
 	// wideOwed is set when a scan of the partitions is owed, not a targeted read (pump.go):
 	// a partition was taken, whose hold knows nothing of its sources.
 	wideOwed bool
-	// cut is set while the last scan of the partitions stopped at its limit, or at the cap:
-	// the items it did not return, of any source, are read by the next, which leaves none
-	// out (pump.go).
-	cut       bool
-	lanesDone bool // every lane goroutine has returned: the settler flushes and returns
+	// leaveNone is set when the next scan of the partitions must leave no source out
+	// (pump.go): the last one stopped at its limit or at the cap, so a source it returned
+	// may have items it did not return, or marks were missed.
+	leaveNone bool
+	leftLast  map[string]bool // the sources the last scan of the partitions left out
+	lanesDone bool            // every lane goroutine has returned: the settler flushes and returns
 
 	laneWG, settleWG sync.WaitGroup
 	settleWake       chan struct{} // cap 1: settleQ grew, or lanesDone

@@ -275,14 +275,6 @@ func (s *simStore) PendingOutboxExcept(ctx context.Context, parts []int, except 
 	})
 }
 
-func (s *simStore) DueTimersExcept(ctx context.Context, parts []int, except []string, now time.Time, limit int) ([]execstore.DueTimer, error) {
-	s.spin("DueTimersExcept", parts, limit)
-	f, d := s.p.plan.storeFault(false)
-	return simCall(ctx, s.p, f, d, func() ([]execstore.DueTimer, error) {
-		return s.Store.DueTimersExcept(ctx, parts, except, now, limit)
-	})
-}
-
 func (s *simStore) DueTimersIn(ctx context.Context, parts []int, now time.Time, limit int) ([]execstore.DueTimer, error) {
 	s.spin("DueTimersIn", parts, limit)
 	f, d := s.p.plan.storeFault(false)

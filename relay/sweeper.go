@@ -87,12 +87,10 @@ func (timerKind) waiting(t execstore.DueTimer, now time.Time) (time.Time, bool) 
 	return t.FireAt, !t.FireAt.After(now)
 }
 
-func (k timerKind) scan(ctx context.Context, parts []int, except []string, now time.Time, ahead time.Duration, limit int) (scanned[execstore.DueTimer], error) {
+func (k timerKind) scan(ctx context.Context, parts []int, _ []string, now time.Time, ahead time.Duration, limit int) (scanned[execstore.DueTimer], error) {
 	var timers []execstore.DueTimer
 	var err error
-	if es, ok := k.store.(execstore.Excluding); ok && len(except) > 0 {
-		timers, err = es.DueTimersExcept(ctx, parts, except, now.Add(ahead), limit)
-	} else if ps, ok := k.store.(execstore.Partitioned); ok {
+	if ps, ok := k.store.(execstore.Partitioned); ok {
 		timers, err = ps.DueTimersIn(ctx, parts, now.Add(ahead), limit)
 	} else {
 		timers, err = k.store.DueTimers(ctx, now.Add(ahead), limit)
@@ -100,10 +98,9 @@ func (k timerKind) scan(ctx context.Context, parts []int, except []string, now t
 	return scanned[execstore.DueTimer]{items: timers, full: len(timers) >= limit}, err
 }
 
-func (k timerKind) excludes() bool {
-	_, ok := k.store.(execstore.Excluding)
-	return ok
-}
+// excludes is false: a sweeper's scans read ahead, and a timer of an execution left out
+// would be read no sooner than it is due.
+func (timerKind) excludes() bool { return false }
 
 func (k timerKind) targeted() bool {
 	_, ok := k.store.(execstore.Targeted)

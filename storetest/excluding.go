@@ -24,11 +24,11 @@ var excludingBehaviours = []excludingBehaviour{
 }
 
 // RunExcluding checks a store that implements execstore.Excluding: that a scan of some
-// partitions leaving out some executions is the partitions' scan without them, in the same
-// order, with and without a limit; that an invalid id or too many of them are refused with
-// execstore.ErrInvalid; and that a scan of no partition returns nothing. open must return a
-// new, empty store each time it is called, and release it with t.Cleanup. Run runs it already
-// for stores that are Excluding.
+// partitions' entries leaving out some executions is the partitions' scan without them, in
+// the same order, with and without a limit; that an invalid id or too many of them are
+// refused with execstore.ErrInvalid; and that a scan of no partition returns nothing. open
+// must return a new, empty store each time it is called, and release it with t.Cleanup. Run
+// runs it already for stores that are Excluding.
 func RunExcluding(t *testing.T, open func(t *testing.T) execstore.Excluding) {
 	t.Helper()
 	for _, b := range excludingBehaviours {
@@ -45,12 +45,12 @@ func runExcluding(t *testing.T, open func(t *testing.T) execstore.Store) {
 	RunExcluding(t, func(t *testing.T) execstore.Excluding { return open(t).(execstore.Excluding) })
 }
 
-// excludingScans commits entries and timers on executions spread over the partitions, in
-// interleaved rounds, with one execution's entries all acked. Then each scan of some
-// partitions leaving out some executions returns exactly the partitions' scan without their
-// items, in the same order, with and without a limit: an id named twice counts once, an id
-// of no execution or of another partition leaves out nothing, and leaving out none is the
-// scan itself.
+// excludingScans commits entries, and timers beside them, on executions spread over the
+// partitions, in interleaved rounds, with one execution's entries all acked. Then each scan of
+// some partitions leaving out some executions returns exactly the partitions' scan without
+// their entries, in the same order, with and without a limit: an id named twice counts once,
+// an id of no execution or of another partition leaves out nothing, and leaving out none is
+// the scan itself.
 func excludingScans(t *testing.T, s execstore.Excluding) {
 	n := s.Partitions()
 	exes := make([]*execstore.Execution, 12)
@@ -85,10 +85,6 @@ func excludingScans(t *testing.T, s execstore.Excluding) {
 		}
 		wholeOutbox, err := s.PendingOutboxIn(bg, parts, 0)
 		require.NoError(t, err)
-		wholeDue, err := s.DueTimersIn(bg, parts, at(1000), 0)
-		require.NoError(t, err)
-		wholeDueAt120, err := s.DueTimersIn(bg, parts, at(120), 0)
-		require.NoError(t, err)
 		for _, except := range [][]string{
 			nil, {},
 			{id(0)}, {id(1)},
@@ -101,18 +97,10 @@ func excludingScans(t *testing.T, s execstore.Excluding) {
 				out[x] = true
 			}
 			wantOutbox := keep(wholeOutbox, func(e execstore.OutboxEntry) bool { return !out[e.SourceID] })
-			wantDue := keep(wholeDue, func(d execstore.DueTimer) bool { return !out[d.ExecutionID] })
-			wantDueAt120 := keep(wholeDueAt120, func(d execstore.DueTimer) bool { return !out[d.ExecutionID] })
 			for _, limit := range []int{0, 1, 3} {
 				got, err := s.PendingOutboxExcept(bg, parts, except, limit)
 				require.NoError(t, err)
 				sameScan(t, limited(wantOutbox, limit), got, "outbox of %v except %v, limit %d", parts, except, limit)
-				gotDue, err := s.DueTimersExcept(bg, parts, except, at(1000), limit)
-				require.NoError(t, err)
-				sameScan(t, limited(wantDue, limit), gotDue, "timers of %v except %v, limit %d", parts, except, limit)
-				gotDue, err = s.DueTimersExcept(bg, parts, except, at(120), limit)
-				require.NoError(t, err)
-				sameScan(t, limited(wantDueAt120, limit), gotDue, "timers of %v except %v due at 120, limit %d", parts, except, limit)
 			}
 		}
 	}
@@ -122,7 +110,7 @@ func excludingScans(t *testing.T, s execstore.Excluding) {
 }
 
 // An invalid id, more than execstore.MaxTargetedIDs ids, a partition out of range or a
-// negative limit are refused with ErrInvalid by every scan that leaves executions out.
+// negative limit are refused with ErrInvalid by a scan that leaves executions out.
 func badExcept(t *testing.T, s execstore.Excluding) {
 	tooMany := make([]string, execstore.MaxTargetedIDs+1)
 	for i := range tooMany {
@@ -133,17 +121,13 @@ func badExcept(t *testing.T, s execstore.Excluding) {
 		for _, parts := range [][]int{all, nil} {
 			_, err := s.PendingOutboxExcept(bg, parts, ids, 0)
 			assert.ErrorIs(t, err, execstore.ErrInvalid, "outbox except %d ids, %d partitions", len(ids), len(parts))
-			_, err = s.DueTimersExcept(bg, parts, ids, at(1000), 0)
-			assert.ErrorIs(t, err, execstore.ErrInvalid, "timers except %d ids, %d partitions", len(ids), len(parts))
 		}
 	}
 	_, err := s.PendingOutboxExcept(bg, []int{s.Partitions()}, nil, 0)
 	assert.ErrorIs(t, err, execstore.ErrInvalid, "a partition out of range")
-	_, err = s.DueTimersExcept(bg, []int{-1}, []string{"a"}, at(1000), 0)
+	_, err = s.PendingOutboxExcept(bg, []int{-1}, []string{"a"}, 0)
 	assert.ErrorIs(t, err, execstore.ErrInvalid, "a partition out of range")
 	_, err = s.PendingOutboxExcept(bg, all, []string{"a"}, -1)
-	assert.ErrorIs(t, err, execstore.ErrInvalid, "a negative limit")
-	_, err = s.DueTimersExcept(bg, all, []string{"a"}, at(1000), -1)
 	assert.ErrorIs(t, err, execstore.ErrInvalid, "a negative limit")
 }
 
@@ -157,9 +141,6 @@ func noPartitionsExcept(t *testing.T, s execstore.Excluding) {
 		o, err := s.PendingOutboxExcept(bg, parts, []string{"other"}, 0)
 		assert.NoError(t, err)
 		assert.Empty(t, o)
-		d, err := s.DueTimersExcept(bg, parts, nil, at(1000), 0)
-		assert.NoError(t, err)
-		assert.Empty(t, d)
 	}
 	o, err := s.PendingOutboxExcept(bg, allPartitions(s.Partitions()), []string{"other"}, 0)
 	require.NoError(t, err)

@@ -49,12 +49,6 @@ func DueTimers(ctx context.Context, env Env, partitions []int, now time.Time, li
 	return dueTimers(ctx, env, ops.DueScan(partitions, now), now, limit)
 }
 
-// DueTimersExcept is DueTimers without the timers of the executions except (ops.Except).
-// except must be distinct.
-func DueTimersExcept(ctx context.Context, env Env, partitions []int, except []string, now time.Time, limit int) ([]execstore.DueTimer, error) {
-	return dueTimers(ctx, env, ops.Except(ops.DueScan(partitions, now), except), now, limit)
-}
-
 // DueTimersOf is DueTimers restricted to the executions ids, read by their _id
 // (ops.DueScanOf). ids must be distinct.
 func DueTimersOf(ctx context.Context, env Env, ids []string, now time.Time, limit int) ([]execstore.DueTimer, error) {
