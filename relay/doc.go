@@ -187,16 +187,16 @@
 //     PollInterval while it may hand the partition's items out and has room (at most Batch
 //     items in flight). A poll that finds nothing it may scan (no partition held, or every
 //     lease's renewal late) comes again a PollInterval later, so an item committed by another
-//     process waits no longer than two PollIntervals past the moment its partition may be
-//     handed out again (one, when no item of its source is in the relay's flight); a late
-//     renewal that makes a lease live again has the relay scan at once.
+//     process waits no longer than PollInterval past the moment its partition may be handed
+//     out again, or three when an entry of its source is in the relay's flight (below); a
+//     late renewal that makes a lease live again has the relay scan at once.
 //   - A Relay's scan of its partitions returns little the relay holds, when the store can
 //     leave executions out (execstore.Excluding; aio and memstore can): it leaves out each
-//     source with entries in flight that is not soiled (see below) and that the last such
-//     scan did not leave out, at most execstore.MaxTargetedIDs of them. It could hand out
-//     none of their entries in flight; their other entries are read by a targeted read (a
-//     mark, a commit not handed over, an entry left in the store) or by the next scan, which
-//     reads the source. So every other scan, every other poll at least, reads each source.
+//     source with entries in flight that is not soiled (see below), for two PollIntervals in
+//     a row at most, at most execstore.MaxTargetedIDs of them. It could hand out none of
+//     their entries in flight; their other entries are read by a targeted read (a mark, a
+//     commit not handed over, an entry left in the store), or by the first scan once none is
+//     in flight or the two PollIntervals ran out.
 //     After a scan cut at its limit or at the cap, whose sources may have entries it did not
 //     return, or marks missed, the next scan leaves nothing out. A scan tells the relay
 //     nothing of the sources it left out: it clears none of their soiling. The backlog adds
@@ -272,7 +272,7 @@
 //     the partition, never written (a store that read the holders before the relay published,
 //     up to a second), or more marks between two reads than the document keeps (64 per
 //     store: a scan of the partitions that leaves nothing out follows), delays a delivery
-//     until the second poll at most (see above), which reads the partitions themselves. Of two holders that list a partition (one
+//     until a poll at most (three, see above), which reads the partitions themselves. Of two holders that list a partition (one
 //     handing it over, one taking it), the stores mark the one that published last.
 //   - A timer cancelled before its fire time does not fire: a timer read ahead, or handed
 //     over, waits in memory, and is handed out only once a scan sent at or after its fire time

@@ -262,18 +262,19 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, only map[string]b
 
 // leftOut returns the sources a scan of holds' partitions leaves out, when the store can
 // (execstore.Excluding): those with items in flight under their partition's hold in holds,
-// none waiting for its fire time or a confirmation, that are not soiled, and that the last
-// scan of the partitions did not leave out. The scan would return their items in flight,
-// and the relay could hand out none of them: it holds them. Their items not in flight are
-// found by a targeted read (a mark, a commit not handed over), or by the next scan: every
-// other scan of the partitions, every other poll at least, reads each source. None when
-// session.leaveNone is set. Sorted, at most execstore.MaxTargetedIDs. The caller holds mu.
+// none waiting for its fire time or a confirmation, that are not soiled, and that every
+// scan of the partitions left out since less than leftFor ago. The scan would return their
+// items in flight, and the relay could hand out none of them: it holds them. Their items
+// not in flight are found by a targeted read (a mark, a commit not handed over), or by the
+// first scan once they left flight or leftFor ran out. None when session.leaveNone is set.
+// Sorted, at most execstore.MaxTargetedIDs. The caller holds mu.
 func (s *session[T, K]) leftOut(holds map[int]*hold) []string {
-	last := s.leftLast
-	s.leftLast = nil
+	since := s.leftSince
+	s.leftSince = nil
 	if !s.r.kind.excludes() || len(s.fl.items) == 0 || s.leaveNone {
 		return nil
 	}
+	now := time.Now()
 	k := s.r.kind
 	out := map[string]bool{}
 	for _, e := range s.fl.items {
@@ -282,7 +283,8 @@ func (s *session[T, K]) leftOut(holds map[int]*hold) []string {
 			continue
 		}
 		_, soiled := e.hold.sources.soiled[src]
-		if e.state == waiting || e.state == unconfirmed || soiled || last[src] {
+		first, streak := since[src]
+		if e.state == waiting || e.state == unconfirmed || soiled || streak && now.Sub(first) >= s.leftFor() {
 			out[src] = false
 		} else if _, seen := out[src]; !seen {
 			out[src] = true
@@ -296,9 +298,22 @@ func (s *session[T, K]) leftOut(holds map[int]*hold) []string {
 	}
 	slices.Sort(except)
 	except = except[:min(len(except), execstore.MaxTargetedIDs)]
-	s.leftLast = setOf(except)
+	s.leftSince = make(map[string]time.Time, len(except))
+	for _, src := range except {
+		if first, ok := since[src]; ok {
+			s.leftSince[src] = first
+		} else {
+			s.leftSince[src] = now
+		}
+	}
 	return except
 }
+
+// leftFor is how long the scans of the partitions may leave a source out in a row: two
+// PollIntervals, so that an entry in flight through a poll or two, as a backlog's are, is
+// not read again, while one held longer (a slow handler, an ack that keeps failing) no
+// longer hides its source's other entries from the polls.
+func (s *session[T, K]) leftFor() time.Duration { return 2 * s.r.opts.PollInterval }
 
 // setOf returns the set of ids; nil for none.
 func setOf(ids []string) map[string]bool {

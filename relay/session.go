@@ -69,8 +69,8 @@ type session[T any, K comparable] struct {
 	// (pump.go): the last one stopped at its limit or at the cap, so a source it returned
 	// may have items it did not return, or marks were missed.
 	leaveNone bool
-	leftLast  map[string]bool // the sources the last scan of the partitions left out
-	lanesDone bool            // every lane goroutine has returned: the settler flushes and returns
+	leftSince map[string]time.Time // the sources the last scan of the partitions left out, since when in a row
+	lanesDone bool                 // every lane goroutine has returned: the settler flushes and returns
 
 	laneWG, settleWG sync.WaitGroup
 	settleWake       chan struct{} // cap 1: settleQ grew, or lanesDone
