@@ -14,13 +14,8 @@ import (
 	"github.com/execstore/execstore"
 )
 
-type deadBehaviour struct {
-	name  string
-	check func(t *testing.T, s execstore.DeadLetters)
-}
-
 // deadBehaviours lists what Run checks of a store that implements execstore.DeadLetters.
-var deadBehaviours = []deadBehaviour{
+var deadBehaviours = []behaviour[execstore.DeadLetters]{
 	{"FailRecordsAttemptsWithThePendingItem", failRecordsAttempts},
 	{"DeadItemLeavesThePendingOnes", deadLeavesPending},
 	{"FailOfAnItemNotPendingWritesNothing", failNotPending},
@@ -45,9 +40,7 @@ var deadBehaviours = []deadBehaviour{
 // for stores that are DeadLetters.
 func RunDeadLetters(t *testing.T, open func(t *testing.T) execstore.DeadLetters) {
 	t.Helper()
-	for _, b := range deadBehaviours {
-		t.Run(b.name, func(t *testing.T) { b.check(t, open(t)) })
-	}
+	runEach(t, deadBehaviours, open)
 	if _, ok := open(t).(execstore.DeadCounting); ok {
 		t.Run("CountDeadInCountsByPartition", func(t *testing.T) { countDeadIn(t, open(t).(execstore.DeadCounting)) })
 	}
@@ -56,10 +49,7 @@ func RunDeadLetters(t *testing.T, open func(t *testing.T) execstore.DeadLetters)
 // runDeadLetters runs RunDeadLetters when the stores open makes are DeadLetters.
 func runDeadLetters(t *testing.T, open func(t *testing.T) execstore.Store) {
 	t.Helper()
-	if _, ok := open(t).(execstore.DeadLetters); !ok {
-		return
-	}
-	RunDeadLetters(t, func(t *testing.T) execstore.DeadLetters { return open(t).(execstore.DeadLetters) })
+	runIf(t, open, RunDeadLetters)
 }
 
 // failAt is a failure's time: whole milliseconds, as every store keeps them.

@@ -11,13 +11,8 @@ import (
 	"github.com/execstore/execstore"
 )
 
-type excludingBehaviour struct {
-	name  string
-	check func(t *testing.T, s execstore.Excluding)
-}
-
 // excludingBehaviours lists what Run checks of a store that implements execstore.Excluding.
-var excludingBehaviours = []excludingBehaviour{
+var excludingBehaviours = []behaviour[execstore.Excluding]{
 	{"ExcludingScansAreTheScanWithoutThem", excludingScans},
 	{"BadExceptIsInvalid", badExcept},
 	{"NoPartitionsExceptScanNothing", noPartitionsExcept},
@@ -31,18 +26,13 @@ var excludingBehaviours = []excludingBehaviour{
 // runs it already for stores that are Excluding.
 func RunExcluding(t *testing.T, open func(t *testing.T) execstore.Excluding) {
 	t.Helper()
-	for _, b := range excludingBehaviours {
-		t.Run(b.name, func(t *testing.T) { b.check(t, open(t)) })
-	}
+	runEach(t, excludingBehaviours, open)
 }
 
 // runExcluding runs RunExcluding when the stores open makes are Excluding.
 func runExcluding(t *testing.T, open func(t *testing.T) execstore.Store) {
 	t.Helper()
-	if _, ok := open(t).(execstore.Excluding); !ok {
-		return
-	}
-	RunExcluding(t, func(t *testing.T) execstore.Excluding { return open(t).(execstore.Excluding) })
+	runIf(t, open, RunExcluding)
 }
 
 // excludingScans commits entries, and timers beside them, on executions spread over the

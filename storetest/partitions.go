@@ -10,14 +10,9 @@ import (
 	"github.com/execstore/execstore"
 )
 
-type partitionedBehaviour struct {
-	name  string
-	check func(t *testing.T, s execstore.Partitioned)
-}
-
 // partitionedBehaviours lists what Run checks of a store that implements
 // execstore.Partitioned.
-var partitionedBehaviours = []partitionedBehaviour{
+var partitionedBehaviours = []behaviour[execstore.Partitioned]{
 	{"PartitionedScansAreTheWholeScanRestricted", partitionedScans},
 	{"BadPartitionsAreInvalid", badPartitions},
 	{"NoPartitionsScanNothing", noPartitions},
@@ -31,18 +26,13 @@ var partitionedBehaviours = []partitionedBehaviour{
 // Partitioned; call it to check a store with another number of partitions.
 func RunPartitioned(t *testing.T, open func(t *testing.T) execstore.Partitioned) {
 	t.Helper()
-	for _, b := range partitionedBehaviours {
-		t.Run(b.name, func(t *testing.T) { b.check(t, open(t)) })
-	}
+	runEach(t, partitionedBehaviours, open)
 }
 
 // runPartitioned runs RunPartitioned when the stores open makes are Partitioned.
 func runPartitioned(t *testing.T, open func(t *testing.T) execstore.Store) {
 	t.Helper()
-	if _, ok := open(t).(execstore.Partitioned); !ok {
-		return
-	}
-	RunPartitioned(t, func(t *testing.T) execstore.Partitioned { return open(t).(execstore.Partitioned) })
+	runIf(t, open, RunPartitioned)
 }
 
 // partitionedScans commits entries, spawns and timers on executions spread over the

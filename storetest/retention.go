@@ -12,13 +12,8 @@ import (
 	"github.com/execstore/execstore"
 )
 
-type retainingBehaviour struct {
-	name  string
-	check func(t *testing.T, s execstore.Retaining)
-}
-
 // retainingBehaviours lists what Run checks of a store that implements execstore.Retaining.
-var retainingBehaviours = []retainingBehaviour{
+var retainingBehaviours = []behaviour[execstore.Retaining]{
 	{"ExpiredAreFinishedPastTheirCutoffHoldingNothing", expiredPastCutoffHoldingNothing},
 	{"DeleteExpiredKeepsWhatACommitMovedOn", deleteExpiredGuarded},
 	{"RetentionRefusesBadInput", retentionBadInput},
@@ -30,18 +25,13 @@ var retainingBehaviours = []retainingBehaviour{
 // it with t.Cleanup. Run runs it already for stores that are Retaining.
 func RunRetaining(t *testing.T, open func(t *testing.T) execstore.Retaining) {
 	t.Helper()
-	for _, b := range retainingBehaviours {
-		t.Run(b.name, func(t *testing.T) { b.check(t, open(t)) })
-	}
+	runEach(t, retainingBehaviours, open)
 }
 
 // runRetaining runs RunRetaining when the stores open makes are Retaining.
 func runRetaining(t *testing.T, open func(t *testing.T) execstore.Store) {
 	t.Helper()
-	if _, ok := open(t).(execstore.Retaining); !ok {
-		return
-	}
-	RunRetaining(t, func(t *testing.T) execstore.Retaining { return open(t).(execstore.Retaining) })
+	runIf(t, open, RunRetaining)
 }
 
 // finish commits exe in status st, with c's other parts.

@@ -37,9 +37,7 @@ import (
 // execstore.DeadLetters, RunDeadLetters.
 func Run(t *testing.T, open func(t *testing.T) execstore.Store) {
 	t.Helper()
-	for _, b := range behaviours {
-		t.Run(b.name, func(t *testing.T) { b.check(t, open(t)) })
-	}
+	runEach(t, behaviours, open)
 	runPartitioned(t, open)
 	runTargeted(t, open)
 	runExcluding(t, open)
@@ -65,18 +63,13 @@ func RunWindows(t *testing.T, open func(t *testing.T, w Windows) execstore.Store
 	}
 }
 
-type behaviour struct {
-	name  string
-	check func(t *testing.T, s execstore.Store)
-}
-
 type windowBehaviour struct {
 	name  string
 	check func(t *testing.T, open func(t *testing.T, w Windows) execstore.Store)
 }
 
 // behaviours lists what Run checks, in the order of the contract.
-var behaviours = []behaviour{
+var behaviours = []behaviour[execstore.Store]{
 	{"FirstSaveCreatesVersion1", firstSave},
 	{"SequentialSavesIncrementTheVersion", sequentialSaves},
 	{"SnapshotRoundTrips", snapshotRoundTrip},

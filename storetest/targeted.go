@@ -11,13 +11,8 @@ import (
 	"github.com/execstore/execstore"
 )
 
-type targetedBehaviour struct {
-	name  string
-	check func(t *testing.T, s execstore.Targeted)
-}
-
 // targetedBehaviours lists what Run checks of a store that implements execstore.Targeted.
-var targetedBehaviours = []targetedBehaviour{
+var targetedBehaviours = []behaviour[execstore.Targeted]{
 	{"TargetedReadsAreTheWholeReadRestricted", targetedReads},
 	{"BadTargetsAreInvalid", badTargets},
 	{"NoTargetsReadNothing", noTargets},
@@ -31,18 +26,13 @@ var targetedBehaviours = []targetedBehaviour{
 // Targeted.
 func RunTargeted(t *testing.T, open func(t *testing.T) execstore.Targeted) {
 	t.Helper()
-	for _, b := range targetedBehaviours {
-		t.Run(b.name, func(t *testing.T) { b.check(t, open(t)) })
-	}
+	runEach(t, targetedBehaviours, open)
 }
 
 // runTargeted runs RunTargeted when the stores open makes are Targeted.
 func runTargeted(t *testing.T, open func(t *testing.T) execstore.Store) {
 	t.Helper()
-	if _, ok := open(t).(execstore.Targeted); !ok {
-		return
-	}
-	RunTargeted(t, func(t *testing.T) execstore.Targeted { return open(t).(execstore.Targeted) })
+	runIf(t, open, RunTargeted)
 }
 
 // targetedReads commits entries and timers on several executions, in interleaved rounds,
