@@ -43,26 +43,7 @@ func runExcluding(t *testing.T, open func(t *testing.T) execstore.Store) {
 // the scan itself.
 func excludingScans(t *testing.T, s execstore.Excluding) {
 	n := s.Partitions()
-	exes := make([]*execstore.Execution, 12)
-	for i := range exes {
-		exes[i] = newExe(fmt.Sprintf("except-%02d", i))
-	}
-	for round := range 3 {
-		for i, e := range exes {
-			_, err := s.Commit(bg, e, execstore.Commit{
-				Emits:  []execstore.Emit{{Event: []byte(fmt.Sprint(round, "a"))}, {TargetID: "elsewhere", Event: []byte(fmt.Sprint(round, "b"))}},
-				Timers: []execstore.TimerOp{execstore.ScheduleTimer(fmt.Sprint("T", round), at(float64(100+(i*7+round*13)%50)))},
-			})
-			require.NoError(t, err)
-		}
-	}
-	all, err := s.PendingOutbox(bg, 0)
-	require.NoError(t, err)
-	for _, e := range all {
-		if e.SourceID == exes[1].ID {
-			require.NoError(t, s.AckOutbox(bg, e.SourceID, e.Seq))
-		}
-	}
+	exes := commitInRounds(t, s, "except", 12)
 	id := func(i int) string { return exes[i].ID }
 	half := make([]int, 0, n)
 	for p := 0; p < n; p += 2 {

@@ -41,26 +41,7 @@ func runTargeted(t *testing.T, open func(t *testing.T) execstore.Store) {
 // order, with and without a limit. An id named twice counts once, and an id of no execution
 // matches nothing.
 func targetedReads(t *testing.T, s execstore.Targeted) {
-	exes := make([]*execstore.Execution, 8)
-	for i := range exes {
-		exes[i] = newExe(fmt.Sprintf("target-%02d", i))
-	}
-	for round := range 3 {
-		for i, e := range exes {
-			_, err := s.Commit(bg, e, execstore.Commit{
-				Emits:  []execstore.Emit{{Event: []byte(fmt.Sprint(round, "a"))}, {TargetID: "elsewhere", Event: []byte(fmt.Sprint(round, "b"))}},
-				Timers: []execstore.TimerOp{execstore.ScheduleTimer(fmt.Sprint("T", round), at(float64(100+(i*7+round*13)%50)))},
-			})
-			require.NoError(t, err)
-		}
-	}
-	all, err := s.PendingOutbox(bg, 0)
-	require.NoError(t, err)
-	for _, e := range all {
-		if e.SourceID == exes[1].ID {
-			require.NoError(t, s.AckOutbox(bg, e.SourceID, e.Seq))
-		}
-	}
+	exes := commitInRounds(t, s, "target", 8)
 	due, err := s.DueTimers(bg, at(1000), 0)
 	require.NoError(t, err)
 	var fired []execstore.DueTimer
