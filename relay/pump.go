@@ -261,9 +261,9 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, only map[string]b
 }
 
 // leftOut returns the sources a scan of holds' partitions leaves out, when the store can
-// (execstore.Excluding): those with items in flight under their partition's hold in holds,
-// none waiting for its fire time or a confirmation, that are not soiled, and that every
-// scan of the partitions left out since less than leftFor ago. The scan would return their
+// (execstore.Excluding; entries alone: see timerKind.excludes): those with items in flight
+// under their partition's hold in holds, that are not soiled, and that every scan of the
+// partitions left out since less than leftFor ago. The scan would return their
 // items in flight, and the relay could hand out none of them: it holds them. Their items
 // not in flight are found by a targeted read (a mark, a commit not handed over), or by the
 // first scan once they left flight or leftFor ran out. None when session.leaveNone is set.
@@ -284,7 +284,7 @@ func (s *session[T, K]) leftOut(holds map[int]*hold) []string {
 		}
 		_, soiled := e.hold.sources.soiled[src]
 		first, streak := since[src]
-		if e.state == waiting || e.state == unconfirmed || soiled || streak && now.Sub(first) >= s.leftFor() {
+		if soiled || streak && now.Sub(first) >= s.leftFor() {
 			out[src] = false
 		} else if _, seen := out[src]; !seen {
 			out[src] = true
