@@ -14,6 +14,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/batch"
+	"github.com/execstore/execstore/internal/hedge"
 	"github.com/execstore/execstore/internal/wake"
 )
 
@@ -125,17 +126,19 @@ func (b *board) Publish(ctx context.Context, holder string, h wake.Holding) (err
 	return err
 }
 
-// Marks implements wake.Board.
+// Marks implements wake.Board: one find of holder's record by _id, hedged (wakeCalls).
 func (b *board) Marks(ctx context.Context, holder string) (map[string][]wake.Mark, error) {
-	var doc struct {
-		W map[string][]wake.Mark `bson:"w"`
-	}
-	err := b.coll.FindOne(withOperation(ctx, opWake), bson.D{{Key: "_id", Value: holder}}, options.FindOne().SetProjection(bson.D{{Key: "w", Value: 1}})).Decode(&doc)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		err = nil
-	}
-	b.s.stats.record(opWake, err)
-	return doc.W, err
+	return hedge.Call(ctx, &b.s.wakeCalls.marks, func(ctx context.Context) (map[string][]wake.Mark, error) {
+		var doc struct {
+			W map[string][]wake.Mark `bson:"w"`
+		}
+		err := b.coll.FindOne(withOperation(ctx, opWake), bson.D{{Key: "_id", Value: holder}}, options.FindOne().SetProjection(bson.D{{Key: "w", Value: 1}})).Decode(&doc)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			err = nil
+		}
+		b.s.stats.record(opWake, err)
+		return doc.W, err
+	})
 }
 
 // Withdraw implements wake.Board.
@@ -213,8 +216,16 @@ func (b *board) write(notes []boardNote) {
 		models[i] = mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: h}}).SetUpdate(bson.D{{Key: "$push", Value: bson.D{
 			{Key: "w." + b.writer, Value: bson.D{{Key: "$each", Value: marks[h]}, {Key: "$slice", Value: -boardKeep}}}}}})
 	}
-	res, err := b.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-	b.s.stats.record(opWake, err)
+	// Hedged: a second push of the same marks, applied late, adds Seqs the holder took
+	// already (wake.Cursor skips them). Each send has its own timeout: the one not taken runs
+	// on after write returns.
+	res, err := hedge.Call(withOperation(b.s.stop, opWake), &b.s.wakeCalls.marksWrite, func(ctx context.Context) (*mongo.BulkWriteResult, error) {
+		ctx, cancel := context.WithTimeout(ctx, b.s.opts.SettleTimeout)
+		defer cancel()
+		res, err := b.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+		b.s.stats.record(opWake, err)
+		return res, err
+	})
 	if err != nil || res.MatchedCount < int64(len(models)) {
 		b.mu.Lock()
 		b.readAt = time.Time{} // a holder withdrew, or the write failed: read the holdings again

@@ -40,6 +40,7 @@ type Store struct {
 	stats      *statCounters
 	signal     *wake.Signal         // wakes the relays of the store's namespace; nil without a server
 	board      *board               // wakes the relays of other processes; nil without a server
+	wakeCalls  wakeCalls            // the reads that answer a wake-up, hedged
 	tel        *telemetry.Telemetry // nil: instrumented with no-op providers, nothing to do
 	leases     leaseStore           // LeaseStore's, opened on first use
 }
@@ -247,6 +248,7 @@ func (s *Store) Close(ctx context.Context) error {
 		}
 	}
 	s.stopNow()
+	s.wakeCalls.wait() // hedged sends not taken: their contexts ended with their tasks or stop
 	wake.Unregister(s)
 	wake.RegisterBoard(s, nil)
 	s.outboxSeq.Close()

@@ -71,6 +71,11 @@ type Stats struct {
 	// TimersCarried counts the fired timers a commit made by their handler removed in its own
 	// write (see the package doc); the sweeper deleted the others.
 	TimersCarried int64
+	// Hedged counts the commands of a wake-up (the board's writes of marks, a relay's reads
+	// of its marks and its targeted reads) sent a second time because the first had not
+	// answered within four times their median latency (at least 25ms); the first answer was
+	// taken.
+	Hedged int64
 }
 
 // statCounters are the counters behind Stats: the module's (counters.Ops) and the store's
@@ -113,6 +118,7 @@ func (s *Store) Stats() Stats {
 		CoalescedOps:     s.stats.coalescedOps.Load(),
 		AcksCarried:      s.stats.acksCarried.Load(),
 		TimersCarried:    s.stats.timersCarried.Load(),
+		Hedged:           s.wakeCalls.hedged(),
 	}
 	if s.cache != nil {
 		st.CacheHits, st.CacheMisses = s.cache.hits.Load(), s.cache.misses.Load()

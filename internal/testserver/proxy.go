@@ -1,6 +1,7 @@
 package testserver
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -92,23 +93,33 @@ func (r *Relay) stop() {
 }
 
 // StallProxy relays TCP connections to upstream. It holds every byte while Stalled, only the
-// server's answers while AnswersStalled, and Reset closes every connection.
+// server's answers while AnswersStalled, and Reset closes every connection. After
+// StallRequestWith(pattern), the next request that holds pattern is held, with every later
+// byte of its connection, until the test ends: one slow command on one connection.
 type StallProxy struct {
 	*Relay
 	Stalled        atomic.Bool
 	AnswersStalled atomic.Bool
+
+	stallOne atomic.Pointer[[]byte] // the pattern of the next request to hold; nil for none
+	released chan struct{}          // closed when the test ends
 }
+
+// StallRequestWith holds the next request whose bytes contain pattern, and its connection,
+// until the test ends.
+func (p *StallProxy) StallRequestWith(pattern []byte) { p.stallOne.Store(&pattern) }
 
 // NewStallProxy returns a StallProxy listening on listen ("127.0.0.1:0" for any port).
 func NewStallProxy(t testing.TB, listen, upstream string) *StallProxy {
-	p := &StallProxy{Relay: NewRelay(t, listen, upstream)}
+	p := &StallProxy{Relay: NewRelay(t, listen, upstream), released: make(chan struct{})}
 	p.Start(func(client, server net.Conn) {
-		p.Go(func() { p.pipe(server, client, &p.Stalled) })
-		p.pipe(client, server, &p.AnswersStalled)
+		p.Go(func() { p.pipe(server, client, &p.Stalled, true) })
+		p.pipe(client, server, &p.AnswersStalled, false)
 	})
 	t.Cleanup(func() { // runs before the relay's own cleanup: nothing stays held
 		p.Stalled.Store(false)
 		p.AnswersStalled.Store(false)
+		close(p.released)
 	})
 	return p
 }
@@ -129,11 +140,14 @@ func Proxied(t testing.TB, uri, query string) (*StallProxy, string) {
 	return p, proxied + "directConnection=true" + query
 }
 
-func (p *StallProxy) pipe(dst, src net.Conn, held *atomic.Bool) {
+func (p *StallProxy) pipe(dst, src net.Conn, held *atomic.Bool, requests bool) {
 	defer dst.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if pattern := p.stallOne.Load(); requests && pattern != nil && bytes.Contains(buf[:n], *pattern) && p.stallOne.CompareAndSwap(pattern, nil) {
+			<-p.released
+		}
 		for n > 0 && (p.Stalled.Load() || held.Load()) {
 			time.Sleep(5 * time.Millisecond)
 		}

@@ -41,6 +41,18 @@ func TestCursor(t *testing.T) {
 	fresh, missed = c.Next(nil)
 	assert.Empty(t, fresh)
 	assert.False(t, missed)
+
+	// A write of marks hedged (sent twice) may apply twice, the second late: after the
+	// writer's next write, or after a read.
+	c = wake.Cursor{}
+	fresh, _ = c.Next(map[string][]wake.Mark{"w": marks(1, 2)})
+	assert.Equal(t, marks(1, 2), fresh)
+	fresh, missed = c.Next(map[string][]wake.Mark{"w": marks(1, 2, 3, 1, 2)})
+	assert.Equal(t, marks(3), fresh, "marks pushed again are read once")
+	assert.False(t, missed)
+	fresh, missed = c.Next(map[string][]wake.Mark{"w": marks(1, 2, 3, 1, 2, 4)})
+	assert.Equal(t, marks(4), fresh)
+	assert.False(t, missed)
 }
 
 // HoldLocally marks a holder as this process's until its func is called.
