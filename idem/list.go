@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,10 @@ import (
 // its lease has Lapsed set, and a completed record past its retention is left out. It is one
 // read served by the _id index. Relays use it to see which of them are alive. An empty
 // prefix or a negative limit is execstore.ErrInvalid before any I/O.
+//
+// With limit 0 the server returns the records in no order and List sorts them: a sort would
+// make a DocumentDB server keep the command's backend connection for a cursor and close it
+// after, and the next command wait for a new one; relays list their leases at every look.
 func (s *Store) List(ctx context.Context, prefix string, limit int) ([]Record, error) {
 	if err := idemcheck.Key(prefix); err != nil {
 		return nil, err
@@ -36,7 +41,17 @@ func prefixRange(prefix string) bson.D {
 	return bson.D{{Key: "_id", Value: contract.PrefixRange(prefix)}}
 }
 
-// decodeList decodes the records of cur that start with prefix, judging expiry with isLapsed.
+// listSort is the server's order for a List of up to limit records: by key, unless all of
+// them are read (limit 0), which decodeList sorts.
+func listSort(limit int) bson.D {
+	if limit == 0 {
+		return nil
+	}
+	return bson.D{{Key: "_id", Value: 1}}
+}
+
+// decodeList decodes the records of cur that start with prefix, judging expiry with isLapsed,
+// in key order: cur is in key order unless limit is 0 (listSort).
 func decodeList(ctx context.Context, cur *mongo.Cursor, prefix string, limit int, isLapsed func(raw bson.Raw) func(time.Time) bool) ([]Record, error) {
 	defer cur.Close(context.WithoutCancel(ctx))
 	var out []Record
@@ -54,15 +69,19 @@ func decodeList(ctx context.Context, cur *mongo.Cursor, prefix string, limit int
 	if err := cur.Err(); err != nil {
 		return nil, outcome.ReadFailureOf(outcome.NounIdempotencyKey, "list", prefix, err)
 	}
+	if limit == 0 {
+		slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.Key, b.Key) })
+	}
 	return out, nil
 }
 
 func (m *mongoForm) list(ctx context.Context, prefix string, limit int) ([]Record, error) {
-	cur, err := m.coll.Aggregate(ctx, bson.A{
-		bson.D{{Key: "$match", Value: prefixRange(prefix)}},
-		bson.D{{Key: "$sort", Value: bson.D{{Key: "_id", Value: 1}}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: fNow, Value: "$$NOW"}}}},
-	})
+	pipeline := bson.A{bson.D{{Key: "$match", Value: prefixRange(prefix)}}}
+	if sort := listSort(limit); sort != nil {
+		pipeline = append(pipeline, bson.D{{Key: "$sort", Value: sort}})
+	}
+	pipeline = append(pipeline, bson.D{{Key: "$set", Value: bson.D{{Key: fNow, Value: "$$NOW"}}}})
+	cur, err := m.coll.Aggregate(ctx, pipeline)
 	if err != nil {
 		return nil, outcome.ReadFailureOf(outcome.NounIdempotencyKey, "list", prefix, err)
 	}
@@ -77,7 +96,11 @@ func (f *ferretForm) list(ctx context.Context, prefix string, limit int) ([]Reco
 	if err != nil {
 		return nil, err
 	}
-	cur, err := f.coll.Find(ctx, prefixRange(prefix), options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	find := options.Find()
+	if sort := listSort(limit); sort != nil {
+		find.SetSort(sort)
+	}
+	cur, err := f.coll.Find(ctx, prefixRange(prefix), find)
 	if err != nil {
 		return nil, outcome.ReadFailureOf(outcome.NounIdempotencyKey, "list", prefix, err)
 	}

@@ -56,7 +56,8 @@ func TestListUnderPrefix(t *testing.T) {
 
 		recs, err = s.List(bg, "m/", 2)
 		require.NoError(t, err)
-		assert.Len(t, recs, 2, "limit")
+		require.Len(t, recs, 2, "limit")
+		assert.Equal(t, []string{"m/a", "m/b"}, []string{recs[0].Key, recs[1].Key}, "the first in key order")
 	}
 	_, err = probed.List(bg, "", 0)
 	assert.ErrorIs(t, err, execstore.ErrInvalid)

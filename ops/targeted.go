@@ -18,10 +18,12 @@ func PendingOutboxScanOf(ids []string) Scan {
 }
 
 // DueScanOf selects the documents of executions ids whose timer hint is due at now (see
-// DueFilter), in hint order, on IndexID. ids must be distinct.
+// DueFilter), on IndexID, in no order: the reader orders the timers of at most
+// execstore.MaxTargetedIDs documents itself. A sort or a limit would also make a
+// DocumentDB server keep the command's backend connection for a cursor and close it after,
+// and the next command wait for a new one. ids must be distinct.
 func DueScanOf(ids []string, now time.Time) Scan {
-	return Scan{Filter: append(bson.D{inIDs(ids)}, DueFilter(now)...),
-		Sort: bson.D{{Key: FieldTimerMin, Value: 1}}, Hint: IndexID}
+	return Scan{Filter: append(bson.D{inIDs(ids)}, DueFilter(now)...), Hint: IndexID}
 }
 
 // inIDs is the condition {_id: {$in: ids}}, the ids in increasing order.

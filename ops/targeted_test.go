@@ -17,7 +17,6 @@ func TestTargetedReadCommands(t *testing.T) {
 	}, PendingOutboxScanOf([]string{"c", "a", "b"}))
 	assert.Equal(t, Scan{
 		Filter: bson.D{in("x"), {Key: "timer_min", Value: bson.D{{Key: "$exists", Value: true}, {Key: "$lte", Value: 100.0}}}},
-		Sort:   bson.D{{Key: "timer_min", Value: 1}},
 		Hint:   "_id_",
 	}, DueScanOf([]string{"x"}, unixAt(100)))
 }

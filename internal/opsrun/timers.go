@@ -55,14 +55,19 @@ func DueTimersOf(ctx context.Context, env Env, ids []string, now time.Time, limi
 	return dueTimers(ctx, env, ops.DueScanOf(ids, now), now, limit)
 }
 
-// dueTimers runs scan, a find of documents in hint order whose hint is due at now, and
-// returns up to limit of their due timers, as DueTimers says.
+// dueTimers runs scan, a find of documents whose hint is due at now (in hint order when
+// scan has a Sort, and then it stops early), and returns up to limit of their due timers, as
+// DueTimers says.
 func dueTimers(ctx context.Context, env Env, scan ops.Scan, now time.Time, limit int) ([]execstore.DueTimer, error) {
 	nowStored := contract.StoredTime(now)
-	cur, err := env.Executions.Find(ctx, scan.Filter, options.Find().
+	find := options.Find().
 		SetProjection(bson.D{{Key: ops.FieldTimers, Value: 1}, {Key: ops.FieldTimerMin, Value: 1}, {Key: ops.FieldVersion, Value: 1},
 			{Key: ops.FieldTimerFails, Value: 1}, {Key: ops.FieldTimerVersions, Value: 1}}).
-		SetSort(scan.Sort).SetHint(scan.Hint))
+		SetHint(scan.Hint)
+	if scan.Sort != nil {
+		find.SetSort(scan.Sort)
+	}
+	cur, err := env.Executions.Find(ctx, scan.Filter, find)
 	if err != nil {
 		return nil, outcome.ReadFailure("due timers", "", err)
 	}
@@ -90,8 +95,8 @@ func dueTimers(ctx context.Context, env Env, scan ops.Scan, now time.Time, limit
 		if limit > 0 && len(out) >= limit {
 			contract.SortDueTimers(out)
 			out = out[:limit]
-			if doc.TimerMin > contract.StoredTime(out[limit-1].FireAt) {
-				break // every later document's timers fire after the limit found
+			if scan.Sort != nil && doc.TimerMin > contract.StoredTime(out[limit-1].FireAt) {
+				break // in hint order: every later document's timers fire after the limit found
 			}
 		}
 		due := 0
