@@ -2,6 +2,8 @@ package execstore
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -29,6 +31,23 @@ type ItemRef struct {
 	Path        string    // TimerItem
 	FireAt      time.Time // TimerItem
 }
+
+// String names the item as the execstore CLI writes it: "outbox pay-t3/7", "spawn
+// order-9/2", or `timer pay-t3 "reminder" at 2026-12-05T10:00:00Z` (the fire time in UTC,
+// to the nanosecond it has).
+func (r ItemRef) String() string {
+	switch r.Kind {
+	case OutboxItem, SpawnItem:
+		return fmt.Sprintf("%s %s/%d", r.Kind, r.ExecutionID, r.Seq)
+	case TimerItem:
+		return fmt.Sprintf("timer %s %q at %s", r.ExecutionID, r.Path, r.FireAt.UTC().Format(time.RFC3339Nano))
+	default:
+		return fmt.Sprintf("%q %s/%d %q at %s", string(r.Kind), r.ExecutionID, r.Seq, r.Path, r.FireAt.UTC().Format(time.RFC3339Nano))
+	}
+}
+
+// LogValue is String's text, for log/slog: a log line names an item as the CLI does.
+func (r ItemRef) LogValue() slog.Value { return slog.StringValue(r.String()) }
 
 // Failure is one failed delivery of a pending item, as its relay reports it.
 type Failure struct {
