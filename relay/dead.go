@@ -21,7 +21,11 @@ func (s *session[T, K]) failure(err error) *execstore.Failure {
 	if s.r.dead == nil {
 		return nil
 	}
-	return &execstore.Failure{Error: err.Error(), At: time.Now(), MaxAttempts: s.r.opts.MaxAttempts,
+	text := err.Error()
+	if stack := panicStack(err); stack != "" {
+		text += "\n" + stack
+	}
+	return &execstore.Failure{Error: text, At: time.Now(), MaxAttempts: s.r.opts.MaxAttempts,
 		Dead: errors.Is(err, ErrPermanent)}
 }
 
@@ -72,8 +76,12 @@ func (s *session[T, K]) recordFailures(batch []*entry[T, K]) {
 	}
 	for _, ev := range dead {
 		s.r.tel.Dead()
-		s.r.opts.Logger.Warn("relay: item moved to dead after its deliveries failed: it is delivered no more until revived; its execution's later items go on",
-			"item", ev.Item, "attempts", ev.Attempts.Count, "error", ev.Attempts.LastError)
+		attrs := []any{"item", ev.Item, "attempts", ev.Attempts.Count, "error", ev.Attempts.LastError}
+		if stack := panicStack(ev.Err); stack != "" {
+			attrs[len(attrs)-1] = ev.Err.Error() // the stored text goes on with the stack
+			attrs = append(attrs, "stack", stack)
+		}
+		s.r.opts.Logger.Warn("relay: item moved to dead after its deliveries failed: it is delivered no more until revived; its execution's later items go on", attrs...)
 		s.r.opts.OnDead(ev)
 	}
 }

@@ -387,6 +387,8 @@
 // A handler returns ErrLeavePending to leave an item pending without an error being counted or
 // recorded. It is the way to withhold acks on purpose, in tests. It returns an error wrapping
 // ErrPermanent for an item that will never succeed: it is moved to dead at once. A handler's
-// panic is recovered and fails the delivery as its error would, with the panic's value
-// (wrapped, when it is an error) and stack; the relay goes on.
+// panic is recovered and fails the delivery as its error would, with a *PanicError that holds
+// the panic's value (which it unwraps to, when it is an error) and stack; the relay goes on.
+// An *Error logged with log/slog gives its op, item, error and a panic's stack attributes of
+// their own (Error.LogValue), and items are named as the execstore CLI names them.
 package relay

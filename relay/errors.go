@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"log/slog"
 	"errors"
 	"fmt"
 )
@@ -73,7 +74,7 @@ const (
 // execstore or idem error, the handler's error, or ErrLeaseKeyInUse.
 type Error struct {
 	Op   Op
-	Item string // the entry ("source/seq") or timer ("execution/path@fireAt"); "" for a scan or a lease
+	Item string // the item as execstore.ItemRef.String names it ("outbox pay-t3/7"); a lease's key; "" for a scan
 	Err  error
 }
 
@@ -85,3 +86,45 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// LogValue gives a log line the Error's parts as attributes of their own: op, item (when
+// there is one), error (Error's one line) and, when the cause is a handler's panic, stack.
+func (e *Error) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("op", string(e.Op))}
+	if e.Item != "" {
+		attrs = append(attrs, slog.String("item", e.Item))
+	}
+	attrs = append(attrs, slog.String("error", e.Error()))
+	if stack := panicStack(e.Err); stack != "" {
+		attrs = append(attrs, slog.String("stack", stack))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// PanicError is a handler's panic, recovered: the delivery fails with it as with an error the
+// handler returned. Value is what the handler panicked with, Stack the stack of its goroutine
+// at the panic. Error is one line, without the stack: Error.LogValue gives the stack an
+// attribute of its own, and a DeadLetters store keeps it after that line in the failure's
+// text (cut at execstore.MaxFailureBytes).
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("relay: the handler panicked: %v", e.Value) }
+
+// Unwrap returns Value when it is an error (a panic with an error wrapping ErrPermanent is
+// permanent), else nil.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// panicStack returns the stack of the PanicError in err's chain, or "".
+func panicStack(err error) string {
+	var p *PanicError
+	if errors.As(err, &p) {
+		return string(p.Stack)
+	}
+	return ""
+}

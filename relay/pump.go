@@ -20,7 +20,7 @@ type kind[T any, K comparable] interface {
 	// commit is handed over only when every earlier item of its source is known.
 	chained() bool
 	version(item T) int64   // the version of the commit that wrote it, 0 when unknown
-	describe(item T) string // its name in an *Error
+	describe(item T) string // its name in an *Error and a span: ref(item).String()
 	dueAt(item T) time.Time // when it may be handed out: zero for at once
 	// waiting reports whether the item counts in the backlog at now, and since when.
 	waiting(item T, now time.Time) (since time.Time, ok bool)

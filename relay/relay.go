@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/execstore/execstore"
@@ -91,9 +90,7 @@ func (outboxKind) lane(e execstore.OutboxEntry) string {
 	return e.SourceID
 }
 
-func (outboxKind) describe(e execstore.OutboxEntry) string {
-	return fmt.Sprintf("%s/%d", e.SourceID, e.Seq)
-}
+func (k outboxKind) describe(e execstore.OutboxEntry) string { return k.ref(e).String() }
 
 func (outboxKind) source(e execstore.OutboxEntry) string { return e.SourceID }
 func (outboxKind) chained() bool                         { return true }

@@ -1,9 +1,11 @@
 package relay_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -532,6 +534,7 @@ func TestHandlerPanicIsAFailedDelivery(t *testing.T) {
 		var mu sync.Mutex
 		calls := map[string]int{}
 		var reported []error
+		var logged lockedBuffer
 		r := relay.New(store, func(_ context.Context, e execstore.OutboxEntry) error {
 			mu.Lock()
 			calls[e.SourceID]++
@@ -548,7 +551,7 @@ func TestHandlerPanicIsAFailedDelivery(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			reported = append(reported, err)
-		}})
+		}, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 		stop := run(t, r)
 		settleUntil(t, func() bool { s := r.Stats(); return s.Acked == 1 && s.Dead == 1 }, "one entry acked, the other dead")
 		require.NoError(t, stop())
@@ -559,11 +562,43 @@ func TestHandlerPanicIsAFailedDelivery(t *testing.T) {
 		require.Len(t, reported, 2)
 		for _, err := range reported {
 			assert.ErrorContains(t, err, "the handler panicked")
+			var p *relay.PanicError
+			require.ErrorAs(t, err, &p)
+			assert.NotContains(t, err.Error(), "\n", "one line: the stack is apart")
+			assert.Contains(t, string(p.Stack), "relay_test.go", "the handler's stack")
+
+			var line bytes.Buffer
+			slog.New(slog.NewTextHandler(&line, nil)).Error("failed", "err", err)
+			assert.Contains(t, line.String(), "err.op=handle ")
+			assert.Regexp(t, `err\.item="outbox [ps]/[0-9]+"`, line.String(), "the item as the CLI names it")
+			assert.Contains(t, line.String(), "err.stack=", "the stack in an attribute of its own")
+			assert.NotRegexp(t, `err\.error="[^"]*goroutine`, line.String())
 		}
 		dead, err := store.ListDead(bg, execstore.DeadQuery{})
 		require.NoError(t, err)
 		require.Len(t, dead.Items, 1)
 		assert.Equal(t, "p", dead.Items[0].ExecutionID)
 		assert.Contains(t, dead.Items[0].LastError, "bad event")
+		assert.Contains(t, dead.Items[0].LastError, "\ngoroutine ", "the stored failure keeps the stack after its line")
+		deadLine := logged.String()
+		assert.Regexp(t, `msg="relay: item moved to dead[^\n]* item="outbox p/[0-9]+" attempts=1 error="relay: the handler panicked: bad event: relay: permanent failure, never retry" stack="goroutine `, deadLine)
 	})
+}
+
+// lockedBuffer is a bytes.Buffer for a log written from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -162,16 +162,12 @@ func (r *runner[T, K]) close(ctx context.Context) error {
 	}
 }
 
-// handle calls the handler, and turns its panic into an error: a delivery that failed, as
-// the handler's error would have, with the panic's value and stack. The relay goes on.
+// handle calls the handler, and turns its panic into a *PanicError: a delivery that failed,
+// as the handler's error would have, with the panic's value and stack. The relay goes on.
 func (r *runner[T, K]) handle(ctx context.Context, item T) (err error) {
 	defer func() {
-		switch p := recover().(type) {
-		case nil:
-		case error:
-			err = fmt.Errorf("relay: the handler panicked: %w\n%s", p, debug.Stack())
-		default:
-			err = fmt.Errorf("relay: the handler panicked: %v\n%s", p, debug.Stack())
+		if p := recover(); p != nil {
+			err = &PanicError{Value: p, Stack: debug.Stack()}
 		}
 	}()
 	return r.handler(ctx, item)

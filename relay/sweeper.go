@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -75,9 +74,7 @@ func (timerKind) chained() bool                        { return false }
 func (timerKind) version(execstore.DueTimer) int64     { return 0 }
 func (timerKind) dueAt(t execstore.DueTimer) time.Time { return t.FireAt }
 
-func (timerKind) describe(t execstore.DueTimer) string {
-	return fmt.Sprintf("%s/%s@%s", t.ExecutionID, t.Path, t.FireAt.UTC().Format(time.RFC3339Nano))
-}
+func (k timerKind) describe(t execstore.DueTimer) string { return k.ref(t).String() }
 
 func (timerKind) ref(t execstore.DueTimer) execstore.ItemRef {
 	return execstore.ItemRef{Kind: execstore.TimerItem, ExecutionID: t.ExecutionID, Path: t.Path, FireAt: t.FireAt}
