@@ -1,9 +1,9 @@
 package relay
 
 import (
-	"log/slog"
 	"errors"
 	"fmt"
+	"log/slog"
 )
 
 // Sentinel errors. Match them with errors.Is. Run called after Close returns
