@@ -36,6 +36,9 @@ const (
 	// waiting for it, past which a commit's mark is not written (its holder's poll finds it).
 	boardBatch  = 1024
 	boardIntake = 4096
+	// boardHedgeWrite is the least wait before a write of marks is sent again (hedge.Calls):
+	// a second push doubles the marks it carries, which their holder skips.
+	boardHedgeWrite = 100 * time.Millisecond
 )
 
 // board is the store's wake.Board: one record per holder, in the collection named as the
@@ -87,6 +90,7 @@ type holdingDoc struct {
 func newBoard(s *Store) *board {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
+	s.wakeCalls.marksWrite.Floor = boardHedgeWrite
 	b := &board{s: s, writer: hex.EncodeToString(id[:]), seqs: map[string]int64{},
 		coll: s.client.Database(s.opts.Database + boardSuffix).Collection(s.opts.Collection)}
 	b.out = batch.NewCoalescer(batch.CoalescerConfig{MaxItems: boardBatch, MaxInFlight: 1},

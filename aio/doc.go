@@ -211,14 +211,14 @@
 //     nothing is acked on a mark's account.
 //   - The commands of a wake-up are hedged (Stats.Hedged): a write of marks, a relay's read
 //     of its marks and a targeted read (PendingOutboxOf, DueTimersOf) that has not answered
-//     within four times the median latency of its kind (at least 25ms) is sent once more, and
-//     the first answer is taken. One slow command (a server opening a backend connection, a
-//     stalled statement) then costs one more command, not a delivery's delay. A read's second
-//     answer is as good as its first. A write of marks applied twice, in either order with
-//     the writes after it, pushes again marks whose Seq its holder reads once (wake.Cursor
-//     skips them), or pushes older marks out of the 64 kept, which the holder takes for marks
-//     missed: a scan. The send not taken ends with its task, or with the store for a write;
-//     Close waits for it.
+//     within four times the median latency of its kind (at least 25ms; 100ms for a write) is
+//     sent once more, and the first answer is taken. One slow command (a server opening a
+//     backend connection, a stalled statement) then costs one more command, not a delivery's
+//     delay. A read's second answer is as good as its first. A write of marks applied twice,
+//     in either order with the writes after it, pushes again marks whose Seq its holder reads
+//     once (wake.Cursor skips them), or pushes older marks out of the 64 kept, which the
+//     holder takes for marks missed: a scan. The send not taken ends with its task, or with
+//     the store for a write; Close waits for it.
 //   - Close stops new calls (execstore.ErrClosed), drains queued and in-flight work within its
 //     context, and leaves no goroutine behind.
 //

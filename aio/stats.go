@@ -73,8 +73,8 @@ type Stats struct {
 	TimersCarried int64
 	// Hedged counts the commands of a wake-up (the board's writes of marks, a relay's reads
 	// of its marks and its targeted reads) sent a second time because the first had not
-	// answered within four times their median latency (at least 25ms); the first answer was
-	// taken.
+	// answered within four times their median latency (at least 25ms, 100ms for a write of
+	// marks); the first answer was taken.
 	Hedged int64
 }
 
