@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -84,6 +85,14 @@ type Options struct {
 	// the others stand by (ErrStandingBy). Relays with a lease and relays without one do not
 	// see each other (see the package doc).
 	Lease Leases
+	// Name is the readable part of the relay's name among its peers (Relay.Member), which the
+	// lease records, Backlog, the board and the execstore CLI and UI show: the member is Name,
+	// a dash and 16 random hex digits ("payments-1-3f2a9c0d5e7b8a61"), so that two relays
+	// given one name (a copied configuration, a process restarted while its old leases live)
+	// never pass for one. Default "": the host name and the process id. A Name of more than
+	// MaxNameBytes bytes, not valid UTF-8, or holding a NUL or a "/" is refused: Run returns an
+	// *Error matching execstore.ErrInvalid and naming Options.Name, before any call.
+	Name string
 	// LeaseKey is the prefix of the relays' keys in Lease. Use one per database the relays
 	// serve, and another for sweepers. Default "execstore/relay/outbox" for a Relay,
 	// "execstore/relay/timers" for a Sweeper. A LeaseKey whose keys would be in idem's
@@ -246,6 +255,23 @@ func (o Options) withDefaults(leaseKey string) Options {
 // be keys idem's Do and Middleware store: those that start with idem.ClientPrefix. The key
 // plus "/" starts with ClientPrefix exactly when one of its keys may: ClientPrefix ends in
 // its only "/".
+// MaxNameBytes bounds Options.Name: the member it makes, with its random part, stays within
+// what a lease store keeps of a holder's name.
+const MaxNameBytes = 128
+
+// checkName checks Options.Name.
+func checkName(name string) error {
+	switch {
+	case len(name) > MaxNameBytes:
+		return contract.Invalid("Options.Name", "is %d bytes, more than the %d allowed", len(name), MaxNameBytes)
+	case !utf8.ValidString(name):
+		return contract.Invalid("Options.Name", "is not valid UTF-8")
+	case strings.ContainsAny(name, "\x00/"):
+		return contract.Invalid("Options.Name", "%q holds a NUL or a \"/\", which would make its lease keys ambiguous", name)
+	}
+	return nil
+}
+
 func checkLeaseKey(key string) error {
 	if strings.HasPrefix(key+"/", idem.ClientPrefix) {
 		return contract.Invalid("Options.LeaseKey", "%q is in idem's client namespace (idem.ClientPrefix %q), where a request's Idempotency-Key could name the relays' records: choose a key outside it", key, idem.ClientPrefix)

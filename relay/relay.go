@@ -60,8 +60,8 @@ func (r *Relay) Stats() Stats { return r.r.stats.snapshot() }
 // pending, in partition order. It sends nothing.
 func (r *Relay) Backlog() []Backlog { return r.r.book.all() }
 
-// Member is the name the relay holds its leases under, among the relays of its LeaseKey: its
-// host, process id and a random part.
+// Member is the name the relay holds its leases under, among the relays of its LeaseKey:
+// Options.Name (default: its host and process id), a dash and a random part.
 func (r *Relay) Member() string { return r.r.member }
 
 // entryKey is an outbox entry's identity.

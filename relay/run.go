@@ -45,8 +45,8 @@ type runner[T any, K comparable] struct {
 	// chained: the items are kept in commit order (outbox entries), so a commit is handed
 	// over only when every earlier item of its execution is known.
 	chained bool
-	// member names the relay among the relays of its lease key: the host, the process and a
-	// random part.
+	// member names the relay among the relays of its lease key: Options.Name (or the host
+	// and the process) and a random part.
 	member string
 	// book keeps what the last scan of each partition held found waiting (Backlog).
 	book backlogBook
@@ -71,7 +71,7 @@ func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler
 	if opts.DeadCountInterval > 0 {
 		r.counting, _ = store.(execstore.DeadCounting)
 	}
-	r.member = memberName()
+	r.member = memberName(opts.Name)
 	r.book.holder = r.member
 	r.chained = k.chained()
 	r.tel = telemetry.NewRelay(component, opts.TracerProvider, opts.MeterProvider, r.stats.inFlight.Load, r.backlogPoints)
@@ -85,12 +85,16 @@ func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler
 	return r
 }
 
-// memberName is a relay's name among its peers: host, process id and 8 random bytes.
-func memberName() string {
-	host, _ := os.Hostname()
+// memberName is a relay's name among its peers: name (default: host and process id), then
+// 8 random bytes in hex.
+func memberName(name string) string {
+	if name == "" {
+		host, _ := os.Hostname()
+		name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	return name + "-" + hex.EncodeToString(b[:])
 }
 
 // leases reports whether the relay holds its partitions under leases: Options.Lease, or the
@@ -110,6 +114,9 @@ func (r *runner[T, K]) partOf(id string) int {
 
 // run is Run: one session, until ctx ends, Close is called or it ends on a fatal failure.
 func (r *runner[T, K]) run(ctx context.Context) error {
+	if err := checkName(r.opts.Name); err != nil {
+		return &Error{Op: OpClaim, Item: r.opts.Name, Err: err} // before any call
+	}
 	if r.leases() {
 		if err := checkLeaseKey(r.opts.LeaseKey); err != nil {
 			return &Error{Op: OpClaim, Item: r.opts.LeaseKey, Err: err} // before any call reaches the lease store
