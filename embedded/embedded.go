@@ -92,8 +92,10 @@ import (
 
 // Options configures Start. The zero value is ready to use.
 type Options struct {
-	// Dir is the SQLite data directory. It is created if missing and kept by Close.
-	// Default "": a new temporary directory, removed by Close.
+	// Dir is the SQLite data directory. It is created if missing and kept by Close. A server
+	// holds a lock on it (the file execstore-embedded.lock in it) while it runs: Start on a
+	// directory another embedded server serves, in any process, returns ErrDirInUse. The
+	// lock goes with its process. Default "": a new temporary directory, removed by Close.
 	Dir string
 
 	// Addr is the address the front listens on; URI names the address it got.
@@ -122,6 +124,7 @@ type Server struct {
 	cancel context.CancelFunc // stops FerretDB
 	done   chan struct{}      // closed when FerretDB's Run has returned; nil before it starts
 	tmpDir string             // removed by Close; "" when the caller gave Dir
+	lock   *dirLock           // the data directory's, released by Close
 
 	closeOnce sync.Once
 	closeErr  error
@@ -167,6 +170,9 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	if s.lock, err = lockDir(dir); err != nil {
+		return nil, err
 	}
 
 	stampVersion()
@@ -275,6 +281,7 @@ func (s *Server) Close() error {
 			s.cancel()
 			<-s.done
 		}
+		errs = append(errs, s.lock.release())
 		if s.tmpDir != "" {
 			errs = append(errs, os.RemoveAll(s.tmpDir))
 		}

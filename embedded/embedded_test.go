@@ -255,3 +255,29 @@ func TestStartClose(t *testing.T) {
 	require.NoError(t, err, "a given directory is kept")
 	assert.NotEmpty(t, entries, "FerretDB's SQLite files are in the given directory")
 }
+
+// A data directory serves one embedded server at a time: Start on a directory another serves
+// returns ErrDirInUse, naming its holder, and leaves the first alone; once it closed, the
+// directory is free.
+func TestDirInUse(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "data")
+	first, err := embedded.Start(ctx, embedded.Options{Dir: dir})
+	require.NoError(t, err)
+
+	_, err = embedded.Start(ctx, embedded.Options{Dir: dir})
+	require.ErrorIs(t, err, embedded.ErrDirInUse)
+	assert.ErrorContains(t, err, dir)
+	assert.ErrorContains(t, err, "held by this process")
+
+	client, err := mongo.Connect(options.Client().ApplyURI(first.URI()))
+	require.NoError(t, err)
+	assert.NoError(t, client.Ping(ctx, nil), "the first server still serves")
+	require.NoError(t, client.Disconnect(ctx))
+	require.NoError(t, first.Close())
+
+	again, err := embedded.Start(ctx, embedded.Options{Dir: dir})
+	require.NoError(t, err, "the directory is free once its server closed")
+	require.NoError(t, again.Close())
+}
