@@ -48,9 +48,9 @@ func writeRelays(w io.Writer, r *inspect.Relays) error {
 		live := 0
 		rows := make([][]string, len(r.Members))
 		for i, m := range r.Members {
-			parts := "-"
+			parts := strconv.Itoa(m.Held)
 			if m.Partitions != nil {
-				parts = strconv.Itoa(*m.Partitions)
+				parts += " of " + strconv.Itoa(*m.Partitions)
 			}
 			remaining := relativeTo(m.ExpiresAt, r.Now)
 			if m.Lapsed {
@@ -64,7 +64,7 @@ func writeRelays(w io.Writer, r *inspect.Relays) error {
 			}
 		}
 		fmt.Fprintf(w, "members: %d, %d live\n", len(r.Members), live)
-		if err := table(w, "  ", []string{"MEMBER", "PARTITIONS", "REGISTERED AT", "EXPIRES AT", "REMAINING"}, rows); err != nil {
+		if err := table(w, "  ", []string{"MEMBER", "HOLDS", "REGISTERED AT", "EXPIRES AT", "REMAINING"}, rows); err != nil {
 			return err
 		}
 	}

@@ -51,8 +51,8 @@ func TestRelaysOfARelay(t *testing.T) {
 	const at, live = `\d{4}-\d\d-\d\dT[\d:.]+Z`, `in ([4-5]\ds|1m)`
 	requireRow(t, []string{`relays of lease key execstore/relay/outbox \(now ` + at + `, server clock\)`}, rows[0])
 	requireRow(t, []string{"members: 1, 1 live"}, rows[2])
-	requireRow(t, []string{"MEMBER", "PARTITIONS", "REGISTERED AT", "EXPIRES AT", "REMAINING"}, rows[3])
-	requireRow(t, []string{`\S+`, "3", at, at, live}, rows[4])
+	requireRow(t, []string{"MEMBER", "HOLDS", "REGISTERED AT", "EXPIRES AT", "REMAINING"}, rows[3])
+	requireRow(t, []string{`\S+`, "3 of 3", at, at, live}, rows[4])
 	requireRow(t, []string{"partitions: 3, 3 held"}, rows[6])
 	requireRow(t, []string{"PARTITION", "HOLDER", "CLAIMED AT", "EXPIRES AT", "REMAINING", "TAKE-OVER"}, rows[7])
 	member := rows[4][0]
@@ -69,6 +69,7 @@ func TestRelaysOfARelay(t *testing.T) {
 	m := rep.Members[0]
 	require.Equal(t, "execstore/relay/outbox/members/"+m.Name, m.Key)
 	require.Equal(t, 3, *m.Partitions)
+	require.Equal(t, 3, m.Held, "it holds all three")
 	require.False(t, m.Lapsed)
 	require.InDelta(t, 60, m.RemainingSeconds, 2)
 	require.Empty(t, m.Problems)
@@ -145,8 +146,8 @@ func TestRelaysLeases(t *testing.T) {
 	require.Len(t, rows, 16, text)
 	const at, live, ago = `\d{4}-\d\d-\d\dT[\d:.]+Z`, `in (59m\d+s|1h)`, `now|\d+s ago`
 	requireRow(t, []string{"members: 2, 1 live"}, rows[2])
-	requireRow(t, []string{"relay-a", "4", at, at, live}, rows[4])
-	requireRow(t, []string{"relay-b", "4", at, at, `(` + ago + `) \(lapsed\)`}, rows[5])
+	requireRow(t, []string{"relay-a", "1 of 4", at, at, live}, rows[4])
+	requireRow(t, []string{"relay-b", "0 of 4", at, at, `(` + ago + `) \(lapsed\)`}, rows[5])
 	requireRow(t, []string{"partitions: 4, 2 held"}, rows[7])
 	takeOver := "-"
 	if recorded {
@@ -168,6 +169,8 @@ func TestRelaysLeases(t *testing.T) {
 	require.Len(t, rep.Members, 2)
 	require.True(t, rep.Members[1].Lapsed)
 	require.Negative(t, rep.Members[1].RemainingSeconds)
+	require.Equal(t, 1, rep.Members[0].Held, "relay-a holds partition 2 alone: 0 was claimed with no holder, 1 lapsed")
+	require.Zero(t, rep.Members[1].Held)
 	require.Len(t, rep.Partitions, 4)
 	p1, p3 := rep.Partitions[1], rep.Partitions[3]
 	require.False(t, p1.Held)

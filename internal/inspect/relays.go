@@ -51,7 +51,10 @@ type RelayMember struct {
 	RemainingSeconds float64 `json:"remaining_seconds"`       // until ExpiresAt; negative once lapsed
 	// Lapsed: the relay did not renew its registration in time; the other relays leave it
 	// out of the share.
-	Lapsed   bool     `json:"lapsed"`
+	Lapsed bool `json:"lapsed"`
+	// Held is the number of partitions whose live lease this member holds (its share of
+	// Partitions, not all of them).
+	Held     int      `json:"held"`
 	Problems []string `json:"problems"`
 }
 
@@ -104,6 +107,13 @@ func ReadRelays(ctx context.Context, coll *mongo.Collection, leaseKey string, lo
 		return nil, fmt.Errorf("reading the leases of %q in %s.%s: %w", leaseKey, coll.Database().Name(), coll.Name(), err)
 	}
 	r.Partitions = withUnheld(r.Partitions, r.Members, leaseKey)
+	for i := range r.Members {
+		for _, l := range r.Partitions {
+			if l.Held && l.Holder == r.Members[i].Name {
+				r.Members[i].Held++
+			}
+		}
+	}
 	return r, nil
 }
 
