@@ -130,6 +130,9 @@ func (f *ferretForm) claim(ctx context.Context, key string, c claimant, lease ti
 		}
 		corrupt := !ok && !stateless(raw)
 		tried, triedCorrupt = out, corrupt
+		if ok { // the state it takes the record over from, as mongoForm's claim records it
+			doc = append(doc, bson.E{Key: fPrevState, Value: string(seen.State)})
+		}
 		res, err := f.coll.ReplaceOne(ctx, guard, doc)
 		if err != nil {
 			return f.unanswered(ctx, key, token, err, corrupt, out)

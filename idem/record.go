@@ -66,7 +66,7 @@ const (
 	fStatus      = "response_status"
 	fHeaders     = "response_headers"
 	fBody        = "response_body"
-	fPrevState   = "prev_state" // MongoDB only: the state a claim took the record over from
+	fPrevState   = "prev_state" // the state a claim took the record over from, by either formulation
 	fHolder      = "holder"     // ClaimAs's holder; absent or empty for Claim's
 )
 

@@ -107,7 +107,7 @@ func writeRelays(w io.Writer, r *inspect.Relays) error {
 	}
 	_, err := fmt.Fprint(w, `
 HOLDER: the member whose claim took the lease; "a relay (unnamed)" for a relay of an earlier version.
-TAKE-OVER: yes where the lease's claim took over a lapsed one (idem records it on MongoDB only).
+TAKE-OVER: yes where the lease's claim took over a lapsed one (another relay's, or the holder's own).
 `)
 	return err
 }

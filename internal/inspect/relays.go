@@ -21,8 +21,8 @@ const (
 	SweeperLeaseKey = leases.SweeperKey
 )
 
-// idemPrevState is the state a claim took the record over from, which idem's MongoDB
-// formulation records (idem/record.go): CLAIMED when the claim took over a lapsed lease.
+// idemPrevState is the state a claim took the record over from, which idem records
+// (idem/record.go): CLAIMED when the claim took over a lapsed lease.
 const idemPrevState = "prev_state"
 
 // idemHolder is the name the claim that took the record gave its claimer (idem's
@@ -75,8 +75,8 @@ type PartitionLease struct {
 	ExpiresAt        string   `json:"expires_at,omitempty"`
 	RemainingSeconds *float64 `json:"remaining_seconds,omitempty"` // absent without a lease
 	// TakenOver: the lease's claim took it over from a claim whose lease had lapsed (another
-	// relay's, or the holder's own), as idem's MongoDB formulation records it; its FerretDB
-	// formulation records no such thing, and then it is false.
+	// relay's, or the holder's own), as idem records it (prev_state, by either formulation;
+	// a lease taken over by a version of idem that did not record it on FerretDB shows false).
 	TakenOver bool     `json:"taken_over"`
 	Problems  []string `json:"problems"`
 }
