@@ -27,8 +27,15 @@ type Options struct {
 	// Idempotency is the idem store's collection, for idempotency records. Default
 	// "idempotency".
 	Idempotency string
-	// Leases is the collection of the relays' leases (an idem store's). Default Idempotency.
+	// Leases is the collection of the relays' leases (an idem store's) in Database. Default
+	// "": the relays' leases are looked for where relays keep them (LeaseStores).
 	Leases string
+	// LeaseStores are the collections the relays' leases are looked for in, in order: the
+	// first that holds a record under the lease key is shown, and the page names it. Default:
+	// Leases in Database when it is set, else Idempotency in Database, then in the database
+	// named after it with "_leases" appended, then Executions there (aio.Store.LeaseStore's):
+	// inspect.LeaseStores.
+	LeaseStores []*mongo.Collection
 	// LeaseKey is the relays' Options.LeaseKey. Default the relays' default.
 	LeaseKey string
 	// Journal is the journal's collection. Default "journal".
@@ -76,8 +83,12 @@ func Handler(o Options) http.Handler {
 	if o.Idempotency == "" {
 		o.Idempotency = "idempotency"
 	}
-	if o.Leases == "" {
-		o.Leases = o.Idempotency
+	if len(o.LeaseStores) == 0 {
+		if o.Leases != "" {
+			o.LeaseStores = []*mongo.Collection{o.Database.Collection(o.Leases)}
+		} else {
+			o.LeaseStores = inspect.LeaseStores(o.Database, o.Idempotency, o.Executions)
+		}
 	}
 	if o.LeaseKey == "" {
 		o.LeaseKey = inspect.RelayLeaseKey

@@ -69,7 +69,7 @@ func readOverview(ctx context.Context, h *handler, q request) (any, error) {
 		return err
 	})
 	g.Go(func() (err error) {
-		p.Relays, err = inspect.ReadRelays(gctx, h.o.Database.Collection(h.o.Leases), h.o.LeaseKey, q.now)
+		p.Relays, err = inspect.ReadRelaysIn(gctx, h.o.LeaseStores, h.o.LeaseKey, q.now)
 		return err
 	})
 	if err := g.Wait(); err != nil {
@@ -238,7 +238,7 @@ func readRelays(ctx context.Context, h *handler, q request) (any, error) {
 	if key == "" {
 		key = h.o.LeaseKey
 	}
-	return inspect.ReadRelays(ctx, h.o.Database.Collection(h.o.Leases), key, q.now)
+	return inspect.ReadRelaysIn(ctx, h.o.LeaseStores, key, q.now)
 }
 
 // idemPage is one idempotency record, or a page of them under a prefix.

@@ -205,16 +205,19 @@ index.`,
 		},
 	},
 	{
-		name: "relays", collection: "idempotency",
+		name:    "relays",
 		summary: "the relays sharing the partitions: members, and each partition's lease",
-		detail: `Prints the relays registered under a lease key in their lease store (an idem store: give
-its -db and -collection) and the lease of each partition: whether a relay holds it, when
-the lease was claimed and ends by the server's clock, how long it has left, and whether
-its claim took over a lapsed lease (recorded by idem's MongoDB formulation only). A
-lease names its holder, the member whose claim took it; its claim token is never printed.
-A partition the members divide the store into and nobody holds shows as nobody's.
-Sweepers register under "` + sweeperLeaseKey + `". The server's clock, then one find
-on the _id index.`,
+		detail: `Prints the relays registered under a lease key in their lease store (an idem store) and
+the lease of each partition: whether a relay holds it, when the lease was claimed and
+ends by the server's clock, how long it has left, and whether its claim took over a
+lapsed lease. Each member shows how many partitions it holds. A lease names its holder,
+the member whose claim took it; its claim token is never printed. A partition the
+members divide the store into and nobody holds shows as nobody's. Sweepers register
+under "` + sweeperLeaseKey + `". The lease store is -collection in -db when given;
+else the first that holds a record under the lease key of "idempotency" in -db, then
+"idempotency" and "executions" (aio's Store.LeaseStore) in -db with "_leases" appended.
+It prints where it read them. Each is the server's clock, then one find on the _id
+index.`,
 		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
 			leaseKey := fs.String("lease-key", relayLeaseKey, "the relays' Options.LeaseKey `KEY`")
 			return func(_ []string, out output, coll string) (runner, error) {
@@ -269,8 +272,8 @@ relays, idempotency records and journal invocations, each page also as ?format=j
 the shapes -json prints. It answers GET and HEAD only and sends the server only reads.
 Basic authentication is on when EXECSTORE_UI_USER is set (with EXECSTORE_UI_PASSWORD).
 -timeout bounds connecting and each request's reads. -collection names the executions
-collection; the idempotency records and the relays' leases are read from "idempotency",
-the journal from "journal".`,
+collection; the idempotency records are read from "idempotency", the journal from
+"journal", and the relays' leases where relays keep them, as relays looks for them.`,
 		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
 			listen := fs.String("listen", "127.0.0.1:8080", "listen on `ADDRESS`; only this machine can reach the default")
 			leaseKey := fs.String("lease-key", relayLeaseKey, "the relays' Options.LeaseKey `KEY`")

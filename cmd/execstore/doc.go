@@ -36,12 +36,13 @@
 //
 // Every command takes these flags, before or after its name:
 //   - -uri URI (default $MONGODB_URI), or -embedded DIR: the embedded server (package
-//     embedded), started on that data directory. Do not point it at a directory another
-//     process is serving.
+//     embedded), started on that data directory; a directory another embedded server
+//     serves is refused.
 //   - -db NAME (default "execstore").
 //   - -collection NAME where the store's collection is not its default (executions,
-//     idempotency, journal). The relays' leases are in an idem store: give its -db and
-//     -collection.
+//     idempotency, journal). The relays' leases are looked for where relays keep them:
+//     "idempotency" in -db, then "idempotency" and "executions" in -db with "_leases"
+//     appended; relays -collection names them in -db instead.
 //   - -json for one JSON document with stable field names instead of aligned text.
 //   - -timeout D (default 10s), which bounds connecting and every read.
 //

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/execstore/execstore/internal/inspect"
+	"github.com/execstore/execstore/ops"
 )
 
 // The lease keys of a Relay and of a Sweeper by default.
@@ -20,14 +21,19 @@ const (
 // relaysOptions name the relays `relays` prints.
 type relaysOptions struct {
 	output
-	Collection string
+	Collection string // the leases' collection; "" to look where relays keep them
 	LeaseKey   string
 }
 
 // listRelays prints the relays sharing the lease key's partitions: the server's clock, then
-// one find of the lease key's records on the _id index (see inspect.ReadRelays).
+// one find of the lease key's records on the _id index (see inspect.ReadRelays), in
+// o.Collection of db, or else in each of inspect.LeaseStores until one holds some.
 func listRelays(ctx context.Context, db *mongo.Database, w io.Writer, o relaysOptions) error {
-	r, err := inspect.ReadRelays(ctx, db.Collection(o.Collection), o.LeaseKey, o.Now)
+	stores := inspect.LeaseStores(db, "idempotency", ops.ExecutionsCollection)
+	if o.Collection != "" {
+		stores = []*mongo.Collection{db.Collection(o.Collection)}
+	}
+	r, err := inspect.ReadRelaysIn(ctx, stores, o.LeaseKey, o.Now)
 	if err != nil {
 		return err
 	}
@@ -36,7 +42,7 @@ func listRelays(ctx context.Context, db *mongo.Database, w io.Writer, o relaysOp
 
 // writeRelays writes the relays and the partitions' leases for people.
 func writeRelays(w io.Writer, r *inspect.Relays) error {
-	fmt.Fprintf(w, "relays of lease key %s (now %s, %s clock)\n\n", plain(r.LeaseKey), r.Now, r.Clock)
+	fmt.Fprintf(w, "relays of lease key %s in %s (now %s, %s clock)\n\n", plain(r.LeaseKey), plain(r.Source), r.Now, r.Clock)
 	if len(r.Members) == 0 && len(r.Partitions) == 0 {
 		_, err := fmt.Fprintln(w, "none: no relay registered and no lease held under this lease key")
 		return err

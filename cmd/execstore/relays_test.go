@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/idem"
 	"github.com/execstore/execstore/internal/inspect"
+	"github.com/execstore/execstore/internal/testserver"
 	"github.com/execstore/execstore/memstore"
 	"github.com/execstore/execstore/relay"
 	"github.com/execstore/execstore/server"
@@ -49,7 +51,7 @@ func TestRelaysOfARelay(t *testing.T) {
 	// A minute's lease, renewed every 20 s: remaining is 40 s to 1 m whatever the machine's
 	// load, never "now" (lapsed).
 	const at, live = `\d{4}-\d\d-\d\dT[\d:.]+Z`, `in ([4-5]\ds|1m)`
-	requireRow(t, []string{`relays of lease key execstore/relay/outbox \(now ` + at + `, server clock\)`}, rows[0])
+	requireRow(t, []string{`relays of lease key execstore/relay/outbox in ` + regexp.QuoteMeta(f.db) + `\.idempotency \(now ` + at + `, server clock\)`}, rows[0])
 	requireRow(t, []string{"members: 1, 1 live"}, rows[2])
 	requireRow(t, []string{"MEMBER", "HOLDS", "REGISTERED AT", "EXPIRES AT", "REMAINING"}, rows[3])
 	requireRow(t, []string{`\S+`, "3 of 3", at, at, live}, rows[4])
@@ -91,9 +93,9 @@ func TestRelaysOfARelay(t *testing.T) {
 	// Stopped, the relay released its leases and its registration.
 	require.NoError(t, r.Close(ctx))
 	require.NoError(t, <-done)
-	require.Regexp(t, `^relays of lease key execstore/relay/outbox \(now `+at+`, server clock\)\n\n`+
+	require.Regexp(t, `^relays of lease key execstore/relay/outbox in `+regexp.QuoteMeta(f.db)+`\.idempotency \(now `+at+`, server clock\)\n\n`+
 		`none: no relay registered and no lease held under this lease key\n$`, f.inspect(t, "relays"))
-	require.JSONEq(t, `{"lease_key": "execstore/relay/outbox", "now": "TIME", "clock": "server", "members": [], "partitions": []}`,
+	require.JSONEq(t, `{"lease_key": "execstore/relay/outbox", "source": "`+f.db+`.idempotency", "now": "TIME", "clock": "server", "members": [], "partitions": []}`,
 		normalised(f.inspect(t, "relays", "-json")))
 }
 
@@ -207,4 +209,38 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// `relays` finds the leases where relays keep them: an idem store in the database named
+// after -db with "_leases" appended (the relay docs' example), or aio's Store.LeaseStore
+// there, and says where it read them; -collection names the lease store in -db instead.
+func TestRelaysFoundInTheirOwnDatabase(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, coll := range []string{"idempotency", "executions"} {
+		t.Run(coll, func(t *testing.T) {
+			f := populateNothing(t)
+			leases, err := idem.Open(ctx, srv.URI, idem.Options{Connection: server.Connection{Database: f.db + "_leases", Collection: coll}, ReapInterval: -1})
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				require.NoError(t, leases.Close(context.Background()))
+				_ = testserver.Collection(t, srv.URI, f.db+"_leases", coll).Database().Drop(context.Background())
+			})
+			r := relay.New(memstore.New(memstore.Options{Partitions: 2}), func(context.Context, execstore.OutboxEntry) error { return nil },
+				relay.Options{Lease: leases, LeaseDuration: time.Minute, Name: "eu-1"})
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			for r.Stats().Partitions < 2 {
+				time.Sleep(time.Millisecond)
+			}
+			text := f.inspect(t, "relays")
+			assert.Contains(t, text, " in "+f.db+"_leases."+coll+" (now ")
+			assert.Contains(t, text, "members: 1, 1 live")
+			assert.Regexp(t, `eu-1-[0-9a-f]{16} +2 of 2 `, text)
+			assert.Contains(t, f.inspect(t, "relays", "-collection", "idempotency"), "\nnone: no relay registered",
+				"-collection names the lease store in -db")
+			require.NoError(t, r.Close(ctx))
+			require.NoError(t, <-done)
+		})
+	}
 }

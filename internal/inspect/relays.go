@@ -32,7 +32,9 @@ const idemHolder = "holder"
 // Relays are the relays of a lease key: the members registered and the partitions'
 // leases, judged by the server's clock.
 type Relays struct {
-	LeaseKey   string           `json:"lease_key"`
+	LeaseKey string `json:"lease_key"`
+	// Source is the collection the leases were read from, "database.collection".
+	Source     string           `json:"source"`
 	Now        string           `json:"now"`
 	Clock      string           `json:"clock"` // "server" ($$NOW or hello's localTime), or "local"
 	Members    []RelayMember    `json:"members"`
@@ -94,7 +96,8 @@ func ReadRelays(ctx context.Context, coll *mongo.Collection, leaseKey string, lo
 		return nil, fmt.Errorf("reading the leases of %q in %s.%s: %w", leaseKey, coll.Database().Name(), coll.Name(), err)
 	}
 	defer cur.Close(context.WithoutCancel(ctx))
-	r := &Relays{LeaseKey: leaseKey, Now: FormatTime(now), Clock: clock, Members: []RelayMember{}, Partitions: []PartitionLease{}}
+	r := &Relays{LeaseKey: leaseKey, Source: coll.Database().Name() + "." + coll.Name(), Now: FormatTime(now), Clock: clock,
+		Members: []RelayMember{}, Partitions: []PartitionLease{}}
 	for cur.Next(ctx) {
 		key, _ := cur.Current.Lookup(idField).StringValueOK()
 		if name, ok := strings.CutPrefix(key, leases.MembersPrefix(leaseKey)); ok && name != "" {
@@ -115,6 +118,34 @@ func ReadRelays(ctx context.Context, coll *mongo.Collection, leaseKey string, lo
 		}
 	}
 	return r, nil
+}
+
+// LeaseStores are where relays keep their leases, in the order ReadRelaysIn looks: the idem
+// store idempotency in db (the relays' Options.Lease on the store's database), then in
+// db+"_leases" (the database of their own the relay docs recommend), then the collection
+// executions in db+"_leases" (aio.Store.LeaseStore's).
+func LeaseStores(db *mongo.Database, idempotency, executions string) []*mongo.Collection {
+	own := db.Client().Database(db.Name() + "_leases")
+	return []*mongo.Collection{db.Collection(idempotency), own.Collection(idempotency), own.Collection(executions)}
+}
+
+// ReadRelaysIn reads the relays of leaseKey (ReadRelays) from the first of colls that holds
+// a record under it, reading them in order; from the first when none does.
+func ReadRelaysIn(ctx context.Context, colls []*mongo.Collection, leaseKey string, local time.Time) (*Relays, error) {
+	var first *Relays
+	for _, coll := range colls {
+		r, err := ReadRelays(ctx, coll, leaseKey, local)
+		if err != nil {
+			return nil, err
+		}
+		if len(r.Members)+len(r.Partitions) > 0 {
+			return r, nil
+		}
+		if first == nil {
+			first = r
+		}
+	}
+	return first, nil
 }
 
 // partitionOf is the partition whose lease key is key: p for LeaseKey/partitions/<p>, 0 for
