@@ -183,3 +183,34 @@ func assertBacklog(t *testing.T, want map[int]execstore.PartitionBacklog, got []
 		}
 	}
 }
+
+// A stale timer hint (the FerretDB profile never repairs one; here it is written directly)
+// with no timer due behind it is no backlog: its partition gets no row of zeros, by either
+// formulation, while a partition with work waiting keeps its row.
+func TestBacklogLeavesOutAStaleHint(t *testing.T) {
+	h := newHarness(t, aio.Options{Partitions: 4})
+	s := h.store
+	stale, busy := "backlog-stale", "backlog-busy"
+	for i := 0; execstore.PartitionOf(stale, 4) == execstore.PartitionOf(busy, 4); i++ {
+		busy = fmt.Sprintf("backlog-busy-%d", i)
+	}
+	require.NoError(t, s.Save(bg, newExe(stale)))
+	exe := newExe(busy)
+	_, err := s.Commit(bg, exe, execstore.Commit{Emits: []execstore.Emit{{Event: []byte("waits")}}})
+	require.NoError(t, err)
+	res, err := h.db.Collection(ops.ExecutionsCollection).UpdateOne(bg, bson.D{{Key: "_id", Value: stale}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: ops.FieldTimerMin, Value: float64(time.Now().Add(-time.Hour).Unix())}}}})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.ModifiedCount)
+
+	for name, read := range map[string]func(context.Context) ([]execstore.PartitionBacklog, error){
+		"aggregation": s.Backlog, "find": s.BacklogByFind,
+	} {
+		got, err := read(bg)
+		require.NoError(t, err, name)
+		require.Len(t, got, 1, "%s: only the partition with an entry waiting: %+v", name, got)
+		assert.Equal(t, execstore.PartitionOf(busy, 4), got[0].Partition, name)
+		assert.EqualValues(t, 1, got[0].PendingOutbox, name)
+		assert.Zero(t, got[0].DueTimers, name)
+	}
+}

@@ -58,6 +58,11 @@ func backlogOf(rows []backlogRow, now time.Time, err error) ([]execstore.Partiti
 	out := make([]execstore.PartitionBacklog, 0, len(byPartition))
 	for _, p := range slices.Sorted(maps.Keys(byPartition)) {
 		r := byPartition[p]
+		if r.PendingOutbox == 0 && r.PendingSpawns == 0 && r.DueTimers == 0 && r.Dead == 0 {
+			// Its documents matched by a hint alone: a timer hint left stale (not repaired
+			// on FerretDB, see DueTimers) with no timer due behind it. Nothing waits there.
+			continue
+		}
 		b := execstore.PartitionBacklog{Partition: int(p), Now: now, PendingOutbox: r.PendingOutbox,
 			PendingSpawns: r.PendingSpawns, OldestPending: utc(r.OldestPending), DueTimers: r.DueTimers, Dead: r.Dead}
 		if r.OldestDue != nil {
