@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/wiremessage"
 	"go.uber.org/goleak"
+
+	"github.com/execstore/execstore/internal/logtest"
 )
 
 // These tests run the front in front of fakeUpstream, a stand-in for FerretDB that answers
@@ -491,7 +492,7 @@ func TestFrontDrainEndsWhenServerCloses(t *testing.T) {
 // link stops draining after 100ms, and a slow machine's poll could miss it.
 func TestFrontDrainTimeout(t *testing.T) {
 	u := newFakeUpstream(t)
-	var logged lockedBuffer
+	var logged logtest.Buffer
 	f := startTestFrontDrain(t, u, 100*time.Millisecond, slog.New(slog.NewTextHandler(&logged, nil)))
 	addr := f.addr().String()
 	holder := dialClient(t, addr)
@@ -506,24 +507,6 @@ func TestFrontDrainTimeout(t *testing.T) {
 	assert.Equal(t, updateID, h.responseTo)
 	assert.Equal(t, []string{"start hold", "start update", "end update"}, u.eventLog())
 	assert.Contains(t, logged.String(), "giving the write slot back although FerretDB has not finished a write whose client went away")
-}
-
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // close ends a draining link without waiting for FerretDB.

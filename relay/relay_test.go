@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/logtest"
 	"github.com/execstore/execstore/internal/wake"
 	"github.com/execstore/execstore/memstore"
 	"github.com/execstore/execstore/relay"
@@ -534,7 +535,7 @@ func TestHandlerPanicIsAFailedDelivery(t *testing.T) {
 		var mu sync.Mutex
 		calls := map[string]int{}
 		var reported []error
-		var logged lockedBuffer
+		var logged logtest.Buffer
 		r := relay.New(store, func(_ context.Context, e execstore.OutboxEntry) error {
 			mu.Lock()
 			calls[e.SourceID]++
@@ -583,22 +584,4 @@ func TestHandlerPanicIsAFailedDelivery(t *testing.T) {
 		deadLine := logged.String()
 		assert.Regexp(t, `msg="relay: item moved to dead[^\n]* item="outbox p/[0-9]+" attempts=1 error="relay: the handler panicked: bad event: relay: permanent failure, never retry" stack="goroutine `, deadLine)
 	})
-}
-
-// lockedBuffer is a bytes.Buffer for a log written from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
