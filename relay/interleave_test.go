@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -31,7 +32,7 @@ type harness[T any, K comparable] struct {
 	exes  map[string]*execstore.Execution
 
 	mu      sync.Mutex
-	calls   []string                 // every handler call, in order, by describe
+	calls   []string                 // every handler call, in order, by describe without the kind ("S/1")
 	gates   map[string]chan error    // a handler call of the item waits for its result here
 	entered map[string]chan struct{} // closed when the item's handler is called
 }
@@ -52,7 +53,7 @@ func newHarness[T any, K comparable](t *testing.T, k func(execstore.Store) kind[
 }
 
 func (b *harness[T, K]) handle(_ context.Context, item T) error {
-	id := b.r.kind.describe(item)
+	_, id, _ := strings.Cut(b.r.kind.describe(item), " ") // "outbox S/1": "S/1"
 	b.mu.Lock()
 	b.calls = append(b.calls, id)
 	if b.gates[id] == nil && b.gates[nextItem] != nil {

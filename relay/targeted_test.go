@@ -155,7 +155,7 @@ func TestTargetedReadConfirmsTimersComeDue(t *testing.T) {
 		assert.Equal(t, []string{x}, b.read())
 		b.settledAll()
 		require.Len(t, b.handled(), 1, "the timer that stands fires, once confirmed")
-		assert.Contains(t, b.handled()[0], x+"/r@")
+		assert.Contains(t, b.handled()[0], x+` "r" at `)
 	})
 }
 

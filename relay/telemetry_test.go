@@ -53,7 +53,7 @@ func TestSpansAndMetrics(t *testing.T) {
 			case "execstore.outcome":
 				outcomes = append(outcomes, kv.Value.AsString())
 			case "execstore.id":
-				assert.Equal(t, entryID("s", seq), kv.Value.AsString())
+				assert.Equal(t, "outbox "+entryID("s", seq), kv.Value.AsString(), "the item as the CLI names it")
 			}
 		}
 	}
