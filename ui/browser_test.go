@@ -41,7 +41,7 @@ var browserViews = []struct {
 	{"idem", "/idem?key=req-done", []string{"Idempotency", "req-done", "COMPLETED", "fp-done", "201", "Content-Type", "X-Session",
 		"values never shown", "show body"}},
 	{"idem-list", "/idem?prefix=req-", []string{"req-claimed", "req-done", "CLAIMED", "COMPLETED", "last page"}},
-	{"journal-retention", "/journal", []string{"Journal", "Retention deleted", "1", "finished invocations", "journal"}},
+	{"journal-retention", "/journal", []string{"Journal", "Invocations", "pay-1", "worker-a", "succeeded", "Retention deleted", "1", "finished invocations", "journal"}},
 	{"journal", "/journal?id=pay-1", []string{"Invocation pay-1", "shop/payments", "worker-a", "sealed", "never opened"}},
 }
 

@@ -89,6 +89,8 @@ var routes = []struct {
 	{"/idem?key=nope", 404},
 	{"/journal", 200},
 	{"/journal?id=pay-1", 200},
+	{"/journal?state=succeeded&owner=worker-a", 200},
+	{"/journal?state=stuck", 400},
 	{"/journal?id=nope", 404},
 	{"/static/style.css", 200},
 	{"/static/refresh.js", 200},

@@ -273,30 +273,56 @@ func readIdem(ctx context.Context, h *handler, q request) (any, error) {
 	return p, err
 }
 
-// journalPage is one invocation, or before an id is given what the journal's retention
-// deleted.
+// journalPage is one invocation, or before an id is given a page of invocations (by latest
+// attempt state and owner) and what the journal's retention deleted.
 type journalPage struct {
 	ID         string
 	Invocation *inspect.Invocation
+	Query      inspect.InvocationQuery   // without an id only
+	List       *inspect.InvocationPage   // without an id only
+	States     []string                  // the states Query.State may name
 	Retention  *inspect.JournalRetention // without an id only
+	listed     bool                      // a listing's parameter was given: its JSON is the list
 }
 
 func (p *journalPage) report() any {
-	if p.ID == "" {
-		return p.Retention
+	switch {
+	case p.ID != "":
+		return p.Invocation
+	case p.listed:
+		return p.List
 	}
-	return p.Invocation
+	return p.Retention
 }
 
 func readJournal(ctx context.Context, h *handler, q request) (any, error) {
-	p := &journalPage{ID: q.param("id")}
-	var err error
-	if p.ID == "" {
-		p.Retention, err = inspect.ReadJournalRetention(ctx, h.o.Database.Collection(ops.CountersCollection), h.o.Journal)
+	p := &journalPage{ID: q.param("id"), States: inspect.InvocationStates}
+	coll := h.o.Database.Collection(h.o.Journal)
+	if p.ID != "" {
+		var err error
+		p.Invocation, err = inspect.ReadInvocation(ctx, coll, p.ID)
 		return p, err
 	}
-	p.Invocation, err = inspect.ReadInvocation(ctx, h.o.Database.Collection(h.o.Journal), p.ID)
-	return p, err
+	limit, err := limitOf(q, defaultPageSize, contract.MaxListLimit)
+	if err != nil {
+		return nil, err
+	}
+	values := q.URL.Query()
+	p.listed = values.Has("state") || values.Has("owner") || values.Has("after") || values.Has("limit")
+	p.Query = inspect.InvocationQuery{State: q.param("state"), Owner: q.param("owner"), Limit: limit, After: q.param("after")}
+	if !inspect.ValidInvocationState(p.Query.State) {
+		return nil, &badRequest{"state must be none, pending, succeeded, failed or unknown, got " + strconv.Quote(p.Query.State)}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		p.List, err = inspect.ListInvocations(gctx, coll, p.Query)
+		return err
+	})
+	g.Go(func() (err error) {
+		p.Retention, err = inspect.ReadJournalRetention(gctx, h.o.Database.Collection(ops.CountersCollection), h.o.Journal)
+		return err
+	})
+	return p, g.Wait()
 }
 
 // executions is the executions collection.

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/inspect"
 	"github.com/execstore/execstore/ops"
 )
 
@@ -244,6 +245,35 @@ sealed them. One find.`,
 				o := journalOptions{output: out, Collection: coll, ID: args[0]}
 				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
 					return showJournal(ctx, db, w, o)
+				}, nil
+			}
+		},
+	},
+	{
+		name: "journal list", collection: "journal",
+		summary: "journal invocations by latest attempt state and owner, never their sealed payloads",
+		detail: `Prints a page of journal invocations in id order: owner, revision, last checkpoint's
+phase, attempts, latest attempt state and no-replay flag, and when the latest receipt
+was recorded (the only time the journal keeps). -state pending finds the attempts handed
+out with no receipt yet (a worker that died, or one still running); -state unknown the
+ones that need the outside system's receipt before anything else (Reconcile). One find
+sorted by _id; the state and owner are read from the documents, not an index.`,
+		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
+			state := fs.String("state", "", "only invocations whose latest attempt is `STATE`: none, pending, succeeded, failed or unknown")
+			owner := fs.String("owner", "", "only invocations of `OWNER`")
+			limit := fs.Int("limit", contract.DefaultListLimit, "page size `N`, at most 10000")
+			after := fs.String("after", "", "resume after `CURSOR` (a page's next cursor, or an invocation id)")
+			return func(_ []string, out output, coll string) (runner, error) {
+				if !inspect.ValidInvocationState(*state) {
+					return nil, usagef("-state %q: want none, pending, succeeded, failed or unknown", *state)
+				}
+				if err := checkLimit(*limit, contract.MaxListLimit); err != nil {
+					return nil, err
+				}
+				o := journalListOptions{output: out, Collection: coll,
+					Query: inspect.InvocationQuery{State: *state, Owner: *owner, Limit: *limit, After: *after}}
+				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
+					return listJournal(ctx, db, w, o)
 				}, nil
 			}
 		},

@@ -32,6 +32,8 @@
 //	execstore relays            the relays registered under a lease key (-lease-key) and each
 //	                            partition's lease: held or not, its end, take-overs
 //	execstore journal show ID   one invocation's metadata, never its sealed payloads
+//	execstore journal list      the invocations by latest attempt state and owner, a page at
+//	                            a time (-state pending|unknown|…, -owner, -limit, -after)
 //	execstore server            what the server is, as the stores identify it
 //
 // Every command takes these flags, before or after its name:

@@ -65,6 +65,41 @@ func writeJournal(w io.Writer, r *inspect.Invocation) error {
 	return err
 }
 
+// journalListOptions select the invocations `journal list` prints.
+type journalListOptions struct {
+	output
+	Collection string
+	Query      inspect.InvocationQuery
+}
+
+// listJournal prints a page of invocations: one find sorted by _id.
+func listJournal(ctx context.Context, db *mongo.Database, w io.Writer, o journalListOptions) error {
+	r, err := inspect.ListInvocations(ctx, db.Collection(o.Collection), o.Query)
+	if err != nil {
+		return err
+	}
+	return emit(w, o.output, r, writeJournalList)
+}
+
+// writeJournalList writes a page of invocations for people.
+func writeJournalList(w io.Writer, r *inspect.InvocationPage) error {
+	if len(r.Items) == 0 {
+		_, err := fmt.Fprintln(w, "invocations: none")
+		return err
+	}
+	rows := make([][]string, len(r.Items))
+	for i, inv := range r.Items {
+		rows[i] = []string{plain(inv.ID), orDash(inv.Owner), strconv.FormatInt(inv.Revision, 10), orDash(inv.Phase),
+			strconv.FormatInt(inv.Attempts, 10), orDash(inv.Latest), yesNo(inv.NoReplay), orDash(inv.ReceiptAt)}
+	}
+	last := "last page"
+	if r.NextCursor != "" {
+		last = "more: -after " + r.NextCursor
+	}
+	fmt.Fprintf(w, "invocations: %d; %s\n", len(r.Items), last)
+	return table(w, "  ", []string{"INVOCATION", "OWNER", "REVISION", "PHASE", "ATTEMPTS", "LATEST", "NO REPLAY", "RECEIPT AT"}, rows)
+}
+
 // journalRetentionOptions name the journal collection whose retention totals
 // `journal retention` prints.
 type journalRetentionOptions struct {
