@@ -217,8 +217,11 @@
 //     delay. A read's second answer is as good as its first. A write of marks applied twice,
 //     in either order with the writes after it, pushes again marks whose Seq its holder reads
 //     once (wake.Cursor skips them), or pushes older marks out of the 64 kept, which the
-//     holder takes for marks missed: a scan. The send not taken ends with its task, or with
-//     the store for a write; Close waits for it.
+//     holder takes for marks missed: a scan. The second send of a write is the same bulk
+//     write, its $push statements in the same order, each locking one holder's document: on
+//     a row-locking engine it waits for the first's locks, never in a cycle, and on MongoDB
+//     each $push is atomic. The send not taken ends with its task, or with the store for a
+//     write; Close waits for it.
 //   - Close stops new calls (execstore.ErrClosed), drains queued and in-flight work within its
 //     context, and leaves no goroutine behind.
 //
