@@ -151,6 +151,12 @@ type DeadLetters interface {
 	// twice is harmless. A dead timer whose path holds another timer now stays dead, and
 	// Revive returns an error matching ErrConflict.
 	Revive(ctx context.Context, ref ItemRef) (bool, error)
+
+	// Discard drops the dead item ref for good, in one write: it is no longer dead, nor
+	// pending, and no relay delivers it. It reports false, writing nothing, when ref is not
+	// dead (discarded or revived already, or never dead), so calling it twice is harmless.
+	// It does not change the execution's version: nothing becomes pending.
+	Discard(ctx context.Context, ref ItemRef) (bool, error)
 }
 
 // DeadCounting is a DeadLetters store divided into partitions that counts its dead items by

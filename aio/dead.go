@@ -89,3 +89,16 @@ func (s *Store) Revive(ctx context.Context, ref execstore.ItemRef) (bool, error)
 		return ok, err
 	}).Wait(ctx)
 }
+
+// Discard drops the dead item ref for good (see execstore.DeadLetters). Cost: one guarded
+// single-document update (ops.DiscardCommand). A write whose answer was lost is an
+// *execstore.OutcomeUnknownError: calling Discard again settles it.
+func (s *Store) Discard(ctx context.Context, ref execstore.ItemRef) (bool, error) {
+	if err := contract.ValidateItemRef(ref); err != nil {
+		return false, err
+	}
+	ref = contract.NormalRef(ref)
+	return submit(ctx, s, opDiscard, ref.ExecutionID, func(ctx context.Context) (bool, error) {
+		return opsrun.Discard(ctx, s.env, ref)
+	}).Wait(ctx)
+}

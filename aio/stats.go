@@ -32,6 +32,7 @@ const (
 	opFail
 	opListDead
 	opRevive
+	opDiscard
 	opBacklog
 	opExpired
 	opDeleteExpired
@@ -43,7 +44,7 @@ const (
 var opNames = [opKinds]string{
 	"load", "load_for_event", "is_processed", "commit", "list", "pending_outbox", "ack_outbox",
 	"pending_spawns", "ack_spawn", "due_timers", "delete_timer", "restore_timer", "append_trace", "read_trace",
-	"fail", "list_dead", "revive", "backlog", "expired", "delete_expired", "retention_totals", "wake",
+	"fail", "list_dead", "revive", "discard", "backlog", "expired", "delete_expired", "retention_totals", "wake",
 }
 
 // Stats is a snapshot of a Store's counters. It holds those every store keeps (server.Stats:

@@ -253,3 +253,20 @@ func (s *Store) Revive(ctx context.Context, ref execstore.ItemRef) (bool, error)
 	delete(s.dead, key)
 	return true, nil
 }
+
+// Discard drops the dead item ref for good, under the store's write lock.
+func (s *Store) Discard(ctx context.Context, ref execstore.ItemRef) (bool, error) {
+	if err := contract.ValidateItemRef(ref); err != nil {
+		return false, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
+	key := contract.KeyOf(ref)
+	if _, ok := s.dead[key]; !ok {
+		return false, nil
+	}
+	delete(s.dead, key)
+	return true, nil
+}

@@ -177,6 +177,25 @@ func ReviveCommand(ref execstore.ItemRef, dead DeadDoc, pending any, hint *float
 	return filter, append(update, bson.E{Key: "$inc", Value: inc}, bson.E{Key: "$set", Value: set})
 }
 
+// DiscardCommand is the updateOne that drops the dead item ref for good: guarded by the item
+// being dead as ref names it (an entry or intent by its seq, a timer by its stored fire
+// time, so that a later dead timer of the same path is not dropped for an earlier one), it
+// unsets it and lowers the count. One write of its document; the version is not moved, as
+// nothing becomes pending.
+func DiscardCommand(ref execstore.ItemRef, fireAt float64) (filter, update bson.D) {
+	key := FieldDead + "." + DeadKey(ref)
+	filter = bson.D{{Key: fID, Value: ref.ExecutionID}, {Key: key + ".kind", Value: string(ref.Kind)}}
+	if ref.Kind == execstore.TimerItem {
+		filter = append(filter, bson.E{Key: key + ".fire_at", Value: fireAt})
+	} else {
+		filter = append(filter, bson.E{Key: key + ".seq", Value: ref.Seq})
+	}
+	return filter, bson.D{
+		{Key: "$unset", Value: bson.D{{Key: key, Value: ""}}},
+		{Key: "$inc", Value: bson.D{{Key: fDeadN, Value: int64(-1)}}},
+	}
+}
+
 // DeadFilter selects the documents that hold dead items, of execution id when it is not "",
 // from after on by _id.
 func DeadFilter(id, after string) bson.D {

@@ -22,6 +22,7 @@ var deadBehaviours = []behaviour[execstore.DeadLetters]{
 	{"ReviveIsIdempotent", reviveIdempotent},
 	{"ReviveOfATimerWhosePathIsArmedIsAConflict", reviveTimerConflict},
 	{"ReviveMovesTheVersionOn", reviveMovesVersion},
+	{"DiscardDropsTheDeadItemOnce", discardOnce},
 	{"FailStopsAtMaxAttempts", failStopsAtMaxAttempts},
 	{"ConcurrentFailsStopAtMaxAttempts", concurrentFailsStopAtMax},
 	{"ListDeadFiltersAndPages", listDeadPages},
@@ -34,7 +35,8 @@ var deadBehaviours = []behaviour[execstore.DeadLetters]{
 // Revive of an item not dead writing nothing, a dead timer whose path was armed again staying
 // dead, Revive moving the execution's version on (a commit at the version before is a
 // conflict), Failure.MaxAttempts moving an item to dead in the write that reaches it, never
-// past it under concurrent calls, listing with filters and cursors, and bad input refused. For a store that is also an
+// past it under concurrent calls, Discard dropping a dead item once (and nothing that is not dead),
+// listing with filters and cursors, and bad input refused. For a store that is also an
 // execstore.DeadCounting, it checks the counts by partition too. open must return a new,
 // empty store each time it is called, and release it with t.Cleanup. Run runs it already
 // for stores that are DeadLetters.
@@ -230,6 +232,68 @@ func reviveIdempotent(t *testing.T, s execstore.DeadLetters) {
 	page, err := s.ListDead(bg, execstore.DeadQuery{})
 	require.NoError(t, err)
 	assert.Empty(t, page.Items)
+}
+
+// discardOnce: Discard drops a dead entry and a dead timer for good, without moving the
+// execution's version; a second Discard, a Discard of an item that is pending, and a
+// Discard naming a dead timer at another fire time report false and change nothing.
+func discardOnce(t *testing.T, s execstore.DeadLetters) {
+	exe := newExe("dl-discard")
+	fire := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	seqs := mustCommit(t, s, exe, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("a")}, {TargetID: "t", Event: []byte("b")}},
+		Timers: []execstore.TimerOp{execstore.ScheduleTimer("p", fire)}})
+	dead := []execstore.ItemRef{
+		{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: seqs[0]},
+		{Kind: execstore.TimerItem, ExecutionID: exe.ID, Path: "p", FireAt: fire},
+	}
+	for _, ref := range dead {
+		_, ok, err := s.Fail(bg, ref, execstore.Failure{Error: "x", At: failAt, Dead: true})
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	before, err := s.Load(bg, exe.ID)
+	require.NoError(t, err)
+
+	pending := execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: exe.ID, Seq: seqs[1]}
+	ok, err := s.Discard(bg, pending)
+	require.NoError(t, err)
+	assert.False(t, ok, "a pending entry is not dead")
+	ok, err = s.Discard(bg, execstore.ItemRef{Kind: execstore.TimerItem, ExecutionID: exe.ID, Path: "p", FireAt: fire.Add(time.Second)})
+	require.NoError(t, err)
+	assert.False(t, ok, "the dead timer fires at another time")
+	ok, err = s.Discard(bg, execstore.ItemRef{Kind: execstore.OutboxItem, ExecutionID: "dl-nowhere", Seq: 1})
+	require.NoError(t, err)
+	assert.False(t, ok, "no such execution")
+
+	for _, ref := range dead {
+		ok, err := s.Discard(bg, ref)
+		require.NoError(t, err)
+		assert.True(t, ok, "%s", ref)
+		ok, err = s.Discard(bg, ref)
+		require.NoError(t, err)
+		assert.False(t, ok, "%s discarded already", ref)
+		ok, err = s.Revive(bg, ref)
+		require.NoError(t, err)
+		assert.False(t, ok, "%s discarded: nothing to revive", ref)
+	}
+	page, err := s.ListDead(bg, execstore.DeadQuery{})
+	require.NoError(t, err)
+	assert.Empty(t, page.Items)
+	counts, err := s.CountDead(bg)
+	require.NoError(t, err)
+	assert.Empty(t, counts)
+	after, err := s.Load(bg, exe.ID)
+	require.NoError(t, err)
+	assert.Equal(t, before.Version, after.Version, "a discard moves no version")
+	p, err := s.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	require.Len(t, p, 1, "the pending entry stays")
+	assert.Equal(t, seqs[1], p[0].Seq)
+	due, err := s.DueTimers(bg, fire.Add(time.Hour), 0)
+	require.NoError(t, err)
+	assert.Empty(t, due)
+	_, err = s.Discard(bg, execstore.ItemRef{Kind: "bogus", ExecutionID: exe.ID})
+	assert.ErrorIs(t, err, execstore.ErrInvalid)
 }
 
 // reviveTimerConflict: a dead timer whose path was armed again stays dead, and Revive says

@@ -203,6 +203,17 @@ func Revive(ctx context.Context, env Env, ref execstore.ItemRef) (bool, error) {
 		execstore.ErrRolledBack, ref.ExecutionID, key, failTries)
 }
 
+// Discard drops the dead item ref for good: one guarded single-document update
+// (ops.DiscardCommand). It reports false when ref is not dead.
+func Discard(ctx context.Context, env Env, ref execstore.ItemRef) (bool, error) {
+	filter, update := ops.DiscardCommand(ref, contract.StoredTime(ref.FireAt))
+	res, err := env.Executions.UpdateOne(ctx, filter, update)
+	if err != nil {
+		return false, outcome.WriteFailure("discard", ref.ExecutionID, err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
 // deadEntry is one dead item read, with its place in the listing's order.
 type deadEntry struct {
 	key  contract.DeadKey
