@@ -125,6 +125,10 @@ type DueTimer struct {
 type TraceStep struct {
 	Index  int64 // per execution, strictly increasing, 0-based
 	Fields map[string]any
+	// At is when the step was recorded, by the recording process's clock, to the
+	// millisecond, in UTC: its commit's time, or AppendTrace's. It is zero for a step written
+	// by a version of this module that did not record it.
+	At time.Time
 }
 
 // Commit is everything one handled event changes besides the snapshot. The zero Commit

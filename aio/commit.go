@@ -67,13 +67,11 @@ func (s *Store) CommitAsync(ctx context.Context, exe *execstore.Execution, c exe
 }
 
 // takeSeqs takes the outbox and spawn seqs c needs from the prefetched blocks, and the time
-// its entries and intents record.
+// the commit records (its entries', intents' and trace step's, and the document's
+// updated_at).
 func (s *Store) takeSeqs(ctx context.Context, c *execstore.Commit) (ops.Seqs, error) {
-	var seqs ops.Seqs
+	seqs := ops.Seqs{At: ops.CommitTime()}
 	var err error
-	if len(c.Emits)+len(c.Spawns) > 0 {
-		seqs.At = ops.CommitTime()
-	}
 	if len(c.Emits) > 0 {
 		if seqs.Outbox, err = s.outboxSeq.Take(ctx, len(c.Emits), make([]int64, 0, len(c.Emits))); err != nil {
 			return seqs, err

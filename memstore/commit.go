@@ -25,7 +25,7 @@ type preparedCommit struct {
 	processed string
 	timers    []execstore.TimerOp
 	spawns    []spawnItem // contexts encoded
-	at        time.Time   // when it was applied: its entries' and intents' CommittedAt
+	at        time.Time   // when it was applied: its entries' and intents' CommittedAt, its step's time
 	step      []byte      // the encoded trace step; nil for none
 }
 
@@ -207,7 +207,7 @@ func (s *Store) apply(r *record, pc *preparedCommit) (seqs []int64, firstSpawn i
 		}
 	}
 	if pc.step != nil {
-		s.appendStep(r, pc.step)
+		s.appendStep(r, pc.step, pc.at)
 	}
 	return seqs, firstSpawn
 }

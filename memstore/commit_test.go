@@ -141,7 +141,8 @@ func TestCommitWritesEverything(t *testing.T) {
 				{ExecutionID: "e", Path: "U", FireAt: unixAt(6), Version: e.Version}}, due, "armed by the commit")
 			trace, err := s.ReadTrace(bg, "e")
 			require.NoError(t, err)
-			assert.Equal(t, []execstore.TraceStep{{Index: 0, Fields: map[string]any{"k": "v"}}}, trace)
+			assert.Equal(t, []execstore.TraceStep{{Index: 0, Fields: map[string]any{"k": "v"}, At: at}}, trace,
+				"the step records its commit's time")
 			got, err := s.Load(bg, "e")
 			require.NoError(t, err)
 			assert.Equal(t, e, got)

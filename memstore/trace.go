@@ -4,25 +4,29 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/ops"
 )
 
 // An execution's trace is a ring of its last Store.traceMax steps. Each step is stamped with
 // the execution's TraceNext, which then grows by one, so indices strictly increase whether
-// the step came with a commit or from AppendTrace.
+// the step came with a commit or from AppendTrace, and with the time it was recorded: its
+// commit's, or AppendTrace's reading of the clock.
 
 // traceEntry is one kept trace step.
 type traceEntry struct {
 	index int64
-	step  []byte // encoded BSON
+	step  []byte    // encoded BSON
+	at    time.Time // when it was recorded (ops.CommitTime)
 }
 
-// appendStep stamps step with r's next index, appends it and drops the steps past the ring's
-// size. The caller holds the lock.
-func (s *Store) appendStep(r *record, step []byte) {
-	r.trace = append(r.trace, traceEntry{index: r.exe.TraceNext, step: step})
+// appendStep stamps step with r's next index and the time at, appends it and drops the steps
+// past the ring's size. The caller holds the lock.
+func (s *Store) appendStep(r *record, step []byte, at time.Time) {
+	r.trace = append(r.trace, traceEntry{index: r.exe.TraceNext, step: step, at: at})
 	r.exe.TraceNext++
 	if over := len(r.trace) - s.traceMax; over > 0 {
 		r.trace = slices.Delete(r.trace, 0, over)
@@ -50,7 +54,7 @@ func (s *Store) AppendTrace(ctx context.Context, id string, step map[string]any)
 	if r == nil {
 		return fmt.Errorf("%w: %q", execstore.ErrNotFound, id)
 	}
-	s.appendStep(r, b)
+	s.appendStep(r, b, ops.CommitTime())
 	return nil
 }
 
@@ -71,7 +75,7 @@ func (s *Store) ReadTrace(ctx context.Context, id string) ([]execstore.TraceStep
 		if err != nil {
 			return nil, err // never: the store encoded it
 		}
-		out[i] = execstore.TraceStep{Index: t.index, Fields: m}
+		out[i] = execstore.TraceStep{Index: t.index, Fields: m, At: t.at}
 	}
 	return out, nil
 }

@@ -54,9 +54,10 @@ type Seqs struct {
 	// commit that finds one gone or re-armed, even to the same fire time, matches nothing). The commit must have no timer op on their paths (a re-arm or cancel in the
 	// commit is the timer's fate instead), and no two may share a path.
 	Fired []FiredRef
-	// At is when the commit is made, as its outbox entries and spawn intents record it
-	// (execstore.OutboxEntry.CommittedAt); the zero time takes Build's reading of the clock.
-	// Take it from CommitTime.
+	// At is when the commit is made, as its outbox entries, spawn intents and trace step
+	// record it (execstore.OutboxEntry.CommittedAt, TraceDoc.At) and the document's
+	// FieldUpdatedAt (and FieldCreatedAt, when it creates the execution); the zero time takes
+	// Build's reading of the clock. Take it from CommitTime.
 	At time.Time
 }
 
@@ -165,7 +166,7 @@ func CheckCommitSize(exe *execstore.Execution, c *execstore.Commit, contexts [][
 
 // execBytes is the execution's part of CommitPlan.Bytes.
 func execBytes(exe *execstore.Execution) int {
-	return sizeBase + len(exe.ID) + len(exe.DefinitionID) + len(exe.ParentID) + len(exe.Data)
+	return sizeBase + sizeStamps + len(exe.ID) + len(exe.DefinitionID) + len(exe.ParentID) + len(exe.Data)
 }
 
 // BuildCommit builds the commit of exe and c: PrepareCommit, then Build. exe and c must be
@@ -190,7 +191,7 @@ func (pc *PreparedCommit) Build(l Layout, exe *execstore.Execution, seqs Seqs) (
 	p.Bytes = execBytes(exe) + pc.bytes
 
 	at := seqs.At
-	if at.IsZero() && (len(c.Emits)+len(c.Spawns) > 0 || exe.Status.Finished()) {
+	if at.IsZero() {
 		at = CommitTime()
 	}
 	outbox := make(bson.D, 0, len(c.Emits))
@@ -207,12 +208,12 @@ func (pc *PreparedCommit) Build(l Layout, exe *execstore.Execution, seqs Seqs) (
 
 	var step *TraceDoc
 	if pc.step != nil {
-		step = &TraceDoc{Index: exe.TraceNext, Step: pc.step}
+		step = &TraceDoc{Index: exe.TraceNext, Step: pc.step, At: at}
 		p.TraceNext = exe.TraceNext + 1
 	}
 
 	if exe.Version == 0 {
-		p.Insert = buildInsert(l, exe, c, outbox, spawns, timers, step)
+		p.Insert = buildInsert(l, exe, c, outbox, spawns, timers, step, at)
 		if exe.Status.Finished() {
 			p.Insert = append(p.Insert, bson.E{Key: FieldFinishedAt, Value: at})
 		}
@@ -226,6 +227,7 @@ func (pc *PreparedCommit) Build(l Layout, exe *execstore.Execution, seqs Seqs) (
 		{Key: FieldStatus, Value: string(exe.Status)},
 		{Key: FieldDefinitionID, Value: exe.DefinitionID},
 		{Key: FieldParentID, Value: nullable(exe.ParentID)},
+		{Key: FieldUpdatedAt, Value: at},
 	}
 	if exe.Status.Finished() {
 		set = append(set, bson.E{Key: FieldFinishedAt, Value: at})
@@ -327,6 +329,9 @@ const (
 	// timer_min, partition, commit_token, the empty dedupe arrays, …), the update operators' own
 	// headers and the filter-free insert's framing.
 	sizeBase = 512
+	// sizeStamps covers the commit's times: created_at and updated_at, each a type byte, its
+	// key, a NUL and an 8-byte date, and finished_at likewise.
+	sizeStamps = 3 * (1 + len(FieldFinishedAt) + 1 + 8)
 	// sizeProcessed covers the dedupe mark's element ($addToSet, or a generation's array).
 	sizeProcessed = 48
 	// sizeEmit covers "outbox.<seq>" and an outbox entry's fields (seq, v, target_id, event,
@@ -337,8 +342,9 @@ const (
 	// sizeTimer covers "timers." and a fire time (or the "" of a cancel), and "timer_v." and
 	// a version (or a ""), besides the key twice.
 	sizeTimer = 64
-	// sizeTrace covers a trace step's index and framing, and $push's $each and $slice.
-	sizeTrace = 128
+	// sizeTrace covers a trace step's index, its time ("at") and framing, and $push's $each
+	// and $slice.
+	sizeTrace = 128 + 1 + len("at") + 1 + 8
 	// tokenBytes is the encoded commit_token element SetToken adds to an update.
 	tokenBytes = 1 + len(FieldCommitToken) + 1 + 8
 )
@@ -373,7 +379,7 @@ func (p *CommitPlan) checkSize() error {
 }
 
 func buildInsert(l Layout, exe *execstore.Execution, c *execstore.Commit, outbox, spawns, timers bson.D,
-	step *TraceDoc) bson.D {
+	step *TraceDoc, at time.Time) bson.D {
 	var trace any
 	if l.Profile == server.FerretDB {
 		ring := bson.D{}
@@ -409,6 +415,8 @@ func buildInsert(l Layout, exe *execstore.Execution, c *execstore.Commit, outbox
 		bson.E{Key: FieldTimers, Value: timers},
 		bson.E{Key: FieldTrace, Value: trace},
 		bson.E{Key: FieldTraceNext, Value: traceNext},
+		bson.E{Key: FieldCreatedAt, Value: at},
+		bson.E{Key: FieldUpdatedAt, Value: at},
 	)
 	if at, ok := earliest(timers); ok {
 		doc = append(doc, bson.E{Key: FieldTimerMin, Value: at})

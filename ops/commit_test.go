@@ -50,7 +50,7 @@ func TestBuildCommitMongoDB(t *testing.T) {
 	assert.Equal(t, "evt", p.EventID)
 	assert.True(t, p.Traced)
 	p1 := "p"
-	step := TraceDoc{Index: 7, Step: mustMarshal(t, map[string]any{"s": 1})}
+	step := TraceDoc{Index: 7, Step: mustMarshal(t, map[string]any{"s": 1}), At: at}
 	assert.Equal(t, bson.D{
 		{Key: "$set", Value: bson.D{
 			{Key: "version", Value: int64(5)},
@@ -58,6 +58,7 @@ func TestBuildCommitMongoDB(t *testing.T) {
 			{Key: "status", Value: "RUNNING"},
 			{Key: "definition_id", Value: "d"},
 			{Key: "parent_id", Value: (*string)(nil)},
+			{Key: "updated_at", Value: at},
 			{Key: "outbox.10", Value: OutboxDoc{Seq: 10, Version: 5, TargetID: &p1, Event: []byte("e1"), At: at}},
 			{Key: "outbox.11", Value: OutboxDoc{Seq: 11, Version: 5, Event: []byte("e2"), At: at}},
 			{Key: "spawns.3", Value: SpawnDoc{Seq: 3, Version: 5, ChildID: "c", RootPath: "F.A", Context: mustMarshal(t, map[string]any{"x": 1}), At: at}},
@@ -81,10 +82,11 @@ func TestBuildCommitMongoDB(t *testing.T) {
 func TestBuildCommitFerretDBTraceRing(t *testing.T) {
 	env := Layout{Profile: server.FerretDB, TraceMax: 3}
 	exe := &execstore.Execution{ID: "x", Status: execstore.Running, Version: 9, TraceNext: 12}
-	p, err := BuildCommit(env, exe, &execstore.Commit{Trace: map[string]any{}}, Seqs{})
+	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	p, err := BuildCommit(env, exe, &execstore.Commit{Trace: map[string]any{}}, Seqs{At: at})
 	require.NoError(t, err)
 	set := p.Update[0].Value.(bson.D)
-	assert.Equal(t, bson.E{Key: "trace.12", Value: TraceDoc{Index: 12, Step: mustMarshal(t, map[string]any{})}}, set[len(set)-1])
+	assert.Equal(t, bson.E{Key: "trace.12", Value: TraceDoc{Index: 12, Step: mustMarshal(t, map[string]any{}), At: at}}, set[len(set)-1])
 	unset := p.Update[1]
 	require.Len(t, p.Update, 2)
 	assert.Equal(t, "$unset", unset.Key)
@@ -96,6 +98,49 @@ func TestBuildCommitFerretDBTraceRing(t *testing.T) {
 	for _, e := range p.Update {
 		assert.NotEqual(t, "$push", e.Key)
 	}
+}
+
+// Every commit stamps its time, even one that writes the snapshot alone: the update $sets
+// updated_at, a create writes created_at and updated_at, a trace step records it, and a
+// finished status also finished_at. Without Seqs.At the commit reads the clock, once.
+func TestBuildCommitStampsItsTime(t *testing.T) {
+	env := Layout{Profile: server.MongoDB, TraceMax: 200}
+	at := time.Date(2026, 12, 4, 10, 0, 0, 7e6, time.UTC)
+	fieldsOf := func(d bson.D) map[string]any {
+		m := map[string]any{}
+		for _, e := range d {
+			m[e.Key] = e.Value
+		}
+		return m
+	}
+	for _, status := range []execstore.Status{execstore.Running, execstore.Done} {
+		exe := &execstore.Execution{ID: "x", Status: status, Version: 3}
+		p, err := BuildCommit(env, exe, &execstore.Commit{}, Seqs{At: at})
+		require.NoError(t, err)
+		set := fieldsOf(p.Update[0].Value.(bson.D))
+		assert.Equal(t, at, set["updated_at"], status)
+		assert.NotContains(t, set, "created_at", "only a create writes it")
+		if status.Finished() {
+			assert.Equal(t, at, set["finished_at"])
+		} else {
+			assert.NotContains(t, set, "finished_at")
+		}
+		exe.Version = 0
+		p, err = BuildCommit(env, exe, &execstore.Commit{}, Seqs{At: at})
+		require.NoError(t, err)
+		doc := fieldsOf(p.Insert)
+		assert.Equal(t, at, doc["created_at"])
+		assert.Equal(t, at, doc["updated_at"])
+	}
+	before := CommitTime()
+	p, err := BuildCommit(env, &execstore.Execution{ID: "x", Status: execstore.Running, Version: 3},
+		&execstore.Commit{Trace: map[string]any{"s": 1}}, Seqs{})
+	require.NoError(t, err)
+	stamped := fieldsOf(p.Update[0].Value.(bson.D))["updated_at"].(time.Time)
+	assert.False(t, stamped.Before(before))
+	assert.Equal(t, stamped, stamped.UTC().Truncate(time.Millisecond), "UTC, to the millisecond")
+	push := fieldsOf(p.Update)["$push"].(bson.D)[0].Value.(bson.D)[0].Value.(bson.A)
+	assert.Equal(t, stamped, push[0].(TraceDoc).At, "the step records the commit's time")
 }
 
 // A snapshot-only commit has no $push, $inc, $unset or $addToSet and no trace guard.
@@ -117,7 +162,8 @@ func TestBuildCommitCreate(t *testing.T) {
 	for _, profile := range []server.Profile{server.MongoDB, server.FerretDB} {
 		env := Layout{Profile: profile, TraceMax: 200}
 		exe := &execstore.Execution{ID: "x", DefinitionID: "d", Status: execstore.Pending, Data: []byte("s")}
-		p, err := BuildCommit(env, exe, fullCommit(), Seqs{Outbox: []int64{1, 2}, Spawns: []int64{5}})
+		at := time.Date(2026, 12, 4, 10, 0, 0, 5e6, time.UTC)
+		p, err := BuildCommit(env, exe, fullCommit(), Seqs{Outbox: []int64{1, 2}, Spawns: []int64{5}, At: at})
 		require.NoError(t, err)
 		require.NotNil(t, p.Insert)
 		assert.Nil(t, p.Update)
@@ -126,7 +172,7 @@ func TestBuildCommitCreate(t *testing.T) {
 			keys = append(keys, e.Key)
 		}
 		assert.Equal(t, []string{"_id", "definition_id", "status", "parent_id", "version", "data", "outbox", "outbox_n",
-			"spawns", "spawns_n", "processed", "timers", "trace", "trace_next", "timer_min", "timer_v"}, keys)
+			"spawns", "spawns_n", "processed", "timers", "trace", "trace_next", "created_at", "updated_at", "timer_min", "timer_v"}, keys)
 		doc := map[string]any{}
 		for _, e := range p.Insert {
 			doc[e.Key] = e.Value
@@ -136,6 +182,8 @@ func TestBuildCommitCreate(t *testing.T) {
 		assert.Equal(t, bson.A{"evt"}, doc["processed"])
 		assert.Equal(t, bson.D{{Key: "F%2EA", Value: 100.0}}, doc["timers"]) // the cancel of G has nothing to cancel
 		assert.Equal(t, int64(1), doc["trace_next"])
+		assert.Equal(t, at, doc["created_at"])
+		assert.Equal(t, at, doc["updated_at"])
 		assert.Equal(t, 100.0, doc["timer_min"])
 		assert.Equal(t, bson.D{{Key: "F%2EA", Value: int64(1)}}, doc["timer_v"], "armed by version 1")
 		if profile == server.FerretDB {

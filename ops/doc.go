@@ -23,6 +23,11 @@
 //     counter's existing document, the counter being created by an insert when it is missing
 //     (see ReserveCommand). On MongoDB and on a row-locking engine alike, the _id index picks
 //     one inserter, and a single-document update of an existing document is atomic.
+//   - A commit stamps the document with its time (Seqs.At): FieldUpdatedAt always,
+//     FieldCreatedAt too when it creates the execution, and its trace step's At. They are
+//     plain $sets of the commit's one guarded update (or fields of its insert), so the
+//     stored times are always exactly the winning commit's: a commit that lost the version
+//     guard wrote none of them.
 //   - Acks and timer deletes are guarded so that repeating one is harmless: once applied, it
 //     matches nothing.
 //   - Keys built from caller text (timer paths) go through EncodeKey, which round-trips every

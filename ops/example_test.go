@@ -69,7 +69,7 @@ func Example_transaction() {
 	plan, err := ops.BuildCommit(layout, exe, &execstore.Commit{
 		ProcessedEventID: "evt-7",
 		Timers:           []execstore.TimerOp{execstore.ScheduleTimer("Paid.Reminder", time.Date(2030, time.March, 17, 17, 46, 40, 0, time.UTC))},
-	}, ops.Seqs{})
+	}, ops.Seqs{At: time.Date(2030, time.March, 17, 17, 40, 0, 0, time.UTC)}) // the commit's time: take ops.CommitTime()
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -89,6 +89,6 @@ func Example_transaction() {
 	// Output:
 	// updateOne on executions
 	// filter: {"_id":"order-1","version":3,"processed":{"$ne":"evt-7"}}
-	// update: {"$set":{"version":4,"data":{"$binary":{"base64":"eyJzdGF0ZSI6InBhaWQifQ==","subType":"00"}},"status":"RUNNING","definition_id":"checkout","parent_id":null,"timers.Paid%2EReminder":1.9E+09,"timer_v.Paid%2EReminder":4},"$min":{"timer_min":1.9E+09},"$addToSet":{"processed":"evt-7"}}
+	// update: {"$set":{"version":4,"data":{"$binary":{"base64":"eyJzdGF0ZSI6InBhaWQifQ==","subType":"00"}},"status":"RUNNING","definition_id":"checkout","parent_id":null,"updated_at":{"$date":"2030-03-17T17:40:00Z"},"timers.Paid%2EReminder":1.9E+09,"timer_v.Paid%2EReminder":4},"$min":{"timer_min":1.9E+09},"$addToSet":{"processed":"evt-7"}}
 	// insert: false
 }

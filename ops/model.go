@@ -34,6 +34,13 @@ const (
 	// (execstore.Status.Finished), by its committer's clock: the retention counts from it. A
 	// later commit in a status not finished leaves it, and the status tells.
 	FieldFinishedAt = "finished_at"
+	// FieldCreatedAt is when the commit that created the execution was made, and
+	// FieldUpdatedAt when the last commit was (Seqs.At), both by the committer's clock as BSON
+	// dates. Only a commit writes them: an ack, a trace step appended outside a commit, a
+	// failure or a revival leaves them. Documents written by a version of this module that did
+	// not stamp them have neither until their next commit, which stamps FieldUpdatedAt only.
+	FieldCreatedAt = "created_at"
+	FieldUpdatedAt = "updated_at"
 	// FieldCommitToken marks the commit that wrote the current version; only the store's
 	// group commit writes it.
 	FieldCommitToken = "commit_token"
@@ -109,6 +116,10 @@ type SpawnDoc struct {
 type TraceDoc struct {
 	Index int64  `bson:"index"`
 	Step  []byte `bson:"step"`
+	// At is when the step was recorded: its commit's time (Seqs.At), or the clock's reading
+	// when it was appended outside a commit (AppendTraceCommand). It is absent from steps
+	// written by a version of this module that did not record it.
+	At time.Time `bson:"at,omitempty"`
 }
 
 func nullable(s string) *string {

@@ -25,7 +25,7 @@ func traceShapeGuard(l Layout) bson.E {
 }
 
 // AppendTraceCommand is the updateOne that records step outside a commit. It appends step at
-// its index, guarded by the stored FieldTraceNext (equal to step.Index) and by the trace's
+// its index (with its At, the caller's CommitTime, as the step's time), guarded by the stored FieldTraceNext (equal to step.Index) and by the trace's
 // shape, and moves FieldTraceNext on. The version is left alone. When it matches nothing,
 // either the index moved (read FieldTraceNext again and rebuild) or the trace has the other
 // profile's shape.

@@ -94,6 +94,7 @@ var behaviours = []behaviour[execstore.Store]{
 	{"BadFireTimesAreInvalid", fireTimeRefusals},
 	{"TraceIndicesIncrease", traceIndices},
 	{"AppendTraceOutsideACommit", appendTrace},
+	{"TraceStepsRecordTheirTime", traceTimes},
 	{"LoadForEventAgreesWithIsProcessed", loadForEvent},
 	{"LoadForEventUnderCommits", loadForEventUnderCommits},
 	{"LoadForEventRacingACreate", loadForEventRacesCreate},

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -97,4 +98,33 @@ func traceWindowSparse(t *testing.T, open func(t *testing.T, w Windows) execstor
 	require.Len(t, trace, 3)
 	assert.Equal(t, []any{int64(6), int64(8), int64(9)},
 		[]any{trace[0].Fields["i"], trace[1].Fields["i"], trace[2].Fields["i"]})
+}
+
+// traceTimes: a step records its commit's time, the one the commit's outbox entry records,
+// and a step appended outside a commit the time of the append; each in UTC to the
+// millisecond, between the call's start and its return, and kept as it was by later writes.
+func traceTimes(t *testing.T, s execstore.Store) {
+	e := newExe("trace-times")
+	before := time.Now().Truncate(time.Millisecond)
+	mustCommit(t, s, e, execstore.Commit{Trace: map[string]any{"k": "c1"},
+		Emits: []execstore.Emit{{TargetID: "t", Event: []byte("one")}}})
+	after := time.Now()
+	time.Sleep(2 * time.Millisecond)
+	require.NoError(t, s.AppendTrace(bg, e.ID, map[string]any{"k": "a1"}))
+	appended := time.Now()
+	trace := readTrace(t, s, e.ID)
+	require.Len(t, trace, 2)
+	first := trace[0].At
+	assert.Equal(t, time.UTC, first.Location(), "recorded at %s", first)
+	assert.Equal(t, first.Truncate(time.Millisecond), first, "not whole milliseconds")
+	assert.False(t, first.Before(before) || first.After(after), "step recorded at %s, the commit ran from %s to %s",
+		first, before, after)
+	out, err := s.PendingOutbox(bg, 0)
+	require.NoError(t, err)
+	require.Len(t, out, 1)
+	assert.True(t, out[0].CommittedAt.Equal(first), "the step's %s, its commit's entry's %s", first, out[0].CommittedAt)
+	assert.True(t, trace[1].At.After(first) && !trace[1].At.After(appended), "appended at %s, after the commit's %s",
+		trace[1].At, first)
+	mustCommit(t, s, e, execstore.Commit{})
+	assert.Equal(t, trace, readTrace(t, s, e.ID), "a later commit changed the steps")
 }

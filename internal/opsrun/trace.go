@@ -38,7 +38,7 @@ func AppendTrace(ctx context.Context, env Env, id string, step map[string]any) e
 		if st.version == execstore.NoVersion {
 			return fmt.Errorf("%w: %q", execstore.ErrNotFound, id)
 		}
-		filter, update := ops.AppendTraceCommand(env.Layout, id, ops.TraceDoc{Index: next, Step: b})
+		filter, update := ops.AppendTraceCommand(env.Layout, id, ops.TraceDoc{Index: next, Step: b, At: ops.CommitTime()})
 		res, err := env.Executions.UpdateOne(ctx, filter, update)
 		if err != nil {
 			return outcome.WriteFailure("append trace", id, err)
@@ -75,7 +75,7 @@ func ReadTrace(ctx context.Context, env Env, id string) ([]execstore.TraceStep, 
 		if err != nil {
 			return nil, outcome.ReadFailure("read trace", id, err)
 		}
-		out[i] = execstore.TraceStep{Index: d.Index, Fields: m}
+		out[i] = execstore.TraceStep{Index: d.Index, Fields: m, At: utc(d.At)}
 	}
 	return out, nil
 }
