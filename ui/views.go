@@ -3,6 +3,8 @@ package ui
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -78,7 +80,7 @@ func readOverview(ctx context.Context, h *handler, q request) (any, error) {
 	return p, nil
 }
 
-// executionsPage is one page of executions and the filters that chose it.
+// executionsPage is one page of executions and the filters and order that chose it.
 type executionsPage struct {
 	Page       *inspect.ExecutionPage
 	Statuses   []string // every status, for the filter
@@ -87,20 +89,58 @@ type executionsPage struct {
 	Parent     string
 	Roots      bool
 	Limit      int
+	Sort       string // id, created or updated
+	Desc       bool
+	Sorts      []string // every order, for the form
+	query      url.Values
 }
 
 func (p *executionsPage) report() any { return p.Page }
+
+// SortBy is the address of the first page of the listing in order by: descending on a first
+// click of a time's column (the newest first), then turning over on each click; ascending
+// by id at first.
+func (p *executionsPage) SortBy(by string) string {
+	q := url.Values{}
+	for k, v := range p.query {
+		q[k] = v
+	}
+	q.Del("after")
+	desc := by != string(inspect.SortByID)
+	if by == p.Sort {
+		desc = !p.Desc
+	}
+	q.Set("sort", by)
+	q.Set("order", map[bool]string{false: "asc", true: "desc"}[desc])
+	return "?" + q.Encode()
+}
 
 // defaultPageSize is the number of rows a listing shows unless ?limit= says otherwise.
 const defaultPageSize = 50
 
 func readExecutions(ctx context.Context, h *handler, q request) (any, error) {
 	p := &executionsPage{Status: map[string]bool{}, Definition: q.param("definition"), Parent: q.param("parent"),
-		Roots: q.flag("roots")}
+		Roots: q.flag("roots"), query: q.URL.Query()}
 	for _, s := range contract.Statuses() {
 		p.Statuses = append(p.Statuses, string(s))
 	}
-	lq := inspect.ListQuery{Definition: p.Definition, Parent: p.Parent, Roots: p.Roots, After: q.param("after")}
+	for _, s := range inspect.ListSorts() {
+		p.Sorts = append(p.Sorts, string(s))
+	}
+	order, err := inspect.ParseListSort(q.param("sort"))
+	if err != nil {
+		return nil, &badRequest{err.Error()}
+	}
+	p.Sort = string(order)
+	switch q.param("order") {
+	case "", "asc":
+	case "desc":
+		p.Desc = true
+	default:
+		return nil, &badRequest{"order must be asc or desc, got " + strconv.Quote(q.param("order"))}
+	}
+	lq := inspect.ListQuery{Definition: p.Definition, Parent: p.Parent, Roots: p.Roots, After: q.param("after"),
+		Sort: order, Desc: p.Desc}
 	for _, v := range q.URL.Query()["status"] {
 		for _, s := range strings.Split(v, ",") {
 			st := execstore.Status(strings.ToUpper(strings.TrimSpace(s)))
@@ -114,12 +154,15 @@ func readExecutions(ctx context.Context, h *handler, q request) (any, error) {
 			p.Status[string(st)] = true
 		}
 	}
-	var err error
 	if lq.Limit, err = limitOf(q, defaultPageSize, contract.MaxListLimit); err != nil {
 		return nil, err
 	}
 	p.Limit = lq.Limit
 	p.Page, err = inspect.ListExecutions(ctx, h.executions(), lq)
+	var bad *inspect.QueryError
+	if errors.As(err, &bad) {
+		return nil, &badRequest{bad.Msg}
+	}
 	return p, err
 }
 

@@ -21,12 +21,15 @@ type listOptions struct {
 	Roots      bool               // only executions without a parent
 	Limit      int                // page size, 1 to contract.MaxListLimit
 	After      string             // a cursor `list` printed, or an execution id; "" from the start
+	Sort       inspect.ListSort   // id (the default), created or updated
+	Desc       bool               // descending
 }
 
-// listExecutions prints one page: one find sorted by _id, limit+1 so that the last page is
-// known without another round trip.
+// listExecutions prints one page: one find in the order asked, limit+1 so that the last page
+// is known without another round trip.
 func listExecutions(ctx context.Context, db *mongo.Database, w io.Writer, o listOptions) error {
-	q := inspect.ListQuery{Statuses: o.Statuses, Definition: o.Definition, Roots: o.Roots, Limit: o.Limit, After: o.After}
+	q := inspect.ListQuery{Statuses: o.Statuses, Definition: o.Definition, Roots: o.Roots, Limit: o.Limit, After: o.After,
+		Sort: o.Sort, Desc: o.Desc}
 	r, err := inspect.ListExecutions(ctx, db.Collection(o.Collection), q)
 	if err != nil {
 		return err
@@ -42,9 +45,10 @@ func writeList(w io.Writer, r *inspect.ExecutionPage) error {
 	}
 	rows := make([][]string, len(r.Items))
 	for i, s := range r.Items {
-		rows[i] = []string{plain(s.ID), orDash(s.Definition), orDash(s.Status), orDash(s.Parent), strconv.FormatInt(s.Version, 10)}
+		rows[i] = []string{plain(s.ID), orDash(s.Definition), orDash(s.Status), orDash(s.Parent), strconv.FormatInt(s.Version, 10),
+			orDash(s.CreatedAt), orDash(s.UpdatedAt)}
 	}
-	if err := table(w, "", []string{"ID", "DEFINITION", "STATUS", "PARENT", "VERSION"}, rows); err != nil {
+	if err := table(w, "", []string{"ID", "DEFINITION", "STATUS", "PARENT", "VERSION", "CREATED", "UPDATED"}, rows); err != nil {
 		return err
 	}
 	next := "last page"

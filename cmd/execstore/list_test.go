@@ -18,13 +18,13 @@ import (
 func TestList(t *testing.T) {
 	f := populate(t)
 
-	require.Equal(t, `ID       DEFINITION  STATUS   PARENT   VERSION
-order-1  checkout    RUNNING  -        3
-order-2  checkout    DONE     -        1
-ship-1   shipping    RUNNING  order-1  2
+	require.Equal(t, withoutCommitTimes(`ID       DEFINITION  STATUS   PARENT   VERSION  CREATED                   UPDATED
+order-1  checkout    RUNNING  -        3        2026-01-01T00:00:00.000Z  2026-01-01T00:00:00.000Z
+order-2  checkout    DONE     -        1        2026-01-01T00:00:00.000Z  2026-01-01T00:00:00.000Z
+ship-1   shipping    RUNNING  order-1  2        2026-01-01T00:00:00.000Z  2026-01-01T00:00:00.000Z
 
 3 executions; last page
-`, f.inspect(t, "list"))
+`), withoutCommitTimes(f.inspect(t, "list")))
 
 	ids := func(args ...string) []string {
 		var page inspect.ExecutionPage
@@ -45,13 +45,14 @@ ship-1   shipping    RUNNING  order-1  2
 	require.Equal(t, "no executions\n", f.inspect(t, "list", "-definition", "none-such"))
 
 	// Paging: the human output names the next page's flag; -json gives the cursor.
-	require.Equal(t, `ID       DEFINITION  STATUS   PARENT  VERSION
-order-1  checkout    RUNNING  -       3
+	require.Equal(t, withoutCommitTimes(`ID       DEFINITION  STATUS   PARENT  VERSION  CREATED                   UPDATED
+order-1  checkout    RUNNING  -       3        2026-01-01T00:00:00.000Z  2026-01-01T00:00:00.000Z
 
 1 execution; next page: -after AW9yZGVyLTE
-`, f.inspect(t, "list", "-limit", "1"))
-	require.JSONEq(t, `{"items": [{"id": "order-2", "definition": "checkout", "status": "DONE", "version": 1}],
-		"next_cursor": "AW9yZGVyLTI"}`, f.inspect(t, "list", "-json", "-limit", "1", "-after", "AW9yZGVyLTE"))
+`), withoutCommitTimes(f.inspect(t, "list", "-limit", "1")))
+	require.JSONEq(t, `{"items": [{"id": "order-2", "definition": "checkout", "status": "DONE", "version": 1,
+		"created_at": "<time>", "updated_at": "<time>"}],
+		"next_cursor": "AW9yZGVyLTI"}`, withoutCommitTimes(f.inspect(t, "list", "-json", "-limit", "1", "-after", "AW9yZGVyLTE")))
 	var seen []string
 	cursor := ""
 	for range 4 {
@@ -131,5 +132,6 @@ func TestListDirect(t *testing.T) {
 	err := listExecutions(context.Background(), db, &out, listOptions{output: output{Now: testNow},
 		Collection: "executions", Definition: "shipping", Limit: 10})
 	require.NoError(t, err)
-	require.Equal(t, "ID      DEFINITION  STATUS   PARENT   VERSION\nship-1  shipping    RUNNING  order-1  2\n\n1 execution; last page\n", out.String())
+	require.Equal(t, "ID  DEFINITION  STATUS  PARENT  VERSION  CREATED  UPDATED\nship-1  shipping  RUNNING  order-1  2  <time>  <time>\n\n1 execution; last page\n",
+		withoutCommitTimes(out.String()))
 }

@@ -42,6 +42,8 @@ func writeExecution(w io.Writer, r *inspect.Execution) error {
 		{"status", orDash(r.Status)},
 		{"parent", parent},
 		{"version", strconv.FormatInt(r.Version, 10)},
+		{"created", orDash(r.CreatedAt)},
+		{"updated", orDash(r.UpdatedAt)},
 		{"data", r.Data.Line()},
 	}); err != nil {
 		return err
@@ -92,9 +94,9 @@ func writeExecution(w io.Writer, r *inspect.Execution) error {
 	if len(r.Trace) > 0 {
 		rows := make([][]string, len(r.Trace))
 		for i, s := range r.Trace {
-			rows[i] = []string{strconv.FormatInt(s.Index, 10), string(s.Fields)}
+			rows[i] = []string{strconv.FormatInt(s.Index, 10), orDash(s.At), string(s.Fields)}
 		}
-		if err := table(w, "  ", []string{"INDEX", "STEP"}, rows); err != nil {
+		if err := table(w, "  ", []string{"INDEX", "AT", "STEP"}, rows); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -13,6 +14,8 @@ definition  checkout
 status      RUNNING
 parent      (root)
 version     3
+created     2026-01-01T00:00:00.000Z
+updated     2026-01-01T00:00:00.000Z
 data        18 bytes, JSON: {"state":"packed"}
 
 outbox: 3 pending
@@ -31,12 +34,28 @@ spawns: 1 pending
   1    2        ship-1  Fork.A     {"items":2,"warehouse":"w-3"}
 
 trace: 2 kept, next index 2
-  INDEX  STEP
-  0      {"event":"evt-1","from":"cart","to":"paid"}
-  1      {"from":"paid","to":"packed"}
+  INDEX  AT                        STEP
+  0      2026-01-01T00:00:00.000Z  {"event":"evt-1","from":"cart","to":"paid"}
+  1      2026-01-01T00:00:00.000Z  {"from":"paid","to":"packed"}
 
 dedupe set: 2 event ids (-dedupe lists them)
 `
+
+// commitTimes matches the times commits stamp, which the fixture cannot choose.
+var commitTimes = regexp.MustCompile(`\b20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?Z`)
+
+// withoutCommitTimes is out with every commit time replaced by one fixed time and the
+// columns' padding collapsed (a time of whole seconds is printed shorter), so that output
+// whose times vary compares equal. Other times (fire times, now) are in 2023 and 2030.
+func withoutCommitTimes(out string) string {
+	out = commitTimes.ReplaceAllStringFunc(out, func(s string) string {
+		if strings.HasPrefix(s, "2023-") || strings.HasPrefix(s, "2030-") {
+			return s
+		}
+		return "<time>"
+	})
+	return regexp.MustCompile(`  +`).ReplaceAllString(out, "  ")
+}
 
 // TestShow checks `show` of executions written through aio: a JSON snapshot with its
 // outbox (JSON, text and binary events, one without a target), timers (one due, by the
@@ -45,23 +64,25 @@ dedupe set: 2 event ids (-dedupe lists them)
 func TestShow(t *testing.T) {
 	f := populate(t)
 
-	require.Equal(t, showOrder1, f.inspect(t, "show", "order-1"))
+	require.Equal(t, withoutCommitTimes(showOrder1), withoutCommitTimes(f.inspect(t, "show", "order-1")))
 
 	// Flags after the id, the last trace step only, the dedupe set listed.
-	require.Equal(t, `trace: 2 kept, next index 2; the last 1 (-trace N shows more)
-  INDEX  STEP
-  1      {"from":"paid","to":"packed"}
+	require.Equal(t, withoutCommitTimes(`trace: 2 kept, next index 2; the last 1 (-trace N shows more)
+  INDEX  AT                        STEP
+  1      2026-01-01T00:00:00.000Z  {"from":"paid","to":"packed"}
 
 dedupe set: 2 event ids
   evt-1
   evt-2
-`, after(t, f.inspect(t, "show", "order-1", "-trace", "1", "-dedupe"), "trace:"))
+`), withoutCommitTimes(after(t, f.inspect(t, "show", "order-1", "-trace", "1", "-dedupe"), "trace:")))
 
-	require.Equal(t, `execution   order-2
+	require.Equal(t, withoutCommitTimes(`execution   order-2
 definition  checkout
 status      DONE
 parent      (root)
 version     1
+created     2026-01-01T00:00:00.000Z
+updated     2026-01-01T00:00:00.000Z
 data        4 bytes, binary, base64: //4AEA==
 
 outbox: none pending
@@ -73,7 +94,7 @@ spawns: none pending
 trace: none kept, next index 0
 
 dedupe set: 0 event ids
-`, f.inspect(t, "show", "-dedupe", "order-2"))
+`), withoutCommitTimes(f.inspect(t, "show", "-dedupe", "order-2")))
 }
 
 // TestShowJSON checks `show -json`: every field, with stable names, empty lists as [], absent
@@ -84,7 +105,7 @@ func TestShowJSON(t *testing.T) {
 
 	require.JSONEq(t, `{
   "id": "order-1", "definition": "checkout", "status": "RUNNING", "version": 3,
-  "trace_next": 2,
+  "trace_next": 2, "created_at": "<time>", "updated_at": "<time>",
   "data": {"bytes": 18, "kind": "json", "json": {"state": "packed"}},
   "now": "2030-03-17T17:30:00Z",
   "outbox": [
@@ -101,14 +122,14 @@ func TestShowJSON(t *testing.T) {
   ],
   "spawns": [{"seq": 1, "version": 2, "child": "ship-1", "root_path": "Fork.A", "context": {"items": 2, "warehouse": "w-3"}}],
   "trace_kept": 2,
-  "trace": [{"index": 1, "fields": {"from": "paid", "to": "packed"}}],
+  "trace": [{"index": 1, "fields": {"from": "paid", "to": "packed"}, "at": "<time>"}],
   "dedupe_size": 2,
   "dedupe": ["evt-1", "evt-2"]
-}`, f.inspect(t, "show", "order-1", "-json", "-trace", "1", "-dedupe"))
+}`, withoutCommitTimes(f.inspect(t, "show", "order-1", "-json", "-trace", "1", "-dedupe")))
 
 	require.JSONEq(t, `{
   "id": "ship-1", "definition": "shipping", "status": "RUNNING", "parent": "order-1", "version": 2,
-  "trace_next": 0,
+  "trace_next": 0, "created_at": "<time>", "updated_at": "<time>",
   "data": {"bytes": 29, "kind": "text", "text": "label printed\nawaiting pickup"},
   "now": "2030-03-17T17:30:00Z",
   "outbox": [],
@@ -117,7 +138,7 @@ func TestShowJSON(t *testing.T) {
   "trace_kept": 0,
   "trace": [],
   "dedupe_size": 0
-}`, f.inspect(t, "-json", "show", "ship-1"))
+}`, withoutCommitTimes(f.inspect(t, "-json", "show", "ship-1")))
 }
 
 // after returns s from the first line that starts with prefix.

@@ -22,14 +22,18 @@ type ExecutionQuery struct {
 // Execution is one execution: its snapshot, pending entries and intents, timers, dead items,
 // the last trace steps and its dedupe set.
 type Execution struct {
-	ID         string  `json:"id"`
-	Definition string  `json:"definition,omitempty"`
-	Status     string  `json:"status"`
-	Parent     string  `json:"parent,omitempty"` // absent for a root
-	Version    int64   `json:"version"`
-	TraceNext  int64   `json:"trace_next"`
-	Data       Payload `json:"data"`
-	Now        string  `json:"now"` // what timers are measured from
+	ID         string `json:"id"`
+	Definition string `json:"definition,omitempty"`
+	Status     string `json:"status"`
+	Parent     string `json:"parent,omitempty"` // absent for a root
+	Version    int64  `json:"version"`
+	TraceNext  int64  `json:"trace_next"`
+	// CreatedAt and UpdatedAt are as ExecutionSummary's: absent from a document written
+	// before the store stamped them.
+	CreatedAt string  `json:"created_at,omitempty"`
+	UpdatedAt string  `json:"updated_at,omitempty"`
+	Data      Payload `json:"data"`
+	Now       string  `json:"now"` // what timers are measured from
 
 	Outbox []OutboxEntry `json:"outbox"`
 	Timers []Timer       `json:"timers"`
@@ -78,6 +82,8 @@ func ReadExecution(ctx context.Context, coll *mongo.Collection, q ExecutionQuery
 		Parent:     str(doc, ops.FieldParentID),
 		Version:    integer(doc, ops.FieldVersion),
 		TraceNext:  integer(doc, ops.FieldTraceNext),
+		CreatedAt:  dateOf(doc, ops.FieldCreatedAt),
+		UpdatedAt:  dateOf(doc, ops.FieldUpdatedAt),
 		Data:       describePayload(data),
 		Now:        FormatTime(now),
 	}

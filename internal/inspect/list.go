@@ -20,14 +20,18 @@ type ListQuery struct {
 	Parent     string             // only the children of this execution; "" for any
 	Roots      bool               // only executions without a parent
 	Limit      int                // page size, 1 to contract.MaxListLimit
-	After      string             // a cursor a page returned, or an execution id; "" from the start
+	// After is a cursor a page of the same Sort and Desc returned, "" from the start. In id
+	// order it may also be an execution id.
+	After string
+	Sort  ListSort // the order of the page; "" is SortByID
+	Desc  bool     // descending rather than ascending
 }
 
 // ExecutionPage is one page of executions.
 type ExecutionPage struct {
 	Items []ExecutionSummary `json:"items"`
-	// NextCursor resumes the listing (ListQuery.After); absent on the last page. It is the
-	// cursor execstore.Store.List returns too.
+	// NextCursor resumes the listing (ListQuery.After); absent on the last page. In
+	// ascending id order it is the cursor execstore.Store.List returns too.
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
@@ -38,6 +42,12 @@ type ExecutionSummary struct {
 	Status     string `json:"status"`
 	Parent     string `json:"parent,omitempty"` // absent for a root
 	Version    int64  `json:"version"`
+	// CreatedAt and UpdatedAt are when the commit that created the execution and its last
+	// commit were made (ops.FieldCreatedAt, ops.FieldUpdatedAt), as FormatTime writes them;
+	// absent from a document written before the store stamped them (UpdatedAt until its next
+	// commit, CreatedAt for good).
+	CreatedAt string `json:"created_at,omitempty"`
+	UpdatedAt string `json:"updated_at,omitempty"`
 }
 
 // AfterID is where a listing resumes: the id a cursor names, or the value itself taken as
@@ -50,12 +60,26 @@ func AfterID(after string) string {
 }
 
 // listFilter is the server-side filter of q: the same top-level fields and keyset on _id
-// that the stores' List uses, so the indexes ops.Indexes creates serve it. No index leads
-// with the parent: a filter on it alone reads the collection, bounded by the page's limit.
-func listFilter(q ListQuery) bson.D {
+// that the stores' List uses, so the indexes ops.Indexes creates serve it, and in created or
+// updated order the keyset on (that time, _id). No index leads with the parent: a filter on
+// it alone reads the collection, bounded by the page's limit.
+func listFilter(q ListQuery) (bson.D, error) {
 	f := bson.D{}
-	if id := AfterID(q.After); id != "" {
-		f = append(f, bson.E{Key: idField, Value: bson.D{{Key: "$gt", Value: id}}})
+	switch {
+	case q.Sort.byTime():
+		if q.After != "" {
+			k, err := decodeKeyset(q.After, q.Sort, q.Desc)
+			if err != nil {
+				return nil, err
+			}
+			f = append(f, k.after(q.Sort.field(), q.Desc))
+		}
+	case AfterID(q.After) != "":
+		op := "$gt"
+		if q.Desc {
+			op = "$lt"
+		}
+		f = append(f, bson.E{Key: idField, Value: bson.D{{Key: op, Value: AfterID(q.After)}}})
 	}
 	if q.Definition != "" {
 		f = append(f, bson.E{Key: ops.FieldDefinitionID, Value: q.Definition})
@@ -73,33 +97,61 @@ func listFilter(q ListQuery) bson.D {
 	case q.Parent != "":
 		f = append(f, bson.E{Key: ops.FieldParentID, Value: q.Parent})
 	}
-	return f
+	return f, nil
 }
 
-// ListExecutions reads one page of the executions collection coll: one find sorted by _id,
-// limit+1 so that the last page is known without another round trip.
+// ListExecutions reads one page of the executions collection coll: one find sorted by q's
+// order, limit+1 so that the last page is known without another round trip. In id order
+// the _id index, or the index of the definition or the status, serves it; in created or
+// updated order the server sorts what the filter selects (no index leads with either time:
+// docs/ui.md says why). A cursor of another order is a *QueryError.
 func ListExecutions(ctx context.Context, coll *mongo.Collection, q ListQuery) (*ExecutionPage, error) {
-	cur, err := coll.Find(ctx, listFilter(q), options.Find().
+	filter, err := listFilter(q)
+	if err != nil {
+		return nil, err
+	}
+	dir := 1
+	if q.Desc {
+		dir = -1
+	}
+	sort := bson.D{{Key: idField, Value: dir}}
+	if q.Sort.byTime() {
+		sort = bson.D{{Key: q.Sort.field(), Value: dir}, {Key: idField, Value: dir}}
+	}
+	cur, err := coll.Find(ctx, filter, options.Find().
 		SetProjection(bson.D{{Key: ops.FieldDefinitionID, Value: 1}, {Key: ops.FieldStatus, Value: 1},
-			{Key: ops.FieldParentID, Value: 1}, {Key: ops.FieldVersion, Value: 1}}).
-		SetSort(bson.D{{Key: idField, Value: 1}}).
+			{Key: ops.FieldParentID, Value: 1}, {Key: ops.FieldVersion, Value: 1},
+			{Key: ops.FieldCreatedAt, Value: 1}, {Key: ops.FieldUpdatedAt, Value: 1}}).
+		SetSort(sort).
 		SetLimit(int64(q.Limit)+1))
 	if err != nil {
 		return nil, fmt.Errorf("listing %s.%s: %w", coll.Database().Name(), coll.Name(), err)
 	}
 	defer cur.Close(context.WithoutCancel(ctx))
 	r := &ExecutionPage{Items: []ExecutionSummary{}}
+	var keys []keyset // each item's place in q's order
 	for cur.Next(ctx) {
 		d := cur.Current
-		r.Items = append(r.Items, ExecutionSummary{ID: str(d, idField), Definition: str(d, ops.FieldDefinitionID),
-			Status: str(d, ops.FieldStatus), Parent: str(d, ops.FieldParentID), Version: integer(d, ops.FieldVersion)})
+		k := keyset{ID: str(d, idField)}
+		if ms, ok := d.Lookup(q.Sort.field()).DateTimeOK(); ok && q.Sort.byTime() {
+			k.At = &ms
+		}
+		keys = append(keys, k)
+		r.Items = append(r.Items, ExecutionSummary{ID: k.ID, Definition: str(d, ops.FieldDefinitionID),
+			Status: str(d, ops.FieldStatus), Parent: str(d, ops.FieldParentID), Version: integer(d, ops.FieldVersion),
+			CreatedAt: dateOf(d, ops.FieldCreatedAt), UpdatedAt: dateOf(d, ops.FieldUpdatedAt)})
 	}
 	if err := cur.Err(); err != nil {
 		return nil, fmt.Errorf("listing %s.%s: %w", coll.Database().Name(), coll.Name(), err)
 	}
 	if len(r.Items) > q.Limit {
 		r.Items = r.Items[:q.Limit]
-		r.NextCursor = contract.EncodeCursor(r.Items[q.Limit-1].ID)
+		last := keys[q.Limit-1]
+		if q.Sort.byTime() {
+			r.NextCursor = last.encode(q.Sort, q.Desc)
+		} else {
+			r.NextCursor = contract.EncodeCursor(last.ID)
+		}
 	}
 	return r, nil
 }

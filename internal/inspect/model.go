@@ -164,6 +164,9 @@ func sortTimers(ts []Timer) {
 type TraceStep struct {
 	Index  int64           `json:"index"`
 	Fields json.RawMessage `json:"fields"`
+	// At is when the step was recorded (ops.TraceDoc.At), as FormatTime writes it; absent
+	// for a step written before the store recorded it.
+	At string `json:"at,omitempty"`
 }
 
 // traceOf reads the kept trace steps of an executions document, by index, under either
@@ -186,7 +189,11 @@ func traceOf(doc bson.Raw) ([]TraceStep, error) {
 		if err := e.Value().Unmarshal(&d); err != nil {
 			return nil, fmt.Errorf("reading %s.%s: %w", ops.FieldTrace, e.Key(), err)
 		}
-		out = append(out, TraceStep{Index: d.Index, Fields: bsonFields(d.Step)})
+		st := TraceStep{Index: d.Index, Fields: bsonFields(d.Step)}
+		if !d.At.IsZero() {
+			st.At = FormatTime(d.At)
+		}
+		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b TraceStep) int { return cmp.Compare(a.Index, b.Index) })
 	return out, nil
@@ -217,6 +224,15 @@ func dedupeOf(doc bson.Raw) []string {
 func str(doc bson.Raw, f string) string {
 	s, _ := doc.Lookup(f).StringValueOK()
 	return s
+}
+
+// dateOf is doc's date field f as FormatTime writes it; "" when absent or of another type.
+func dateOf(doc bson.Raw, f string) string {
+	ms, ok := doc.Lookup(f).DateTimeOK()
+	if !ok {
+		return ""
+	}
+	return FormatTime(time.UnixMilli(ms))
 }
 
 // integer is doc's integer field f; 0 when absent or of another type.

@@ -29,11 +29,12 @@ func step(t *testing.T, m map[string]any) []byte {
 
 // TestTraceShapes checks that the trace reads the same under either profile's shape: an
 // array (MongoDB, with the nulls a $set by index may leave) or a sub-document keyed by index
-// (FerretDB), oldest first.
+// (FerretDB), oldest first, each step with its time when it has one.
 func TestTraceShapes(t *testing.T) {
-	s0 := ops.TraceDoc{Index: 7, Step: step(t, map[string]any{"to": "a"})}
-	s1 := ops.TraceDoc{Index: 8, Step: step(t, map[string]any{"to": "b"})}
-	want := []TraceStep{{Index: 7, Fields: []byte(`{"to":"a"}`)}, {Index: 8, Fields: []byte(`{"to":"b"}`)}}
+	s0 := ops.TraceDoc{Index: 7, Step: step(t, map[string]any{"to": "a"})} // written before steps had a time
+	s1 := ops.TraceDoc{Index: 8, Step: step(t, map[string]any{"to": "b"}), At: time.UnixMilli(1_900_000_000_250)}
+	want := []TraceStep{{Index: 7, Fields: []byte(`{"to":"a"}`)},
+		{Index: 8, Fields: []byte(`{"to":"b"}`), At: "2030-03-17T17:46:40.250Z"}}
 
 	array, err := traceOf(rawDoc(t, bson.D{{Key: ops.FieldTrace, Value: bson.A{nil, s1, s0}}}))
 	require.NoError(t, err)
