@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/deadaction"
 	"github.com/execstore/execstore/internal/inspect"
 	"github.com/execstore/execstore/ops"
 )
@@ -59,23 +60,31 @@ _id.`,
 	},
 	{
 		name: "list", collection: ops.ExecutionsCollection,
-		summary: "executions, filtered, one page at a time (by id)",
-		detail: `Prints one page of executions in id order: id, definition, status, parent, version; then
-the cursor of the next page. Filters AND together. One find, on the indexes the stores
-create.`,
+		summary: "executions, filtered, one page at a time (by id, created or updated)",
+		detail: `Prints one page of executions: id, definition, status, parent, version, when it was
+created and last updated (its last commit; "-" for a document written before the store
+recorded it); then the cursor of the next page. Filters AND together. One find: in id order
+on the indexes the stores create; in created or updated order the server sorts what the
+filters select.`,
 		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
 			var statuses statusList
 			fs.Var(&statuses, "status", "only executions with status `S`: repeat the flag or give a comma list")
 			definition := fs.String("definition", "", "only executions of definition `D`")
 			roots := fs.Bool("roots", false, "only executions without a parent")
 			limit := fs.Int("limit", contract.DefaultListLimit, "page size `N`, at most 10000")
-			after := fs.String("after", "", "resume after `CURSOR`, the next page's cursor as printed; a value that is no cursor is taken as an execution id to resume after")
+			after := fs.String("after", "", "resume after `CURSOR`, the next page's cursor as printed; in id order a value that is no cursor is taken as an execution id to resume after")
+			sortBy := fs.String("sort", "id", "order by `FIELD`: id, created or updated (then id)")
+			desc := fs.Bool("desc", false, "descending order")
 			return func(_ []string, out output, coll string) (runner, error) {
 				if err := checkLimit(*limit, contract.MaxListLimit); err != nil {
 					return nil, err
 				}
+				order, err := inspect.ParseListSort(*sortBy)
+				if err != nil {
+					return nil, usagef("-sort: %v", err)
+				}
 				o := listOptions{output: out, Collection: coll, Statuses: statuses, Definition: *definition,
-					Roots: *roots, Limit: *limit, After: *after}
+					Roots: *roots, Limit: *limit, After: *after, Sort: order, Desc: *desc}
 				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
 					return listExecutions(ctx, db, w, o)
 				}, nil
@@ -105,25 +114,36 @@ execution with pending entries (one find).`,
 	{
 		name: "dead", collection: ops.ExecutionsCollection,
 		summary: "the dead items: outbox entries, spawn intents and timers whose deliveries failed",
-		detail: `Prints one page of the items a relay moved to dead, by execution, kind, then seq or path:
-what each was, its failed deliveries, the last error and when it died. -cursor resumes
-where the last page ended. One find of the executions holding dead items.`,
+		detail: `Prints the items relays moved to dead, the newest first, grouped by their last error:
+each named as revive -item takes it, with its execution's definition, an outbox event's
+"type" field (or its first bytes), its failed deliveries and when it died. Filters AND
+together. One find of the executions holding dead items (of -execution or -definition
+when given), at most 20000 of them.`,
 		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
-			limit := fs.Int("limit", 100, "print at most `N` items")
-			kinds := fs.String("kind", "", "only these `kinds`, comma-separated: outbox, spawn, timer")
-			exe := fs.String("execution", "", "only the dead items of execution `ID`")
-			cursor := fs.String("cursor", "", "resume after the page that printed `CURSOR`")
+			limit := fs.Int("limit", 100, "print at most `N` items, the newest")
+			filters := registerDeadFlags(fs)
 			return func(_ []string, out output, coll string) (runner, error) {
-				if err := checkLimit(*limit, 10_000); err != nil {
+				if err := checkLimit(*limit, inspect.MaxDeadSelected); err != nil {
 					return nil, err
 				}
-				o := deadOptions{output: out, Collection: coll, Kinds: parseKinds(*kinds), ExecutionID: *exe, Limit: *limit, Cursor: *cursor}
+				f, err := filters.filter(out.Now, *limit)
+				if err != nil {
+					return nil, err
+				}
+				o := deadOptions{output: out, Collection: coll, Filter: f}
 				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
 					return listDead(ctx, db, w, o)
 				}, nil
 			}
 		},
 	},
+	actCommand(deadaction.Revive, "put dead items back to pending, to be delivered again",
+		`Puts dead items back to pending, each in one guarded write of its execution's document
+that also moves the execution's version on (an engine holding the old version reloads);
+the relays deliver them at their next scan. An item no longer dead is left alone.`),
+	actCommand(deadaction.Discard, "drop dead items for good",
+		`Drops dead items for good, each in one guarded write of its execution's document; they
+are delivered no more. An item no longer dead is left alone.`),
 	{
 		name: "timers", collection: ops.ExecutionsCollection,
 		summary: "the earliest timers across executions: the due ones, then the next",
@@ -295,12 +315,15 @@ last did, by the deleting process's clock. One find by _id in the database's cou
 	},
 	{
 		name: "ui", collection: ops.ExecutionsCollection, serves: true,
-		summary: "a read-only web UI of the same, until interrupted",
+		summary: "a web UI of the same, read-only unless -actions, until interrupted",
 		detail: `Serves a read-only web UI (package ui) on -listen until interrupted: an overview, the
 executions, one execution, the outbox, the timers, the dead items, the backlog, the
 relays, idempotency records and journal invocations, each page also as ?format=json in
 the shapes -json prints. It answers GET and HEAD only and sends the server only reads.
 Basic authentication is on when EXECSTORE_UI_USER is set (with EXECSTORE_UI_PASSWORD).
+-actions turns on the dead items' revive and discard (it needs basic authentication):
+POSTs with a CSRF token, each shown for confirmation, then logged on standard error with
+the user.
 -timeout bounds connecting and each request's reads. -collection names the executions
 collection; the idempotency records are read from "idempotency", the journal from
 "journal", and the relays' leases where relays keep them, as relays looks for them.`,
@@ -308,11 +331,12 @@ collection; the idempotency records are read from "idempotency", the journal fro
 			listen := fs.String("listen", "127.0.0.1:8080", "listen on `ADDRESS`; only this machine can reach the default")
 			leaseKey := fs.String("lease-key", relayLeaseKey, "the relays' Options.LeaseKey `KEY`")
 			refresh := fs.Duration("refresh", 10*time.Second, "refresh the open pages every `D`; 0 turns it off")
+			actions := fs.Bool("actions", false, "turn on revive and discard of dead items (writes; needs basic authentication)")
 			return func(_ []string, out output, coll string) (runner, error) {
 				if *listen == "" {
 					return nil, usagef("-listen must not be empty")
 				}
-				o := uiOptions{output: out, Collection: coll, Listen: *listen, LeaseKey: *leaseKey, Refresh: *refresh}
+				o := uiOptions{output: out, Collection: coll, Listen: *listen, LeaseKey: *leaseKey, Refresh: *refresh, Actions: *actions}
 				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
 					return serveUI(ctx, db, w, o)
 				}, nil
@@ -334,6 +358,31 @@ profile aio picks for it by the probe it opens with (a find that matches no docu
 			}
 		},
 	},
+}
+
+// actCommand is `revive` or `discard`: the only commands that write, and only with -yes.
+func actCommand(action deadaction.Action, summary, detail string) command {
+	return command{
+		name: string(action), collection: ops.ExecutionsCollection,
+		summary: summary + " (writes, with -yes)",
+		detail: detail + `
+Name the items with -item (repeat it; as dead prints them), or select them with the
+filters dead takes (the newest 10000 of them), or -all. Without -yes it only prints the
+items it would act on. With -yes it acts, up to 4 writes at once, prints each item's
+outcome (done, not dead, conflict, unknown, failed) and logs each with the local user
+and host on standard error; it exits 1 when an item's outcome is unknown or failed: run
+it again, as acting twice is harmless.`,
+		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
+			filters := registerDeadFlags(fs)
+			var items itemList
+			fs.Var(&items, "item", "the dead item `REF`, as dead prints it: \"outbox ID/SEQ\", \"spawn ID/SEQ\" or 'timer ID \"PATH\" at TIME'")
+			all := fs.Bool("all", false, "every dead item (the newest 10000), when no filter is given")
+			yes := fs.Bool("yes", false, "write: without it, print what would be done")
+			return func(_ []string, out output, coll string) (runner, error) {
+				return bindAct(action, filters, items, *all, *yes, out, coll)
+			}
+		},
+	}
 }
 
 // maxRows bounds the -limit of outbox and timers.

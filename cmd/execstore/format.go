@@ -29,6 +29,8 @@ type output struct {
 	clock   func() time.Time
 	getenv  func(string) string
 	timeout time.Duration
+	// stderr takes the log lines of the commands that write (revive, discard).
+	stderr io.Writer
 }
 
 // emit writes r as o asks: as the report's JSON (inspect.WriteJSON), or as text for people.

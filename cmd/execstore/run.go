@@ -142,7 +142,7 @@ func parse(args []string, env environment) (*invocation, error) {
 	if collection == "" {
 		collection = cmd.collection
 	}
-	out := output{JSON: c.json, Now: env.now().UTC(), clock: env.now, getenv: env.getenv, timeout: c.timeout}
+	out := output{JSON: c.json, Now: env.now().UTC(), clock: env.now, getenv: env.getenv, timeout: c.timeout, stderr: env.stderr}
 	inv.serves = cmd.serves
 	if inv.run, err = bind(positional, out, collection); err != nil {
 		return nil, withCommand(err, cmd)

@@ -31,7 +31,7 @@ func TestUIJSONMatchesCLI(t *testing.T) {
 		{"/executions?status=RUNNING&limit=1", []string{"list", "-status", "RUNNING", "-limit", "1", "-json"}},
 		{"/outbox?body=1", []string{"outbox", "-json"}},
 		{"/timers", []string{"timers", "-json"}},
-		{"/dead", []string{"dead", "-json"}},
+		{"/dead?body=1", []string{"dead", "-json"}},
 		{"/backlog", []string{"backlog", "-json"}},
 		{"/journal?id=pay-1", []string{"journal", "show", "pay-1", "-json"}},
 		{"/journal", []string{"journal", "retention", "-json"}},
