@@ -49,45 +49,8 @@ var browserViews = []struct {
 // that no script fails, no console error is logged and nothing is refused (a CSP violation
 // is logged as an error), and saves a screenshot of each (1280×800).
 func TestBrowser(t *testing.T) {
-	chromium, err := findChromium()
-	require.NoError(t, err, "the browser tests need Chromium: apt-get install -y chromium (Debian's package)")
 	ts, m := serve(t, Options{Refresh: time.Second})
-
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 800), chromedp.Flag("hide-scrollbars", true))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	// This chromedp release cannot decode a few newer network events; they concern no page.
-	quiet := chromedp.WithErrorf(func(format string, args ...any) {
-		if msg := fmt.Sprintf(format, args...); !strings.Contains(msg, "IPAddressSpace") {
-			t.Logf("chromedp: %s", msg)
-		}
-	})
-	ctx, cancel := chromedp.NewContext(actx, quiet)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTimeout()
-
-	var mu sync.Mutex
-	var problems []string
-	chromedp.ListenTarget(ctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch ev := ev.(type) {
-		case *runtime.EventExceptionThrown:
-			problems = append(problems, "exception: "+ev.ExceptionDetails.Error())
-		case *runtime.EventConsoleAPICalled:
-			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeAssert {
-				problems = append(problems, "console "+string(ev.Type)+": "+argsText(ev.Args))
-			}
-		case *cdplog.EventEntryAdded:
-			if ev.Entry.Level == cdplog.LevelError {
-				problems = append(problems, "log: "+ev.Entry.Text+" "+ev.Entry.URL)
-			}
-		}
-	})
-	require.NoError(t, chromedp.Run(ctx, cdplog.Enable(), runtime.Enable(),
-		chromedp.EmulateViewport(1280, 800)))
+	ctx, problems := openBrowser(t)
 	require.NoError(t, os.MkdirAll(screenshots, 0o755))
 
 	for _, v := range browserViews {
@@ -106,9 +69,7 @@ func TestBrowser(t *testing.T) {
 			require.NotContains(t, text, s, v.name)
 		}
 		require.NoError(t, os.WriteFile(filepath.Join(screenshots, v.name+".png"), png, 0o644))
-		mu.Lock()
-		require.Empty(t, problems, v.name)
-		mu.Unlock()
+		require.Empty(t, problems.take(), v.name)
 	}
 
 	// Live refresh: the overview swaps in its new content; then the pause button stops it.
@@ -133,13 +94,71 @@ func TestBrowser(t *testing.T) {
 	))
 	require.Contains(t, text, "ship-1")
 	require.NotContains(t, text, "order-2")
-	mu.Lock()
-	require.Empty(t, problems)
-	mu.Unlock()
+	require.Empty(t, problems.take())
 
 	for name := range m.commands() {
 		require.Contains(t, readCommands, name, "sent %q, not a read", name)
 	}
+}
+
+// problemLog collects what a page must not do: scripts failing, console errors, errors
+// logged (a CSP violation is one).
+type problemLog struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+// take returns the problems seen since the last call.
+func (p *problemLog) take() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := p.seen
+	p.seen = nil
+	return seen
+}
+
+// openBrowser starts headless Chromium (1280×800) for t, with what its pages do wrong
+// collected in the problemLog.
+func openBrowser(t *testing.T) (context.Context, *problemLog) {
+	t.Helper()
+	chromium, err := findChromium()
+	require.NoError(t, err, "the browser tests need Chromium: apt-get install -y chromium (Debian's package)")
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 800), chromedp.Flag("hide-scrollbars", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	// This chromedp release cannot decode a few newer network events; they concern no page.
+	quiet := chromedp.WithErrorf(func(format string, args ...any) {
+		if msg := fmt.Sprintf(format, args...); !strings.Contains(msg, "IPAddressSpace") {
+			t.Logf("chromedp: %s", msg)
+		}
+	})
+	ctx, cancel := chromedp.NewContext(actx, quiet)
+	t.Cleanup(cancel)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(cancelTimeout)
+
+	problems := &problemLog{}
+	chromedp.ListenTarget(ctx, func(ev any) {
+		problems.mu.Lock()
+		defer problems.mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			problems.seen = append(problems.seen, "exception: "+ev.ExceptionDetails.Error())
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeAssert {
+				problems.seen = append(problems.seen, "console "+string(ev.Type)+": "+argsText(ev.Args))
+			}
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Level == cdplog.LevelError {
+				problems.seen = append(problems.seen, "log: "+ev.Entry.Text+" "+ev.Entry.URL)
+			}
+		}
+	})
+	require.NoError(t, chromedp.Run(ctx, cdplog.Enable(), runtime.Enable(),
+		chromedp.EmulateViewport(1280, 800)))
+	return ctx, problems
 }
 
 // argsText is a console call's arguments as text.

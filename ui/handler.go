@@ -8,12 +8,14 @@ import (
 	"errors"
 	"html/template"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/inspect"
 	"github.com/execstore/execstore/ops"
 )
@@ -43,6 +45,15 @@ type Options struct {
 	// User and Password turn on basic authentication when User is not empty: every request
 	// must carry them. Default off.
 	User, Password string
+	// Actions turns on the dead items' actions, revive and discard, one item or in bulk: the
+	// only requests that write. Each is a POST from the handler's own pages, with basic
+	// authentication (User must be set: Handler panics otherwise) and the page's CSRF token,
+	// shown for confirmation before it acts, and logged with the user (Logger). Default
+	// off: the handler answers GET and HEAD only, and sends the server only reads.
+	Actions bool
+	// Logger takes a line for every action's outcome on each item, and for every action
+	// refused. Default slog.Default().
+	Logger *slog.Logger
 	// Refresh is how often the pages refresh themselves while open (with a pause toggle);
 	// 0 or less turns it off. Default 0; the command execstore ui sets 10s.
 	Refresh time.Duration
@@ -57,6 +68,7 @@ type handler struct {
 	o     Options
 	pages map[string]*template.Template
 	mux   *http.ServeMux
+	csrf  []byte // the key of the pages' CSRF tokens (csrfToken)
 }
 
 //go:embed templates/*.html
@@ -72,10 +84,16 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 // Handler returns the UI over o.Database, to mount anywhere: its links are relative, so
 // http.StripPrefix("/inspect", ui.Handler(o)) serves it under /inspect/. It panics when
-// o.Database is nil.
+// o.Database is nil, or o.Actions is set without o.User.
 func Handler(o Options) http.Handler {
 	if o.Database == nil {
 		panic("ui: Options.Database is nil")
+	}
+	if o.Actions && o.User == "" {
+		panic("ui: Options.Actions needs basic authentication: Options.User is empty")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	if o.Executions == "" {
 		o.Executions = ops.ExecutionsCollection
@@ -102,17 +120,21 @@ func Handler(o Options) http.Handler {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	h := &handler{o: o, pages: parsePages(), mux: http.NewServeMux()}
+	h := &handler{o: o, pages: parsePages(), mux: http.NewServeMux(), csrf: csrfKey()}
 	static, _ := fs.Sub(staticFiles, "static")
 	h.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	for _, v := range views {
 		h.mux.HandleFunc("GET "+v.pattern, h.serve(v))
 	}
+	if o.Actions {
+		h.mux.HandleFunc("POST /dead/act", h.serveAct)
+	}
 	return h
 }
 
-// ServeHTTP answers GET and HEAD (405 with Allow otherwise), after basic authentication when
-// it is on, with the security headers on every answer.
+// ServeHTTP answers GET and HEAD, and with Options.Actions a POST of an action (405 with
+// Allow otherwise), after basic authentication when it is on, with the security headers on
+// every answer.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", contentSecurityPolicy)
@@ -120,7 +142,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Cache-Control", "no-store")
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !(h.o.Actions && r.Method == http.MethodPost && r.URL.Path == "/dead/act") {
+		if h.o.Actions && r.URL.Path == "/dead/act" {
+			hd.Set("Allow", "POST")
+			http.Error(w, "an action: POST only", http.StatusMethodNotAllowed)
+			return
+		}
 		hd.Set("Allow", "GET, HEAD")
 		http.Error(w, "read-only: GET and HEAD only", http.StatusMethodNotAllowed)
 		return
@@ -153,29 +180,34 @@ func (h *handler) serve(v view) http.HandlerFunc {
 		defer cancel()
 		q := request{Request: r, now: h.o.Now().UTC()}
 		data, err := v.read(ctx, h, q)
-		status := http.StatusOK
-		var nf *inspect.NotFoundError
-		var bad *badRequest
-		switch {
-		case errors.As(err, &nf):
-			status = http.StatusNotFound
-		case errors.As(err, &bad):
-			status = http.StatusBadRequest
-		case err != nil:
-			status = http.StatusInternalServerError
-		}
-		if r.URL.Query().Get("format") == "json" {
-			w.Header().Set("Content-Type", "application/json; charset=utf-8")
-			if err != nil {
-				w.WriteHeader(status)
-				_ = inspect.WriteJSON(w, map[string]string{"error": err.Error()})
-				return
-			}
-			_ = inspect.WriteJSON(w, jsonOf(data))
+		h.respond(w, r, v, data, err)
+	}
+}
+
+// respond answers with view v's data, or its error: as HTML, or as JSON with ?format=json.
+func (h *handler) respond(w http.ResponseWriter, r *http.Request, v view, data any, err error) {
+	status := http.StatusOK
+	var nf *inspect.NotFoundError
+	var bad *badRequest
+	switch {
+	case errors.As(err, &nf):
+		status = http.StatusNotFound
+	case errors.As(err, &bad), errors.Is(err, execstore.ErrInvalid):
+		status = http.StatusBadRequest
+	case err != nil:
+		status = http.StatusInternalServerError
+	}
+	if r.URL.Query().Get("format") == "json" {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		if err != nil {
+			w.WriteHeader(status)
+			_ = inspect.WriteJSON(w, map[string]string{"error": err.Error()})
 			return
 		}
-		h.render(w, r, v, status, data, err)
+		_ = inspect.WriteJSON(w, jsonOf(data))
+		return
 	}
+	h.render(w, r, v, status, data, err)
 }
 
 // badRequest is a query the view cannot read: a bad status, limit or cursor.

@@ -22,7 +22,11 @@ type page struct {
 	Err         string
 	Data        any
 	Nav         []navLink
-	query       url.Values
+	// Actions is set when the handler takes actions (Options.Actions); CSRF is then the
+	// token its forms carry, of the authenticated user.
+	Actions bool
+	CSRF    string
+	query   url.Values
 }
 
 // navLink is one entry of the navigation.
@@ -96,7 +100,7 @@ var funcs = template.FuncMap{
 func parsePages() map[string]*template.Template {
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html"))
 	pages := map[string]*template.Template{}
-	for _, v := range append(views, view{name: "error"}) {
+	for _, v := range append(views, view{name: "error"}, actView) {
 		t := template.Must(layout.Clone())
 		pages[v.name] = template.Must(t.ParseFS(templateFiles, "templates/"+v.name+".html"))
 	}
@@ -112,7 +116,11 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, v view, status 
 	}
 	p := &page{Name: v.name, Title: v.title, Base: base, Now: inspect.FormatTime(h.o.Now()), Status: status, Data: data,
 		Nav: navigation(base, v.name), query: r.URL.Query()}
-	if h.o.Refresh > 0 {
+	if h.o.Actions {
+		user, _, _ := r.BasicAuth()
+		p.Actions, p.CSRF = true, h.csrfToken(user)
+	}
+	if h.o.Refresh > 0 && v.name != actView.name {
 		p.Refresh = max(1, int(h.o.Refresh/time.Second))
 	}
 	t := h.pages[v.name]

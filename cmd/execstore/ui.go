@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -27,6 +28,7 @@ type uiOptions struct {
 	Listen     string
 	LeaseKey   string
 	Refresh    time.Duration
+	Actions    bool // revive and discard dead items (ui.Options.Actions)
 }
 
 // serveUI serves package ui's handler on o.Listen until ctx ends, then shuts down within
@@ -36,8 +38,12 @@ func serveUI(ctx context.Context, db *mongo.Database, w io.Writer, o uiOptions) 
 	if user == "" && password != "" {
 		return usagef("%s is set without %s", uiPasswordVariable, uiUserVariable)
 	}
+	if o.Actions && (user == "" || password == "") {
+		return usagef("-actions needs basic authentication: set %s and %s", uiUserVariable, uiPasswordVariable)
+	}
 	h := ui.Handler(ui.Options{Database: db, Executions: o.Collection, LeaseKey: o.LeaseKey,
-		User: user, Password: password, Refresh: o.Refresh, Timeout: o.timeout, Now: o.clock})
+		User: user, Password: password, Refresh: o.Refresh, Timeout: o.timeout, Now: o.clock, Actions: o.Actions,
+		Logger: slog.New(slog.NewTextHandler(o.stderr, nil))})
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return fmt.Errorf("-listen %s: %w", o.Listen, err)
@@ -46,7 +52,11 @@ func serveUI(ctx context.Context, db *mongo.Database, w io.Writer, o uiOptions) 
 	if user != "" {
 		auth = "basic authentication as " + plain(user)
 	}
-	fmt.Fprintf(w, "serving http://%s/ (read-only, %s); interrupt to stop\n", ln.Addr(), auth)
+	mode := "read-only"
+	if o.Actions {
+		mode = "actions on: revive and discard dead items, logged on standard error"
+	}
+	fmt.Fprintf(w, "serving http://%s/ (%s, %s); interrupt to stop\n", ln.Addr(), mode, auth)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
