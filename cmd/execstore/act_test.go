@@ -117,3 +117,12 @@ func pendingNames(p []execstore.OutboxEntry) []string {
 	}
 	return out
 }
+
+// TestUIActionsNeedAuthentication: ui -actions without a user and password is bad usage,
+// before it listens.
+func TestUIActionsNeedAuthentication(t *testing.T) {
+	f := populateNothing(t)
+	r := cli(t, "-uri", srv.URI, "-db", f.db, "ui", "-actions", "-listen", "127.0.0.1:0")
+	require.Equal(t, exitUsage, r.code, r.stdout)
+	require.Contains(t, r.stderr, "-actions needs basic authentication")
+}

@@ -336,6 +336,9 @@ collection; the idempotency records are read from "idempotency", the journal fro
 				if *listen == "" {
 					return nil, usagef("-listen must not be empty")
 				}
+				if err := checkUIAuth(out.getenv, *actions); err != nil {
+					return nil, err
+				}
 				o := uiOptions{output: out, Collection: coll, Listen: *listen, LeaseKey: *leaseKey, Refresh: *refresh, Actions: *actions}
 				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
 					return serveUI(ctx, db, w, o)

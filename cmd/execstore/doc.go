@@ -19,13 +19,17 @@
 //	execstore list              executions, filtered (-status, -definition, -roots), a page at
 //	                            a time (-limit, -after CURSOR or ID)
 //	execstore outbox            the oldest pending outbox entries (-limit)
-//	execstore dead              the dead items (-kind, -execution, -limit, -cursor)
+//	execstore dead              the dead items, newest first by last error (-kind,
+//	                            -execution, -definition, -error, -older-than, -limit)
+//	execstore revive            put dead items back to pending (-item, or dead's filters,
+//	                            or -all; -yes to write)
+//	execstore discard           drop dead items for good (the same flags)
 //	execstore timers            the due timers and the next ones (-limit)
 //	execstore backlog           per partition: pending entries and intents, the oldest's age,
 //	                            due timers and the most overdue's lag, dead items; totals;
 //	                            executions deleted for retention by status
-//	execstore ui                the same, read-only, as a web UI (-listen 127.0.0.1:8080;
-//	                            see package ui)
+//	execstore ui                the same as a web UI (-listen 127.0.0.1:8080; read-only
+//	                            unless -actions; see package ui)
 //	execstore idem get KEY      one idempotency record (-body prints the response's body)
 //	execstore idem list PREFIX  the idempotency records whose key starts with PREFIX, a page
 //	                            at a time (-limit, -after CURSOR or KEY)
@@ -71,8 +75,11 @@
 //	$ execstore -db shop_leases relays -lease-key execstore/relay/timers
 //	$ execstore -embedded ./data journal show pay-order-1
 //
-// It only reads: it sends no write command of any kind, not even an index creation. So it
-// does not open the stores. It reads their documents with the driver, through the document
+// It only reads, but for revive and discard with -yes (and ui -actions): every other
+// command sends no write command of any kind, not even an index creation. So it does not
+// open the stores; revive and discard write as the stores do (execstore.DeadLetters'
+// Revive and Discard), each item one guarded write that leaves an item no longer dead
+// alone. It reads their documents with the driver, through the document
 // model of package ops and the stored fields of idem, journal and the relays' leases (package
 // internal/inspect). An outbox entry and a spawn intent record their commit's time, by the
 // committer's clock: backlog measures ages from it. Timers

@@ -17,9 +17,10 @@ import (
 var readCommands = []string{"hello", "isMaster", "ismaster", "buildInfo", "ping", "find", "aggregate", "getMore",
 	"count", "listCollections", "listIndexes", "killCursors", "endSessions", "saslStart", "saslContinue"}
 
-// TestReadOnly runs every command, and each kind of failure after connecting, with a
-// command monitor on its client, and checks that only reads were sent: no insert, update,
-// delete, findAndModify, createIndexes or any other write.
+// TestReadOnly runs every command (revive and discard without -yes: their dry runs), and
+// each kind of failure after connecting, with a command monitor on its client, and checks
+// that only reads were sent: no insert, update, delete, findAndModify, createIndexes or any
+// other write.
 func TestReadOnly(t *testing.T) {
 	f := populate(t)
 	leases := openLeases(t, f)
@@ -47,6 +48,9 @@ func TestReadOnly(t *testing.T) {
 		{"backlog"},
 		{"backlog", "-json"},
 		{"dead", "-json"},
+		{"dead", "-definition", "checkout", "-error", "x", "-older-than", "1h", "-kind", "outbox,timer"},
+		{"revive", "-all"},
+		{"discard", "-kind", "timer", "-json"},
 		{"idem", "get", "req-done", "-body"},
 		{"idem", "get", "req-lapsed", "-json"},
 		{"idem", "get", "nope"},

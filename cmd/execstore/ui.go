@@ -31,15 +31,25 @@ type uiOptions struct {
 	Actions    bool // revive and discard dead items (ui.Options.Actions)
 }
 
+// checkUIAuth checks the basic authentication the environment sets: a password needs a
+// user, and actions need both.
+func checkUIAuth(getenv func(string) string, actions bool) error {
+	user, password := getenv(uiUserVariable), getenv(uiPasswordVariable)
+	if user == "" && password != "" {
+		return usagef("%s is set without %s", uiPasswordVariable, uiUserVariable)
+	}
+	if actions && (user == "" || password == "") {
+		return usagef("-actions needs basic authentication: set %s and %s", uiUserVariable, uiPasswordVariable)
+	}
+	return nil
+}
+
 // serveUI serves package ui's handler on o.Listen until ctx ends, then shuts down within
 // five seconds. It prints the address it listens on.
 func serveUI(ctx context.Context, db *mongo.Database, w io.Writer, o uiOptions) error {
 	user, password := o.getenv(uiUserVariable), o.getenv(uiPasswordVariable)
-	if user == "" && password != "" {
-		return usagef("%s is set without %s", uiPasswordVariable, uiUserVariable)
-	}
-	if o.Actions && (user == "" || password == "") {
-		return usagef("-actions needs basic authentication: set %s and %s", uiUserVariable, uiPasswordVariable)
+	if err := checkUIAuth(o.getenv, o.Actions); err != nil {
+		return err
 	}
 	h := ui.Handler(ui.Options{Database: db, Executions: o.Collection, LeaseKey: o.LeaseKey,
 		User: user, Password: password, Refresh: o.Refresh, Timeout: o.timeout, Now: o.clock, Actions: o.Actions,
