@@ -69,7 +69,10 @@ const (
 //
 // Each asks for composite terms where the server has them. A listing of roots only walks the
 // _id index and skips children: no index of parent_id is kept, which every write would pay
-// for on DocumentDB to serve that one listing. Create each with one createIndexes: FerretDB
+// for on DocumentDB to serve that one listing. Nor is one of FieldCreatedAt or
+// FieldUpdatedAt: DocumentDB sorts a listing by either without using such an index (measured
+// in docs/performance.md), and updated_at changes at every commit, so every commit would
+// write to it on any server. Create each with one createIndexes: FerretDB
 // 1.24.2 drops the connection on a createIndexes that names several indexes some of which
 // exist.
 func Indexes() []IndexSpec {
