@@ -37,7 +37,7 @@ var browserViews = []struct {
 	{"timers", "/timers", []string{"Timers", "1 due", "Paid.Reminder", "Pickup.Deadline", "Paid.Expiry", "ago"}},
 	{"dead", "/dead", []string{"Dead items", "outbox", "timer", "audit service: 503 Service Unavailable", "payment gateway: card declined", "Retry.Charge"}},
 	{"backlog", "/backlog", []string{"Backlog", "total", "Retention deleted", "1 DONE"}},
-	{"relays", "/relays", []string{"Relays", "relay-eu-1", "live", "nobody", "never shown"}},
+	{"relays", "/relays", []string{"Relays", "relay-eu-1", "live", "nobody", "never shown", "Sweepers", "sweeper-eu-1", "4 of 4"}},
 	{"idem", "/idem?key=req-done", []string{"Idempotency", "req-done", "COMPLETED", "fp-done", "201", "Content-Type", "X-Session",
 		"values never shown", "show body"}},
 	{"idem-list", "/idem?prefix=req-", []string{"req-claimed", "req-done", "CLAIMED", "COMPLETED", "last page"}},

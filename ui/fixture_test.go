@@ -36,7 +36,8 @@ func TestMain(m *testing.M) { os.Exit(testserver.Main(m, &srv)) }
 //     order-5 (cancelled); order-old (done) deleted for retention;
 //   - a dead timer of order-3;
 //   - idempotency records req-claimed and req-done (completed with headers and a body);
-//   - the relays' leases: member relay-eu-1 dividing 4 partitions, holding 0 to 2;
+//   - the relays' leases: member relay-eu-1 dividing 4 partitions, holding 0 to 2; the
+//     sweepers': member sweeper-eu-1 holding all 4;
 //   - the journal invocation pay-1.
 func fill(t testing.TB, uri, db string) {
 	t.Helper()
@@ -147,6 +148,12 @@ func fill(t testing.TB, uri, db string) {
 	require.NoError(t, err)
 	for p := range 3 {
 		_, err = idems.ClaimAs(ctx, leases.PartitionKey(leases.RelayKey, p), leases.Fingerprint, 1, time.Hour, "relay-eu-1")
+		require.NoError(t, err)
+	}
+	_, err = idems.Claim(ctx, leases.MemberKey(leases.SweeperKey, "sweeper-eu-1"), leases.MemberFingerprint(4), 1, time.Hour)
+	require.NoError(t, err)
+	for p := range 4 {
+		_, err = idems.ClaimAs(ctx, leases.PartitionKey(leases.SweeperKey, p), leases.Fingerprint, 1, time.Hour, "sweeper-eu-1")
 		require.NoError(t, err)
 	}
 

@@ -40,6 +40,9 @@ type Options struct {
 	LeaseStores []*mongo.Collection
 	// LeaseKey is the relays' Options.LeaseKey. Default the relays' default.
 	LeaseKey string
+	// SweeperLeaseKey is the sweepers' Options.LeaseKey: the relays page shows their leases
+	// beside the relays'. Default the sweepers' default.
+	SweeperLeaseKey string
 	// Journal is the journal's collection. Default "journal".
 	Journal string
 	// User and Password turn on basic authentication when User is not empty: every request
@@ -110,6 +113,9 @@ func Handler(o Options) http.Handler {
 	}
 	if o.LeaseKey == "" {
 		o.LeaseKey = inspect.RelayLeaseKey
+	}
+	if o.SweeperLeaseKey == "" {
+		o.SweeperLeaseKey = inspect.SweeperLeaseKey
 	}
 	if o.Journal == "" {
 		o.Journal = "journal"

@@ -250,12 +250,34 @@ func readTimers(ctx context.Context, h *handler, q request) (any, error) {
 
 func readBacklog(ctx context.Context, h *handler, q request) (any, error) { return h.backlog(ctx, q) }
 
+// relaysPage is the relays of one lease key, or without one asked for, the relays' and the
+// sweepers' (their default keys) one beside the other.
+type relaysPage struct {
+	Sections []*inspect.Relays
+	Asked    bool // a lease key was asked for
+}
+
+// report is the first section: what execstore relays -json prints for the same key.
+func (p *relaysPage) report() any { return p.Sections[0] }
+
 func readRelays(ctx context.Context, h *handler, q request) (any, error) {
-	key := q.param("lease-key")
-	if key == "" {
-		key = h.o.LeaseKey
+	if key := q.param("lease-key"); key != "" {
+		r, err := inspect.ReadRelaysIn(ctx, h.o.LeaseStores, key, q.now)
+		if err != nil {
+			return nil, err
+		}
+		return &relaysPage{Sections: []*inspect.Relays{r}, Asked: true}, nil
 	}
-	return inspect.ReadRelaysIn(ctx, h.o.LeaseStores, key, q.now)
+	keys := []string{h.o.LeaseKey, h.o.SweeperLeaseKey}
+	p := &relaysPage{Sections: make([]*inspect.Relays, len(keys))}
+	g, gctx := errgroup.WithContext(ctx)
+	for i, key := range keys {
+		g.Go(func() (err error) {
+			p.Sections[i], err = inspect.ReadRelaysIn(gctx, h.o.LeaseStores, key, q.now)
+			return err
+		})
+	}
+	return p, g.Wait()
 }
 
 // idemPage is one idempotency record, or a page of them under a prefix.

@@ -234,7 +234,8 @@ ends by the server's clock, how long it has left, and whether its claim took ove
 lapsed lease. Each member shows how many partitions it holds. A lease names its holder,
 the member whose claim took it; its claim token is never printed. A partition the
 members divide the store into and nobody holds shows as nobody's. Sweepers register
-under "` + sweeperLeaseKey + `". The lease store is -collection in -db when given;
+under "` + sweeperLeaseKey + `": without -lease-key, their leases follow the relays' when
+there are any (text only; -json prints the relays'). The lease store is -collection in -db when given;
 else the first that holds a record under the lease key of "idempotency" in -db, then
 "idempotency" and "executions" (aio's Store.LeaseStore) in -db with "_leases" appended.
 It prints where it read them. Each is the server's clock, then one find on the _id
@@ -245,7 +246,7 @@ index.`,
 				if *leaseKey == "" {
 					return nil, usagef("-lease-key must not be empty")
 				}
-				o := relaysOptions{output: out, Collection: coll, LeaseKey: *leaseKey}
+				o := relaysOptions{output: out, Collection: coll, LeaseKey: *leaseKey, Sweepers: !flagSet(fs, "lease-key")}
 				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
 					return listRelays(ctx, db, w, o)
 				}, nil

@@ -119,3 +119,10 @@ func checkLimit(limit, max int) error {
 	}
 	return nil
 }
+
+// flagSet reports whether the flag name was given on the command line of fs.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

@@ -23,11 +23,15 @@ type relaysOptions struct {
 	output
 	Collection string // the leases' collection; "" to look where relays keep them
 	LeaseKey   string
+	// Sweepers: the lease key is the relays' default, not asked for; the sweepers' leases
+	// under their default key are printed after the relays' when there are any (text only).
+	Sweepers bool
 }
 
 // listRelays prints the relays sharing the lease key's partitions: the server's clock, then
 // one find of the lease key's records on the _id index (see inspect.ReadRelays), in
-// o.Collection of db, or else in each of inspect.LeaseStores until one holds some.
+// o.Collection of db, or else in each of inspect.LeaseStores until one holds some; then,
+// with o.Sweepers, the same of the sweepers' lease key.
 func listRelays(ctx context.Context, db *mongo.Database, w io.Writer, o relaysOptions) error {
 	stores := inspect.LeaseStores(db, "idempotency", ops.ExecutionsCollection)
 	if o.Collection != "" {
@@ -37,7 +41,15 @@ func listRelays(ctx context.Context, db *mongo.Database, w io.Writer, o relaysOp
 	if err != nil {
 		return err
 	}
-	return emit(w, o.output, r, writeRelays)
+	if err := emit(w, o.output, r, writeRelays); err != nil || o.JSON || !o.Sweepers {
+		return err
+	}
+	s, err := inspect.ReadRelaysIn(ctx, stores, sweeperLeaseKey, o.Now)
+	if err != nil || len(s.Members)+len(s.Partitions) == 0 {
+		return err
+	}
+	fmt.Fprintln(w)
+	return writeRelays(w, s)
 }
 
 // writeRelays writes the relays and the partitions' leases for people.

@@ -13,6 +13,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/idem"
 	"github.com/execstore/execstore/internal/inspect"
+	leasekeys "github.com/execstore/execstore/internal/leases"
 	"github.com/execstore/execstore/internal/testserver"
 	"github.com/execstore/execstore/memstore"
 	"github.com/execstore/execstore/relay"
@@ -97,6 +98,17 @@ func TestRelaysOfARelay(t *testing.T) {
 		`none: no relay registered and no lease held under this lease key\n$`, f.inspect(t, "relays"))
 	require.JSONEq(t, `{"lease_key": "execstore/relay/outbox", "source": "`+f.db+`.idempotency", "now": "TIME", "clock": "server", "members": [], "partitions": []}`,
 		normalised(f.inspect(t, "relays", "-json")))
+
+	// A sweeper registered: its leases follow the relays' in text, not in -json nor under
+	// a lease key asked for.
+	_, err := leases.Claim(ctx, leasekeys.MemberKey(leasekeys.SweeperKey, "sweeper-1"), leasekeys.MemberFingerprint(3), 1, time.Minute)
+	require.NoError(t, err)
+	text = f.inspect(t, "relays")
+	require.Regexp(t, `none: no relay registered and no lease held under this lease key\n\n`+
+		`relays of lease key execstore/relay/timers in `+regexp.QuoteMeta(f.db)+`\.idempotency`, text)
+	require.Contains(t, text, "sweeper-1")
+	require.NotContains(t, f.inspect(t, "relays", "-lease-key", "execstore/relay/outbox"), "sweeper-1")
+	require.NotContains(t, f.inspect(t, "relays", "-json"), "sweeper-1")
 }
 
 // TestRelaysLeases checks `relays` on leases taken through the lease store as relays take
