@@ -17,7 +17,8 @@
 //
 //	execstore show ID           one execution
 //	execstore list              executions, filtered (-status, -definition, -roots), a page at
-//	                            a time (-limit, -after CURSOR or ID)
+//	                            a time (-limit, -after CURSOR or ID), by id or by when each
+//	                            was created or last updated (-sort created|updated, -desc)
 //	execstore outbox            the oldest pending outbox entries (-limit)
 //	execstore dead              the dead items, newest first by last error (-kind,
 //	                            -execution, -definition, -error, -older-than, -limit)
@@ -69,6 +70,7 @@
 //	$ execstore -uri mongodb://localhost:27017 show order-1 -trace 3
 //	$ execstore list -status RUNNING,SUSPENDED -definition checkout -roots -limit 50
 //	$ execstore list -after AW9yZGVyLTUw -json | jq '.items[].id'
+//	$ execstore list -status RUNNING -sort updated -desc -limit 20
 //	$ execstore timers -limit 20
 //	$ execstore -db shop idem get req-42 -body
 //	$ execstore -db shop idem list req- -limit 20
