@@ -43,6 +43,8 @@ type Store struct {
 	wakeCalls  wakeCalls            // the reads that answer a wake-up, hedged
 	tel        *telemetry.Telemetry // nil: instrumented with no-op providers, nothing to do
 	leases     leaseStore           // LeaseStore's, opened on first use
+	// ratesDropped is when RecordRates last dropped the old samples (unix nanoseconds).
+	ratesDropped atomic.Int64
 }
 
 // storeEnv is what a store is built from: the client and what Open learned of its server,
@@ -192,6 +194,7 @@ func open(ctx context.Context, client *mongo.Client, owns bool, opts Options, st
 		Primary:    opsrun.PrimaryReads(executions),
 		Durable:    opsrun.DurableReads(executions),
 		Counters:   db.Collection(ops.CountersCollection),
+		Rates:      db.Collection(ops.RatesCollectionOf(opts.Collection)),
 	}
 	// The partitions first: an Open that asks for another number than the recorded one
 	// writes nothing.

@@ -38,13 +38,14 @@ const (
 	opDeleteExpired
 	opRetentionTotals
 	opWake // the board's reads and writes (board.go)
+	opRates
 	opKinds
 )
 
 var opNames = [opKinds]string{
 	"load", "load_for_event", "is_processed", "commit", "list", "pending_outbox", "ack_outbox",
 	"pending_spawns", "ack_spawn", "due_timers", "delete_timer", "restore_timer", "append_trace", "read_trace",
-	"fail", "list_dead", "revive", "discard", "backlog", "expired", "delete_expired", "retention_totals", "wake",
+	"fail", "list_dead", "revive", "discard", "backlog", "expired", "delete_expired", "retention_totals", "wake", "rates",
 }
 
 // Stats is a snapshot of a Store's counters. It holds those every store keeps (server.Stats:

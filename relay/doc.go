@@ -142,6 +142,12 @@
 // command for all the partitions held every Options.DeadCountInterval and when one is taken
 // (Backlog's Dead, the gauge execstore.backlog.dead).
 //
+// Over a store that keeps rate samples (execstore.RateRecording: aio), a relay records what
+// it did every Options.RatesInterval: its handler calls that returned nil and that failed,
+// the items it moved to dead, the oldest wait its scans found. One write of its own sample
+// of the minute, none when it did nothing and found nothing waiting: what the UI's overview
+// charts, and execstore rates prints, with no metrics collector.
+//
 // # What always holds
 //
 //   - At least once, ack after handler: an item is acked (deleted) only after the handler

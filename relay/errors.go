@@ -67,6 +67,8 @@ const (
 	// OpCountDead is counting the dead items of the partitions held
 	// (Options.DeadCountInterval).
 	OpCountDead Op = "count dead"
+	// OpRecordRates is recording a rate sample (Options.RatesInterval).
+	OpRecordRates Op = "record rates"
 )
 
 // Error is what Options.OnError is given, and what Run returns when it stops on a failure.

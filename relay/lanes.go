@@ -42,6 +42,13 @@ func (s *session[T, K]) deliver(i int) {
 			span.End(err)
 		}
 		removed := fired != nil && s.finishFired(fired, item, err)
+		switch {
+		case err == nil:
+			stats.succeeded.Add(1)
+			s.r.tel.Handled(nil)
+		case !errors.Is(err, ErrLeavePending) && h.handlerCtx.Err() == nil:
+			s.r.tel.Handled(err)
+		}
 
 		var report error
 		s.mu.Lock()

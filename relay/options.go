@@ -30,6 +30,8 @@ const (
 	defaultRetentionInterval = time.Minute
 	// defaultDeadCountInterval is Options.DeadCountInterval by default.
 	defaultDeadCountInterval = time.Minute
+	// defaultRatesInterval is Options.RatesInterval by default.
+	defaultRatesInterval = 15 * time.Second
 	// relayLeaseKey is a Relay's Options.LeaseKey by default.
 	relayLeaseKey = leases.RelayKey
 	// sweeperLeaseKey is a Sweeper's Options.LeaseKey by default.
@@ -185,6 +187,14 @@ type Options struct {
 	// tell instead: they read only pending work. Default 1m; negative: never counted, and
 	// the gauge has no points.
 	DeadCountInterval time.Duration
+	// RatesInterval is how often the relay records what it did since the last record (its
+	// handler calls that returned nil or an error, the items it moved to dead, the longest
+	// wait its scans found) in the store's rate samples, when the store is an
+	// execstore.RateRecording (aio is): what the UI's overview charts minute by minute. Each
+	// record is one write to the current minute's sample of the relay's own (what it did
+	// since the last falls in the minute it is recorded in); a relay that did nothing and
+	// found nothing waiting writes none. Default 15s; negative: nothing recorded.
+	RatesInterval time.Duration
 	// OnError, when set, is called with every failure, as an *Error. A failure is of a scan,
 	// a handler, an ack or a lease operation. It is called from the relay's goroutines and must not block.
 	// Default nil: failures are only counted in Stats.
@@ -241,6 +251,9 @@ func (o Options) withDefaults(leaseKey string) Options {
 	}
 	if o.DeadCountInterval == 0 {
 		o.DeadCountInterval = defaultDeadCountInterval
+	}
+	if o.RatesInterval == 0 {
+		o.RatesInterval = defaultRatesInterval
 	}
 	if o.OnError == nil {
 		o.OnError = func(error) {}

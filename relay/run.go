@@ -36,9 +36,15 @@ type runner[T any, K comparable] struct {
 	// counting is the store when it counts dead items by partition and
 	// Options.DeadCountInterval is not negative; else nil.
 	counting execstore.DeadCounting
-	stats    counters
-	tel      *telemetry.Telemetry // nil: no-op providers
-	op       string               // the handler's operation, in spans: "deliver", "fire"
+	// rates is the store when it records rate samples and Options.RatesInterval is
+	// positive; else nil. component is what the samples name the runner: "relay",
+	// "sweeper".
+	rates     execstore.RateRecording
+	component string
+	taken     ratesTaken // what the rate samples recorded so far
+	stats     counters
+	tel       *telemetry.Telemetry // nil: no-op providers
+	op        string               // the handler's operation, in spans: "deliver", "fire"
 	// parts is the number of partitions: the store's when it is an execstore.Partitioned,
 	// else 1.
 	parts int
@@ -71,6 +77,10 @@ func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler
 	if opts.DeadCountInterval > 0 {
 		r.counting, _ = store.(execstore.DeadCounting)
 	}
+	if opts.RatesInterval > 0 {
+		r.rates, _ = store.(execstore.RateRecording)
+	}
+	r.component = component
 	r.member = memberName(opts.Name)
 	r.book.holder = r.member
 	r.chained = k.chained()

@@ -132,6 +132,9 @@ func (s *session[T, K]) run() error {
 	if s.r.counting != nil {
 		retainer.Go(func() { s.countDeadLoop(stop) })
 	}
+	if s.r.rates != nil {
+		retainer.Go(func() { s.recordRatesLoop(stop) })
+	}
 	if s.r.board != nil {
 		retainer.Go(func() { s.watchBoard(stop) })
 	}

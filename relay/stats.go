@@ -25,6 +25,7 @@ type Stats struct {
 	// the scan began. They are never handed out twice.
 	Skipped       int64
 	Delivered     int64 // handler calls
+	Succeeded     int64 // handler calls that returned nil
 	HandlerErrors int64
 	Withheld      int64 // handler calls that returned ErrLeavePending
 	Acked         int64 // items acked (timers deleted) after their handler returned nil
@@ -50,15 +51,18 @@ type Stats struct {
 	// DeadCounts counts the counts of dead items sent (Options.DeadCountInterval), and
 	// DeadCountErrors those that failed.
 	DeadCounts, DeadCountErrors int64
-	InFlight                    int64 // gauge: items held now (waiting for their fire time, queued in a lane, in a handler, or awaiting the ack)
-	Holding                     bool  // gauge: delivering now (holding a partition)
-	Partitions                  int   // gauge: partitions held now
+	// RateRecords counts the rate samples recorded (Options.RatesInterval), and
+	// RateRecordErrors those that failed.
+	RateRecords, RateRecordErrors int64
+	InFlight                      int64 // gauge: items held now (waiting for their fire time, queued in a lane, in a handler, or awaiting the ack)
+	Holding                       bool  // gauge: delivering now (holding a partition)
+	Partitions                    int   // gauge: partitions held now
 }
 
 // counters are the live Stats.
 type counters struct {
 	scans, targeted, scanErrors, wakeups, woken, skipped, handedOver atomic.Int64
-	delivered, handlerErrors, withheld                               atomic.Int64
+	delivered, succeeded, handlerErrors, withheld                    atomic.Int64
 	acked, ackErrors, cancelled                                      atomic.Int64
 	carried, restored                                                atomic.Int64
 	dead, failureErrors                                              atomic.Int64
@@ -66,13 +70,14 @@ type counters struct {
 	inFlight, partitions                                             atomic.Int64
 	retained, retentionErrors                                        atomic.Int64
 	deadCounts, deadCountErrors                                      atomic.Int64
+	rateRecords, rateRecordErrors                                    atomic.Int64
 	holding                                                          atomic.Bool
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{
 		Scans: c.scans.Load(), Targeted: c.targeted.Load(), ScanErrors: c.scanErrors.Load(), Wakeups: c.wakeups.Load(), Woken: c.woken.Load(), HandedOver: c.handedOver.Load(),
-		Skipped: c.skipped.Load(), Delivered: c.delivered.Load(), HandlerErrors: c.handlerErrors.Load(),
+		Skipped: c.skipped.Load(), Delivered: c.delivered.Load(), Succeeded: c.succeeded.Load(), HandlerErrors: c.handlerErrors.Load(),
 		Withheld: c.withheld.Load(), Acked: c.acked.Load(), AckErrors: c.ackErrors.Load(),
 		Carried: c.carried.Load(), Restored: c.restored.Load(),
 		Cancelled: c.cancelled.Load(), Dead: c.dead.Load(), FailureErrors: c.failureErrors.Load(),
@@ -80,5 +85,6 @@ func (c *counters) snapshot() Stats {
 		InFlight: c.inFlight.Load(), Holding: c.holding.Load(), Partitions: int(c.partitions.Load()),
 		Retained: c.retained.Load(), RetentionErrors: c.retentionErrors.Load(),
 		DeadCounts: c.deadCounts.Load(), DeadCountErrors: c.deadCountErrors.Load(),
+		RateRecords: c.rateRecords.Load(), RateRecordErrors: c.rateRecordErrors.Load(),
 	}
 }

@@ -25,6 +25,9 @@ type Env struct {
 	// write settled without an answer; nil means Primary. See DurableReads.
 	Durable  *mongo.Collection
 	Counters *mongo.Collection
+	// Rates is the collection of the rate samples (ops.RatesCollectionOf); nil when the
+	// store keeps none.
+	Rates *mongo.Collection
 }
 
 // PrimaryReads returns coll as the reads that settle a write's outcome need it: they must see

@@ -66,6 +66,8 @@ type Telemetry struct {
 	batch    metric.Int64Histogram
 	lag      metric.Float64Histogram // a relay's
 	dead     metric.Int64Counter     // a relay's
+	handled  metric.Int64Counter     // a relay's: handler calls that returned nil
+	failed   metric.Int64Counter     // a relay's: handler calls that returned an error
 	retained metric.Int64Counter     // a relay's
 	meter    metric.Meter
 }
@@ -149,8 +151,9 @@ func placeholder(p any) bool {
 // "sweeper"): a span per handled item ("execstore.relay.deliver", "execstore.sweeper.fire"),
 // of kind consumer, with the item and its outcome ("ok", "withheld", or a failure's); the
 // metrics execstore.relay.handle.duration, execstore.relay.lag (seconds from the scan
-// that found an item to its handler's start) and execstore.relay.dead (items moved to
-// dead), by component, and execstore.relay.in_flight
+// that found an item to its handler's start), execstore.relay.delivered and
+// execstore.relay.failed (handler calls that returned nil, or an error) and
+// execstore.relay.dead (items moved to dead), by component, and execstore.relay.in_flight
 // (a gauge, from inFlight); nil when both providers are OpenTelemetry's no-op ones.
 func NewRelay(component string, tp trace.TracerProvider, mp metric.MeterProvider, inFlight func() int64,
 	backlog func() []BacklogPoint) *Telemetry {
@@ -166,6 +169,10 @@ func NewRelay(component string, tp trace.TracerProvider, mp metric.MeterProvider
 		metric.WithDescription("Time from the scan that found an item to its handler's start."))
 	t.dead, _ = t.meter.Int64Counter("execstore.relay.dead",
 		metric.WithDescription("Items moved to dead after their deliveries failed."))
+	t.handled, _ = t.meter.Int64Counter("execstore.relay.delivered",
+		metric.WithDescription("Handler calls that returned nil: items delivered, to be acked."))
+	t.failed, _ = t.meter.Int64Counter("execstore.relay.failed",
+		metric.WithDescription("Handler calls that returned an error (not ErrLeavePending): failed deliveries."))
 	t.retained, _ = t.meter.Int64Counter(RetentionDeleted, metric.WithDescription(RetentionDeletedDescription))
 	t.unknown, _ = t.meter.Int64Counter("execstore.outcome.unknown")
 	t.batch, _ = t.meter.Int64Histogram("execstore.batch.size")
@@ -253,6 +260,18 @@ func (t *Telemetry) Retained(status string, n int64) {
 	}
 	t.retained.Add(context.Background(), n, metric.WithAttributes(append(append([]attribute.KeyValue{}, t.measured...),
 		attribute.String("execstore.status", status))...))
+}
+
+// Handled records a handler call's end: delivered when err is nil, failed otherwise.
+func (t *Telemetry) Handled(err error) {
+	if t == nil || t.handled == nil {
+		return
+	}
+	if err == nil {
+		t.handled.Add(context.Background(), 1, metric.WithAttributes(t.measured...))
+	} else {
+		t.failed.Add(context.Background(), 1, metric.WithAttributes(t.measured...))
+	}
 }
 
 // Dead records that an item was moved to dead.

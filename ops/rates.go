@@ -1,0 +1,54 @@
+package ops
+
+import (
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// RatesCollectionOf is the collection of an executions collection's rate samples
+// (execstore.RateRecording): one document per member and minute, RateDoc, keyed by RateKey.
+func RatesCollectionOf(executions string) string { return executions + "_rates" }
+
+// rateMinute is how a RateKey writes its minute: its order is time's.
+const rateMinute = "2006-01-02T15:04"
+
+// RateDoc is one member's sample of one minute.
+type RateDoc struct {
+	ID        string    `bson:"_id"`
+	Component string    `bson:"c"`
+	Member    string    `bson:"m"`
+	Minute    time.Time `bson:"t"`
+	Delivered int64     `bson:"d"`
+	Failed    int64     `bson:"f"`
+	Dead      int64     `bson:"x"`
+	AgeMillis int64     `bson:"a"` // the longest oldest wait, in milliseconds
+}
+
+// RateKey is the _id of member's sample of minute (UTC, whole minutes) of component: the
+// minute first, so the samples of a span of minutes are one range of _id.
+func RateKey(minute time.Time, component, member string) string {
+	return minute.UTC().Format(rateMinute) + "/" + component + "/" + member
+}
+
+// RatesFrom is the filter of the samples from minute on, on the _id index.
+func RatesFrom(minute time.Time) bson.D {
+	return bson.D{{Key: fID, Value: bson.D{{Key: "$gte", Value: minute.UTC().Format(rateMinute)}}}}
+}
+
+// RatesBefore is the filter of the samples of the minutes before minute, on the _id index.
+func RatesBefore(minute time.Time) bson.D {
+	return bson.D{{Key: fID, Value: bson.D{{Key: "$lt", Value: minute.UTC().Format(rateMinute)}}}}
+}
+
+// RecordRateCommand is the updateOne, an upsert by _id, that adds counts to member's sample
+// of minute: $inc of the counts, $max of the age, the names and the minute set on insert.
+// Only the member writes its samples, one write at a time, so the upsert never races
+// another on its _id.
+func RecordRateCommand(minute time.Time, component, member string, delivered, failed, dead, ageMillis int64) (filter, update bson.D) {
+	return bson.D{{Key: fID, Value: RateKey(minute, component, member)}}, bson.D{
+		{Key: "$inc", Value: bson.D{{Key: "d", Value: delivered}, {Key: "f", Value: failed}, {Key: "x", Value: dead}}},
+		{Key: "$max", Value: bson.D{{Key: "a", Value: ageMillis}}},
+		{Key: "$setOnInsert", Value: bson.D{{Key: "c", Value: component}, {Key: "m", Value: member}, {Key: "t", Value: minute.UTC()}}},
+	}
+}
