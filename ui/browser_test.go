@@ -27,7 +27,8 @@ var browserViews = []struct {
 	want       []string
 }{
 	{"overview", "/", []string{"Overview", "executions", "pending outbox entries", "due timers", "dead items",
-		"worst timer lag", "Executions by status", "RUNNING", "relay-eu-1", "nobody", "Backlog per partition", "total"}},
+		"worst timer lag", "Executions by status", "RUNNING", "relay-eu-1", "nobody", "Backlog per partition", "total",
+		"The last hour", "2 relays and sweepers recorded it", "Handled per minute", "Oldest wait"}},
 	{"executions", "/executions", []string{"Executions", "order-1", "ship-1", "checkout", "shipping", "RUNNING", "DONE", "last page"}},
 	{"execution", "/executions/order-1", []string{"Execution order-1", "RUNNING", "Outbox", "2 pending", "ship-1", "billing",
 		"Paid.Reminder", "due", "Spawns", "Fork.Ship", "Dead items", "audit service: 503 Service Unavailable", "Children", "ship-2",

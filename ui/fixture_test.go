@@ -38,7 +38,8 @@ func TestMain(m *testing.M) { os.Exit(testserver.Main(m, &srv)) }
 //   - idempotency records req-claimed and req-done (completed with headers and a body);
 //   - the relays' leases: member relay-eu-1 dividing 4 partitions, holding 0 to 2; the
 //     sweepers': member sweeper-eu-1 holding all 4;
-//   - the journal invocation pay-1.
+//   - the journal invocation pay-1;
+//   - the rate samples of the last 45 minutes of relay-eu-1 and sweeper-eu-1.
 func fill(t testing.TB, uri, db string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -50,6 +51,22 @@ func fill(t testing.TB, uri, db string) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, store.Close(ctx)) }()
 	save := func(e *execstore.Execution) { require.NoError(t, store.Save(ctx, e)) }
+	// The rate samples of the last hour: a relay and a sweeper (relay-eu-1, sweeper-eu-1)
+	// that handled a wave of work, with a burst of failures, a dead item and a backlog.
+	for i := range 45 {
+		minute := now.Add(-time.Duration(i) * time.Minute)
+		load := int64(20 + (i*37)%60)
+		r := execstore.RateSample{Component: "relay", Member: "relay-eu-1", Minute: minute, Delivered: load}
+		if i >= 10 && i < 14 {
+			r.Failed, r.BacklogAge = int64(5*(i-9)), time.Duration(i)*time.Second
+		}
+		if i == 12 {
+			r.Dead = 1
+		}
+		require.NoError(t, store.RecordRates(ctx, r))
+		require.NoError(t, store.RecordRates(ctx, execstore.RateSample{Component: "sweeper", Member: "sweeper-eu-1", Minute: minute,
+			Delivered: load / 4, BacklogAge: time.Duration(load%7) * 100 * time.Millisecond}))
+	}
 	commit := func(id, event string, data string, c execstore.Commit) {
 		exe, processed, err := store.LoadForEvent(ctx, id, event)
 		require.NoError(t, err)

@@ -55,9 +55,12 @@ type overviewPage struct {
 	Statuses *inspect.StatusCounts `json:"statuses"`
 	Backlog  *inspect.Backlog      `json:"backlog"`
 	Relays   *inspect.Relays       `json:"relays"`
+	// Rates are the last hour's rate samples, per minute; Charts draw them.
+	Rates  *inspect.Rates `json:"rates"`
+	Charts []barChart     `json:"-"`
 }
 
-// readOverview sends the overview's three reads at once: they are independent, and the
+// readOverview sends the overview's four reads at once: they are independent, and the
 // page takes as long as the slowest.
 func readOverview(ctx context.Context, h *handler, q request) (any, error) {
 	p := &overviewPage{}
@@ -74,9 +77,14 @@ func readOverview(ctx context.Context, h *handler, q request) (any, error) {
 		p.Relays, err = inspect.ReadRelaysIn(gctx, h.o.LeaseStores, h.o.LeaseKey, q.now)
 		return err
 	})
+	g.Go(func() (err error) {
+		p.Rates, err = inspect.ReadRates(gctx, h.o.Database, h.o.Executions, q.now, rateMinutes)
+		return err
+	})
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	p.Charts = rateCharts(p.Rates)
 	return p, nil
 }
 

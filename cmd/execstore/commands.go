@@ -226,6 +226,27 @@ index.`,
 		},
 	},
 	{
+		name: "rates", collection: ops.ExecutionsCollection,
+		summary: "what the relays and sweepers did, minute by minute",
+		detail: `Prints, for each of the last minutes, what the relays and sweepers recorded
+(relay.Options.RatesInterval) in the rate samples of the executions collection (its name
+with "_rates" appended), summed over them: handler calls that returned nil (delivered
+entries and spawns; fired timers), that failed, items moved to dead, and the oldest wait
+a scan found. A minute none recorded is a row of zeros. One find on the _id index.`,
+		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
+			minutes := fs.Int("minutes", 15, "the last `N` minutes, at most 1440")
+			return func(_ []string, out output, coll string) (runner, error) {
+				if err := checkLimit(*minutes, 1440); err != nil {
+					return nil, err
+				}
+				o := ratesOptions{output: out, Collection: coll, Minutes: *minutes}
+				return func(ctx context.Context, db *mongo.Database, w io.Writer) error {
+					return listRates(ctx, db, w, o)
+				}, nil
+			}
+		},
+	},
+	{
 		name:    "relays",
 		summary: "the relays sharing the partitions: members, and each partition's lease",
 		detail: `Prints the relays registered under a lease key in their lease store (an idem store) and

@@ -34,6 +34,8 @@
 //	execstore idem get KEY      one idempotency record (-body prints the response's body)
 //	execstore idem list PREFIX  the idempotency records whose key starts with PREFIX, a page
 //	                            at a time (-limit, -after CURSOR or KEY)
+//	execstore rates             what the relays and sweepers did, minute by minute
+//	                            (-minutes N)
 //	execstore relays            the relays registered under a lease key (-lease-key) and each
 //	                            partition's lease: held or not, its end, take-overs
 //	execstore journal show ID   one invocation's metadata, never its sealed payloads

@@ -64,6 +64,8 @@ func TestReadOnly(t *testing.T) {
 		{"journal", "retention"},
 		{"journal", "retention", "-json"},
 		{"server"},
+		{"rates"},
+		{"rates", "-minutes", "60", "-json"},
 	} {
 		r := runWith(t, "", copts, append([]string{"-uri", srv.URI, "-db", f.db}, args...)...)
 		require.Contains(t, []int{0, 1}, r.code, "%q: %s", args, r.stderr)
