@@ -31,7 +31,7 @@ var browserViews = []struct {
 		"The last hour", "2 relays and sweepers recorded it", "Handled per minute", "Oldest wait"}},
 	{"executions", "/executions", []string{"Executions", "order-1", "ship-1", "checkout", "shipping", "RUNNING", "DONE", "last page"}},
 	{"execution", "/executions/order-1", []string{"Execution order-1", "RUNNING", "Outbox", "2 pending", "ship-1", "billing",
-		"Paid.Reminder", "due", "Spawns", "Fork.Ship", "Dead items", "audit service: 503 Service Unavailable", "Children", "ship-2",
+		"Paid.Reminder", "due", "Spawns", "Fork.Ship", "Dead items", "audit service: 503 Service Unavailable", "Children", "ship-2", "not acked yet", "Committed",
 		"Trace", "awaiting-shipment", "show bodies"}},
 	{"execution-child", "/executions/ship-1", []string{"Execution ship-1", "order-1", "Pickup.Deadline", "awaiting-pickup", "none found"}},
 	{"outbox", "/outbox", []string{"Outbox", "pending in 1 execution", "order-1", "ship-1", "billing", "show bodies"}},

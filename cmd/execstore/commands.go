@@ -94,10 +94,12 @@ filters select.`,
 	{
 		name: "outbox", collection: ops.ExecutionsCollection, payloads: true,
 		summary: "the oldest pending outbox entries across executions",
-		detail: `Prints the pending outbox entries, oldest seq first: seq, source execution, version,
-target, the event's size and start. An entry records no time, so there is no age to
-show: the seq orders entries across executions, the version within one. Reads every
-execution with pending entries (one find).`,
+		detail: `Prints the pending outbox entries (not acked yet: not delivered, in a handler, or
+delivered with the ack on the way), oldest seq first: seq, source execution, version,
+target, when its commit was made (by the committer's clock; "-" for entries written
+before commits recorded it), the event's size and start. The seq orders entries across
+executions, the version within one. Reads every execution with pending entries (one
+find).`,
 		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
 			limit := fs.Int("limit", 100, "print at most `N` entries, the oldest")
 			return func(_ []string, out output, coll string) (runner, error) {

@@ -86,7 +86,7 @@ func TestHelp(t *testing.T) {
 	}
 	r = cli(t, "help", "outbox")
 	require.Equal(t, 0, r.code)
-	require.Contains(t, r.stdout, "An entry records no time, so there is no age to\nshow")
+	require.Contains(t, r.stdout, "when its commit was made (by the committer")
 }
 
 // TestGroupHelp checks -h, -help and --help after a command group's name, and the help

@@ -74,20 +74,20 @@ order-1  checkout    RUNNING  -       3        2026-01-01T00:00:00.000Z  2026-01
 func TestOutbox(t *testing.T) {
 	f := populate(t)
 
-	require.Equal(t, `outbox: 3 pending in 1 execution
-  SEQ  SOURCE   VERSION  TARGET  EVENT
-  1    order-1  2        ship-1  28 bytes, JSON: {"id":"evt-2","type":"ship"}
-  2    order-1  2        -       64 bytes, text: "a plain text notification that is rather longer "…
-  3    order-1  3        audit   4 bytes, binary, base64: AAH+/w==
-`, f.inspect(t, "outbox"))
-	require.Equal(t, `outbox: 3 pending in 1 execution; the oldest 1
-  SEQ  SOURCE   VERSION  TARGET  EVENT
-  1    order-1  2        ship-1  28 bytes, JSON: {"id":"evt-2","type":"ship"}
-`, f.inspect(t, "outbox", "-limit", "1"))
+	require.Equal(t, withoutCommitTimes(`outbox: 3 pending in 1 execution
+  SEQ  SOURCE   VERSION  TARGET  COMMITTED  EVENT
+  1    order-1  2        ship-1  <time>  28 bytes, JSON: {"id":"evt-2","type":"ship"}
+  2    order-1  2        -       <time>  64 bytes, text: "a plain text notification that is rather longer "…
+  3    order-1  3        audit   <time>  4 bytes, binary, base64: AAH+/w==
+`), withoutCommitTimes(f.inspect(t, "outbox")))
+	require.Equal(t, withoutCommitTimes(`outbox: 3 pending in 1 execution; the oldest 1
+  SEQ  SOURCE   VERSION  TARGET  COMMITTED  EVENT
+  1    order-1  2        ship-1  <time>  28 bytes, JSON: {"id":"evt-2","type":"ship"}
+`), withoutCommitTimes(f.inspect(t, "outbox", "-limit", "1")))
 	require.JSONEq(t, `{"pending": 3, "executions": 1, "entries": [
-		{"seq": 1, "source": "order-1", "version": 2, "target": "ship-1",
+		{"seq": 1, "source": "order-1", "version": 2, "target": "ship-1", "committed_at": "<time>",
 		 "event": {"bytes": 28, "kind": "json", "json": {"id": "evt-2", "type": "ship"}}}]}`,
-		f.inspect(t, "outbox", "-json", "-limit", "1"))
+		withoutCommitTimes(f.inspect(t, "outbox", "-json", "-limit", "1")))
 
 	empty := populateNothing(t)
 	require.Equal(t, "outbox: none pending\n", empty.inspect(t, "outbox"))

@@ -42,7 +42,7 @@ func writeOutbox(w io.Writer, r *inspect.Outbox) error {
 	rows := make([][]string, len(r.Entries))
 	for i, e := range r.Entries {
 		rows[i] = []string{strconv.FormatInt(e.Seq, 10), plain(e.Source), strconv.FormatInt(e.Version, 10),
-			orDash(e.Target), e.Preview().Line()}
+			orDash(e.Target), orDash(e.CommittedAt), e.Preview().Line()}
 	}
-	return table(w, "  ", []string{"SEQ", "SOURCE", "VERSION", "TARGET", "EVENT"}, rows)
+	return table(w, "  ", []string{"SEQ", "SOURCE", "VERSION", "TARGET", "COMMITTED", "EVENT"}, rows)
 }

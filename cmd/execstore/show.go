@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/inspect"
 )
 
@@ -53,11 +54,13 @@ func writeExecution(w io.Writer, r *inspect.Execution) error {
 	if len(r.Outbox) > 0 {
 		rows := make([][]string, len(r.Outbox))
 		for i, e := range r.Outbox {
-			rows[i] = []string{strconv.FormatInt(e.Seq, 10), strconv.FormatInt(e.Version, 10), orDash(e.Target), e.Preview().Line()}
+			rows[i] = []string{strconv.FormatInt(e.Seq, 10), strconv.FormatInt(e.Version, 10), orDash(e.Target),
+				committed(e.CommittedAt, r.Now), e.Preview().Line()}
 		}
-		if err := table(w, "  ", []string{"SEQ", "VERSION", "TARGET", "EVENT"}, rows); err != nil {
+		if err := table(w, "  ", []string{"SEQ", "VERSION", "TARGET", "COMMITTED", "EVENT"}, rows); err != nil {
 			return err
 		}
+		fmt.Fprintln(w, "  "+awaitingAcks(r.Status))
 	}
 
 	fmt.Fprintf(w, "\ntimers: %s (now %s)\n", countOrNone(len(r.Timers)), r.Now)
@@ -124,6 +127,23 @@ func pending(n int) string {
 		return "none pending"
 	}
 	return strconv.Itoa(n) + " pending"
+}
+
+// committed is an entry's commit time and how long ago it was, "-" when not recorded.
+func committed(at, now string) string {
+	if at == "" {
+		return "-"
+	}
+	return at + " (" + relativeTo(at, now) + ")"
+}
+
+// awaitingAcks says what a pending entry is: not acked yet. Of a finished execution, whose
+// last commit wrote them, it says what that means.
+func awaitingAcks(status string) string {
+	if execstore.Status(status).Finished() {
+		return "pending: not acked yet (not delivered, in a handler, or delivered with its ack on the way); the execution is finished, so no commit of its own will carry the acks: each is written alone, within aio.Options.AckWait of its delivery"
+	}
+	return "pending: not acked yet (not delivered, in a handler, or delivered with its ack on the way)"
 }
 
 // countOrNone is "none" or the number.

@@ -41,6 +41,10 @@ type OutboxEntry struct {
 	Version int64   `json:"version"`          // the version of the commit that emitted it
 	Target  string  `json:"target,omitempty"` // absent for none
 	Event   Payload `json:"event"`
+	// CommittedAt is when the commit that emitted it was made, by its committer's clock;
+	// absent from entries written before commits recorded it. A pending entry is not acked
+	// yet: not delivered, in a handler, or delivered with its ack on the way.
+	CommittedAt string `json:"committed_at,omitempty"`
 	// Attempts and LastError are the failed deliveries recorded of the entry, absent when none.
 	Attempts  int64   `json:"attempts,omitempty"`
 	LastError string  `json:"last_error,omitempty"`
@@ -55,8 +59,12 @@ func outboxOf(doc bson.Raw) ([]OutboxEntry, error) {
 		if d.TargetID != nil {
 			target = *d.TargetID
 		}
-		out = append(out, OutboxEntry{Seq: d.Seq, Version: d.Version, Target: target,
-			Event: describePayload(d.Event), preview: previewPayload(d.Event), Attempts: d.Attempts, LastError: d.LastError})
+		e := OutboxEntry{Seq: d.Seq, Version: d.Version, Target: target,
+			Event: describePayload(d.Event), preview: previewPayload(d.Event), Attempts: d.Attempts, LastError: d.LastError}
+		if !d.At.IsZero() {
+			e.CommittedAt = FormatTime(d.At)
+		}
+		out = append(out, e)
 	})
 	slices.SortFunc(out, func(a, b OutboxEntry) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, err
