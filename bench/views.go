@@ -184,12 +184,15 @@ func viewsPages(ids viewsIDs) []viewsPage {
 		{"/timers", "timers"},
 		{"/dead", "dead"},
 		{"/dead?kind=outbox", "dead -kind outbox"},
+		{"/dead?definition=def-3", "dead -definition def-3"},
+		{"/dead?error=503&older-than=1s", "dead -error 503 -older-than 1s"},
 		{"/backlog", "backlog"},
 		{"/relays", "relays"},
 		{"/idem?key=" + ids.idemKey, "idem get " + ids.idemKey},
 		{"/idem?prefix=req-", "idem list req-"},
 		{"/journal?id=" + ids.invocation, "journal show " + ids.invocation},
 		{"/journal", "journal retention"},
+		{"/journal?state=pending", "journal list -state pending"},
 	}
 }
 
@@ -239,6 +242,17 @@ func fillViews(ctx context.Context, uri, database string, n int) (viewsIDs, erro
 	for _, ref := range dead {
 		if _, ok, err := store.Fail(ctx, ref, execstore.Failure{Error: "downstream: 503 Service Unavailable", At: time.Now(), Dead: true}); err != nil || !ok {
 			return ids, fmt.Errorf("moving %s's entry to dead: %v (moved: %v)", ref.ExecutionID, err, ok)
+		}
+	}
+	// The last hour's rate samples of two relays and two sweepers, as they record them.
+	now := time.Now()
+	for m := range 60 {
+		for _, member := range []string{"relay/a", "relay/b", "sweeper/a", "sweeper/b"} {
+			component, name, _ := strings.Cut(member, "/")
+			s := execstore.RateSample{Component: component, Member: name, Minute: now.Add(-time.Duration(m) * time.Minute), Delivered: int64(100 + m)}
+			if err := store.RecordRates(ctx, s); err != nil {
+				return ids, err
+			}
 		}
 	}
 	return ids, errors.Join(fillIdem(ctx, uri, database), fillJournal(ctx, uri, database))
