@@ -2,7 +2,6 @@ package ui
 
 import (
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -30,15 +29,7 @@ func post(t testing.TB, ts *httptest.Server, path string, form url.Values, hd ma
 	for k, v := range hd {
 		req.Header.Set(k, v)
 	}
-	if len(auth) == 2 {
-		req.SetBasicAuth(auth[0], auth[1])
-	}
-	resp, err := ts.Client().Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp, string(b)
+	return do(t, ts, req, auth...)
 }
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)

@@ -115,6 +115,13 @@ func get(t testing.TB, ts *httptest.Server, method, path string, auth ...string)
 	t.Helper()
 	req, err := http.NewRequest(method, ts.URL+path, nil)
 	require.NoError(t, err)
+	return do(t, ts, req, auth...)
+}
+
+// do sends req to ts, with basic authentication when auth is a user and a password, and
+// returns the response and its body.
+func do(t testing.TB, ts *httptest.Server, req *http.Request, auth ...string) (*http.Response, string) {
+	t.Helper()
 	if len(auth) == 2 {
 		req.SetBasicAuth(auth[0], auth[1])
 	}
