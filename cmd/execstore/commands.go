@@ -397,8 +397,9 @@ Name the items with -item (repeat it; as dead prints them), or select them with 
 filters dead takes (the newest 10000 of them), or -all. Without -yes it only prints the
 items it would act on. With -yes it acts, up to 4 writes at once, prints each item's
 outcome (done, not dead, conflict, unknown, failed) and logs each with the local user
-and host on standard error; it exits 1 when an item's outcome is unknown or failed: run
-it again, as acting twice is harmless.`,
+and host on standard error; it exits 1 when an item's outcome is unknown or failed, or it
+was not tried: run it again, as acting twice is harmless. -timeout bounds the whole run
+(each item is a read and a write): raise it for thousands of items.`,
 		setup: func(fs *flag.FlagSet) func([]string, output, string) (runner, error) {
 			filters := registerDeadFlags(fs)
 			var items itemList
