@@ -33,9 +33,20 @@ func newHold(handlerBase context.Context, part int, ls *lease) *hold {
 	return h
 }
 
-// stop records, the first time, when the hold stopped handing items out.
+// stop records, the first time, when the hold stopped handing items out: at, or when its
+// lease stopped being live if that was earlier, since none is handed out past it
+// (session.handing). A hold handed over or stopped after its lease ran out unrenewed, but
+// before the renewer dropped it as lost, thus ends when its lease stopped being live, not
+// later: another relay may have taken the partition over once the lease lapsed, and the
+// two holds, as OnPartition tells them, must not overlap.
 func (h *hold) stop(at time.Time) {
-	if h.stoppedAt.IsZero() {
-		h.stoppedAt = at
+	if !h.stoppedAt.IsZero() {
+		return
 	}
+	if h.lease != nil {
+		if end := h.lease.liveUntil(); end.Before(at) {
+			at = end
+		}
+	}
+	h.stoppedAt = at
 }

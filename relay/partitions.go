@@ -128,13 +128,11 @@ func (s *session[T, K]) lose(h *hold, cause error) {
 		s.mu.Unlock()
 		return
 	}
-	// It stopped handing items out when its lease stopped being live, if that was earlier.
 	if ls := h.lease; ls != nil {
-		if end := ls.liveUntil(); end.Before(time.Now()) {
-			h.stop(end)
-		}
 		s.lost[h.part] = ls.claimedAt
 	}
+	// It stopped handing items out when its lease stopped being live, if that was earlier
+	// (hold.stop).
 	s.removeHold(h, cause)
 	shared := s.r.offer != nil && len(s.holds) > 0 // the sole lease: counted and logged with its last hold
 	s.mu.Unlock()
