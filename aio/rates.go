@@ -15,15 +15,16 @@ var _ execstore.RateRecording = (*Store)(nil)
 // execstore.RatesKept, at most.
 const ratesDropEvery = 10 * time.Minute
 
-// RecordRates adds s to its member's sample of its minute, in the collection named after the
-// executions collection with "_rates" appended (see execstore.RateRecording). Cost: one
-// upsert by _id; at most every 10 minutes, one deleteMany of the samples older than
-// execstore.RatesKept, on the _id index.
-func (s *Store) RecordRates(ctx context.Context, r execstore.RateSample) error {
-	if err := checkRateSample(r); err != nil {
+// RecordRates records r in its member's sample of its minute, in the collection named after
+// the executions collection with "_rates" appended (see execstore.RateRecording): the
+// least From, the greatest To and age, so a record sent again counts once. Cost: one upsert
+// by _id; at most every 10 minutes, one deleteMany of the samples older than
+// execstore.RatesKept, on the _id index. A write whose answer was lost is an
+// *execstore.OutcomeUnknownError: send the same record again.
+func (s *Store) RecordRates(ctx context.Context, r execstore.RateRecord) error {
+	if err := checkRateRecord(r); err != nil {
 		return err
 	}
-	r.Minute = r.Minute.UTC().Truncate(time.Minute)
 	_, err := submit(ctx, s, opRates, "", func(ctx context.Context) (struct{}, error) {
 		if err := opsrun.RecordRates(ctx, s.env, r); err != nil {
 			return struct{}{}, err
@@ -45,16 +46,19 @@ func (s *Store) Rates(ctx context.Context, since time.Time) ([]execstore.RateSam
 	}).Wait(ctx)
 }
 
-// checkRateSample refuses a sample without a component, member or minute, or with a
-// negative figure.
-func checkRateSample(r execstore.RateSample) error {
+// checkRateRecord refuses a record without a component, member or time, with a negative
+// figure, or with a From past its To.
+func checkRateRecord(r execstore.RateRecord) error {
+	f, t := r.From, r.To
 	switch {
 	case r.Component == "" || r.Member == "":
-		return contract.Invalid("RateSample", "needs a Component and a Member")
-	case r.Minute.IsZero():
-		return contract.Invalid("RateSample.Minute", "must be set")
-	case r.Delivered < 0 || r.Failed < 0 || r.Dead < 0 || r.BacklogAge < 0:
-		return contract.Invalid("RateSample", "has a negative figure: %+v", r)
+		return contract.Invalid("RateRecord", "needs a Component and a Member")
+	case r.At.IsZero():
+		return contract.Invalid("RateRecord.At", "must be set")
+	case f.Delivered < 0 || f.Failed < 0 || f.Dead < 0 || r.BacklogAge < 0:
+		return contract.Invalid("RateRecord", "has a negative figure: %+v", r)
+	case f.Delivered > t.Delivered || f.Failed > t.Failed || f.Dead > t.Dead:
+		return contract.Invalid("RateRecord", "has a From past its To: %+v", r)
 	}
-	return contract.ValidateID("RateSample.Member", r.Member)
+	return contract.ValidateID("RateRecord.Member", r.Member)
 }

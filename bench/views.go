@@ -246,11 +246,14 @@ func fillViews(ctx context.Context, uri, database string, n int) (viewsIDs, erro
 	}
 	// The last hour's rate samples of two relays and two sweepers, as they record them.
 	now := time.Now()
-	for m := range 60 {
-		for _, member := range []string{"relay/a", "relay/b", "sweeper/a", "sweeper/b"} {
-			component, name, _ := strings.Cut(member, "/")
-			s := execstore.RateSample{Component: component, Member: name, Minute: now.Add(-time.Duration(m) * time.Minute), Delivered: int64(100 + m)}
-			if err := store.RecordRates(ctx, s); err != nil {
+	for _, member := range []string{"relay/a", "relay/b", "sweeper/a", "sweeper/b"} {
+		component, name, _ := strings.Cut(member, "/")
+		var total execstore.RateTotals
+		for m := 59; m >= 0; m-- {
+			rec := execstore.RateRecord{Component: component, Member: name, At: now.Add(-time.Duration(m) * time.Minute), From: total}
+			total.Delivered += int64(100 + m)
+			rec.To = total
+			if err := store.RecordRates(ctx, rec); err != nil {
 				return ids, err
 			}
 		}

@@ -13,16 +13,23 @@ func RatesCollectionOf(executions string) string { return executions + "_rates" 
 // rateMinute is how a RateKey writes its minute: its order is time's.
 const rateMinute = "2006-01-02T15:04"
 
-// RateDoc is one member's sample of one minute.
+// RateDoc is one member's sample of one minute: its totals when the minute's first record
+// began (the least From) and at its last (the greatest To), and the longest wait.
 type RateDoc struct {
-	ID        string    `bson:"_id"`
-	Component string    `bson:"c"`
-	Member    string    `bson:"m"`
-	Minute    time.Time `bson:"t"`
-	Delivered int64     `bson:"d"`
-	Failed    int64     `bson:"f"`
-	Dead      int64     `bson:"x"`
-	AgeMillis int64     `bson:"a"` // the longest oldest wait, in milliseconds
+	ID        string        `bson:"_id"`
+	Component string        `bson:"c"`
+	Member    string        `bson:"m"`
+	Minute    time.Time     `bson:"t"`
+	From      RateTotalsDoc `bson:"from"`
+	To        RateTotalsDoc `bson:"to"`
+	AgeMillis int64         `bson:"a"` // the longest oldest wait, in milliseconds
+}
+
+// RateTotalsDoc are a member's totals as a RateDoc keeps them.
+type RateTotalsDoc struct {
+	Delivered int64 `bson:"d"`
+	Failed    int64 `bson:"f"`
+	Dead      int64 `bson:"x"`
 }
 
 // RateKey is the _id of member's sample of minute (UTC, whole minutes) of component: the
@@ -41,14 +48,16 @@ func RatesBefore(minute time.Time) bson.D {
 	return bson.D{{Key: fID, Value: bson.D{{Key: "$lt", Value: minute.UTC().Format(rateMinute)}}}}
 }
 
-// RecordRateCommand is the updateOne, an upsert by _id, that adds counts to member's sample
-// of minute: $inc of the counts, $max of the age, the names and the minute set on insert.
-// Only the member writes its samples, one write at a time, so the upsert never races
-// another on its _id.
-func RecordRateCommand(minute time.Time, component, member string, delivered, failed, dead, ageMillis int64) (filter, update bson.D) {
+// RecordRateCommand is the updateOne, an upsert by _id, that records into member's sample of
+// minute its totals from and to: $min of from, $max of to and of the age, the names and the
+// minute set on insert. Applied twice it changes nothing more, so a record whose outcome
+// was unknown is sent again as it was. Only the member writes its samples, one write at a
+// time, so the upsert never races another on its _id.
+func RecordRateCommand(minute time.Time, component, member string, from, to RateTotalsDoc, ageMillis int64) (filter, update bson.D) {
 	return bson.D{{Key: fID, Value: RateKey(minute, component, member)}}, bson.D{
-		{Key: "$inc", Value: bson.D{{Key: "d", Value: delivered}, {Key: "f", Value: failed}, {Key: "x", Value: dead}}},
-		{Key: "$max", Value: bson.D{{Key: "a", Value: ageMillis}}},
+		{Key: "$min", Value: bson.D{{Key: "from.d", Value: from.Delivered}, {Key: "from.f", Value: from.Failed}, {Key: "from.x", Value: from.Dead}}},
+		{Key: "$max", Value: bson.D{{Key: "to.d", Value: to.Delivered}, {Key: "to.f", Value: to.Failed}, {Key: "to.x", Value: to.Dead},
+			{Key: "a", Value: ageMillis}}},
 		{Key: "$setOnInsert", Value: bson.D{{Key: "c", Value: component}, {Key: "m", Value: member}, {Key: "t", Value: minute.UTC()}}},
 	}
 }

@@ -3,21 +3,22 @@ package relay
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/execstore/execstore"
 )
 
-// ratesTaken is what a runner's rate samples have recorded so far: the counters' values at
-// the last record that was written. A record that fails leaves them, so the next one
-// records its counts too.
-type ratesTaken struct {
-	mu                      sync.Mutex
-	succeeded, failed, dead int64
+// rateRecorder is what a runner's rate records have settled: its totals at the last record
+// known written, and the record whose outcome is not known yet, sent again as it was
+// before any other (a record is idempotent: see execstore.RateRecording), so that a
+// record that landed without an answer counts once.
+type rateRecorder struct {
+	mu        sync.Mutex
+	settled   execstore.RateTotals
+	unsettled *execstore.RateRecord
 }
 
-// recordRatesLoop records the runner's rate sample every RatesInterval until stop, and once
-// more as the session ends, within StopTimeout.
+// recordRatesLoop records the runner's rates every RatesInterval until stop, and once more
+// as the session ends, within StopTimeout.
 func (s *session[T, K]) recordRatesLoop(stop <-chan struct{}) {
 	s.repeat(stop, s.r.opts.RatesInterval, s.r.opts.RatesInterval, func(ctx context.Context) { s.r.recordRates(ctx) })
 	ctx, cancel := s.releaseCtx()
@@ -25,28 +26,42 @@ func (s *session[T, K]) recordRatesLoop(stop <-chan struct{}) {
 	s.r.recordRates(ctx)
 }
 
-// recordRates writes what the runner did since the last record into the current minute's
-// sample: nothing when it did nothing and found nothing waiting.
+// recordRates sends the unsettled record again, if any, then records what the runner did
+// since the last settled one: nothing when it did nothing and found nothing waiting.
 func (r *runner[T, K]) recordRates(ctx context.Context) {
-	r.taken.mu.Lock()
-	defer r.taken.mu.Unlock()
-	now := r.opts.Clock()
-	succeeded, failed, dead := r.stats.succeeded.Load(), r.stats.handlerErrors.Load(), r.stats.dead.Load()
-	sample := execstore.RateSample{Component: r.component, Member: r.member, Minute: now.UTC().Truncate(time.Minute),
-		Delivered: succeeded - r.taken.succeeded, Failed: failed - r.taken.failed, Dead: dead - r.taken.dead}
-	for _, b := range r.book.all() {
-		sample.BacklogAge = max(sample.BacklogAge, b.Age(now))
+	rr := &r.rateRec
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if u := rr.unsettled; u != nil {
+		if !r.sendRates(ctx, *u) {
+			return
+		}
+		rr.settled, rr.unsettled = u.To, nil
 	}
-	if sample.Delivered == 0 && sample.Failed == 0 && sample.Dead == 0 && sample.BacklogAge == 0 {
+	now := r.opts.Clock()
+	rec := execstore.RateRecord{Component: r.component, Member: r.member, At: now, From: rr.settled,
+		To: execstore.RateTotals{Delivered: r.stats.succeeded.Load(), Failed: r.stats.handlerErrors.Load(), Dead: r.stats.dead.Load()}}
+	for _, b := range r.book.all() {
+		rec.BacklogAge = max(rec.BacklogAge, b.Age(now))
+	}
+	if rec.To == rec.From && rec.BacklogAge == 0 {
 		return
 	}
-	if err := r.rates.RecordRates(ctx, sample); err != nil {
+	rr.unsettled = &rec
+	if r.sendRates(ctx, rec) {
+		rr.settled, rr.unsettled = rec.To, nil
+	}
+}
+
+// sendRates writes rec, and reports whether it is known written.
+func (r *runner[T, K]) sendRates(ctx context.Context, rec execstore.RateRecord) bool {
+	if err := r.rates.RecordRates(ctx, rec); err != nil {
 		if ctx.Err() == nil {
 			r.stats.rateRecordErrors.Add(1)
 			r.opts.OnError(&Error{Op: OpRecordRates, Err: err})
 		}
-		return
+		return false
 	}
 	r.stats.rateRecords.Add(1)
-	r.taken.succeeded, r.taken.failed, r.taken.dead = succeeded, failed, dead
+	return true
 }

@@ -41,7 +41,7 @@ type runner[T any, K comparable] struct {
 	// "sweeper".
 	rates     execstore.RateRecording
 	component string
-	taken     ratesTaken // what the rate samples recorded so far
+	rateRec   rateRecorder // what the rate records settled
 	stats     counters
 	tel       *telemetry.Telemetry // nil: no-op providers
 	op        string               // the handler's operation, in spans: "deliver", "fire"

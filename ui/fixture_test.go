@@ -53,19 +53,26 @@ func fill(t testing.TB, uri, db string) {
 	save := func(e *execstore.Execution) { require.NoError(t, store.Save(ctx, e)) }
 	// The rate samples of the last hour: a relay and a sweeper (relay-eu-1, sweeper-eu-1)
 	// that handled a wave of work, with a burst of failures, a dead item and a backlog.
-	for i := range 45 {
-		minute := now.Add(-time.Duration(i) * time.Minute)
+	var relayTotal, sweeperTotal execstore.RateTotals
+	for i := 44; i >= 0; i-- {
+		at := now.Add(-time.Duration(i) * time.Minute)
 		load := int64(20 + (i*37)%60)
-		r := execstore.RateSample{Component: "relay", Member: "relay-eu-1", Minute: minute, Delivered: load}
+		r := execstore.RateRecord{Component: "relay", Member: "relay-eu-1", At: at, From: relayTotal}
+		relayTotal.Delivered += load
 		if i >= 10 && i < 14 {
-			r.Failed, r.BacklogAge = int64(5*(i-9)), time.Duration(i)*time.Second
+			relayTotal.Failed += int64(5 * (i - 9))
+			r.BacklogAge = time.Duration(i) * time.Second
 		}
 		if i == 12 {
-			r.Dead = 1
+			relayTotal.Dead++
 		}
+		r.To = relayTotal
 		require.NoError(t, store.RecordRates(ctx, r))
-		require.NoError(t, store.RecordRates(ctx, execstore.RateSample{Component: "sweeper", Member: "sweeper-eu-1", Minute: minute,
-			Delivered: load / 4, BacklogAge: time.Duration(load%7) * 100 * time.Millisecond}))
+		sw := execstore.RateRecord{Component: "sweeper", Member: "sweeper-eu-1", At: at, From: sweeperTotal,
+			BacklogAge: time.Duration(load%7) * 100 * time.Millisecond}
+		sweeperTotal.Delivered += load / 4
+		sw.To = sweeperTotal
+		require.NoError(t, store.RecordRates(ctx, sw))
 	}
 	commit := func(id, event string, data string, c execstore.Commit) {
 		exe, processed, err := store.LoadForEvent(ctx, id, event)

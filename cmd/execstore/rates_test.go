@@ -22,10 +22,10 @@ func TestRates(t *testing.T) {
 	store, err := aio.Open(ctx, srv.URI, aio.Options{Connection: server.Connection{Database: f.db}})
 	require.NoError(t, err)
 	defer store.Close(ctx)
-	for _, s := range []execstore.RateSample{
-		{Component: "relay", Member: "a", Minute: testNow, Delivered: 5, Failed: 2, BacklogAge: 1500 * time.Millisecond},
-		{Component: "relay", Member: "b", Minute: testNow, Delivered: 1, Dead: 1},
-		{Component: "sweeper", Member: "c", Minute: testNow.Add(-2 * time.Minute), Delivered: 3},
+	for _, s := range []execstore.RateRecord{
+		{Component: "relay", Member: "a", At: testNow, To: execstore.RateTotals{Delivered: 5, Failed: 2}, BacklogAge: 1500 * time.Millisecond},
+		{Component: "relay", Member: "b", At: testNow, From: execstore.RateTotals{Delivered: 7}, To: execstore.RateTotals{Delivered: 8, Dead: 1}},
+		{Component: "sweeper", Member: "c", At: testNow.Add(-2 * time.Minute), To: execstore.RateTotals{Delivered: 3}},
 	} {
 		require.NoError(t, store.RecordRates(ctx, s))
 	}

@@ -14,12 +14,16 @@ import (
 	"github.com/execstore/execstore/ops"
 )
 
-// RecordRates adds s to its member's sample of its minute: one upsert by _id
-// (ops.RecordRateCommand).
-func RecordRates(ctx context.Context, env Env, s execstore.RateSample) error {
-	filter, update := ops.RecordRateCommand(s.Minute, s.Component, s.Member, s.Delivered, s.Failed, s.Dead, s.BacklogAge.Milliseconds())
+// RecordRates records r in its member's sample of its minute: one upsert by _id
+// (ops.RecordRateCommand), idempotent.
+func RecordRates(ctx context.Context, env Env, r execstore.RateRecord) error {
+	totals := func(t execstore.RateTotals) ops.RateTotalsDoc {
+		return ops.RateTotalsDoc{Delivered: t.Delivered, Failed: t.Failed, Dead: t.Dead}
+	}
+	filter, update := ops.RecordRateCommand(r.At.UTC().Truncate(time.Minute), r.Component, r.Member, totals(r.From), totals(r.To),
+		r.BacklogAge.Milliseconds())
 	if _, err := env.Rates.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true)); err != nil {
-		return outcome.WriteFailureOf("rate sample", "record rates", s.Member, err)
+		return outcome.WriteFailureOf("rate sample", "record rates", r.Member, err)
 	}
 	return nil
 }
@@ -47,7 +51,8 @@ func Rates(ctx context.Context, env Env, since time.Time) ([]execstore.RateSampl
 	out := make([]execstore.RateSample, 0, len(docs))
 	for _, d := range docs {
 		out = append(out, execstore.RateSample{Component: d.Component, Member: d.Member, Minute: d.Minute.UTC(),
-			Delivered: d.Delivered, Failed: d.Failed, Dead: d.Dead, BacklogAge: time.Duration(d.AgeMillis) * time.Millisecond})
+			Delivered: max(d.To.Delivered-d.From.Delivered, 0), Failed: max(d.To.Failed-d.From.Failed, 0), Dead: max(d.To.Dead-d.From.Dead, 0),
+			BacklogAge: time.Duration(d.AgeMillis) * time.Millisecond})
 	}
 	slices.SortFunc(out, func(a, b execstore.RateSample) int {
 		return cmp.Or(a.Minute.Compare(b.Minute), cmp.Compare(a.Component, b.Component), cmp.Compare(a.Member, b.Member))
