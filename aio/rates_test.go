@@ -20,7 +20,9 @@ func TestRatesRecordsAreIdempotent(t *testing.T) {
 	s := h.store
 	now := time.Now().UTC()
 	minute := now.Truncate(time.Minute)
-	total := func(d, f, x int64) execstore.RateTotals { return execstore.RateTotals{Delivered: d, Failed: f, Dead: x} }
+	total := func(d, f, x int64) execstore.RateTotals {
+		return execstore.RateTotals{Delivered: d, Failed: f, Dead: x}
+	}
 	old := execstore.RateRecord{Component: "relay", Member: "m1", At: now.Add(-25 * time.Hour), To: total(9, 0, 0)}
 	require.NoError(t, s.RecordRates(bg, old), "recorded, then dropped with the samples older than a day")
 	first := execstore.RateRecord{Component: "relay", Member: "m1", At: minute, From: total(10, 0, 0), To: total(13, 1, 0), BacklogAge: 2 * time.Second}

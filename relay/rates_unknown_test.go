@@ -44,7 +44,9 @@ func (s *lossyRates) RecordRates(_ context.Context, r execstore.RateRecord) erro
 	return nil
 }
 
-func (s *lossyRates) Rates(context.Context, time.Time) ([]execstore.RateSample, error) { return nil, nil }
+func (s *lossyRates) Rates(context.Context, time.Time) ([]execstore.RateSample, error) {
+	return nil, nil
+}
 
 // A relay whose rate records land without an answer sends each again as it was before the
 // next, so every delivery counts once, in the minute it was recorded in. In virtual time.
