@@ -171,8 +171,8 @@ func TestBuildCommitCreate(t *testing.T) {
 		for _, e := range p.Insert {
 			keys = append(keys, e.Key)
 		}
-		assert.Equal(t, []string{"_id", "definition_id", "status", "parent_id", "version", "data", "outbox", "outbox_n",
-			"spawns", "spawns_n", "processed", "timers", "trace", "trace_next", "created_at", "updated_at", "timer_min", "timer_v"}, keys)
+		assert.Equal(t, []string{"_id", "created_at", "updated_at", "definition_id", "status", "parent_id", "version", "data", "outbox", "outbox_n",
+			"spawns", "spawns_n", "processed", "timers", "trace", "trace_next", "timer_min", "timer_v"}, keys)
 		doc := map[string]any{}
 		for _, e := range p.Insert {
 			doc[e.Key] = e.Value
