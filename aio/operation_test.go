@@ -80,6 +80,9 @@ func TestOperationOf(t *testing.T) {
 		}
 		_, err = b.Marks(bg, "elsewhere")
 		require.NoError(t, err)
-		assert.Equal(t, []string{"wake find"}, ops.take())
+		// A read of marks, sent once more when its first answer is late (hedged: a busy
+		// server's read can be).
+		got = ops.take()
+		assert.Contains(t, [][]string{{"wake find"}, {"wake find", "wake find"}}, got)
 	})
 }
