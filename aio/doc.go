@@ -182,6 +182,19 @@
 //     delivered in its place. The snapshot cache forgets the execution before and after the
 //     revive. A commit touches none of the dead fields. Cost: one find and one update per
 //     failure.
+//     Discard is one update, with no read before it, guarded by the item being dead as named
+//     (an entry's seq, a timer's stored fire time): it unsets it and lowers the count, moving
+//     no version. Evaluated under the document's lock (MongoDB) or the row's (a row-locking
+//     engine) on its latest version, of a Discard and a Revive (or two Discards, of two
+//     processes) racing on one item exactly one matches; the other writes nothing and
+//     reports false. A later dead timer of the same path, which replaced the one named, does
+//     not match its fire time and is kept.
+//   - The store is an execstore.RateRecording. RecordRates is one upsert by _id of the
+//     member's sample of the minute ($min of From, $max of To and of the age, the names on
+//     insert). Only one member writes a sample, one record at a time, so no two upserts race
+//     on one _id (on MongoDB such a race could end in a duplicate-key error; it cannot
+//     happen here); and $min and $max make the write idempotent, so a record whose outcome
+//     was unknown is sent again as it was and counts once. It touches no execution.
 //   - The store is an execstore.Retaining. A commit that writes a finished status records
 //     its time; ExpiredIn reads, by that time, the executions finished past their cutoff
 //     that hold nothing. DeleteExpired deletes them with one deleteMany per status whose

@@ -7,10 +7,11 @@ import (
 )
 
 // RatesCollectionOf is the collection of an executions collection's rate samples
-// (execstore.RateRecording): one document per member and minute, RateDoc, keyed by RateKey.
+// (execstore.RateRecording): one document per member and minute, RateDoc, keyed by
+// rateKey.
 func RatesCollectionOf(executions string) string { return executions + "_rates" }
 
-// rateMinute is how a RateKey writes its minute: its order is time's.
+// rateMinute is how a rateKey writes its minute: its order is time's.
 const rateMinute = "2006-01-02T15:04"
 
 // RateDoc is one member's sample of one minute: its totals when the minute's first record
@@ -32,9 +33,9 @@ type RateTotalsDoc struct {
 	Dead      int64 `bson:"x"`
 }
 
-// RateKey is the _id of member's sample of minute (UTC, whole minutes) of component: the
+// rateKey is the _id of member's sample of minute (UTC, whole minutes) of component: the
 // minute first, so the samples of a span of minutes are one range of _id.
-func RateKey(minute time.Time, component, member string) string {
+func rateKey(minute time.Time, component, member string) string {
 	return minute.UTC().Format(rateMinute) + "/" + component + "/" + member
 }
 
@@ -54,7 +55,7 @@ func RatesBefore(minute time.Time) bson.D {
 // was unknown is sent again as it was. Only the member writes its samples, one write at a
 // time, so the upsert never races another on its _id.
 func RecordRateCommand(minute time.Time, component, member string, from, to RateTotalsDoc, ageMillis int64) (filter, update bson.D) {
-	return bson.D{{Key: fID, Value: RateKey(minute, component, member)}}, bson.D{
+	return bson.D{{Key: fID, Value: rateKey(minute, component, member)}}, bson.D{
 		{Key: "$min", Value: bson.D{{Key: "from.d", Value: from.Delivered}, {Key: "from.f", Value: from.Failed}, {Key: "from.x", Value: from.Dead}}},
 		{Key: "$max", Value: bson.D{{Key: "to.d", Value: to.Delivered}, {Key: "to.f", Value: to.Failed}, {Key: "to.x", Value: to.Dead},
 			{Key: "a", Value: ageMillis}}},

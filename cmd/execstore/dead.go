@@ -108,10 +108,10 @@ func writeDeadSelection(w io.Writer, r *inspect.DeadSelection) error {
 	return nil
 }
 
-// writeDead writes dead items for people (show's), in the listing's order.
-func writeDead(w io.Writer, r *inspect.DeadPage) error {
-	fmt.Fprintf(w, "dead: %s\n", plural(len(r.Items), "item", "items"))
-	for _, d := range r.Items {
+// writeDead writes an execution's dead items for people (show's), in the listing's order.
+func writeDead(w io.Writer, items []inspect.DeadItem) error {
+	fmt.Fprintf(w, "dead: %s\n", plural(len(items), "item", "items"))
+	for _, d := range items {
 		var what string
 		switch execstore.ItemKind(d.Kind) {
 		case execstore.OutboxItem:

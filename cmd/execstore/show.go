@@ -84,7 +84,7 @@ func writeExecution(w io.Writer, r *inspect.Execution) error {
 
 	if len(r.Dead) > 0 {
 		fmt.Fprintln(w)
-		if err := writeDead(w, &inspect.DeadPage{Items: r.Dead}); err != nil {
+		if err := writeDead(w, r.Dead); err != nil {
 			return err
 		}
 	}

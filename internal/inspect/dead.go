@@ -1,23 +1,12 @@
 package inspect
 
 import (
-	"context"
-	"fmt"
-
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/opsrun"
 	"github.com/execstore/execstore/ops"
 )
-
-// DeadPage is one page of dead items: what each was, how often and how it failed.
-type DeadPage struct {
-	Items      []DeadItem `json:"items"`
-	NextCursor string     `json:"next_cursor,omitempty"`
-}
 
 // DeadItem is one dead item.
 type DeadItem struct {
@@ -32,20 +21,6 @@ type DeadItem struct {
 	Attempts  int    `json:"attempts"`
 	LastError string `json:"last_error"`
 	DeadAt    string `json:"dead_at"`
-}
-
-// ValidateDeadQuery checks q and sets its defaults, as execstore.DeadLetters.ListDead does.
-func ValidateDeadQuery(q *execstore.DeadQuery) error { return contract.ValidateDeadQuery(q) }
-
-// ListDead reads one page of the dead items of the executions collection coll, as
-// execstore.DeadLetters.ListDead returns them: one find of the executions that hold dead
-// items, by _id. q must be valid (ValidateDeadQuery).
-func ListDead(ctx context.Context, coll *mongo.Collection, q execstore.DeadQuery) (*DeadPage, error) {
-	page, err := opsrun.ListDead(ctx, opsrun.Env{Executions: coll}, q)
-	if err != nil {
-		return nil, fmt.Errorf("reading the dead items of %s.%s: %w", coll.Database().Name(), coll.Name(), err)
-	}
-	return &DeadPage{Items: deadItems(page.Items), NextCursor: page.NextCursor}, nil
 }
 
 // deadItems are items as the reports show them.
