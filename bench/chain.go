@@ -51,9 +51,7 @@ func (e *environment) runChains(ctx context.Context, cfg config, stamp string) (
 		db := fmt.Sprintf("bench_%s_%d_chain_%d%s", stamp, os.Getpid(), n, map[bool]string{true: "_placed"}[run.placed])
 		run, err := e.chain(ctx, cfg, db, run)
 		if !cfg.keep {
-			cctx, cancel := cleanupContext(ctx)
-			err = errors.Join(err, e.dropDatabase(cctx, db), e.dropDatabase(cctx, db+"_leases"))
-			cancel()
+			e.dropAtEnd(db)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("chains by %d relay processes (placed: %v): %w", n, run.placed, err)

@@ -216,9 +216,7 @@ func (e *environment) backlogRun(ctx context.Context, cfg config, stamp string, 
 	run, err := e.deliver(ctx, cfg, db, n, kill, cpu)
 	run.hogs = hogs
 	if !cfg.keep {
-		cctx, cancel := cleanupContext(ctx)
-		err = errors.Join(err, e.dropDatabase(cctx, db), e.dropDatabase(cctx, db+"_leases"))
-		cancel()
+		e.dropAtEnd(db)
 	}
 	if err != nil {
 		under := ""

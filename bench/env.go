@@ -31,6 +31,8 @@ type environment struct {
 	proxies   []*latencyProxy // one per -rtt above 0
 	admin     *mongo.Client   // straight to the server, never counted: drops databases
 	info      connect.Server
+	// drops are the runs' databases close drops, once every run is measured.
+	drops []string
 
 	description string // the server, without credentials
 }
@@ -89,12 +91,26 @@ func (e *environment) close() error {
 		p.close()
 	}
 	if e.admin != nil {
+		for _, name := range e.drops {
+			err = errors.Join(err, e.dropDatabase(ctx, name))
+		}
 		err = errors.Join(err, e.admin.Disconnect(ctx))
 	}
 	if e.embedded != nil {
 		err = errors.Join(err, e.embedded.Close())
 	}
 	return err
+}
+
+// dropAtEnd has close drop the databases of the run named db: its own, and those its stores
+// name after it (the relays' leases, the board's wake records), whether or not the run made
+// them. They are dropped once every run is measured, not between runs: on FerretDB 2.5 /
+// DocumentDB a drop makes every backend connection reset its caches when it next runs, and
+// until all have, statements read the extension's version again over new connections to their
+// own server, which under CPU contention stalls commands for up to seconds. A drop between
+// runs would land on the next run alone (docs/performance.md, "On a busy machine").
+func (e *environment) dropAtEnd(db string) {
+	e.drops = append(e.drops, db, db+"_leases", db+"_wakes")
 }
 
 // dropDatabase drops a run's database over the harness's own client, so its commands are not
@@ -174,7 +190,8 @@ func linkedFerretDB() string {
 }
 
 // tearDown ends a run: closes its client with closeRun (nil: nothing to close) and, unless
-// -keep, drops its database, on a context that outlives ctx's cancellation.
+// -keep, has close drop its databases (dropAtEnd); closeRun runs on a context that outlives
+// ctx's cancellation.
 func (e *environment) tearDown(ctx context.Context, cfg config, database string, closeRun func(context.Context) error) error {
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
@@ -183,7 +200,7 @@ func (e *environment) tearDown(ctx context.Context, cfg config, database string,
 		err = closeRun(cctx)
 	}
 	if !cfg.keep {
-		err = errors.Join(err, e.dropDatabase(cctx, database))
+		e.dropAtEnd(database)
 	}
 	return err
 }

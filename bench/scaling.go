@@ -72,9 +72,7 @@ func scaling(ctx context.Context, cfg config) (status int, err error) {
 		db := fmt.Sprintf("bench_%s_%d_scaling_%d", stamp, os.Getpid(), size)
 		rows, err := env.scalingAt(ctx, cfg, db, size)
 		if !cfg.keep {
-			cctx, cancel := cleanupContext(ctx)
-			err = errors.Join(err, env.dropDatabase(cctx, db))
-			cancel()
+			env.dropAtEnd(db)
 		}
 		if err != nil {
 			return 1, fmt.Errorf("scaling at %d executions: %w", size, err)

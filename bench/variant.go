@@ -176,7 +176,7 @@ func (e *environment) measureRun(ctx context.Context, cfg config, spec runSpec, 
 		defer cancel()
 		err = errors.Join(err, v.close(cctx))
 		if !cfg.keep && usesServer(spec.variant) {
-			err = errors.Join(err, e.dropDatabase(cctx, spec.database))
+			e.dropAtEnd(spec.database)
 		}
 	}()
 	m.spec = spec
