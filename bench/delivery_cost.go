@@ -27,8 +27,9 @@ const commandsEvery = 100 * time.Millisecond
 
 // costOf returns the handler calls the relay processes' logs give, and the commands they
 // sent between from and to (Unix nanoseconds): per process, its counts on the first
-// "commands" line at or after to (else its final "stats" line), less those on its last
-// line before from.
+// "commands" line at or after to (a process logs one as it is told to stop, before the stop's
+// releases of its leases; else its final "stats" line), less those on its last line before
+// from.
 func costOf(logs [][]deliveryLine, from, to int64) deliveryCost {
 	c := deliveryCost{storeCommands: commandCounts{}, leaseCommands: commandCounts{}, operations: commandCounts{}, commandsComplete: true}
 	for _, lines := range logs {

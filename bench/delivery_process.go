@@ -245,7 +245,11 @@ func deliveryProcess() int {
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	stopCtx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
-	log.write(deliveryLine{Kind: "stopping", End: time.Now().UnixNano()})
+	// The commands up to the stop, without the releases of the leases that the stop sends.
+	now := time.Now()
+	log.write(deliveryLine{Kind: "commands", End: now.UnixNano(), Commands: storeCmds.snapshot().since(storeFrom),
+		LeaseCommands: leaseCmds.snapshot().since(leaseFrom), Operations: storeCmds.operations().since(opsFrom)})
+	log.write(deliveryLine{Kind: "stopping", End: now.UnixNano()})
 	closeErr := r.Close(stopCtx)
 	close(watchStop)
 	<-watchDone
