@@ -104,12 +104,37 @@ func listFilter(q ListQuery) (bson.D, error) {
 // order, limit+1 so that the last page is known without another round trip. In id order
 // the _id index, or the index of the definition or the status, serves it; in created or
 // updated order the server sorts what the filter selects (no index leads with either time:
-// docs/ui.md says why). A cursor of another order is a *QueryError.
+// docs/ui.md says why), and a listing with no filter but its cursor first samples the
+// collection to sort less of it (listbound.go). A cursor of another order is a *QueryError.
 func ListExecutions(ctx context.Context, coll *mongo.Collection, q ListQuery) (*ExecutionPage, error) {
+	return listExecutions(ctx, coll, q, listSampleSize)
+}
+
+// listExecutions is ListExecutions, sampling sample executions for a bound.
+func listExecutions(ctx context.Context, coll *mongo.Collection, q ListQuery, sample int) (*ExecutionPage, error) {
 	filter, err := listFilter(q)
 	if err != nil {
 		return nil, err
 	}
+	if bounded(q) {
+		bound, ok, err := sampledBound(ctx, coll, q, sample)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			page, full, err := findPage(ctx, coll, append(filter, bound), q)
+			if err != nil || full {
+				return page, err
+			}
+		}
+	}
+	page, _, err := findPage(ctx, coll, filter, q)
+	return page, err
+}
+
+// findPage runs the find of q's page over filter, and reports whether it found more than
+// the page (so that a next page exists).
+func findPage(ctx context.Context, coll *mongo.Collection, filter bson.D, q ListQuery) (*ExecutionPage, bool, error) {
 	dir := 1
 	if q.Desc {
 		dir = -1
@@ -125,7 +150,7 @@ func ListExecutions(ctx context.Context, coll *mongo.Collection, q ListQuery) (*
 		SetSort(sort).
 		SetLimit(int64(q.Limit)+1))
 	if err != nil {
-		return nil, fmt.Errorf("listing %s.%s: %w", coll.Database().Name(), coll.Name(), err)
+		return nil, false, fmt.Errorf("listing %s.%s: %w", coll.Database().Name(), coll.Name(), err)
 	}
 	defer cur.Close(context.WithoutCancel(ctx))
 	r := &ExecutionPage{Items: []ExecutionSummary{}}
@@ -142,9 +167,10 @@ func ListExecutions(ctx context.Context, coll *mongo.Collection, q ListQuery) (*
 			CreatedAt: dateOf(d, ops.FieldCreatedAt), UpdatedAt: dateOf(d, ops.FieldUpdatedAt)})
 	}
 	if err := cur.Err(); err != nil {
-		return nil, fmt.Errorf("listing %s.%s: %w", coll.Database().Name(), coll.Name(), err)
+		return nil, false, fmt.Errorf("listing %s.%s: %w", coll.Database().Name(), coll.Name(), err)
 	}
-	if len(r.Items) > q.Limit {
+	full := len(r.Items) > q.Limit
+	if full {
 		r.Items = r.Items[:q.Limit]
 		last := keys[q.Limit-1]
 		if q.Sort.byTime() {
@@ -153,5 +179,5 @@ func ListExecutions(ctx context.Context, coll *mongo.Collection, q ListQuery) (*
 			r.NextCursor = contract.EncodeCursor(last.ID)
 		}
 	}
-	return r, nil
+	return r, full, nil
 }
