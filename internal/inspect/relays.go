@@ -89,6 +89,11 @@ type PartitionLease struct {
 // bodies are left out of the read.
 func ReadRelays(ctx context.Context, coll *mongo.Collection, leaseKey string, local time.Time) (*Relays, error) {
 	now, clock := ServerNow(ctx, coll.Database(), local)
+	return readRelaysAt(ctx, coll, leaseKey, now, clock)
+}
+
+// readRelaysAt is ReadRelays with the server's clock read: now, by clock.
+func readRelaysAt(ctx context.Context, coll *mongo.Collection, leaseKey string, now time.Time, clock string) (*Relays, error) {
 	cur, err := coll.Find(ctx, bson.D{{Key: idField, Value: prefixRange(leaseKey)}}, options.Find().
 		SetProjection(bson.D{{Key: idemToken, Value: 0}, {Key: idemHeaders, Value: 0}, {Key: idemBody, Value: 0}}).
 		SetSort(bson.D{{Key: idField, Value: 1}}))
@@ -130,11 +135,16 @@ func LeaseStores(db *mongo.Database, idempotency, executions string) []*mongo.Co
 }
 
 // ReadRelaysIn reads the relays of leaseKey (ReadRelays) from the first of colls that holds
-// a record under it, reading them in order; from the first when none does.
+// a record under it, reading them in order; from the first when none does. It reads the
+// server's clock once, over the first's database, for all of them (the same server).
 func ReadRelaysIn(ctx context.Context, colls []*mongo.Collection, leaseKey string, local time.Time) (*Relays, error) {
+	if len(colls) == 0 {
+		return nil, nil
+	}
+	now, clock := ServerNow(ctx, colls[0].Database(), local)
 	var first *Relays
 	for _, coll := range colls {
-		r, err := ReadRelays(ctx, coll, leaseKey, local)
+		r, err := readRelaysAt(ctx, coll, leaseKey, now, clock)
 		if err != nil {
 			return nil, err
 		}
