@@ -3,7 +3,6 @@ package inspect
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -11,6 +10,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/execstore/execstore/internal/opsrun"
 )
 
 // A listing by time with no index to serve it reads the whole collection, and on
@@ -29,9 +30,6 @@ const (
 	// 15 of the 1,000 fall among the first 101, about never.
 	listBoundRank = 15
 )
-
-// notImplemented is the code a server answers a stage it lacks with (FerretDB 1.x's $sample).
-const notImplemented = 238
 
 // bounded reports whether q's listing is one a sample may bound: by a time, with no filter
 // but its cursor.
@@ -55,8 +53,7 @@ func sampledBound(ctx context.Context, coll *mongo.Collection, q ListQuery, size
 		{{Key: "$sample", Value: bson.D{{Key: "size", Value: size}}}},
 		{{Key: "$project", Value: bson.D{{Key: field, Value: 1}}}},
 	}, options.Aggregate().SetBatchSize(int32(size))) // one reply, no getMore
-	var se mongo.ServerError
-	if errors.As(err, &se) && se.HasErrorCode(notImplemented) {
+	if opsrun.LacksOperators(err) { // FerretDB 1.x: $sample is NotImplemented
 		return bson.E{}, false, nil
 	}
 	if err != nil {

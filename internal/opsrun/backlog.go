@@ -24,7 +24,7 @@ import (
 // order.
 func Backlog(ctx context.Context, env Env, now time.Time) ([]execstore.PartitionBacklog, error) {
 	rows, err := backlogAggregate(ctx, env, now)
-	if lacksOperators(err) {
+	if LacksOperators(err) {
 		return BacklogByFind(ctx, env, now)
 	}
 	return backlogOf(rows, now, err)
@@ -107,10 +107,10 @@ func backlogFind(ctx context.Context, env Env, now time.Time) ([]backlogRow, err
 	return rows, nil
 }
 
-// lacksOperators reports whether err is a server's refusal of an aggregation for an operator
+// LacksOperators reports whether err is a server's refusal of an aggregation for an operator
 // or stage it does not have: NotImplemented (FerretDB), InvalidPipelineOperator and
 // unrecognized expressions (MongoDB's codes for an unknown operator).
-func lacksOperators(err error) bool {
+func LacksOperators(err error) bool {
 	var ce mongo.CommandError
 	if !errors.As(err, &ce) {
 		return false
