@@ -60,6 +60,8 @@ type entry[T any, K comparable] struct {
 //     of lane i, in order; settleQ every settling entry whose write is not in flight.
 //     Entries no longer in the state a container is for are skipped there.
 //   - failing[lk] is the number of failing entries of lane key lk.
+//   - timed[lk] holds the waiting and unconfirmed entries of lane key lk, and nothing else:
+//     a commit of an execution looks there alone for the timers it removed (eachTimed).
 //   - The entries of lane key lk queued or in a handler are all in one lane, assigned[lk],
 //     while there are any (busy[lk] of them); loads[i] counts those of lane i. A lane key
 //     with none takes its lane anew when one is queued: the first lane with none from its
@@ -82,6 +84,7 @@ type flight[T any, K comparable] struct {
 	queues  [][]*entry[T, K]
 	settleQ []*entry[T, K]
 	failing map[string]int
+	timed   map[string]map[*entry[T, K]]struct{}
 	// The lanes of the lane keys with entries queued or in a handler (see above).
 	assigned map[string]int
 	busy     map[string]int
@@ -101,6 +104,7 @@ type flight[T any, K comparable] struct {
 func newFlight[T any, K comparable](k kind[T, K], stats *counters, lanes int, rt retries, onLeave func(*hold)) *flight[T, K] {
 	return &flight[T, K]{kind: k, stats: stats, onLeave: onLeave, seed: maphash.MakeSeed(), retries: rt,
 		items: map[K]*entry[T, K]{}, queues: make([][]*entry[T, K], lanes), failing: map[string]int{},
+		timed:    map[string]map[*entry[T, K]]struct{}{},
 		assigned: map[string]int{}, busy: map[string]int{}, loads: make([]int, lanes),
 		acked: map[K]uint64{}, dead: map[K]bool{}, fence: map[string]uint64{}, open: map[uint64]int{}}
 }
@@ -129,6 +133,17 @@ func (f *flight[T, K]) set(e *entry[T, K], to itemState) {
 	}
 	if to == failing {
 		f.failing[e.lane]++
+	}
+	if isTimed(from) && !isTimed(to) {
+		if delete(f.timed[e.lane], e); len(f.timed[e.lane]) == 0 {
+			delete(f.timed, e.lane)
+		}
+	}
+	if !isTimed(from) && isTimed(to) {
+		if f.timed[e.lane] == nil {
+			f.timed[e.lane] = map[*entry[T, K]]struct{}{}
+		}
+		f.timed[e.lane][e] = struct{}{}
 	}
 	if (from == queued || from == handling) && to != queued && to != handling {
 		f.loads[e.at]--
@@ -343,6 +358,18 @@ func (f *flight[T, K]) decide(key K, lk string, n uint64, now time.Time) verdict
 // failure's record.
 func (f *flight[T, K]) waits(lk string, now time.Time) bool {
 	return f.failing[lk] > 0 || f.retries.holds(lk, now)
+}
+
+// isTimed reports whether s is a state of an entry waiting on its fire time or its
+// confirmation: waiting or unconfirmed.
+func isTimed(s itemState) bool { return s == waiting || s == unconfirmed }
+
+// eachTimed calls fn with the waiting and unconfirmed entries of lane key lk. fn may move
+// them on.
+func (f *flight[T, K]) eachTimed(lk string, fn func(e *entry[T, K])) {
+	for e := range f.timed[lk] {
+		fn(e)
+	}
 }
 
 // each calls fn with the entries in state s.

@@ -34,6 +34,7 @@ func checkFlight(t *testing.T, f *flight[string, string], holds []*hold, msg str
 	var count [states]int
 	byHold := map[*hold]int{}
 	byLane := map[string]int{}
+	timed, n := 0, 0
 	for k, e := range f.items {
 		require.Equal(t, k, e.key, msg)
 		require.NotEqual(t, out, e.state, msg)
@@ -42,7 +43,19 @@ func checkFlight(t *testing.T, f *flight[string, string], holds []*hold, msg str
 		if e.state == failing {
 			byLane[e.lane]++
 		}
+		if isTimed(e.state) {
+			require.Contains(t, f.timed[e.lane], e, msg)
+			timed++
+		}
 	}
+	for lk, es := range f.timed {
+		require.NotEmpty(t, es, msg)
+		for e := range es {
+			require.Equal(t, lk, e.lane, msg)
+		}
+		n += len(es)
+	}
+	require.Equal(t, timed, n, msg) // with the entries found above: timed holds those alone
 	require.Equal(t, count, f.count, msg)
 	require.Equal(t, int64(len(f.items)), f.stats.inFlight.Load(), msg)
 	for _, h := range holds {

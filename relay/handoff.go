@@ -70,17 +70,16 @@ func (s *session[T, K]) owe(h *hold, source string) {
 	poke(s.rescan)
 }
 
-// dropCancelled cancels the waiting and unconfirmed items c removed. The caller holds mu.
+// dropCancelled cancels the waiting and unconfirmed items c removed: only items of c's
+// execution can be, and those are the ones of its lane key. The caller holds mu.
 func (s *session[T, K]) dropCancelled(c *wake.Committed) {
 	if len(c.Timers) == 0 || s.fl.count[waiting]+s.fl.count[unconfirmed] == 0 {
 		return
 	}
-	for _, st := range []itemState{waiting, unconfirmed} {
-		s.fl.each(st, func(e *entry[T, K]) {
-			if s.r.kind.gone(c, e.item) {
-				s.fl.cancel(e)
-			}
-		})
-	}
+	s.fl.eachTimed(c.ExecutionID, func(e *entry[T, K]) {
+		if s.r.kind.gone(c, e.item) {
+			s.fl.cancel(e)
+		}
+	})
 	poke(s.soonChanged)
 }
