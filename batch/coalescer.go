@@ -29,13 +29,16 @@ type CoalescerConfig struct {
 //   - Under load, while every slot is busy, the next batch accumulates. It goes out as soon as
 //     a slot frees. Once it reaches MaxItems or MaxBytes it waits for a slot. The item that
 //     reaches MaxBytes is the batch's last, so a batch exceeds it by at most one item.
-//   - At most MaxInFlight batches are being flushed at any time. Flush runs in a goroutine of
-//     its own and must settle every item of its batch.
+//   - At most MaxInFlight batches are being flushed at any time. Flush runs in one of
+//     MaxInFlight goroutines the Coalescer keeps until Close (so a flush that calls deep
+//     into a driver does not grow a new goroutine's stack for every batch), never in
+//     Submit's caller, and must settle every item of its batch.
 //   - Items are flushed in the order they were submitted, within and across batches that start
 //     in order (batches in flight at once may finish in any order).
 //   - Close flushes everything submitted before it and waits for every flush to return.
 type Coalescer[T any] struct {
 	in    chan T
+	work  chan []T // a batch, to a flusher; the loop took its slot
 	size  func(T) int
 	flush func([]T)
 	cfg   CoalescerConfig
@@ -63,8 +66,13 @@ func NewCoalescer[T any](cfg CoalescerConfig, size func(T) int, flush func([]T))
 		size:  size,
 		flush: flush,
 		cfg:   cfg,
+		work:  make(chan []T),
 		slots: make(chan struct{}, cfg.MaxInFlight),
 		done:  make(chan struct{}),
+	}
+	c.wg.Add(cfg.MaxInFlight)
+	for range cfg.MaxInFlight {
+		go c.flusher()
 	}
 	go c.loop()
 	return c
@@ -159,19 +167,20 @@ func (c *Coalescer[T]) loop() {
 			}
 			break
 		}
-		c.launch(batch)
+		c.work <- batch
 		batch, bytes = nil, 0
 	}
+	close(c.work)
 	c.wg.Wait()
 }
 
-func (c *Coalescer[T]) launch(batch []T) {
-	c.wg.Add(1)
-	go func() {
-		defer func() {
-			<-c.slots
-			c.wg.Done()
-		}()
+// flusher flushes the batches the loop hands it, one at a time, and frees each one's slot
+// once its flush returned. There are MaxInFlight of them and a batch is handed over only with
+// a slot taken, so one is free, or freeing its slot, whenever a batch is handed over.
+func (c *Coalescer[T]) flusher() {
+	defer c.wg.Done()
+	for batch := range c.work {
 		c.flush(batch)
-	}()
+		<-c.slots
+	}
 }
