@@ -2,7 +2,9 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,38 +22,54 @@ import (
 type partitionedOnly struct{ execstore.Partitioned }
 
 // A relay's polls leave out the sources whose items it holds in flight (execstore.Excluding),
-// for two PollIntervals in a row at most: while one lane's handler holds the delivery back
-// for ten polls, every third returns the entries queued or in the handler (Stats.Skipped),
-// and the backlog still counts them. The same relay on a store that cannot leave sources
-// out reads them again at each poll.
+// for two PollIntervals in a row at most while a lane is idle, and for as long as every lane
+// is busy. While the handlers hold the delivery back for ten polls: with one lane, busy, no
+// poll returns the entries queued or in the handler (Stats.Skipped); with two lanes and
+// every entry for one target, so that one lane idles, every third poll does; on a store that
+// cannot leave sources out, every poll does. The backlog counts them all the while.
 func TestPollsLeaveOutWhatIsInFlight(t *testing.T) {
-	for _, excluding := range []bool{true, false} {
-		t.Run(fmt.Sprint("excluding=", excluding), func(t *testing.T) {
+	const sources, each = 3, 4
+	for _, tc := range []struct {
+		name       string
+		excluding  bool
+		lanes      int
+		oneTarget  bool
+		wantPolls  int64 // the polls that return every entry in flight
+		wantReason string
+	}{
+		{"every lane busy", true, 1, false, 0, "no poll returned the entries in flight: every lane was busy"},
+		{"a lane idle", true, 2, true, 3, "every third poll returned the entries in flight: a lane was idle"},
+		{"not excluding", false, 1, false, 10, "every poll returned the entries in flight"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem := memstore.New(memstore.Options{Partitions: 4})
 				t.Cleanup(func() { _ = mem.Close(bg) })
 				var store execstore.Partitioned = mem
-				if !excluding {
+				if !tc.excluding {
 					store = partitionedOnly{mem}
 				}
 				_, isExcluding := store.(execstore.Excluding)
-				require.Equal(t, excluding, isExcluding)
+				require.Equal(t, tc.excluding, isExcluding)
 				em := newEmitter(t, mem)
-				const sources, each = 3, 4
 				for i := range sources * each {
-					em.emit(fmt.Sprint("s", i%sources), fmt.Sprint("t", i), fmt.Sprint(i))
+					target := fmt.Sprint("t", i)
+					if tc.oneTarget {
+						target = "t"
+					}
+					em.emit(fmt.Sprint("s", i%sources), target, fmt.Sprint(i))
 				}
 				gate := make(chan struct{})
-				handled := 0
+				var handled atomic.Int64
 				r := relay.New(store, func(ctx context.Context, _ execstore.OutboxEntry) error {
 					select {
 					case <-gate:
 					case <-ctx.Done():
 						return ctx.Err()
 					}
-					handled++ // one lane: one call at a time
+					handled.Add(1)
 					return nil
-				}, relay.Options{Lanes: 1, PollInterval: 100 * time.Millisecond})
+				}, relay.Options{Lanes: tc.lanes, PollInterval: 100 * time.Millisecond})
 				stop := run(t, r)
 				time.Sleep(time.Second + 50*time.Millisecond) // ten polls, every entry in flight
 				synctest.Wait()
@@ -64,12 +82,8 @@ func TestPollsLeaveOutWhatIsInFlight(t *testing.T) {
 				close(gate)
 				settleUntil(t, func() bool { return r.Stats().Acked == sources*each && pending(t, mem) == 0 }, "every entry acked")
 				require.NoError(t, stop())
-				assert.Equal(t, sources*each, handled)
-				if excluding {
-					assert.Equal(t, int64(3*sources*each), skipped, "every third poll returned the entries in flight")
-				} else {
-					assert.Equal(t, int64(10*sources*each), skipped, "every poll returned the entries in flight")
-				}
+				assert.Equal(t, int64(sources*each), handled.Load())
+				assert.Equal(t, tc.wantPolls*sources*each, skipped, tc.wantReason)
 			})
 		})
 	}
@@ -144,6 +158,114 @@ func TestLeftOutSourceReadWithinThreePolls(t *testing.T) {
 		assert.Greater(t, time.Since(committed), 2*poll, "the polls left the source out for two PollIntervals")
 		close(release)
 		settleUntil(t, func() bool { return r.Stats().Acked == 2 }, "both acked")
+		require.NoError(t, stop())
+	})
+}
+
+// With every lane busy, a source left out of the polls stays out past two PollIntervals: its
+// next entry, committed by another process whose mark was lost, could only wait in the one
+// lane's queue. Once the lane is free, the next poll reads it.
+func TestLeftOutWhileEveryLaneIsBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New(memstore.Options{Partitions: 4})
+		t.Cleanup(func() { _ = mem.Close(bg) })
+		em := newEmitter(t, mem)
+		em.emit("s", "t1", "stuck")
+		started := make(chan string, 2)
+		release := make(chan struct{})
+		const poll = 100 * time.Millisecond
+		r := relay.New(foreign{mem}, func(ctx context.Context, e execstore.OutboxEntry) error {
+			started <- string(e.Event)
+			if string(e.Event) == "stuck" {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		}, relay.Options{Lanes: 1, PollInterval: poll})
+		stop := run(t, r)
+		require.Equal(t, "stuck", <-started)
+		em.emit("s", "t2", "next")
+		time.Sleep(10 * poll)
+		synctest.Wait()
+		assert.Zero(t, r.Stats().Skipped, "no poll read the source while the lane was busy")
+		released := time.Now()
+		close(release)
+		select {
+		case ev := <-started:
+			require.Equal(t, "next", ev)
+		case <-time.After(time.Minute):
+			require.FailNow(t, "the source's next entry was never delivered")
+		}
+		assert.LessOrEqual(t, time.Since(released), poll, "read by the first poll once the lane was free")
+		settleUntil(t, func() bool { return r.Stats().Acked == 2 }, "both acked")
+		require.NoError(t, stop())
+	})
+}
+
+// slowAcks is a store whose acks wait for gate, then fail while failing is set.
+type slowAcks struct {
+	*memstore.Store
+	gate    chan struct{}
+	failing *atomic.Bool
+}
+
+func (s slowAcks) AckOutbox(ctx context.Context, sourceID string, seq int64) error {
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if s.failing.Load() {
+		return errors.New("ack refused")
+	}
+	return s.Store.AckOutbox(ctx, sourceID, seq)
+}
+
+// Entries that waited in a busy lane's queue past two PollIntervals, then left their
+// handler while their acks wait, keep their sources out of the polls, though the lane is
+// idle: for as long as their acks are in their first write, even the one whose handler held
+// it through the backlog. Once the acks failed, two PollIntervals after the handlers' calls,
+// the polls read them again.
+func TestLeftOutFromTheHandlersCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New(memstore.Options{Partitions: 4})
+		t.Cleanup(func() { _ = mem.Close(bg) })
+		em := newEmitter(t, mem)
+		const n = 6
+		for i := range n {
+			em.emit(fmt.Sprint("s", i), fmt.Sprint("t", i), fmt.Sprint(i))
+		}
+		const poll = 100 * time.Millisecond
+		handlers, acks := make(chan struct{}), make(chan struct{})
+		failing := &atomic.Bool{}
+		r := relay.New(slowAcks{mem, acks, failing}, func(ctx context.Context, _ execstore.OutboxEntry) error {
+			select {
+			case <-handlers:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return nil
+		}, relay.Options{Lanes: 1, PollInterval: poll, RetryMin: poll, RetryMax: poll, OnError: func(error) {}})
+		stop := run(t, r)
+		time.Sleep(10*poll + poll/2) // ten polls: one entry in the handler, the rest queued
+		synctest.Wait()
+		assert.Zero(t, r.Stats().Skipped, "no poll read the backlog while the lane was busy")
+		close(handlers)
+		synctest.Wait() // every handler returned; every ack waits in its first write
+		require.Equal(t, int64(n), r.Stats().Succeeded)
+		time.Sleep(10 * poll)
+		synctest.Wait()
+		assert.Zero(t, r.Stats().Skipped,
+			"no poll read the entries whose acks are in their first write, the one a handler held for ten polls included")
+		failing.Store(true)
+		close(acks)
+		time.Sleep(5 * poll)
+		synctest.Wait()
+		assert.Greater(t, r.Stats().Skipped, int64(1), "entries whose acks failed no longer keep their sources out")
+		failing.Store(false)
+		settleUntil(t, func() bool { return r.Stats().Acked == n && pending(t, mem) == 0 }, "every entry acked")
 		require.NoError(t, stop())
 	})
 }

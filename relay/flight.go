@@ -45,6 +45,7 @@ type entry[T any, K comparable] struct {
 	hold     *hold  // the hold it was taken under
 	state    itemState
 	queuedAt time.Time
+	heldAt   time.Time // when its handler was called (handling, acking, failing)
 	// Of an entry settling (acking, failing):
 	fail      *execstore.Failure // the failure to record; nil for an ack
 	cause     error              // the handler's error, for OnDead
@@ -199,6 +200,14 @@ func (f *flight[T, K]) assign(lk string) int {
 	return i
 }
 
+// lanesBusy reports whether every lane has an entry queued or in its handler.
+func (f *flight[T, K]) lanesBusy() bool { return !slices.Contains(f.loads, 0) }
+
+// held reports whether e's handler was called: it is in the handler, or settling.
+func (e *entry[T, K]) held() bool {
+	return e.state == handling || e.state == acking || e.state == failing
+}
+
 // queue queues e, out of a lane (taken, or unconfirmed), in its lane key's lane.
 func (f *flight[T, K]) queue(e *entry[T, K], now time.Time) {
 	e.at = f.assign(e.lane)
@@ -215,6 +224,7 @@ func (f *flight[T, K]) pop(i int) *entry[T, K] {
 		f.queues[i] = f.queues[i][1:]
 		if e.state == queued {
 			f.set(e, handling)
+			e.heldAt = time.Now()
 			return e
 		}
 	}

@@ -262,12 +262,12 @@ func (s *session[T, K]) scan(parts []int, holds map[int]*hold, only map[string]b
 
 // leftOut returns the sources a scan of holds' partitions leaves out, when the store can
 // (execstore.Excluding; entries alone: see timerKind.excludes): those with items in flight
-// under their partition's hold in holds, that are not soiled, and that every scan of the
-// partitions left out since less than leftFor ago. The scan would return their
-// items in flight, and the relay could hand out none of them: it holds them. Their items
-// not in flight are found by a targeted read (a mark, a commit not handed over), or by the
-// first scan once they left flight or leftFor ran out. None when session.leaveNone is set.
-// Sorted, at most execstore.MaxTargetedIDs. The caller holds mu.
+// under their partition's hold in holds, that are not soiled, and none of whose items in
+// flight has kept it out too long (keepsOut). The scan would return their items in flight,
+// and the relay could hand out none of them: it holds them. Their items not in flight are
+// found by a targeted read (a mark, a commit not handed over), or by the first scan once
+// they left flight or one of them no longer keeps them out. None when session.leaveNone is
+// set. Sorted, at most execstore.MaxTargetedIDs. The caller holds mu.
 func (s *session[T, K]) leftOut(holds map[int]*hold) []string {
 	since := s.leftSince
 	s.leftSince = nil
@@ -276,6 +276,7 @@ func (s *session[T, K]) leftOut(holds map[int]*hold) []string {
 	}
 	now := time.Now()
 	k := s.r.kind
+	busy := s.fl.lanesBusy()
 	out := map[string]bool{}
 	for _, e := range s.fl.items {
 		src := k.source(e.item)
@@ -284,7 +285,7 @@ func (s *session[T, K]) leftOut(holds map[int]*hold) []string {
 		}
 		_, soiled := e.hold.sources.soiled[src]
 		first, streak := since[src]
-		if soiled || streak && now.Sub(first) >= s.leftFor() {
+		if soiled || !s.keepsOut(e, now, busy, streak && now.Sub(first) >= s.leftFor()) {
 			out[src] = false
 		} else if _, seen := out[src]; !seen {
 			out[src] = true
@@ -309,10 +310,29 @@ func (s *session[T, K]) leftOut(holds map[int]*hold) []string {
 	return except
 }
 
-// leftFor is how long the scans of the partitions may leave a source out in a row: two
-// PollIntervals, so that an entry in flight through a poll or two, as a backlog's are, is
-// not read again, while one held longer (a slow handler, an ack that keeps failing) no
-// longer hides its source's other entries from the polls.
+// keepsOut reports whether e, in flight, keeps its source out of the next scan, its source
+// having been left out for leftFor in a row already (long) or not. It does until then, and
+// after that while every lane is busy, while its ack or its failure's record is in its
+// first write, or while its handler or its settling has held it for less than leftFor. So
+// an entry read again could be handed to an idle lane: a backlog that outlasts leftFor is not
+// read again while it fills every lane, nor while it drains through its handlers and acks,
+// while an entry held long (a slow handler, an ack that failed), or queued behind one while
+// a lane idles, no longer hides from the polls its source's other entries, which the idle
+// lane could take.
+func (s *session[T, K]) keepsOut(e *entry[T, K], now time.Time, busy, long bool) bool {
+	switch {
+	case !long || busy:
+		return true
+	case (e.state == acking || e.state == failing) && e.tries == 0:
+		return true
+	default:
+		return e.held() && now.Sub(e.heldAt) < s.leftFor()
+	}
+}
+
+// leftFor is how long the scans of the partitions may leave a source out in a row, and how
+// long an entry in a handler or settling keeps it out: two PollIntervals, so that an entry
+// in flight through a poll or two is not read again.
 func (s *session[T, K]) leftFor() time.Duration { return 2 * s.r.opts.PollInterval }
 
 // setOf returns the set of ids; nil for none.
