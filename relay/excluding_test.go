@@ -17,6 +17,14 @@ import (
 	"github.com/execstore/execstore/relay"
 )
 
+// partitionedMem returns a memstore of 4 partitions, closed when t ends, and an emitter of
+// entries into it.
+func partitionedMem(t *testing.T) (*memstore.Store, *emitter) {
+	mem := memstore.New(memstore.Options{Partitions: 4})
+	t.Cleanup(func() { _ = mem.Close(bg) })
+	return mem, newEmitter(t, mem)
+}
+
 // partitionedOnly is a store with partitioned scans that cannot leave executions out: it
 // hides memstore's execstore.Excluding.
 type partitionedOnly struct{ execstore.Partitioned }
@@ -43,15 +51,13 @@ func TestPollsLeaveOutWhatIsInFlight(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				mem := memstore.New(memstore.Options{Partitions: 4})
-				t.Cleanup(func() { _ = mem.Close(bg) })
+				mem, em := partitionedMem(t)
 				var store execstore.Partitioned = mem
 				if !tc.excluding {
 					store = partitionedOnly{mem}
 				}
 				_, isExcluding := store.(execstore.Excluding)
 				require.Equal(t, tc.excluding, isExcluding)
-				em := newEmitter(t, mem)
 				for i := range sources * each {
 					target := fmt.Sprint("t", i)
 					if tc.oneTarget {
@@ -94,9 +100,7 @@ func TestPollsLeaveOutWhatIsInFlight(t *testing.T) {
 // with no poll.
 func TestScanAfterACutLeavesNothingOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memstore.New(memstore.Options{Partitions: 4})
-		t.Cleanup(func() { _ = mem.Close(bg) })
-		em := newEmitter(t, mem)
+		mem, em := partitionedMem(t)
 		const n = 12
 		for i := range n {
 			em.emit("s", "t", fmt.Sprint(i))
@@ -122,30 +126,36 @@ func TestScanAfterACutLeavesNothingOut(t *testing.T) {
 // mark was lost.
 type foreign struct{ *memstore.Store }
 
+// stuckSource commits entry "stuck" of source s to t1, and runs a relay with lanes Lanes
+// polling every poll, on a store whose commits it does not hear of (foreign). Its handler
+// sends each event it starts on started, and holds "stuck" until release is closed. It
+// returns once "stuck" is in the handler. Call it in a synctest bubble.
+func stuckSource(t *testing.T, lanes int, poll time.Duration) (r *relay.Relay, em *emitter, started chan string, release chan struct{}, stop func() error) {
+	mem, em := partitionedMem(t)
+	em.emit("s", "t1", "stuck")
+	started, release = make(chan string, 2), make(chan struct{})
+	r = relay.New(foreign{mem}, func(ctx context.Context, e execstore.OutboxEntry) error {
+		started <- string(e.Event)
+		if string(e.Event) == "stuck" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}, relay.Options{Lanes: lanes, PollInterval: poll})
+	stop = run(t, r)
+	require.Equal(t, "stuck", <-started)
+	return r, em, started, release, stop
+}
+
 // A source left out of the polls, its first entry in a handler that never returns, is read
 // again once it was left out for two PollIntervals: its next entry, committed by another
 // process whose mark was lost, goes to another target and is delivered within three.
 func TestLeftOutSourceReadWithinThreePolls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memstore.New(memstore.Options{Partitions: 4})
-		t.Cleanup(func() { _ = mem.Close(bg) })
-		em := newEmitter(t, mem)
-		em.emit("s", "t1", "stuck")
-		started := make(chan string, 2)
-		release := make(chan struct{})
 		const poll = 100 * time.Millisecond
-		r := relay.New(foreign{mem}, func(ctx context.Context, e execstore.OutboxEntry) error {
-			started <- string(e.Event)
-			if string(e.Event) == "stuck" {
-				select {
-				case <-release:
-				case <-ctx.Done():
-				}
-			}
-			return nil
-		}, relay.Options{Lanes: 2, PollInterval: poll})
-		stop := run(t, r)
-		require.Equal(t, "stuck", <-started)
+		r, em, started, release, stop := stuckSource(t, 2, poll)
 		committed := time.Now()
 		em.emit("s", "t2", "next")
 		select {
@@ -167,25 +177,8 @@ func TestLeftOutSourceReadWithinThreePolls(t *testing.T) {
 // lane's queue. Once the lane is free, the next poll reads it.
 func TestLeftOutWhileEveryLaneIsBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memstore.New(memstore.Options{Partitions: 4})
-		t.Cleanup(func() { _ = mem.Close(bg) })
-		em := newEmitter(t, mem)
-		em.emit("s", "t1", "stuck")
-		started := make(chan string, 2)
-		release := make(chan struct{})
 		const poll = 100 * time.Millisecond
-		r := relay.New(foreign{mem}, func(ctx context.Context, e execstore.OutboxEntry) error {
-			started <- string(e.Event)
-			if string(e.Event) == "stuck" {
-				select {
-				case <-release:
-				case <-ctx.Done():
-				}
-			}
-			return nil
-		}, relay.Options{Lanes: 1, PollInterval: poll})
-		stop := run(t, r)
-		require.Equal(t, "stuck", <-started)
+		r, em, started, release, stop := stuckSource(t, 1, poll)
 		em.emit("s", "t2", "next")
 		time.Sleep(10 * poll)
 		synctest.Wait()
@@ -230,9 +223,7 @@ func (s slowAcks) AckOutbox(ctx context.Context, sourceID string, seq int64) err
 // the polls read them again.
 func TestLeftOutFromTheHandlersCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memstore.New(memstore.Options{Partitions: 4})
-		t.Cleanup(func() { _ = mem.Close(bg) })
-		em := newEmitter(t, mem)
+		mem, em := partitionedMem(t)
 		const n = 6
 		for i := range n {
 			em.emit(fmt.Sprint("s", i), fmt.Sprint("t", i), fmt.Sprint(i))
