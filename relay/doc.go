@@ -196,16 +196,17 @@
 //     process waits no longer than PollInterval past the moment its partition may be handed
 //     out again, or, when an entry of its source is in the relay's flight (below), three
 //     past the later of its commit and that entry's handler call, or the first poll after
-//     those at which a lane is idle and no ack of the source's is in its first write; a late
-//     renewal that makes a lease live again has the relay scan at once.
+//     those at which a lane is idle and no entry of the source's has been settling (its ack
+//     written) for less than ten; a late renewal that makes a lease live again has the relay
+//     scan at once.
 //   - A Relay's scan of its partitions returns little the relay holds, when the store can
 //     leave executions out (execstore.Excluding; aio and memstore can): it leaves out each
 //     source with entries in flight that is not soiled (see below), at most
 //     execstore.MaxTargetedIDs of them: for two PollIntervals in a row, and past them while
 //     every lane is busy (an entry read then would only wait in a lane's queue) or while each
-//     of its entries in flight has its ack (or its failure's record) in its first write, or
-//     has been in its handler or settling for less than two PollIntervals (a backlog that
-//     drains is not read again). It could hand out none of their entries in flight; their
+//     of its entries in flight has been settling (its ack or its failure's record written)
+//     for less than ten PollIntervals, or in its handler or settling for less than two (a
+//     backlog that drains is not read again). It could hand out none of their entries in flight; their
 //     other entries are read by a targeted read (a mark, a commit not handed over, an entry
 //     left in the store), or by the first scan once none is in flight or once it is no
 //     longer left out.

@@ -46,6 +46,7 @@ type entry[T any, K comparable] struct {
 	state    itemState
 	queuedAt time.Time
 	heldAt   time.Time // when its handler was called (handling, acking, failing)
+	settleAt time.Time // when it began settling (acking, failing)
 	// Of an entry settling (acking, failing):
 	fail      *execstore.Failure // the failure to record; nil for an ack
 	cause     error              // the handler's error, for OnDead
@@ -263,6 +264,7 @@ func (f *flight[T, K]) fire(now time.Time) []*entry[T, K] {
 // settle queues e's write: its ack (fail nil), or its failure's record.
 func (f *flight[T, K]) settle(e *entry[T, K], fail *execstore.Failure, cause error) {
 	e.fail, e.cause = fail, cause
+	e.settleAt = time.Now()
 	if fail == nil {
 		f.set(e, acking)
 	} else {

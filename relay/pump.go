@@ -312,18 +312,18 @@ func (s *session[T, K]) leftOut(holds map[int]*hold) []string {
 
 // keepsOut reports whether e, in flight, keeps its source out of the next scan, its source
 // having been left out for leftFor in a row already (long) or not. It does until then, and
-// after that while every lane is busy, while its ack or its failure's record is in its
-// first write, or while its handler or its settling has held it for less than leftFor. So
-// an entry read again could be handed to an idle lane: a backlog that outlasts leftFor is not
-// read again while it fills every lane, nor while it drains through its handlers and acks,
-// while an entry held long (a slow handler, an ack that failed), or queued behind one while
-// a lane idles, no longer hides from the polls its source's other entries, which the idle
-// lane could take.
+// after that while every lane is busy, while its handler or its settling has held it for
+// less than leftFor, or while it has been settling (its ack or its failure's record being
+// written) for less than settleFor. So a backlog that outlasts leftFor is not read again
+// while it fills every lane, nor while it drains through its handlers and acks; an entry
+// held long (a slow handler, an ack that stalls or keeps failing), or queued behind one
+// while a lane idles, no longer hides from the polls its source's other entries, which an
+// idle lane could take.
 func (s *session[T, K]) keepsOut(e *entry[T, K], now time.Time, busy, long bool) bool {
 	switch {
 	case !long || busy:
 		return true
-	case (e.state == acking || e.state == failing) && e.tries == 0:
+	case (e.state == acking || e.state == failing) && now.Sub(e.settleAt) < s.settleFor():
 		return true
 	default:
 		return e.held() && now.Sub(e.heldAt) < s.leftFor()
@@ -334,6 +334,11 @@ func (s *session[T, K]) keepsOut(e *entry[T, K], now time.Time, busy, long bool)
 // long an entry in a handler or settling keeps it out: two PollIntervals, so that an entry
 // in flight through a poll or two is not read again.
 func (s *session[T, K]) leftFor() time.Duration { return 2 * s.r.opts.PollInterval }
+
+// settleFor is how long an entry's settling keeps its source out: ten PollIntervals, longer
+// than an ack takes on a busy server (up to 2.5 s at 1 s polls), short of hiding the source
+// for as long as an ack stalls.
+func (s *session[T, K]) settleFor() time.Duration { return 10 * s.r.opts.PollInterval }
 
 // setOf returns the set of ids; nil for none.
 func setOf(ids []string) map[string]bool {
