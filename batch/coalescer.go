@@ -2,6 +2,7 @@ package batch
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/execstore/execstore"
@@ -35,18 +36,31 @@ type CoalescerConfig struct {
 //     Submit's caller, and must settle every item of its batch.
 //   - Items are flushed in the order they were submitted, within and across batches that start
 //     in order (batches in flight at once may finish in any order).
+//   - At most 2×MaxItems items wait for a slot: Submit blocks while that many do.
 //   - Close flushes everything submitted before it and waits for every flush to return.
+//
+// Cost: no goroutine stands between Submit and the flushes. A Submit that finds a flusher
+// idle wakes it (one hand-off); under load, a flusher that returns takes the next batch
+// itself, and a Submit wakes nobody.
 type Coalescer[T any] struct {
-	in    chan T
-	work  chan []T // a batch, to a flusher; the loop took its slot
 	size  func(T) int
 	flush func([]T)
 	cfg   CoalescerConfig
-	slots chan struct{}
 	wg    sync.WaitGroup
-	done  chan struct{}
 
-	mu     sync.RWMutex
+	// Under mu: the state. What always holds, between its critical sections:
+	//   - queue is what was submitted and not yet taken, in order; len(queue) <= 2×MaxItems.
+	//   - idle flushers wait on work; called of them were signalled and have not woken yet,
+	//     and called <= 1 <= idle whenever called is 1.
+	//   - queue is empty, or called is 1, or no flusher is idle: an item never waits while a
+	//     slot is free, except for the woken flusher to take it.
+	//   - once closed, nothing more is queued, and the flushers return once queue is empty.
+	mu     sync.Mutex
+	queue  []T
+	idle   int
+	called int
+	work   sync.Cond
+	room   chan struct{} // closed when queue shrinks or at Close, for blocked Submits; nil when none waits
 	closed bool
 }
 
@@ -61,53 +75,50 @@ func NewCoalescer[T any](cfg CoalescerConfig, size func(T) int, flush func([]T))
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = defaultMaxInFlight
 	}
-	c := &Coalescer[T]{
-		in:    make(chan T, cfg.MaxItems),
-		size:  size,
-		flush: flush,
-		cfg:   cfg,
-		work:  make(chan []T),
-		slots: make(chan struct{}, cfg.MaxInFlight),
-		done:  make(chan struct{}),
-	}
+	c := &Coalescer[T]{size: size, flush: flush, cfg: cfg}
+	c.work.L = &c.mu
 	c.wg.Add(cfg.MaxInFlight)
 	for range cfg.MaxInFlight {
 		go c.flusher()
 	}
-	go c.loop()
 	return c
 }
 
-// Submit hands item to the next batch. It blocks while the intake is full, until ctx ends.
+// Submit hands item to the next batch. It blocks while 2×MaxItems items wait, until ctx ends.
 // After Close it returns execstore.ErrClosed.
 func (c *Coalescer[T]) Submit(ctx context.Context, item T) error {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
+	c.mu.Lock()
+	for !c.closed && c.full() {
+		if c.room == nil {
+			c.room = make(chan struct{})
+		}
+		room := c.room
+		c.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		c.mu.Lock()
+	}
+	defer c.mu.Unlock()
 	if c.closed {
 		return execstore.ErrClosed
 	}
-	select {
-	case c.in <- item:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	c.add(item)
+	return nil
 }
 
-// TrySubmit hands item to the next batch unless the intake is full or the Coalescer is
+// TrySubmit hands item to the next batch unless 2×MaxItems items wait or the Coalescer is
 // closed, and reports whether it did. It never blocks.
 func (c *Coalescer[T]) TrySubmit(item T) bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.closed {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.full() {
 		return false
 	}
-	select {
-	case c.in <- item:
-		return true
-	default:
-		return false
-	}
+	c.add(item)
+	return true
 }
 
 // Close flushes every submitted item and waits for all flushes to return.
@@ -115,72 +126,78 @@ func (c *Coalescer[T]) Close() {
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
-		close(c.in)
+		c.work.Broadcast()
+		c.freed()
 	}
 	c.mu.Unlock()
-	<-c.done
-}
-
-func (c *Coalescer[T]) loop() {
-	defer close(c.done)
-	var batch []T
-	bytes := 0
-	add := func(item T) {
-		batch = append(batch, item)
-		bytes += c.size(item)
-	}
-	full := func() bool { return len(batch) >= c.cfg.MaxItems || bytes >= c.cfg.MaxBytes }
-	open := true
-	for open || len(batch) > 0 {
-		if len(batch) == 0 {
-			item, ok := <-c.in
-			if !ok {
-				break
-			}
-			add(item)
-		}
-		if !full() && open {
-			select {
-			case c.slots <- struct{}{}:
-			case item, ok := <-c.in:
-				if ok {
-					add(item)
-				} else {
-					open = false
-				}
-				continue
-			}
-		} else {
-			c.slots <- struct{}{}
-		}
-		// A slot is ours: take what is already waiting, up to the caps, and go.
-		for open && !full() {
-			select {
-			case item, ok := <-c.in:
-				if !ok {
-					open = false
-					continue
-				}
-				add(item)
-				continue
-			default:
-			}
-			break
-		}
-		c.work <- batch
-		batch, bytes = nil, 0
-	}
-	close(c.work)
 	c.wg.Wait()
 }
 
-// flusher flushes the batches the loop hands it, one at a time, and frees each one's slot
-// once its flush returned. There are MaxInFlight of them and a batch is handed over only with
-// a slot taken, so one is free, or freeing its slot, whenever a batch is handed over.
+// full reports whether the queue holds as many items as may wait. The caller holds mu.
+func (c *Coalescer[T]) full() bool { return len(c.queue) >= 2*c.cfg.MaxItems }
+
+// add queues item and wakes an idle flusher for it, unless one was woken already. The caller
+// holds mu.
+func (c *Coalescer[T]) add(item T) {
+	c.queue = append(c.queue, item)
+	c.call()
+}
+
+// call signals an idle flusher if the queue has items and none was signalled. The caller
+// holds mu.
+func (c *Coalescer[T]) call() {
+	if len(c.queue) > 0 && c.idle > 0 && c.called == 0 {
+		c.called++
+		c.work.Signal()
+	}
+}
+
+// take removes the next batch from the head of the queue: up to MaxItems items, the one
+// that reaches MaxBytes its last. The caller holds mu.
+func (c *Coalescer[T]) take() []T {
+	n, bytes := 0, 0
+	for n < len(c.queue) && n < c.cfg.MaxItems && bytes < c.cfg.MaxBytes {
+		bytes += c.size(c.queue[n])
+		n++
+	}
+	batch := slices.Clone(c.queue[:n])
+	rest := copy(c.queue, c.queue[n:])
+	clear(c.queue[rest:])
+	c.queue = c.queue[:rest]
+	c.freed()
+	return batch
+}
+
+// freed wakes the Submits waiting for room. The caller holds mu.
+func (c *Coalescer[T]) freed() {
+	if c.room != nil {
+		close(c.room)
+		c.room = nil
+	}
+}
+
+// flusher is one of the MaxInFlight goroutines that flush: it takes the next batch, flushes
+// it, and takes the next, waiting on work while the queue is empty, until Close empties it.
 func (c *Coalescer[T]) flusher() {
 	defer c.wg.Done()
-	for batch := range c.work {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		for len(c.queue) == 0 && !c.closed {
+			c.idle++
+			c.work.Wait()
+			c.idle--
+			if c.called > 0 {
+				c.called--
+			}
+		}
+		if len(c.queue) == 0 {
+			return // closed, and nothing is left
+		}
+		batch := c.take()
+		c.call() // what is left goes out at once if another flusher is idle
+		c.mu.Unlock()
 		c.flush(batch)
-		<-c.slots
+		c.mu.Lock()
 	}
 }
