@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -54,16 +53,16 @@ func (a *ackWatch) AckOutbox(ctx context.Context, sourceID string, seq int64) er
 		if e.SourceID != sourceID || e.Seq != seq {
 			continue
 		}
-		var ev eventPayload
-		if err := json.Unmarshal(e.Event, &ev); err != nil {
+		n, err := parseEvent(e.Event)
+		if err != nil {
 			return err
 		}
 		a.s.w.mu.Lock()
-		processed := a.s.w.processed[ev.N] > 0
+		processed := a.s.w.processed[n] > 0
 		a.s.w.mu.Unlock()
 		if !processed {
 			a.s.mu.Lock()
-			a.s.early = append(a.s.early, fmt.Sprintf("seq %d (%s)", seq, ev.ID))
+			a.s.early = append(a.s.early, fmt.Sprintf("seq %d (%s)", seq, e.Event))
 			a.s.mu.Unlock()
 		}
 	}
