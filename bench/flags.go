@@ -35,6 +35,7 @@ const (
 // config is what the flags select.
 type config struct {
 	cpuProfile string // file for a CPU profile of the whole run; "" for none
+	trace      string // file for a runtime execution trace of the whole run; "" for none
 	uri        string // "" for the embedded server
 	// ackedMayReturn is set, from the detected server, where an acked outbox entry has been
 	// measured to come back in a later scan (see ackedMayReturn); not a flag.
@@ -133,6 +134,7 @@ func parseFlags(args []string, defaultURI string, out io.Writer) (config, error)
 	fs.StringVar(&cfg.out, "out", "bench-out", "directory for bench-results.json and bench.png (bench-scaling.json with -scaling)")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of every random choice of the workload")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (the embedded server included) to this file")
+	fs.StringVar(&cfg.trace, "trace", "", "write a runtime execution trace of the whole run (go tool trace) to this file: where goroutines wait, and who wakes them")
 	fs.Float64Var(&cfg.redeliver, "redeliver", 0.05,
 		"fraction of outbox entries the relay delivers twice by withholding the first ack")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "bound on the whole benchmark")
