@@ -27,6 +27,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -82,33 +83,43 @@ func main() {
 	os.Exit(run(cfg))
 }
 
+// record starts a recording of the whole run (a CPU profile, an execution trace) into a new
+// file at path, and returns what stops it and closes the file; with path "" it records
+// nothing.
+func record(path string, start func(io.Writer) error, stop func()) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		stop()
+		f.Close()
+	}, nil
+}
+
 // run performs the benchmark and returns the process exit status.
 func run(cfg config) int {
-	if cfg.cpuProfile != "" {
-		f, err := os.Create(cfg.cpuProfile)
+	for _, r := range []struct {
+		path        string
+		start       func(io.Writer) error
+		stopRecords func()
+	}{
+		{cfg.cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{cfg.trace, trace.Start, trace.Stop},
+	} {
+		stopRecords, err := record(r.path, r.start, r.stopRecords)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			return 2
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			return 2
-		}
-		defer pprof.StopCPUProfile()
-	}
-	if cfg.trace != "" {
-		f, err := os.Create(cfg.trace)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			return 2
-		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			return 2
-		}
-		defer trace.Stop()
+		defer stopRecords()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
