@@ -32,10 +32,10 @@ const (
 	// theirs every few seconds); boardPurge how old a record is removed.
 	boardStale = 30 * time.Second
 	boardPurge = 10 * time.Minute
-	// boardBatch bounds the commits one write of marks gathers; boardIntake the commits
-	// waiting for it, past which a commit's mark is not written (its holder's poll finds it).
-	boardBatch  = 1024
-	boardIntake = 4096
+	// boardBatch bounds the commits one write of marks gathers. Past twice as many waiting
+	// for it (the Coalescer's bound), a commit's mark is not written: its holder's poll finds
+	// it.
+	boardBatch = 1024
 	// boardHedgeWrite is the least wait before a write of marks is sent again (hedge.Calls):
 	// a second push doubles the marks it carries, which their holder skips.
 	boardHedgeWrite = 100 * time.Millisecond
