@@ -107,19 +107,19 @@ func record(path string, start func(io.Writer) error, stop func()) (func(), erro
 // run performs the benchmark and returns the process exit status.
 func run(cfg config) int {
 	for _, r := range []struct {
-		path        string
-		start       func(io.Writer) error
-		stopRecords func()
+		path  string
+		start func(io.Writer) error
+		stop  func()
 	}{
 		{cfg.cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile},
 		{cfg.trace, trace.Start, trace.Stop},
 	} {
-		stopRecords, err := record(r.path, r.start, r.stopRecords)
+		stopRecording, err := record(r.path, r.start, r.stop)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			return 2
 		}
-		defer stopRecords()
+		defer stopRecording()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -100,3 +100,17 @@ func TestRelayAcksOnlyHandledEntries(t *testing.T) {
 		assert.EqualValues(t, cfg.events, w.acks(), "one ack per entry")
 	})
 }
+
+// An event's payload is its ID: encodeEvent and parseEvent agree, and a payload that is not
+// one of the workload's canonical IDs is refused.
+func TestEventPayload(t *testing.T) {
+	for _, n := range []int{0, 7, 42, 1234567} {
+		got, err := parseEvent(encodeEvent(n))
+		require.NoError(t, err)
+		assert.Equal(t, n, got)
+	}
+	for _, bad := range []string{"", "ev-", "ev-x", "ev--000001", "ev-42", "ev-00000042", "EV-0000042", `{"id":"ev-0000042","n":42}`} {
+		_, err := parseEvent([]byte(bad))
+		assert.Error(t, err, "payload %q", bad)
+	}
+}
