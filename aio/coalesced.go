@@ -36,8 +36,8 @@ type loadItem struct {
 }
 
 func newCoalescers(s *Store) {
-	writes := batch.CoalescerConfig{MaxItems: s.opts.MaxBatch, MaxInFlight: s.opts.writesInFlight(s.info.Profile)}
-	loads := batch.CoalescerConfig{MaxItems: s.opts.MaxBatch, MaxInFlight: s.opts.MaxBatchesInFlight}
+	writes := s.opts.batches(s.opts.writesInFlight(s.info.Profile))
+	loads := s.opts.batches(s.opts.MaxBatchesInFlight)
 	s.writes = batch.NewCoalescer(writes, func(*writeItem) int { return 128 }, s.flushWrites)
 	s.loads = batch.NewCoalescer(loads, func(*loadItem) int { return 64 }, s.flushLoads)
 }

@@ -41,10 +41,8 @@ type batchWriter func(ctx context.Context, settle opsrun.Settle, env opsrun.Env,
 
 // newGroupCommit returns s's group commit, whose every batch is written by write.
 func newGroupCommit(s *Store, write batchWriter) *batch.Coalescer[*commitItem] {
-	return batch.NewCoalescer(batch.CoalescerConfig{
-		MaxItems:    s.opts.MaxBatch,
-		MaxInFlight: s.opts.writesInFlight(s.info.Profile),
-	}, commitItemSize, func(items []*commitItem) { s.flushCommits(items, write) })
+	return batch.NewCoalescer(s.opts.batches(s.opts.writesInFlight(s.info.Profile)),
+		commitItemSize, func(items []*commitItem) { s.flushCommits(items, write) })
 }
 
 // groupCommit hands a commit of an existing execution to the group commit. The future is

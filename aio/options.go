@@ -3,6 +3,7 @@ package aio
 import (
 	"time"
 
+	"github.com/execstore/execstore/batch"
 	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/ops"
@@ -23,6 +24,19 @@ const (
 	// flight on FerretDB. Its front admits one write at a time, so a second batch in flight
 	// would only wait there, and the commits it took would have made the next batch larger.
 	ferretDBWritesInFlight = 1
+)
+
+// The batches in flight (Options.MaxBatchesInFlight).
+const (
+	// defaultBatchesInFlight bounds the batches of each kind in flight at once, by default.
+	defaultBatchesInFlight = 16
+	// eagerBatchesInFlight of them go out with whatever waits. Sixteen eager batches, on
+	// DocumentDB at 64 handlers, sent more than twice the commands per event of four, for
+	// fewer events a second.
+	eagerBatchesInFlight = 4
+	// backlogOps operations waiting make a backlog, which the batches past
+	// eagerBatchesInFlight go out for: each costs one command for 8 operations or more.
+	backlogOps = 8
 )
 
 // Options configures a Store. The zero value is ready to use. Every field documents its
@@ -105,9 +119,12 @@ type Options struct {
 	// never holds more than 99 there: FerretDB never answers a bulk write of 100 updates or
 	// more.
 	MaxBatch int
-	// MaxBatchesInFlight bounds the batches of each kind in flight at once. Default 4. On
-	// FerretDB the default is 1 for the write batches (group commits and acks), since its
-	// front admits one write at a time.
+	// MaxBatchesInFlight bounds the batches of each kind in flight at once. Default 16. Of
+	// those, the first 4 (or MaxBatchesInFlight, if less) go out as soon as one operation
+	// waits. The others go out only while 8 operations or more wait for a batch: a burst is
+	// sent at once, in batches of 8 or more, rather than after a whole round trip, and a
+	// steady flow still gathers into few batches. On FerretDB the default is 1 for the write
+	// batches (group commits and acks), since its front admits one write at a time.
 	MaxBatchesInFlight int
 	// Partitions is the number of partitions the executions are divided into, so that
 	// several relays can share the delivery (execstore.Partitioned). It is set once per
@@ -177,10 +194,21 @@ func (o Options) withDefaults(p server.Profile) Options {
 }
 
 // writesInFlight is the bound on write batches in flight for a server of profile p; 0 means
-// the coalescer's default.
+// the default (see batches).
 func (o Options) writesInFlight(p server.Profile) int {
 	if o.MaxBatchesInFlight <= 0 && p == server.FerretDB {
 		return ferretDBWritesInFlight
 	}
 	return o.MaxBatchesInFlight
+}
+
+// batches bounds a kind of batch of which inFlight may be in flight at once (0: the
+// default): MaxBatch operations each, the first eagerBatchesInFlight eager, the others for a
+// backlog of backlogOps.
+func (o Options) batches(inFlight int) batch.CoalescerConfig {
+	if inFlight <= 0 {
+		inFlight = defaultBatchesInFlight
+	}
+	return batch.CoalescerConfig{MaxItems: o.MaxBatch, MaxInFlight: inFlight,
+		EagerInFlight: min(inFlight, eagerBatchesInFlight), BacklogItems: backlogOps}
 }

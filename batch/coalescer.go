@@ -10,9 +10,10 @@ import (
 
 // The defaults of CoalescerConfig.
 const (
-	defaultMaxItems    = 64
-	defaultMaxBytes    = 4 << 20
-	defaultMaxInFlight = 4
+	defaultMaxItems     = 64
+	defaultMaxBytes     = 4 << 20
+	defaultMaxInFlight  = 4
+	defaultBacklogItems = 8
 )
 
 // CoalescerConfig bounds a Coalescer's batches.
@@ -20,6 +21,13 @@ type CoalescerConfig struct {
 	MaxItems    int // items per batch; default 64
 	MaxBytes    int // a batch closes once its summed item sizes reach it; default 4 MiB
 	MaxInFlight int // batches being flushed at once; default 4
+	// EagerInFlight is how many of the MaxInFlight batches go out with whatever waits, down
+	// to one item. Past it, a batch goes out only while BacklogItems items or more wait.
+	// Default (0, or more than MaxInFlight): MaxInFlight, every slot eager.
+	EagerInFlight int
+	// BacklogItems is how many waiting items make a backlog, which the slots past
+	// EagerInFlight flush at once; default 8.
+	BacklogItems int
 }
 
 // Coalescer groups items submitted concurrently into batches and hands each batch to a flush
@@ -30,7 +38,12 @@ type CoalescerConfig struct {
 //   - Under load, while every slot is busy, the next batch accumulates. It goes out as soon as
 //     a slot frees. Once it reaches MaxItems or MaxBytes it waits for a slot. The item that
 //     reaches MaxBytes is the batch's last, so a batch exceeds it by at most one item.
-//   - At most MaxInFlight batches are being flushed at any time. Flush runs in one of
+//   - At most MaxInFlight batches are being flushed at any time, and an item goes out at
+//     once only while fewer than EagerInFlight are. Past EagerInFlight, the slots flush a
+//     backlog only: a batch goes out while BacklogItems items or more wait, so that a burst
+//     does not wait a whole flush, and a steady trickle still gathers into few batches.
+//     Each such batch costs one command for at least BacklogItems items (fewer only when
+//     MaxItems or MaxBytes close it sooner). Flush runs in one of
 //     MaxInFlight goroutines the Coalescer keeps until Close (so a flush that calls deep
 //     into a driver does not grow a new goroutine's stack for every batch), never in
 //     Submit's caller, and must settle every item of its batch.
@@ -52,13 +65,17 @@ type Coalescer[T any] struct {
 	//   - queue is what was submitted and not yet taken, in order; len(queue) <= 2×MaxItems.
 	//   - idle flushers wait on work; called of them were signalled and have not woken yet,
 	//     and called <= 1 <= idle whenever called is 1.
-	//   - queue is empty, or called is 1, or no flusher is idle: an item never waits while a
-	//     slot is free, except for the woken flusher to take it.
+	//   - busy flushers are flushing a batch; busy + idle <= MaxInFlight.
+	//   - ready is false, or called is 1, or no flusher is idle: an item never waits while
+	//     an eager slot is free, nor a backlog while any slot is, except for the woken
+	//     flusher to take it.
+	//   - a batch taken while EagerInFlight others are busy was taken from a backlog.
 	//   - once closed, nothing more is queued, and the flushers return once queue is empty.
 	mu     sync.Mutex
 	queue  []T
 	idle   int
 	called int
+	busy   int
 	work   sync.Cond
 	room   chan struct{} // closed when queue shrinks or at Close, for blocked Submits; nil when none waits
 	closed bool
@@ -74,6 +91,12 @@ func NewCoalescer[T any](cfg CoalescerConfig, size func(T) int, flush func([]T))
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = defaultMaxInFlight
+	}
+	if cfg.EagerInFlight <= 0 || cfg.EagerInFlight > cfg.MaxInFlight {
+		cfg.EagerInFlight = cfg.MaxInFlight
+	}
+	if cfg.BacklogItems <= 0 {
+		cfg.BacklogItems = defaultBacklogItems
 	}
 	c := &Coalescer[T]{size: size, flush: flush, cfg: cfg}
 	c.work.L = &c.mu
@@ -143,13 +166,20 @@ func (c *Coalescer[T]) add(item T) {
 	c.call()
 }
 
-// call signals an idle flusher if the queue has items and none was signalled. The caller
-// holds mu.
+// call signals an idle flusher if a batch is ready and none was signalled. The caller holds
+// mu.
 func (c *Coalescer[T]) call() {
-	if len(c.queue) > 0 && c.idle > 0 && c.called == 0 {
+	if c.ready() && c.idle > 0 && c.called == 0 {
 		c.called++
 		c.work.Signal()
 	}
+}
+
+// ready reports whether a free slot may take the next batch now: items wait, and fewer than
+// EagerInFlight batches are being flushed, or the items make a backlog, or Close began. The
+// caller holds mu.
+func (c *Coalescer[T]) ready() bool {
+	return len(c.queue) > 0 && (c.busy < c.cfg.EagerInFlight || len(c.queue) >= c.cfg.BacklogItems || c.closed)
 }
 
 // take removes the next batch from the head of the queue: up to MaxItems items, the one
@@ -177,13 +207,14 @@ func (c *Coalescer[T]) freed() {
 }
 
 // flusher is one of the MaxInFlight goroutines that flush: it takes the next batch, flushes
-// it, and takes the next, waiting on work while the queue is empty, until Close empties it.
+// it, and takes the next, waiting on work while no batch is ready, until Close empties the
+// queue.
 func (c *Coalescer[T]) flusher() {
 	defer c.wg.Done()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
-		for len(c.queue) == 0 && !c.closed {
+		for !c.ready() && !c.closed {
 			c.idle++
 			c.work.Wait()
 			c.idle--
@@ -195,9 +226,11 @@ func (c *Coalescer[T]) flusher() {
 			return // closed, and nothing is left
 		}
 		batch := c.take()
-		c.call() // what is left goes out at once if another flusher is idle
+		c.busy++
+		c.call() // what is left goes out at once if it may and another flusher is idle
 		c.mu.Unlock()
 		c.flush(batch)
 		c.mu.Lock()
+		c.busy--
 	}
 }

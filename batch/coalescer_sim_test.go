@@ -24,13 +24,17 @@ type simFlushes struct {
 	started   int // items whose flush started
 	inFlight  int
 	maxIn     int
+	// backlogs is how many of the flushes in flight are of a batch a backlog could make: at
+	// least BacklogItems items, or closed sooner by MaxItems or MaxBytes.
+	backlogs int
 }
 
 // TestCoalescerSimulated runs seeded plans of concurrent Submits, with flushes of random
 // lengths, in virtual time, and checks the history against the Coalescer's promises: every
 // item flushed once, each batch a run of consecutive submissions within the caps, at most
 // MaxInFlight flushes at once, and, whenever nothing can happen before time passes, no item
-// waiting while a slot is free.
+// waiting while an eager slot is free, no backlog waiting while any slot is free, and every
+// flush past EagerInFlight one of a backlog.
 func TestCoalescerSimulated(t *testing.T) {
 	for seed := range uint64(200) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -41,7 +45,9 @@ func TestCoalescerSimulated(t *testing.T) {
 
 func simulateCoalescer(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	cfg := batch.CoalescerConfig{MaxInFlight: 1 + rng.IntN(4), MaxItems: 1 + rng.IntN(8), MaxBytes: 3 + rng.IntN(20)}
+	cfg := batch.CoalescerConfig{MaxInFlight: 1 + rng.IntN(6), MaxItems: 1 + rng.IntN(8), MaxBytes: 3 + rng.IntN(20),
+		BacklogItems: 1 + rng.IntN(8)}
+	cfg.EagerInFlight = 1 + rng.IntN(cfg.MaxInFlight) // every slot eager in one plan of six, on average
 	const submitters, each = 6, 40
 	weights := make([]int, submitters*each)
 	flushFor := make([]time.Duration, len(weights))
@@ -57,15 +63,26 @@ func simulateCoalescer(t *testing.T, seed uint64) {
 	}
 	var h simFlushes
 	c := batch.NewCoalescer(cfg, func(id int) int { return weights[id] }, func(b []int) {
+		sum := 0
+		for _, id := range b {
+			sum += weights[id]
+		}
+		backlog := len(b) >= min(cfg.BacklogItems, cfg.MaxItems) || sum >= cfg.MaxBytes
 		h.mu.Lock()
 		h.batches = append(h.batches, append([]int(nil), b...))
 		h.started += len(b)
 		h.inFlight++
 		h.maxIn = max(h.maxIn, h.inFlight)
+		if backlog {
+			h.backlogs++
+		}
 		h.mu.Unlock()
 		time.Sleep(flushFor[b[0]])
 		h.mu.Lock()
 		h.inFlight--
+		if backlog {
+			h.backlogs--
+		}
 		h.mu.Unlock()
 	})
 
@@ -100,10 +117,18 @@ func simulateCoalescer(t *testing.T, seed uint64) {
 		case <-time.After(100 * time.Microsecond):
 		}
 		synctest.Wait()
+		// Nothing runs: every flush in flight sleeps, and every submitter sleeps or waits for
+		// its turn or for room. So the counts are the Coalescer's own.
 		h.mu.Lock()
 		waiting := h.submitted - h.started
-		require.Falsef(t, waiting > 0 && h.inFlight < cfg.MaxInFlight,
-			"%d items wait while %d of %d slots are busy (at %v)", waiting, h.inFlight, cfg.MaxInFlight, time.Now())
+		require.Falsef(t, waiting > 0 && h.inFlight < cfg.EagerInFlight,
+			"%d items wait while %d slots are busy, of %d eager (at %v)", waiting, h.inFlight, cfg.EagerInFlight, time.Now())
+		require.Falsef(t, waiting >= cfg.BacklogItems && h.inFlight < cfg.MaxInFlight,
+			"a backlog of %d items waits while %d of %d slots are busy (at %v)", waiting, h.inFlight, cfg.MaxInFlight, time.Now())
+		// Of the flushes in flight, each started past EagerInFlight (the later ones) took a
+		// backlog.
+		require.GreaterOrEqualf(t, h.backlogs, h.inFlight-cfg.EagerInFlight,
+			"%d flushes in flight, %d eager, but only %d of a backlog (at %v)", h.inFlight, cfg.EagerInFlight, h.backlogs, time.Now())
 		h.mu.Unlock()
 	}
 	c.Close()

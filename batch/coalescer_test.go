@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -78,6 +79,37 @@ func TestCoalescerAccumulatesWhileBusy(t *testing.T) {
 	close(r.hold)
 	c.Close()
 	assert.Equal(t, [][]int{{0}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}}, r.all())
+}
+
+// Past EagerInFlight, a slot flushes only a backlog: items that do not make one wait for an
+// eager slot, and a backlog goes out at once on a free slot.
+func TestCoalescerBacklogSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder(true)
+		c := batch.NewCoalescer(batch.CoalescerConfig{MaxInFlight: 3, EagerInFlight: 1, BacklogItems: 3, MaxItems: 100}, one, r.flush)
+		defer c.Close()
+		ctx := context.Background()
+		submit := func(ids ...int) {
+			for _, id := range ids {
+				require.NoError(t, c.Submit(ctx, id))
+			}
+			synctest.Wait()
+		}
+		submit(0)
+		assert.Equal(t, 1, <-r.started, "the eager slot takes a lone item")
+		submit(1, 2)
+		assert.Empty(t, r.started, "two items are no backlog: they wait for the eager slot")
+		submit(3)
+		assert.Equal(t, 3, <-r.started, "a backlog of three goes out on a second slot")
+		submit(4)
+		r.hold <- struct{}{} // one flush returns; the other holds the eager count
+		synctest.Wait()
+		assert.Empty(t, r.started, "one item waits while EagerInFlight batches are flushed")
+		r.hold <- struct{}{}
+		assert.Equal(t, 1, <-r.started, "the eager slot is free: the item goes out")
+		r.hold <- struct{}{}
+		assert.ElementsMatch(t, [][]int{{0}, {1, 2, 3}, {4}}, r.all())
+	})
 }
 
 // Batches respect MaxItems and MaxBytes, each batch is a run of consecutive submissions, and
