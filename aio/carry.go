@@ -104,11 +104,14 @@ func (c *ackCarrier) sending() {
 	}
 }
 
-// committing reports whether the store sent a commit recently: otherwise nothing waits for
-// one.
+// committing reports whether the store sent a commit recently, or holds one in its group
+// commit: otherwise nothing waits for one.
 func (c *ackCarrier) committing() bool {
-	return time.Since(time.Unix(0, c.lastCommit.Load())) <= committingRecently
+	return time.Since(time.Unix(0, c.lastCommit.Load())) <= committingRecently || c.grouping()
 }
+
+// grouping reports whether the store's group commit holds commits, waiting or in flight.
+func (c *ackCarrier) grouping() bool { return c.s.group != nil && c.s.group.Busy() }
 
 // await makes items wait for a commit of their sources, and returns once each is resolved,
 // with their errors joined; ok is false, and nothing waits, when the store is closing. A
@@ -156,15 +159,21 @@ func (c *ackCarrier) await(ctx context.Context, items []*carriedAck) (err error,
 // idleAfter is how long a store that sends no commit makes its acks wait: a tenth of the
 // wait, at least a millisecond. Under a stream of commits an ack waits up to the whole wait
 // for its source's; once commits stop (the engine is idle, or a run ends), no commit is
-// coming, and the acks go out.
+// coming, and the acks go out. A store whose group commit holds commits, waiting or in
+// flight, is not idle however long ago it sent one: their callers commit again once
+// answered. Counted from the last commit sent, a slow server's answers made every ack
+// waiting go out alone, adding writes to the server that was slow.
 func (c *ackCarrier) idleAfter() time.Duration { return max(c.wait/10, time.Millisecond) }
 
 // nextLook is how long after now the wait of a call that began at start is looked at again:
-// when it runs out, or when the store will have sent no commit for idleAfter, whichever
-// comes first.
+// when it runs out, or when the store will have sent no commit for idleAfter (idleAfter
+// from now while its group commit is busy), whichever comes first.
 func (c *ackCarrier) nextLook(start, now time.Time) time.Duration {
 	left := c.wait - now.Sub(start)
 	idleIn := c.idleAfter() - now.Sub(time.Unix(0, c.lastCommit.Load()))
+	if c.grouping() {
+		idleIn = c.idleAfter()
+	}
 	return max(min(left, idleIn), 0)
 }
 

@@ -335,6 +335,41 @@ func TestAckStopsWaitingOnceTheStoreIsIdle(t *testing.T) {
 	assert.Zero(t, n)
 }
 
+// A store whose commit waits for the server's answer is not idle: its callers commit again
+// once answered. So an ack keeps waiting past a tenth of AckWait while a grouped commit is
+// in flight, and its source's commit carries it once the answers come back. (Counted from
+// the last commit sent alone, it went out alone, into the same stalled server.)
+func TestAckWaitsWhileACommitIsInFlight(t *testing.T) {
+	proxy, uri := proxied(t)
+	h := newHarness(t, aio.Options{})
+	s, err := aio.Open(bg, uri, aio.Options{DisableRemoteWakes: proxiedStall, AckWait: 20 * time.Second, // idle after 2s
+		Connection: server.Connection{Database: h.opts.Database}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close(bg) })
+	src, o := newExe("s"), newExe("o")
+	seqs, err := s.Commit(bg, src, execstore.Commit{Emits: []execstore.Emit{{TargetID: "t", Event: []byte("1")}}})
+	require.NoError(t, err)
+	mustCommit(t, s, o, execstore.Commit{})
+
+	done := make(chan error, 1)
+	go func() { done <- s.AckOutbox(bg, "s", seqs[0]) }()
+	require.Eventually(t, func() bool { return s.AcksWaiting() == 1 }, 5*time.Second, time.Millisecond, "the ack waits")
+	proxy.AnswersStalled.Store(true)
+	inFlight := s.CommitAsync(bg, o, execstore.Commit{}) // applied; its answer held
+	time.Sleep(3 * time.Second)                          // past the idle gap of 2s, short of AckWait
+	assert.Equal(t, 1, s.AcksWaiting(), "the ack went alone while a commit was in flight")
+
+	proxy.AnswersStalled.Store(false)
+	_, err = inFlight.Wait(bg)
+	require.NoError(t, err)
+	mustCommit(t, s, src, execstore.Commit{})
+	require.NoError(t, awaitAck(t, done))
+	assert.EqualValues(t, 1, s.Stats().AcksCarried, "the source's commit carried the ack")
+	stored, n := outboxOf(t, h, "s")
+	assert.Empty(t, stored)
+	assert.Zero(t, n)
+}
+
 // What waits for one source leaves together once a wait runs out: two acks and a fired
 // timer's delete of s, none carried (no commit comes), go out in one bulk write, and on the
 // MongoDB formulation as one statement guarded by all three, which rewrites s once (in its

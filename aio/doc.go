@@ -46,7 +46,8 @@
 //     lock, against the row the other write left. The ack returns nil only once a write that
 //     removed the entry is known to be applied: the commit that won, or the ack's own write.
 //     An ack no commit took within AckWait (or before the store went a tenth of AckWait
-//     without a commit), or taken by a commit that lost, was refused or
+//     without sending a commit while none waited or was in flight in its group commit), or
+//     taken by a commit that lost, was refused or
 //     whose outcome is unknown, is written alone, which does nothing if the commit did remove
 //     the entry. A call whose context ends while it waits writes nothing. Close writes the
 //     waiting acks before it returns.

@@ -96,12 +96,14 @@ type Options struct {
 	// within AckWait, or taken by a commit that lost or whose outcome is unknown, is written
 	// alone then, as it is at once with DisableAckCarrying. It returns once the entry is
 	// removed either way, so the ack takes up to AckWait longer. An ack stops waiting, and is
-	// written alone, once no commit was made through the store for a tenth of AckWait: the
-	// engine is idle, and no commit is coming. The other acks and timer deletes waiting for
-	// the same execution go with it, in one write. A store that made no commit in the last second
-	// (one that serves only relays) writes its acks at once. Default 300ms (idle after
-	// 30ms). The deletes of DeleteTimers wait the same way for a commit of the timer's
-	// execution.
+	// written alone, once no commit was sent through the store for a tenth of AckWait while
+	// none waited or was in flight in its group commit: the engine is idle, and no commit is
+	// coming. A commit in flight keeps the acks waiting, since its caller commits again once
+	// answered: under a slow server they add no writes of their own. The other acks and
+	// timer deletes waiting for the same execution go with it, in one write. A store that
+	// made no commit in the last second (one that serves only relays) writes its acks at
+	// once. Default 300ms (idle after 30ms). The deletes of DeleteTimers wait the same way
+	// for a commit of the timer's execution.
 	AckWait time.Duration
 	// DisableAckCarrying makes every AckOutbox, and every DeleteTimers, its own write, sent
 	// at once.

@@ -144,6 +144,13 @@ func (c *Coalescer[T]) TrySubmit(item T) bool {
 	return true
 }
 
+// Busy reports whether items wait or a batch is being flushed.
+func (c *Coalescer[T]) Busy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue) > 0 || c.busy > 0
+}
+
 // Close flushes every submitted item and waits for all flushes to return.
 func (c *Coalescer[T]) Close() {
 	c.mu.Lock()

@@ -82,13 +82,15 @@ func TestCoalescerAccumulatesWhileBusy(t *testing.T) {
 }
 
 // Past EagerInFlight, a slot flushes only a backlog: items that do not make one wait for an
-// eager slot, and a backlog goes out at once on a free slot.
+// eager slot, and a backlog goes out at once on a free slot. Busy tells whether anything
+// waits or is being flushed.
 func TestCoalescerBacklogSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRecorder(true)
 		c := batch.NewCoalescer(batch.CoalescerConfig{MaxInFlight: 3, EagerInFlight: 1, BacklogItems: 3, MaxItems: 100}, one, r.flush)
 		defer c.Close()
 		ctx := context.Background()
+		assert.False(t, c.Busy())
 		submit := func(ids ...int) {
 			for _, id := range ids {
 				require.NoError(t, c.Submit(ctx, id))
@@ -99,6 +101,7 @@ func TestCoalescerBacklogSlots(t *testing.T) {
 		assert.Equal(t, 1, <-r.started, "the eager slot takes a lone item")
 		submit(1, 2)
 		assert.Empty(t, r.started, "two items are no backlog: they wait for the eager slot")
+		assert.True(t, c.Busy())
 		submit(3)
 		assert.Equal(t, 3, <-r.started, "a backlog of three goes out on a second slot")
 		submit(4)
@@ -107,7 +110,10 @@ func TestCoalescerBacklogSlots(t *testing.T) {
 		assert.Empty(t, r.started, "one item waits while EagerInFlight batches are flushed")
 		r.hold <- struct{}{}
 		assert.Equal(t, 1, <-r.started, "the eager slot is free: the item goes out")
+		assert.True(t, c.Busy())
 		r.hold <- struct{}{}
+		synctest.Wait()
+		assert.False(t, c.Busy())
 		assert.ElementsMatch(t, [][]int{{0}, {1, 2, 3}, {4}}, r.all())
 	})
 }
