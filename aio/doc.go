@@ -13,9 +13,10 @@
 //
 // Group commit and coalescing: the worker passes some operations to a coalescer. These are a
 // commit of an existing execution, an ack and, on MongoDB, a plain load or a LoadForEvent. A
-// lone one goes out at once. Those that arrive while a batch is in flight go out together, as
-// one bulk write, one find or one aggregation (Options.MaxBatch). The caller can still
-// withdraw an operation until the flush sends it.
+// lone one goes out at once. Those that arrive while four batches are in flight (one write
+// batch on FerretDB) go out together, as one bulk write, one find or one aggregation (Options.MaxBatch), once a batch
+// returns, or at once on another slot when eight or more wait (Options.MaxBatchesInFlight).
+// The caller can still withdraw an operation until the flush sends it.
 //
 // What always holds:
 //   - Bad input is refused with execstore.ErrInvalid in the caller's goroutine, before anything
