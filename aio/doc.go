@@ -83,7 +83,7 @@
 //     write is an upsert whose filter is the _id alone.
 //   - Every bulk write (group commit, coalesced acks, timer deletes) sends its statements
 //     ordered by _id. So two bulks, of this process or of another, never wait on each
-//     other's row locks in a cycle. A statement the server rolled back for a lock conflict
+//     other's row locks in a cycle, however many are in flight (Options.MaxBatchesInFlight). A statement the server rolled back for a lock conflict
 //     was not applied, and is settled as such: a group commit reads it back and runs it alone.
 //   - On the FerretDB profile, the acks written alone, or the timer deletes of one path, that
 //     go out together are merged into updateMany statements, since FerretDB 1.x reads the
