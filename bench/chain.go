@@ -34,27 +34,50 @@ type chainRun struct {
 	processes int
 	// placed: each chain's b is named into a's partition (execstore.PlaceWith), so that one
 	// relay process holds both and every hop stays in its memory.
-	placed  bool
+	placed bool
+	// faults: as the seeds are committed, one more relay process starts, and the others hand
+	// it partitions mid-chain; once a third of the hops are handled, the process that began
+	// the latest is killed with SIGKILL, and the others take its partitions over when its
+	// leases run out. The chains are faultHopsFactor times longer, to run through both.
+	faults  bool
+	hops    int // per chain, after its seed
+	kill    chainKill
 	measure chainMeasure
 	cost    deliveryCost
 	wall    time.Duration // from the seeds' commits to every hop acked
 	checks  []check
 }
 
+// faultHopsFactor is how many times longer than -chain's the chains of a run with faults
+// are.
+const faultHopsFactor = 4
+
+// chainKill says which relay process a run with faults killed (proc, the index of its log;
+// -1: none) and when (Unix nanoseconds), and which joined (joiner, the index of its log).
+type chainKill struct {
+	proc   int
+	at     int64
+	joiner int
+}
+
+// noKill is a run without faults.
+var noKill = chainKill{proc: -1, joiner: -1}
+
 // runChains runs the chains by 1, 2 and 4 relay processes, each run on a database of its
 // own.
 func (e *environment) runChains(ctx context.Context, cfg config, stamp string) (*chainReport, error) {
 	rep := &chainReport{chains: cfg.chains, hops: cfg.chainHops, server: e.description}
-	fmt.Fprintf(os.Stderr, "bench: %d chains of %d hops by 1, 2 and 4 relay processes\n", cfg.chains, cfg.chainHops)
-	for _, run := range chainRuns() {
+	fmt.Fprintf(os.Stderr, "bench: %d chains of %d hops by 1, 2 and 4 relay processes, then by 4 with one joining and one killed\n", cfg.chains, cfg.chainHops)
+	for _, run := range chainRuns(cfg.chainHops) {
 		n := run.processes
-		db := fmt.Sprintf("bench_%s_%d_chain_%d%s", stamp, os.Getpid(), n, map[bool]string{true: "_placed"}[run.placed])
+		db := fmt.Sprintf("bench_%s_%d_chain_%d%s%s", stamp, os.Getpid(), n, map[bool]string{true: "_placed"}[run.placed],
+			map[bool]string{true: "_faults"}[run.faults])
 		run, err := e.chain(ctx, cfg, db, run)
 		if !cfg.keep {
 			e.dropAtEnd(db)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("chains by %d relay processes (placed: %v): %w", n, run.placed, err)
+			return nil, fmt.Errorf("chains by %d relay processes (placed: %v, faults: %v): %w", n, run.placed, run.faults, err)
 		}
 		rep.runs = append(rep.runs, run)
 	}
@@ -63,10 +86,12 @@ func (e *environment) runChains(ctx context.Context, cfg config, stamp string) (
 
 // chain runs the chains once: n relay processes share db's partitions, the bench creates
 // every chain's pair and commits its seed, and the processes' handlers pass each chain's
-// event back and forth until its last hop.
+// event back and forth until its last hop; with faults, one more process joins and one is
+// killed meanwhile.
 func (e *environment) chain(ctx context.Context, cfg config, db string, run chainRun) (_ chainRun, err error) {
 	n := run.processes
-	store, children, stop, err := e.startRelays(ctx, cfg, db, "chain", n, workloadChain)
+	run.kill = noKill
+	store, children, join, stop, err := e.startRelays(ctx, cfg, db, "chain", n, workloadChain)
 	defer func() { err = errors.Join(err, stop()) }()
 	if err != nil {
 		return run, err
@@ -86,13 +111,18 @@ func (e *environment) chain(ctx context.Context, cfg config, db string, run chai
 		return run, err
 	}
 	from := time.Now()
-	seeds, err := seedChains(ctx, store, pairs, senders, cfg.chainHops)
+	seeds, err := seedChains(ctx, store, pairs, senders, run.hops)
 	if err != nil {
 		return run, err
 	}
 	deadline = time.Now().Add(chainDeadline)
+	if run.faults {
+		if run.kill, children, err = chainFaults(ctx, join, children, deadline, cfg.chains*(run.hops+1)/3); err != nil {
+			return run, err
+		}
+	}
 	waitErr := waitLogs(ctx, children, deadline, chainDeadline, "every hop handled and acked", func(l [][]deliveryLine) bool {
-		return chainsDone(l, cfg.chains, cfg.chainHops)
+		return chainsDone(l, cfg.chains, run.hops, run.kill.proc)
 	})
 	to := time.Now()
 	if waitErr == nil {
@@ -100,7 +130,7 @@ func (e *environment) chain(ctx context.Context, cfg config, db string, run chai
 			return run, err
 		}
 	}
-	stopErr := stopRelays(cfg, children, -1, waitErr != nil)
+	stopErr := stopRelays(cfg, children, run.kill.proc, waitErr != nil)
 	l, err := childLogs(children)
 	if err != nil {
 		return run, err
@@ -113,11 +143,45 @@ func (e *environment) chain(ctx context.Context, cfg config, db string, run chai
 	if err != nil {
 		return run, err
 	}
-	run.measure = measureChains(l, seeds, cfg.chains, cfg.chainHops)
+	run.measure = measureChains(l, seeds, cfg.chains, run.hops)
 	run.cost = costOf(l, from.UnixNano(), to.UnixNano())
 	run.wall = to.Sub(from)
-	run.checks = chainChecks(l, stored, cfg.chains, cfg.chainHops, pending, waitErr, stopErr)
+	run.checks = chainChecks(l, stored, cfg.chains, run.hops, pending, run.kill, waitErr, stopErr)
 	return run, nil
+}
+
+// chainFaults starts one more relay process (join) beside children, then, once handled hops
+// have been handled (not as duplicates), kills the process that began the latest of them,
+// and returns who was killed, when, and the children with the one that joined.
+func chainFaults(ctx context.Context, join func(string) (*relayChild, error), children []*relayChild, deadline time.Time,
+	handled int) (chainKill, []*relayChild, error) {
+	kill := noKill
+	joiner, err := join(fmt.Sprintf("r%d", len(children)+1))
+	if err != nil {
+		return kill, children, err
+	}
+	kill.joiner, children = len(children), append(children, joiner)
+	err = waitLogs(ctx, children, deadline, chainDeadline, fmt.Sprintf("%d hops handled", handled), func(l [][]deliveryLine) bool {
+		count, latest := 0, int64(0)
+		for i, lines := range l {
+			for _, x := range lines {
+				if x.Kind == "hop" && !x.Duplicate && x.Failed == "" {
+					count++
+					if x.Start > latest {
+						latest, kill.proc = x.Start, i
+					}
+				}
+			}
+		}
+		return count >= handled
+	})
+	if err != nil {
+		kill.proc = -1
+		return kill, children, err
+	}
+	children[kill.proc].kill()
+	kill.at = time.Now().UnixNano()
+	return kill, children, nil
 }
 
 // chainPairs returns the ids of the executions of chains 1…chains (pairs[c]; pairs[0] is
@@ -146,14 +210,18 @@ func chainPairs(seed uint64, chains int, placed bool, partitions int) ([][2]stri
 	return pairs, nil
 }
 
-// chainRuns are the runs of the chains: by 1, 2 and 4 relay processes, the pairs spread as
-// their ids fall, then placed together.
-func chainRuns() []chainRun {
+// chainRuns are the runs of the chains of hops hops: by 1, 2 and 4 relay processes, the
+// pairs spread as their ids fall, then placed together; then by 4 with faults, spread and
+// placed.
+func chainRuns(hops int) []chainRun {
 	var runs []chainRun
 	for _, placed := range []bool{false, true} {
 		for _, n := range deliveryProcesses {
-			runs = append(runs, chainRun{processes: n, placed: placed})
+			runs = append(runs, chainRun{processes: n, placed: placed, hops: hops})
 		}
+	}
+	for _, placed := range []bool{false, true} {
+		runs = append(runs, chainRun{processes: 4, placed: placed, faults: true, hops: hops * faultHopsFactor})
 	}
 	return runs
 }
@@ -263,9 +331,10 @@ func handled(hs []chainHandling) (chainHandling, bool) {
 }
 
 // chainsDone reports whether the logs show every hop 0…hops of chains 1…chains handed to a
-// handler that did not fail, and every entry handed to such a handler acked. Whether each
-// was handled once is for the checks.
-func chainsDone(logs [][]deliveryLine, chains, hops int) bool {
+// handler that did not fail, and every entry handed to such a handler acked, but in the log
+// of victim (a killed process; -1: none), which may have died between an ack and its line.
+// Whether each was handled once is for the checks.
+func chainsDone(logs [][]deliveryLine, chains, hops, victim int) bool {
 	by := chainHandlings(logs)
 	for c := 1; c <= chains; c++ {
 		for k := 0; k <= hops; k++ {
@@ -284,7 +353,7 @@ func chainsDone(logs [][]deliveryLine, chains, hops int) bool {
 	}
 	for _, hs := range by {
 		for _, h := range hs {
-			if h.Failed == "" && !acked[entryKey{h.Source, h.Seq}] {
+			if h.Failed == "" && h.proc != victim && !acked[entryKey{h.Source, h.Seq}] {
 				return false
 			}
 		}
@@ -362,19 +431,22 @@ func measureChains(logs [][]deliveryLine, seeds map[int]int64, chains, hops int)
 // chainChecks are a chain run's end-of-run checks: the outbox empty at the end; every hop
 // handled by a call that did not fail; every hop committed seen committed by a handler, or
 // its handler failed (a store that applied a commit and told its handler otherwise fails
-// it); no hop handled nor emitted twice; each chain's withheld hop delivered again and found
-// processed; the hops of each chain handled in order, by the logs and by what its
-// executions' snapshots hold; and the relay processes stopped cleanly. stored is the hops
+// it), or, in a run with faults, every call began after the kill (the killed process may
+// have committed it and died before its line); no hop handled nor emitted twice; each
+// chain's withheld hop delivered again and found processed; the hops of each chain handled
+// in order (no call of a hop began before the call that committed the hop before it), by
+// the logs and by what its executions' snapshots hold; with faults, that they came
+// mid-chain; and the relay processes stopped cleanly, but a killed one. stored is the hops
 // each chain's a and b hold in their snapshots, by chain.
 func chainChecks(logs [][]deliveryLine, stored map[int][2][]int, chains, hops int, pending []execstore.OutboxEntry,
-	waitErr, stopErr error) []check {
+	kill chainKill, waitErr, stopErr error) []check {
 	var out []check
 	out = append(out, outboxEmpty(pending, waitErr))
 
 	by := chainHandlings(logs)
 	var missing, unseen, doubled, notRedelivered, disordered []string
 	for ch := 1; ch <= chains; ch++ {
-		prev := int64(0)
+		prev := int64(0) // when the call that committed the latest hop logged began
 		for k := 0; k <= hops; k++ {
 			hs := by[hopKey{ch, k}]
 			name := fmt.Sprintf("chain %d hop %d", ch, k)
@@ -385,13 +457,13 @@ func chainChecks(logs [][]deliveryLine, stored map[int][2][]int, chains, hops in
 			if hs[0].Start <= prev {
 				disordered = append(disordered, fmt.Sprintf("%s started before hop %d", name, k-1))
 			}
-			prev = hs[0].Start
 			first, ok := handled(hs)
 			if !ok {
 				// No call saw its commit return: one whose commit was sent must have failed
 				// (its outcome unknown to it), or the store told a handler whose commit it
-				// applied that it was refused.
-				if !slices.ContainsFunc(hs, func(h chainHandling) bool { return h.Failed != "" }) {
+				// applied that it was refused, or the killed process committed it.
+				afterKill := kill.proc >= 0 && !slices.ContainsFunc(hs, func(h chainHandling) bool { return h.Start <= kill.at })
+				if !afterKill && !slices.ContainsFunc(hs, func(h chainHandling) bool { return h.Failed != "" }) {
 					told := ""
 					if hs[0].Refused != "" {
 						told = fmt.Sprintf(", a commit told %q", hs[0].Refused)
@@ -400,6 +472,7 @@ func chainChecks(logs [][]deliveryLine, stored map[int][2][]int, chains, hops in
 				}
 				continue
 			}
+			prev = first.Start
 			firsts, entries := 0, map[entryKey]bool{}
 			for _, h := range hs {
 				if !h.Duplicate && h.Failed == "" {
@@ -441,9 +514,60 @@ func chainChecks(logs [][]deliveryLine, stored map[int][2][]int, chains, hops in
 		}
 		out = append(out, c)
 	}
+	if kill.joiner >= 0 {
+		out = append(out, faultsMidChain(logs, by, kill))
+	}
 	c := check{name: "relay processes stopped cleanly", ok: stopErr == nil}
 	if !c.ok {
 		c.detail = stopErr.Error()
 	}
 	return append(out, c)
+}
+
+// faultsMidChain checks that a run's faults came while its chains ran: the joining process
+// took a partition that a live process had handed over (released before it was told to
+// stop) and committed a hop, and a chain whose hop the killed process committed went on in
+// another process after the kill.
+func faultsMidChain(logs [][]deliveryLine, by map[hopKey][]chainHandling, kill chainKill) check {
+	handedOver := map[int64]bool{}
+	for i, lines := range logs {
+		if i == kill.joiner {
+			continue
+		}
+		for _, x := range lines {
+			if x.Kind == "stopping" {
+				break
+			}
+			if x.Kind == "released" {
+				handedOver[x.Seq] = true
+			}
+		}
+	}
+	tookHandedOver, joinerCommitted := false, false
+	for _, x := range logs[kill.joiner] {
+		tookHandedOver = tookHandedOver || x.Kind == "took" && handedOver[x.Seq]
+		joinerCommitted = joinerCommitted || x.Kind == "hop" && !x.Duplicate && x.Failed == ""
+	}
+	victimChains := map[int]bool{}
+	if kill.proc >= 0 {
+		for _, x := range logs[kill.proc] {
+			if x.Kind == "hop" && !x.Duplicate && x.Failed == "" {
+				victimChains[x.Chain] = true
+			}
+		}
+	}
+	takenOver := false
+	for k, hs := range by {
+		if victimChains[k.chain] {
+			if first, ok := handled(hs); ok && first.proc != kill.proc && first.Start > kill.at {
+				takenOver = true
+			}
+		}
+	}
+	c := check{name: "the join and the kill came mid-chain", ok: tookHandedOver && joinerCommitted && takenOver}
+	if !c.ok {
+		c.detail = fmt.Sprintf("joining process took a partition handed over: %v, committed a hop: %v; a chain of the killed process went on elsewhere: %v",
+			tookHandedOver, joinerCommitted, takenOver)
+	}
+	return c
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 )
@@ -24,8 +25,12 @@ type chainResult struct {
 	Workload  string `json:"workload"` // workloadDeliveryChain
 	Processes int    `json:"processes"`
 	Placed    bool   `json:"placed"` // each chain's pair named into one partition (execstore.PlaceWith)
-	Chains    int    `json:"chains"`
-	Hops      int    `json:"hops"` // per chain, after its seed
+	// Faults: a relay process joined as the seeds were committed and the one that began
+	// the latest hop was killed with SIGKILL once a third were handled; the hops' latencies
+	// include the take-over of its partitions, when its leases ran out.
+	Faults bool `json:"faults"`
+	Chains int  `json:"chains"`
+	Hops   int  `json:"hops"` // per chain, after its seed
 	// HopsMeasured are the hops whose latency the logs give: from the return of the commit
 	// that emitted the hop (logged by the emitting process) to the start of its first
 	// handling (logged by the receiving process). AcrossProcesses of them had the two in
@@ -94,7 +99,7 @@ func (c *chainReport) rows() []chainResult {
 	var out []chainResult
 	for _, r := range c.runs {
 		m := r.measure
-		row := chainResult{Workload: workloadDeliveryChain, Processes: r.processes, Placed: r.placed, Chains: c.chains, Hops: c.hops,
+		row := chainResult{Workload: workloadDeliveryChain, Processes: r.processes, Placed: r.placed, Faults: r.faults, Chains: c.chains, Hops: r.hops,
 			HopsMeasured: len(m.hops), HopP50Ms: ms(m.hops, 50), HopP90Ms: ms(m.hops, 90), HopP99Ms: ms(m.hops, 99),
 			HopMaxMs: ms(m.hops, 100), AcrossProcesses: len(m.across), AcrossP50Ms: median(m.across),
 			WithinP50Ms: median(m.within), SeedP50Ms: ms(m.seeds, 50),
@@ -141,7 +146,7 @@ func (c *chainReport) writeTable(out io.Writer) {
 	fmt.Fprintf(tw, "processes\tpairs\thops\thop p50 ms\thop p90 ms\thop p99 ms\tacross processes\tacross p50 ms\twithin p50 ms\t"+
 		"chain mean s\tcmds/event\thandler cmds/event\tduplicates\tchecks\t\n")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%.2f\t%s\t%s\t%d\t%s\t\n", r.Processes,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%.2f\t%s\t%s\t%d\t%s\t\n", processesCell(r),
 			map[bool]string{true: "placed", false: "spread"}[r.Placed], r.HopsMeasured,
 			latencyMs(r.HopP50Ms), latencyMs(r.HopP90Ms), latencyMs(r.HopP99Ms), r.AcrossProcesses, msCell(r.AcrossP50Ms), msCell(r.WithinP50Ms),
 			r.ChainMeanS, perEventCell(r.CommandsPerEvent), perEventCell(r.HandlerCommandsPerEvent), r.Duplicates, checksCell(r.ChecksPassed))
@@ -164,8 +169,14 @@ func (c *chainReport) writeTable(out io.Writer) {
 	fmt.Fprintf(out, "  seeds (the bench's commits, not hops) to their first handler, p50 ms: %s\n", seeds)
 	fmt.Fprintf(out, "  cmds/event: the commands of every relay process's store and lease clients (handlers' loads and commits, scans, acks, "+
 		"lease calls) from the seeds to every hop acked, over the %d events delivered, seeds included; duplicates: handler calls "+
-		"that found their event processed, each chain's hop %d delivered again on purpose (its first ack withheld)\n",
-		rows[0].Events, c.hops-1)
+		"that found their event processed, each chain's last hop but one delivered again on purpose (its first ack withheld)\n",
+		rows[0].Events)
+	if slices.ContainsFunc(rows, func(r chainResult) bool { return r.Faults }) {
+		fmt.Fprintf(out, "  4+1-1: chains %d times longer, by 4 relay processes; a fifth joins as the seeds are committed, the others hand it "+
+			"partitions mid-chain, and once a third of the hops are handled the process that began the latest is killed with SIGKILL: "+
+			"its hops wait for the take-over of its partitions when its leases run out (%v), the hops' p99 and the chains' time with them; "+
+			"cmds/event is partial, the killed process's commands unknown\n", faultHopsFactor, deliveryLease)
+	}
 	if anyFailed {
 		fmt.Fprintf(out, "  handler calls that failed (a lost lease cancels its handlers' context), delivered again: %s\n", failed)
 	}
@@ -183,7 +194,7 @@ func (c *chainReport) checked() []checkedRows {
 			cr.failed++
 		}
 		for _, f := range r.FailedChecks {
-			cr.failures = append(cr.failures, fmt.Sprintf("chains ×%d: %s", r.Processes, f))
+			cr.failures = append(cr.failures, fmt.Sprintf("chains ×%s, %s: %s", processesCell(r), map[bool]string{true: "placed", false: "spread"}[r.Placed], f))
 		}
 	}
 	return []checkedRows{cr}
@@ -212,4 +223,13 @@ func perEventCell(v *float64) string {
 		return "partial"
 	}
 	return fmt.Sprintf("%.2f", *v)
+}
+
+// processesCell is a row's relay processes, "4+1-1" for 4 that one joined and one of which
+// was killed.
+func processesCell(r chainResult) string {
+	if r.Faults {
+		return fmt.Sprintf("%d+1-1", r.Processes)
+	}
+	return fmt.Sprint(r.Processes)
 }

@@ -29,18 +29,24 @@ func TestChainReport(t *testing.T) {
 	within := millisecondsOf(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 	across := millisecondsOf(100, 200, 300, 400, 500, 600, 700, 800, 900, 1000)
 	rep := &chainReport{chains: 2, hops: 10, server: "s", runs: []chainRun{
-		{processes: 1, cost: cost, wall: 2 * time.Second, checks: []check{{name: "every hop handled", ok: true}},
+		{processes: 1, hops: 10, cost: cost, wall: 2 * time.Second, checks: []check{{name: "every hop handled", ok: true}},
 			measure: chainMeasure{hops: within, within: within, seeds: millisecondsOf(0.25, 900),
 				chainTimes: millisecondsOf(100, 300), entries: 22, handlerCalls: 24, duplicates: 2}},
-		{processes: 2, cost: deliveryCost{storeCommands: commandCounts{"find": 1}}, wall: 6 * time.Second,
+		{processes: 2, hops: 10, cost: deliveryCost{storeCommands: commandCounts{"find": 1}}, wall: 6 * time.Second,
 			checks: []check{{name: "every hop handled", detail: "1: chain 2 hop 4"}},
 			measure: chainMeasure{hops: append(append([]time.Duration{}, across...), within...), across: across, within: within,
 				seeds: millisecondsOf(400), chainTimes: millisecondsOf(5000), entries: 22, handlerCalls: 25, duplicates: 2, failed: 1}},
+		{processes: 4, placed: true, faults: true, hops: 40, checks: []check{{name: "the join and the kill came mid-chain", detail: "joining process took a partition handed over: false"}},
+			measure: chainMeasure{hops: within, within: within, seeds: millisecondsOf(1), entries: 82, handlerCalls: 84, duplicates: 2}},
 	}}
 
 	rows := rep.rows()
-	require.Len(t, rows, 2)
-	one, two := rows[0], rows[1]
+	require.Len(t, rows, 3)
+	one, two, faults := rows[0], rows[1], rows[2]
+	assert.Equal(t, 10, one.Hops)
+	assert.False(t, one.Faults)
+	assert.Equal(t, 40, faults.Hops, "the run's own hops")
+	assert.True(t, faults.Faults)
 	assert.Equal(t, workloadDeliveryChain, one.Workload)
 	assert.Equal(t, 10, one.HopsMeasured)
 	assert.InDelta(t, 5.0, one.HopP50Ms, 1e-9, "rank 5 of 10")
@@ -78,20 +84,24 @@ func TestChainReport(t *testing.T) {
 	assert.Contains(t, text, "PollInterval 1s")
 	assert.Contains(t, text, "seeds (the bench's commits, not hops) to their first handler, p50 ms: 0.250 / 400.0")
 	assert.Contains(t, text, "over the 22 events delivered")
-	assert.Contains(t, text, "each chain's hop 9 delivered again on purpose")
+	assert.Contains(t, text, "each chain's last hop but one delivered again on purpose")
+	assert.Regexp(t, `\n\s+4\+1-1\s+placed\s+10\s`, text, "the faults' row")
+	assert.Contains(t, text, "4+1-1: chains 4 times longer, by 4 relay processes; a fifth joins")
 	assert.Contains(t, text, "partial")
 	assert.Contains(t, text, "20.00")
 	assert.Contains(t, text, "handler calls that failed (a lost lease cancels its handlers' context), delivered again: 0 / 1")
 
 	writeChecks(&out, rep.checked())
-	assert.Equal(t, 1, writeVerdict(&out, rep.checked(), nil, nil), "the 2-process run's failed check fails the run")
-	assert.Contains(t, out.String(), "delivery chains: 1 of 2 rows passed every check")
-	assert.Contains(t, out.String(), "chains ×2: every hop handled: 1: chain 2 hop 4")
+	assert.Equal(t, 1, writeVerdict(&out, rep.checked(), nil, nil), "the failed checks fail the run")
+	assert.Contains(t, out.String(), "delivery chains: 1 of 3 rows passed every check")
+	assert.Contains(t, out.String(), "chains ×2, spread: every hop handled: 1: chain 2 hop 4")
+	assert.Contains(t, out.String(), "chains ×4+1-1, placed: the join and the kill came mid-chain: joining process took a partition handed over: false")
 
 	b, err := json.Marshal(rep.jsonRows())
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"workload":"delivery-chain"`)
 	assert.Contains(t, string(b), `"hop_p90_ms":800`)
+	assert.Contains(t, string(b), `"faults":true`)
 
 	var none *chainReport
 	assert.Empty(t, none.rows())

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,21 +99,21 @@ func TestMeasureChains(t *testing.T) {
 // A run is done once every hop was handled, not as a duplicate, and every entry handed to a
 // handler was acked.
 func TestChainsDone(t *testing.T) {
-	assert.True(t, chainsDone(twoChains(), 2, 2))
-	assert.False(t, chainsDone(twoChains(), 3, 2), "chain 3 never ran")
-	assert.False(t, chainsDone(twoChains(), 2, 3), "no hop 3")
+	assert.True(t, chainsDone(twoChains(), 2, 2, -1))
+	assert.False(t, chainsDone(twoChains(), 3, 2, -1), "chain 3 never ran")
+	assert.False(t, chainsDone(twoChains(), 2, 3, -1), "no hop 3")
 
 	logs := twoChains()
 	logs[0] = logs[0][:len(logs[0])-1] // a2/6's ack
-	assert.False(t, chainsDone(logs, 2, 2))
+	assert.False(t, chainsDone(logs, 2, 2, -1))
 
 	logs = twoChains()
 	logs[0][3].Duplicate = true // chain 2's last hop found processed: the checks' to judge
-	assert.True(t, chainsDone(logs, 2, 2))
+	assert.True(t, chainsDone(logs, 2, 2, -1))
 
 	logs = twoChains()
 	logs[0][3].Failed = "context canceled" // chain 2's last hop failed: delivered again later
-	assert.False(t, chainsDone(logs, 2, 2))
+	assert.False(t, chainsDone(logs, 2, 2, -1))
 }
 
 // The checks pass on a run whose hops were each handled once, in order, the withheld ones
@@ -122,7 +123,7 @@ func TestChainsDone(t *testing.T) {
 // not stop cleanly.
 func TestChainChecks(t *testing.T) {
 	stored := map[int][2][]int{1: {{1}, {0, 2}}, 2: {{1}, {0, 2}}}
-	for _, c := range chainChecks(twoChains(), stored, 2, 2, nil, nil, nil) {
+	for _, c := range chainChecks(twoChains(), stored, 2, 2, nil, noKill, nil, nil) {
 		assert.True(t, c.ok, "%s: %s", c.name, c.detail)
 	}
 
@@ -133,7 +134,7 @@ func TestChainChecks(t *testing.T) {
 	bad := map[int][2][]int{1: {{1}, {0, 2}}, 2: {{1}, {2, 0}}}
 	pending := []execstore.OutboxEntry{{SourceID: "a2", Seq: 6}}
 	failed := map[string]string{}
-	for _, c := range chainChecks(logs, bad, 2, 2, pending, errors.New("not within 1m0s"), errors.New("exit 1")) {
+	for _, c := range chainChecks(logs, bad, 2, 2, pending, noKill, errors.New("not within 1m0s"), errors.New("exit 1")) {
 		if !c.ok {
 			failed[c.name] = c.detail
 		}
@@ -153,7 +154,7 @@ func TestChainChecks(t *testing.T) {
 	logs = twoChains()
 	logs[1][3].Duplicate, logs[1][3].Refused = true, "conflict"
 	failed = map[string]string{}
-	for _, c := range chainChecks(logs, stored, 2, 2, nil, nil, nil) {
+	for _, c := range chainChecks(logs, stored, 2, 2, nil, noKill, nil, nil) {
 		if !c.ok {
 			failed[c.name] = c.detail
 		}
@@ -162,13 +163,13 @@ func TestChainChecks(t *testing.T) {
 	cancelled := hopLine(1, 2, "a1", 3, 1160, 0, 1165, false)
 	cancelled.Failed = "context canceled"
 	logs[0] = append(logs[0], cancelled)
-	for _, c := range chainChecks(logs, stored, 2, 2, nil, nil, nil) {
+	for _, c := range chainChecks(logs, stored, 2, 2, nil, noKill, nil, nil) {
 		assert.True(t, c.ok, "%s: %s", c.name, c.detail)
 	}
 	// A hop whose every call failed was not handled.
 	logs = twoChains()
 	logs[1][3].Failed = "context canceled"
-	for _, c := range chainChecks(logs, stored, 2, 2, nil, nil, nil) {
+	for _, c := range chainChecks(logs, stored, 2, 2, nil, noKill, nil, nil) {
 		if c.name == "every hop handled" {
 			assert.Equal(t, "1: chain 1 hop 2", c.detail)
 		}
@@ -268,4 +269,59 @@ func TestChainHandler(t *testing.T) {
 	}
 	assert.Equal(t, []seen{{1, true, false, false}, {1, false, true, false}, {2, true, false, false}, {2, false, true, false},
 		{3, false, false, false}, {3, false, false, true}}, got)
+}
+
+// In a run with faults, the killed process's handlings need no logged ack (it may have died
+// between an ack and its line: the outbox, read at the end, says the rest); a hop it
+// committed unlogged is found processed by every later call; an earlier hop delivered again
+// after its successor is no disorder; and the faults must come mid-chain.
+func TestChainChecksWithFaults(t *testing.T) {
+	stored := map[int][2][]int{1: {{1}, {0, 2}}, 2: {{1}, {0, 2}}}
+	ms := int64(time.Millisecond)
+
+	// Process 1 (the victim) handled chain 2's hops 0 and 1 and died before their acks' lines.
+	logs := twoChains()
+	logs[1] = slices.DeleteFunc(logs[1], func(x deliveryLine) bool { return x.Kind == "ack" && x.Source != "a1" })
+	assert.False(t, chainsDone(logs, 2, 2, -1))
+	assert.True(t, chainsDone(logs, 2, 2, 1))
+
+	// Chain 1's hop 2 was committed by the victim, which died before its line (at 1175 ms);
+	// process 0 found it processed when it delivered it again.
+	logs = twoChains()
+	logs[1][3] = hopLine(1, 2, "a1", 3, 1190, 0, 1191, true)
+	kill := chainKill{proc: 1, at: 1175 * ms, joiner: -1}
+	for _, c := range chainChecks(logs, stored, 2, 2, nil, kill, nil, nil) {
+		assert.True(t, c.ok, "%s: %s", c.name, c.detail)
+	}
+	kill.at = 1195 * ms // a call that began before the kill found it processed: none committed it
+	failed := map[string]string{}
+	for _, c := range chainChecks(logs, stored, 2, 2, nil, kill, nil, nil) {
+		if !c.ok {
+			failed[c.name] = c.detail
+		}
+	}
+	assert.Equal(t, map[string]string{"every hop committed seen committed, or its handler failed": "1: chain 1 hop 2 (every call found it processed)"}, failed)
+
+	// Chain 1's hop 1 delivered again, after its hop 2 began: hop 2 began after the call that
+	// committed hop 1.
+	logs = twoChains()
+	logs[1] = append(logs[1], hopLine(1, 1, "b1", 2, 1300, 0, 1301, true))
+	for _, c := range chainChecks(logs, stored, 2, 2, nil, noKill, nil, nil) {
+		assert.True(t, c.ok, "%s: %s", c.name, c.detail)
+	}
+
+	// The faults came mid-chain: process 2 joined, took partition 5, which process 0 had
+	// handed over, and committed chain 2's hop 2 at 1200 ms; process 1, killed at 1175 ms,
+	// had committed chain 2's hop 1.
+	joined := append(twoChains(), []deliveryLine{{Kind: "took", Seq: 5, End: 500 * ms}, hopLine(2, 2, "a2", 6, 1200, 0, 1210, false)})
+	joined[0] = append([]deliveryLine{{Kind: "released", Seq: 5, End: 400 * ms}}, joined[0]...)
+	joined[0][4] = hopLine(2, 2, "a2", 6, 1200, 0, 1210, true) // found processed after the joiner's
+	kill = chainKill{proc: 1, at: 1175 * ms, joiner: 2}
+	by := chainHandlings(joined)
+	assert.True(t, faultsMidChain(joined, by, kill).ok, faultsMidChain(joined, by, kill).detail)
+	early := chainKill{proc: 1, at: 1250 * ms, joiner: 2} // every hop of chain 2 began before the kill
+	assert.Equal(t, "joining process took a partition handed over: true, committed a hop: true; a chain of the killed process went on elsewhere: false",
+		faultsMidChain(joined, by, early).detail)
+	joined[0][0].Kind = "stopping" // released at the stop: no hand-over
+	assert.False(t, faultsMidChain(joined, chainHandlings(joined), kill).ok)
 }

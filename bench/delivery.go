@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -284,12 +285,20 @@ func (e *environment) runBacklogUnderLoad(ctx context.Context, cfg config, stamp
 }
 
 // startRelays opens the bench's store on db and starts n relay processes of workload on it,
-// logging to a directory named after kind ("bench-<kind>-…" in the temporary directory). stop
-// kills those still running, keeps their logs with -keep (and says where) or removes them,
-// and closes the store; call it however startRelays ended.
+// logging to a directory named after kind ("bench-<kind>-…" in the temporary directory).
+// join starts one more, named name, beside them. stop kills those still running, keeps
+// their logs with -keep (and says where) or removes them, and closes the store; call it
+// however startRelays ended.
 func (e *environment) startRelays(ctx context.Context, cfg config, db, kind string, n int, workload string) (
-	store *aio.Store, children []*relayChild, stop func() error, err error) {
+	store *aio.Store, children []*relayChild, join func(name string) (*relayChild, error), stop func() error, err error) {
 	var dir string
+	join = func(name string) (*relayChild, error) {
+		c, err := startRelayChild(name, e.uri, db, dir, cfg.deliveryWait, workload)
+		if err == nil {
+			children = append(children, c) // for stop
+		}
+		return c, err
+	}
 	stop = func() error {
 		for _, c := range children {
 			select {
@@ -311,19 +320,17 @@ func (e *environment) startRelays(ctx context.Context, cfg config, db, kind stri
 		return store.Close(cctx)
 	}
 	if store, err = aio.Open(ctx, e.uri, aio.Options{Connection: server.Connection{Database: db}}); err != nil {
-		return nil, nil, stop, err
+		return nil, nil, join, stop, err
 	}
 	if dir, err = os.MkdirTemp("", "bench-"+kind+"-*"); err != nil {
-		return store, nil, stop, err
+		return store, nil, join, stop, err
 	}
 	for i := range n {
-		c, err := startRelayChild(fmt.Sprintf("r%d", i+1), e.uri, db, dir, cfg.deliveryWait, workload)
-		if err != nil {
-			return store, children, stop, err
+		if _, err := join(fmt.Sprintf("r%d", i+1)); err != nil {
+			return store, slices.Clone(children), join, stop, err
 		}
-		children = append(children, c)
 	}
-	return store, children, stop, nil
+	return store, slices.Clone(children), join, stop, nil
 }
 
 // drained reads store until it has no pending entry, every 5×deliveryLook (it is read whole:
@@ -368,7 +375,7 @@ func stopRelays(cfg config, children []*relayChild, skip int, stalled bool) erro
 // the CPU of the server's processes cpu included.
 func (e *environment) deliver(ctx context.Context, cfg config, db string, n int, kill bool, cpu serverProcesses) (run deliveryRun, err error) {
 	run = deliveryRun{processes: n, entries: cfg.deliveryEntries}
-	store, children, stop, err := e.startRelays(ctx, cfg, db, "delivery", n, "")
+	store, children, _, stop, err := e.startRelays(ctx, cfg, db, "delivery", n, "")
 	defer func() { err = errors.Join(err, stop()) }()
 	if err != nil {
 		return run, err
