@@ -44,8 +44,18 @@
 // ExecutionID. Without Options.Lease a relay holds every partition (or stands by, below): run
 // one per database. With it, every relay of a database (one per process)
 // registers itself under Options.LeaseKey, and the live relays share the partitions. Every
-// LeaseDuration/4 a relay lists the live relays and wants partition p when it is the (p mod
-// n)-th of the n live relays, in the order of their names. It claims each partition it wants
+// LeaseDuration/4 a relay lists the live relays and works out every relay's share by one rule,
+// rendezvous hashing with bounded loads: each relay has a score for each partition (a hash of
+// its name and the partition's number), the relays in the order of their names have room for
+// partitions/n each, the first partitions%n one more, and partition after partition goes to
+// the relay of the highest score with room left. Relays that list the same members agree,
+// the shares are at most one apart, and a relay that joins or leaves moves few partitions
+// besides its own share (1.29 times as many over random names, 64 partitions and 1 to 8
+// relays, against 4.48 times for the (p mod n)-th relay, the rule of earlier versions). A
+// relay registers with its rule, and one of another rule, as a relay of an earlier version, is
+// left out of the share and reported (ErrPartitionsDisagree through Options.OnError): until
+// one version is left, each side shares every partition among its own, and a partition
+// wanted on both sides goes to the first to claim it. It claims each partition it wants
 // under a lease of its own, which succeeds once the previous holder released it or its lease
 // lapsed, at most 4 claims at a time. A look that finds its own renewal late (unanswered after
 // LeaseDuration/6) or failed claims nothing, unless the look before it did the same: the

@@ -27,6 +27,9 @@ var (
 	// twice and leave others undelivered. Run returns an *Error matching it before it claims
 	// any partition. Open every store of a database with the same Partitions, give relays of
 	// different stores different lease keys, and use a new lease key to change the number.
+	// Options.OnError is also given an *Error matching it, naming the member's key, for each
+	// look that lists a live relay of another number or another share rule (an earlier
+	// version's): that relay is left out of the share, and this one runs on.
 	ErrPartitionsDisagree = errors.New("relay: the relays of the lease key disagree on the partitions")
 	// ErrStandingBy: another relay without a lease delivers this store, and this one stands
 	// by: a Relay or Sweeper without Options.Lease over a store that offers a lease store

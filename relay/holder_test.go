@@ -17,6 +17,7 @@ import (
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/idem"
 	"github.com/execstore/execstore/internal/aiotest"
+	"github.com/execstore/execstore/internal/leases"
 	"github.com/execstore/execstore/internal/testserver"
 	"github.com/execstore/execstore/memstore"
 	"github.com/execstore/execstore/relay"
@@ -145,6 +146,43 @@ func TestRelaysThatDisagreeOnThePartitions(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A relay of an earlier version, which shares the partitions by another rule, is left out of
+// the share, with an error saying so: the relays of one rule share every partition among
+// themselves, so none goes unwanted while versions mix. In virtual time, over
+// memstore.Leases, with the earlier relay's registration written as it wrote it.
+func TestRelayOfAnotherShareRuleIsLeftOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemstore(t)
+		lz := memLeases(t)
+		_, err := lz.ClaimAs(bg, leases.MemberKey(leases.RelayKey, "earlier-1"), leases.PartitioningFingerprint(execstore.DefaultPartitions),
+			1, time.Hour, "earlier-1")
+		require.NoError(t, err)
+
+		var errs []error
+		var mu sync.Mutex
+		opts := leaseOptions(lz)
+		opts.OnError = func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }
+		d := newDeliveries(t, newAckLog())
+		r := relay.New(store, d.handle, opts)
+		stop := run(t, r)
+		settleUntil(t, func() bool { return r.Stats().Partitions == execstore.DefaultPartitions }, "the relay holds every partition")
+		ids := emitMany(newEmitter(t, store), "x", 20, 5)
+		settleUntil(t, func() bool { return r.Stats().Acked == 20 }, "the relay delivered every entry")
+		require.NoError(t, stop())
+		for _, id := range ids {
+			assert.Equal(t, 1, d.handled[id], id)
+		}
+		d.check()
+
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotEmpty(t, errs)
+		assert.ErrorIs(t, errs[0], relay.ErrPartitionsDisagree)
+		assert.ErrorContains(t, errs[0], "relay earlier-1 shares the 64 partitions by the rule of earlier versions, the (p mod n)-th of n relays, "+
+			`this relay by "rendezvous": it is left out of the share`)
+	})
 }
 
 // One of the relay's 64 leases is fenced (taken by another holder): the next renewal drops

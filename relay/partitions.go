@@ -35,7 +35,16 @@ func partitionsOf(fingerprint string) string {
 	return "none"
 }
 
-// memberFingerprint names the relay's number of partitions (leases.MemberFingerprint).
+// shareRuleOf names the share rule of a member fingerprint, for an error.
+func shareRuleOf(fingerprint string) string {
+	if rule := leases.ShareRuleOfMember(fingerprint); rule != "" {
+		return strconv.Quote(rule)
+	}
+	return "the rule of earlier versions, the (p mod n)-th of n relays"
+}
+
+// memberFingerprint names the relay's number of partitions and share rule
+// (leases.MemberFingerprint).
 func (r *runner[T, K]) memberFingerprint() string { return leases.MemberFingerprint(r.parts) }
 
 // partitionKey is partition p's lease key: Options.LeaseKey when not partitioned.
@@ -195,9 +204,15 @@ func (s *session[T, K]) members(leaseCtx context.Context) ([]string, error) {
 			continue
 		}
 		if rec.Fingerprint != r.memberFingerprint() {
-			r.opts.OnError(&Error{Op: OpClaim, Item: rec.Key, Err: fmt.Errorf(
+			err := fmt.Errorf(
 				"%w: this relay has %d partitions, relay %s has %s (a store that is not an execstore.Partitioned has 1; a relay of an earlier version says none): it is left out of the share",
-				ErrPartitionsDisagree, r.parts, id, partitionsOf(rec.Fingerprint))})
+				ErrPartitionsDisagree, r.parts, id, partitionsOf(rec.Fingerprint))
+			if n, ok := leases.PartitionsOfMember(rec.Fingerprint); ok && n == r.parts {
+				err = fmt.Errorf("%w: relay %s shares the %d partitions by %s, this relay by %q: it is left out of the share, "+
+					"and until the relays of the lease key follow one rule each side shares every partition among its own",
+					ErrPartitionsDisagree, id, n, shareRuleOf(rec.Fingerprint), leases.ShareRule)
+			}
+			r.opts.OnError(&Error{Op: OpClaim, Item: rec.Key, Err: err})
 			continue
 		}
 		members = append(members, id)
@@ -220,7 +235,7 @@ func (s *session[T, K]) agree(leaseCtx context.Context) (bool, error) {
 		return true, nil
 	}
 	key := leases.PartitioningKey(r.opts.LeaseKey)
-	c, err := r.opts.Lease.ClaimAs(leaseCtx, key, r.memberFingerprint(), 1, r.opts.LeaseDuration, r.member)
+	c, err := r.opts.Lease.ClaimAs(leaseCtx, key, leases.PartitioningFingerprint(r.parts), 1, r.opts.LeaseDuration, r.member)
 	switch {
 	case leaseCtx.Err() != nil:
 		return false, leaseCtx.Err()
@@ -274,16 +289,9 @@ func (s *session[T, K]) assign(leaseCtx context.Context) error {
 	if err != nil {
 		return err
 	}
-	wanted := map[int]bool{}
+	wanted := map[int]bool{0: true}
 	if r.partitioned() {
-		me := slices.Index(members, r.member)
-		for p := range r.parts {
-			if p%len(members) == me {
-				wanted[p] = true
-			}
-		}
-	} else {
-		wanted[0] = true
+		wanted = shareOf(members, r.parts, r.member)
 	}
 
 	now := time.Now()

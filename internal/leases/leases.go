@@ -51,19 +51,44 @@ func PartitionOfKey(leaseKey, key string) (int, bool) {
 	return p, true
 }
 
+// ShareRule names the rule by which the live relays of a lease key share its partitions:
+// rendezvous hashing with bounded loads (package relay's doc). Relays of one lease key must
+// follow one rule; a member fingerprint that names none is of a relay that shares by the
+// rule before it, the (p mod n)-th of n.
+const ShareRule = "rendezvous"
+
+// memberShare precedes the rule in a member fingerprint.
+const memberShare = ";share="
+
 // MemberFingerprint is the fingerprint of a member's lease: it names the number of
-// partitions, so that relays that would share them otherwise see that they disagree.
+// partitions and the ShareRule, so that relays that would share them otherwise see that they
+// disagree.
 func MemberFingerprint(partitions int) string {
+	return PartitioningFingerprint(partitions) + memberShare + ShareRule
+}
+
+// PartitioningFingerprint is the fingerprint of the record that fixes the number of
+// partitions of a lease key (PartitioningKey): it names the number alone, as relays of
+// earlier versions wrote it.
+func PartitioningFingerprint(partitions int) string {
 	return Fingerprint + memberPartitions + strconv.Itoa(partitions)
 }
 
-// PartitionsOfMember is the number of partitions a member fingerprint names, false for one
-// that names none (a relay of an earlier version).
+// PartitionsOfMember is the number of partitions a member or partitioning fingerprint names,
+// false for one that names none (a relay of an earlier version).
 func PartitionsOfMember(fingerprint string) (int, bool) {
 	s, ok := strings.CutPrefix(fingerprint, Fingerprint+memberPartitions)
 	if !ok {
 		return 0, false
 	}
+	s, _, _ = strings.Cut(s, memberShare)
 	n, err := strconv.Atoi(s)
 	return n, err == nil
+}
+
+// ShareRuleOfMember is the share rule a member fingerprint names, "" for one that names
+// none.
+func ShareRuleOfMember(fingerprint string) string {
+	_, rule, _ := strings.Cut(fingerprint, memberShare)
+	return rule
 }

@@ -22,4 +22,14 @@ func TestLayoutRoundTrips(t *testing.T) {
 	assert.Equal(t, 64, n)
 	_, ok = PartitionsOfMember(Fingerprint)
 	assert.False(t, ok, "a member of an earlier version names none")
+	assert.Equal(t, ShareRule, ShareRuleOfMember(MemberFingerprint(64)))
+
+	// The partitioning record names the number alone, as relays of earlier versions wrote
+	// it and their members did: those name no share rule.
+	assert.Equal(t, "execstore/relay/lease/member/partitions=64", PartitioningFingerprint(64))
+	n, ok = PartitionsOfMember(PartitioningFingerprint(64))
+	assert.True(t, ok)
+	assert.Equal(t, 64, n)
+	assert.Empty(t, ShareRuleOfMember(PartitioningFingerprint(64)))
+	assert.Equal(t, "execstore/relay/lease/member/partitions=64;share=rendezvous", MemberFingerprint(64))
 }
