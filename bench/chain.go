@@ -38,7 +38,7 @@ type chainRun struct {
 	// faults: as the seeds are committed, one more relay process starts, and the others hand
 	// it partitions mid-chain; once a third of the hops are handled, the process that began
 	// the latest is killed with SIGKILL, and the others take its partitions over when its
-	// leases run out. The chains are faultHopsFactor times longer, to run through both.
+	// leases run out. The chains are longer (faultHops), to run through both.
 	faults  bool
 	hops    int // per chain, after its seed
 	kill    chainKill
@@ -48,9 +48,23 @@ type chainRun struct {
 	checks  []check
 }
 
-// faultHopsFactor is how many times longer than -chain's the chains of a run with faults
-// are.
-const faultHopsFactor = 4
+// The chains of a run with faults are as many times longer than -chain's as make the
+// chains of the run without faults by as many processes, spread or placed alike, last
+// faultChainSpan on average, and at most maxFaultHopsFactor times longer: long enough to
+// outlast the partitions handed over to the joining process.
+const (
+	faultChainSpan     = 1500 * time.Millisecond
+	maxFaultHopsFactor = 4
+)
+
+// faultHops returns the hops of the chains of a run with faults, hops those of -chain, by
+// the mean chain time of the run without faults it follows (0: none measured).
+func faultHops(hops int, chainMean time.Duration) int {
+	if chainMean <= 0 {
+		return hops * maxFaultHopsFactor
+	}
+	return hops * min(max(int((faultChainSpan+chainMean-1)/chainMean), 1), maxFaultHopsFactor)
+}
 
 // chainKill says which relay process a run with faults killed (proc, the index of its log;
 // -1: none) and when (Unix nanoseconds), and which joined (joiner, the index of its log).
@@ -70,6 +84,9 @@ func (e *environment) runChains(ctx context.Context, cfg config, stamp string) (
 	fmt.Fprintf(os.Stderr, "bench: %d chains of %d hops by 1, 2 and 4 relay processes, then by 4 with one joining and one killed\n", cfg.chains, cfg.chainHops)
 	for _, run := range chainRuns(cfg.chainHops) {
 		n := run.processes
+		if run.faults {
+			run.hops = faultHops(run.hops, rep.chainMean(n, run.placed))
+		}
 		db := fmt.Sprintf("bench_%s_%d_chain_%d%s%s", stamp, os.Getpid(), n, map[bool]string{true: "_placed"}[run.placed],
 			map[bool]string{true: "_faults"}[run.faults])
 		run, err := e.chain(ctx, cfg, db, run)
@@ -82,6 +99,21 @@ func (e *environment) runChains(ctx context.Context, cfg config, stamp string) (
 		rep.runs = append(rep.runs, run)
 	}
 	return rep, nil
+}
+
+// chainMean returns the mean chain time of the report's run without faults by processes,
+// spread or placed; 0 when there is none.
+func (c *chainReport) chainMean(processes int, placed bool) time.Duration {
+	for _, r := range c.runs {
+		if r.processes == processes && r.placed == placed && !r.faults && len(r.measure.chainTimes) > 0 {
+			var sum time.Duration
+			for _, d := range r.measure.chainTimes {
+				sum += d
+			}
+			return sum / time.Duration(len(r.measure.chainTimes))
+		}
+	}
+	return 0
 }
 
 // chain runs the chains once: n relay processes share db's partitions, the bench creates
@@ -221,7 +253,7 @@ func chainRuns(hops int) []chainRun {
 		}
 	}
 	for _, placed := range []bool{false, true} {
-		runs = append(runs, chainRun{processes: 4, placed: placed, faults: true, hops: hops * faultHopsFactor})
+		runs = append(runs, chainRun{processes: 4, placed: placed, faults: true, hops: hops})
 	}
 	return runs
 }

@@ -86,7 +86,7 @@ func TestChainReport(t *testing.T) {
 	assert.Contains(t, text, "over the 22 events delivered")
 	assert.Contains(t, text, "each chain's last hop but one delivered again on purpose")
 	assert.Regexp(t, `\n\s+4\+1-1\s+placed\s+10\s`, text, "the faults' row")
-	assert.Contains(t, text, "4+1-1: chains 4 times longer, by 4 relay processes; a fifth joins")
+	assert.Contains(t, text, "4+1-1: by 4 relay processes, the chains up to 4 times longer")
 	assert.Contains(t, text, "partial")
 	assert.Contains(t, text, "20.00")
 	assert.Contains(t, text, "handler calls that failed (a lost lease cancels its handlers' context), delivered again: 0 / 1")

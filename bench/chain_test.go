@@ -325,3 +325,21 @@ func TestChainChecksWithFaults(t *testing.T) {
 	joined[0][0].Kind = "stopping" // released at the stop: no hand-over
 	assert.False(t, faultsMidChain(joined, chainHandlings(joined), kill).ok)
 }
+
+// The chains of a run with faults are as many times longer as make those without last
+// faultChainSpan, from once to maxFaultHopsFactor times.
+func TestFaultHops(t *testing.T) {
+	assert.Equal(t, 40, faultHops(10, 0), "none measured")
+	assert.Equal(t, 40, faultHops(10, 200*time.Millisecond), "at most 4 times")
+	assert.Equal(t, 30, faultHops(10, 500*time.Millisecond))
+	assert.Equal(t, 20, faultHops(10, 1499*time.Millisecond/2+time.Millisecond))
+	assert.Equal(t, 10, faultHops(10, 4*time.Second), "at least once")
+	rep := &chainReport{runs: []chainRun{
+		{processes: 4, placed: true, measure: chainMeasure{chainTimes: millisecondsOf(100, 300)}},
+		{processes: 4, measure: chainMeasure{chainTimes: millisecondsOf(1000)}},
+		{processes: 4, faults: true, measure: chainMeasure{chainTimes: millisecondsOf(9000)}},
+	}}
+	assert.Equal(t, 200*time.Millisecond, rep.chainMean(4, true))
+	assert.Equal(t, time.Second, rep.chainMean(4, false))
+	assert.Zero(t, rep.chainMean(2, false))
+}
