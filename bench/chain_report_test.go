@@ -36,7 +36,7 @@ func TestChainReport(t *testing.T) {
 			checks: []check{{name: "every hop handled", detail: "1: chain 2 hop 4"}},
 			measure: chainMeasure{hops: append(append([]time.Duration{}, across...), within...), across: across, within: within,
 				seeds: millisecondsOf(400), chainTimes: millisecondsOf(5000), entries: 22, handlerCalls: 25, duplicates: 2, failed: 1}},
-		{processes: 4, placed: true, faults: true, hops: 40, checks: []check{{name: "the join and the kill came mid-chain", detail: "joining process took a partition handed over: false"}},
+		{processes: 4, placed: true, faults: true, hops: 40, checks: []check{{name: "the join and the kill came mid-chain", detail: "joining process took a partition handed over before the last hop: false"}},
 			measure: chainMeasure{hops: within, within: within, seeds: millisecondsOf(1), entries: 82, handlerCalls: 84, duplicates: 2}},
 	}}
 
@@ -95,7 +95,7 @@ func TestChainReport(t *testing.T) {
 	assert.Equal(t, 1, writeVerdict(&out, rep.checked(), nil, nil), "the failed checks fail the run")
 	assert.Contains(t, out.String(), "delivery chains: 1 of 3 rows passed every check")
 	assert.Contains(t, out.String(), "chains ×2, spread: every hop handled: 1: chain 2 hop 4")
-	assert.Contains(t, out.String(), "chains ×4+1-1, placed: the join and the kill came mid-chain: joining process took a partition handed over: false")
+	assert.Contains(t, out.String(), "chains ×4+1-1, placed: the join and the kill came mid-chain: joining process took a partition handed over before the last hop: false")
 
 	b, err := json.Marshal(rep.jsonRows())
 	require.NoError(t, err)

@@ -311,8 +311,8 @@ func TestChainChecksWithFaults(t *testing.T) {
 	}
 
 	// The faults came mid-chain: process 2 joined, took partition 5, which process 0 had
-	// handed over, and committed chain 2's hop 2 at 1200 ms; process 1, killed at 1175 ms,
-	// had committed chain 2's hop 1.
+	// handed over, at 500 ms, and committed chain 2's hop 2 at 1200 ms; process 1, killed at
+	// 1175 ms, had committed chain 2's hop 1.
 	joined := append(twoChains(), []deliveryLine{{Kind: "took", Seq: 5, End: 500 * ms}, hopLine(2, 2, "a2", 6, 1200, 0, 1210, false)})
 	joined[0] = append([]deliveryLine{{Kind: "released", Seq: 5, End: 400 * ms}}, joined[0]...)
 	joined[0][4] = hopLine(2, 2, "a2", 6, 1200, 0, 1210, true) // found processed after the joiner's
@@ -320,8 +320,13 @@ func TestChainChecksWithFaults(t *testing.T) {
 	by := chainHandlings(joined)
 	assert.True(t, faultsMidChain(joined, by, kill).ok, faultsMidChain(joined, by, kill).detail)
 	early := chainKill{proc: 1, at: 1250 * ms, joiner: 2} // every hop of chain 2 began before the kill
-	assert.Equal(t, "joining process took a partition handed over: true, committed a hop: true; a chain of the killed process went on elsewhere: false",
+	assert.Equal(t, "joining process took a partition handed over before the last hop: true; a chain of the killed process went on elsewhere: false",
 		faultsMidChain(joined, by, early).detail)
+	late := slices.Clone(joined)
+	late[2] = slices.Clone(late[2])
+	late[2][0].End = 1300 * ms // after every hop began
+	assert.Equal(t, "joining process took a partition handed over before the last hop: false; a chain of the killed process went on elsewhere: true",
+		faultsMidChain(late, chainHandlings(late), kill).detail)
 	joined[0][0].Kind = "stopping" // released at the stop: no hand-over
 	assert.False(t, faultsMidChain(joined, chainHandlings(joined), kill).ok)
 }
