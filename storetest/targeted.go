@@ -124,5 +124,22 @@ func noTargets(t *testing.T, s execstore.Targeted) {
 	}
 	o, err := s.PendingOutboxOf(bg, []string{e.ID}, 0)
 	require.NoError(t, err)
-	assert.Len(t, o, 1)
+	require.Len(t, o, 1)
+
+	// One execution with nothing to return: its entries acked, its timer not due.
+	require.NoError(t, s.AckOutbox(bg, e.ID, o[0].Seq))
+	later := newExe("later")
+	_, err = s.Commit(bg, later, execstore.Commit{Timers: []execstore.TimerOp{execstore.ScheduleTimer("T", at(5000))}})
+	require.NoError(t, err)
+	for _, id := range []string{e.ID, later.ID} {
+		o, err := s.PendingOutboxOf(bg, []string{id}, 0)
+		assert.NoError(t, err)
+		assert.Empty(t, o, "outbox of %s", id)
+	}
+	d, err := s.DueTimersOf(bg, []string{later.ID}, at(1000), 0)
+	assert.NoError(t, err)
+	assert.Empty(t, d, "a timer not due")
+	d, err = s.DueTimersOf(bg, []string{later.ID}, at(5000), 0)
+	assert.NoError(t, err)
+	assert.Len(t, d, 1, "the timer due")
 }

@@ -84,7 +84,7 @@ func dueTimers(ctx context.Context, env Env, scan ops.Scan, now time.Time, limit
 		var doc struct {
 			ID       string                      `bson:"_id"`
 			Timers   map[string]float64          `bson:"timers"`
-			TimerMin float64                     `bson:"timer_min"`
+			TimerMin *float64                    `bson:"timer_min"`
 			Fails    map[string]ops.TimerFailDoc `bson:"timer_fails"`
 			Armed    map[string]int64            `bson:"timer_v"`
 			Version  int64                       `bson:"version"`
@@ -95,7 +95,7 @@ func dueTimers(ctx context.Context, env Env, scan ops.Scan, now time.Time, limit
 		if limit > 0 && len(out) >= limit {
 			contract.SortDueTimers(out)
 			out = out[:limit]
-			if scan.Sort != nil && doc.TimerMin > contract.StoredTime(out[limit-1].FireAt) {
+			if scan.Sort != nil && doc.TimerMin != nil && *doc.TimerMin > contract.StoredTime(out[limit-1].FireAt) {
 				break // in hint order: every later document's timers fire after the limit found
 			}
 		}
@@ -119,8 +119,10 @@ func dueTimers(ctx context.Context, env Env, scan ops.Scan, now time.Time, limit
 			out = append(out, t)
 			due++
 		}
-		if due == 0 && worthRepair(doc.Timers, nowStored) {
-			repairs = append(repairs, stale{id: doc.ID, version: doc.Version, hint: doc.TimerMin, timers: doc.Timers})
+		// A hint is stale when it was due and no timer is: a read of one id by _id alone
+		// (ops.DueScanOf) also returns a document whose hint is not due, or that has none.
+		if due == 0 && doc.TimerMin != nil && *doc.TimerMin <= nowStored && worthRepair(doc.Timers, nowStored) {
+			repairs = append(repairs, stale{id: doc.ID, version: doc.Version, hint: *doc.TimerMin, timers: doc.Timers})
 		}
 	}
 	if err := cur.Err(); err != nil {
