@@ -36,9 +36,10 @@ type chainRun struct {
 	// relay process holds both and every hop stays in its memory.
 	placed bool
 	// faults: as the seeds are committed, one more relay process starts, and the others hand
-	// it partitions mid-chain; once a third of the hops are handled, the process that began
-	// the latest is killed with SIGKILL, and the others take its partitions over when its
-	// leases run out. The chains are longer (faultHops), to run through both.
+	// it partitions mid-chain; once a third of the hops are handled, the process with the
+	// most chains under way is killed with SIGKILL (chainVictim), and the others take its
+	// partitions over when its leases run out. The chains are longer (faultHops), to run
+	// through both.
 	faults  bool
 	hops    int // per chain, after its seed
 	kill    chainKill
@@ -149,7 +150,7 @@ func (e *environment) chain(ctx context.Context, cfg config, db string, run chai
 	}
 	deadline = time.Now().Add(chainDeadline)
 	if run.faults {
-		if run.kill, children, err = chainFaults(ctx, join, children, deadline, cfg.chains*(run.hops+1)/3); err != nil {
+		if run.kill, children, err = chainFaults(ctx, join, children, deadline, run.hops, cfg.chains*(run.hops+1)/3); err != nil {
 			return run, err
 		}
 	}
@@ -183,10 +184,11 @@ func (e *environment) chain(ctx context.Context, cfg config, db string, run chai
 }
 
 // chainFaults starts one more relay process (join) beside children, then, once handled hops
-// have been handled (not as duplicates), kills the process that began the latest of them,
-// and returns who was killed, when, and the children with the one that joined.
+// of chains of hops hops have been handled (not as duplicates), kills the process
+// chainVictim names, and returns who was killed, when, and the children with the one that
+// joined.
 func chainFaults(ctx context.Context, join func(string) (*relayChild, error), children []*relayChild, deadline time.Time,
-	handled int) (chainKill, []*relayChild, error) {
+	hops, handled int) (chainKill, []*relayChild, error) {
 	kill := noKill
 	joiner, err := join(fmt.Sprintf("r%d", len(children)+1))
 	if err != nil {
@@ -194,18 +196,16 @@ func chainFaults(ctx context.Context, join func(string) (*relayChild, error), ch
 	}
 	kill.joiner, children = len(children), append(children, joiner)
 	err = waitLogs(ctx, children, deadline, chainDeadline, fmt.Sprintf("%d hops handled", handled), func(l [][]deliveryLine) bool {
-		count, latest := 0, int64(0)
-		for i, lines := range l {
+		count := 0
+		for _, lines := range l {
 			for _, x := range lines {
 				if x.Kind == "hop" && !x.Duplicate && x.Failed == "" {
 					count++
-					if x.Start > latest {
-						latest, kill.proc = x.Start, i
-					}
 				}
 			}
 		}
-		return count >= handled
+		kill.proc = chainVictim(l, hops, kill.joiner)
+		return count >= handled && kill.proc >= 0
 	})
 	if err != nil {
 		kill.proc = -1
@@ -214,6 +214,37 @@ func chainFaults(ctx context.Context, join func(string) (*relayChild, error), ch
 	children[kill.proc].kill()
 	kill.at = time.Now().UnixNano()
 	return kill, children, nil
+}
+
+// chainVictim returns the process to kill, by its logs so far, of chains of hops hops: of
+// those but joiner, the one that committed a hop of the most chains whose last hop no process
+// has handled, of two such the one that began such a hop the latest; -1 when none did.
+func chainVictim(logs [][]deliveryLine, hops, joiner int) int {
+	done := map[int]bool{}
+	for _, lines := range logs {
+		for _, x := range lines {
+			if x.Kind == "hop" && x.Hop == hops && x.Failed == "" {
+				done[x.Chain] = true
+			}
+		}
+	}
+	victim, most, latest := -1, 0, int64(0)
+	for i, lines := range logs {
+		if i == joiner {
+			continue
+		}
+		running, last := map[int]bool{}, int64(0)
+		for _, x := range lines {
+			if x.Kind == "hop" && !x.Duplicate && x.Failed == "" && !done[x.Chain] {
+				running[x.Chain] = true
+				last = max(last, x.Start)
+			}
+		}
+		if n := len(running); n > 0 && (n > most || n == most && last > latest) {
+			victim, most, latest = i, n, last
+		}
+	}
+	return victim
 }
 
 // chainPairs returns the ids of the executions of chains 1…chains (pairs[c]; pairs[0] is

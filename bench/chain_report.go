@@ -174,7 +174,7 @@ func (c *chainReport) writeTable(out io.Writer) {
 	if slices.ContainsFunc(rows, func(r chainResult) bool { return r.Faults }) {
 		fmt.Fprintf(out, "  4+1-1: by 4 relay processes, the chains up to %d times longer (as long as make those without faults last %v); "+
 			"a fifth process joins as the seeds are committed, the others hand it partitions mid-chain, and once a third of the hops are "+
-			"handled the process that began the latest is killed with SIGKILL: its hops wait for the take-over of its partitions when its "+
+			"handled the process with the most chains under way is killed with SIGKILL: its hops wait for the take-over of its partitions when its "+
 			"leases run out (%v), the hops' p99 and the chains' time with them; cmds/event is partial, the killed process's commands unknown\n",
 			maxFaultHopsFactor, faultChainSpan, deliveryLease)
 	}

@@ -348,3 +348,19 @@ func TestFaultHops(t *testing.T) {
 	assert.Equal(t, time.Second, rep.chainMean(4, false))
 	assert.Zero(t, rep.chainMean(2, false))
 }
+
+// The victim is the process with the most chains under way, not the joiner, of two the one
+// that began such a hop the latest; none when every chain is done.
+func TestChainVictim(t *testing.T) {
+	logs := [][]deliveryLine{
+		{hopLine(1, 0, "a1", 1, 100, 101, 102, false), hopLine(2, 2, "a2", 6, 300, 0, 301, false)}, // chain 2 done
+		{hopLine(1, 1, "b1", 2, 110, 111, 112, false), hopLine(3, 0, "a3", 7, 120, 121, 122, false)},
+		{hopLine(3, 1, "b3", 8, 130, 131, 132, false), hopLine(4, 0, "a4", 9, 140, 141, 142, false)},
+		{hopLine(5, 0, "a5", 10, 500, 501, 502, false), hopLine(6, 0, "a6", 11, 510, 511, 512, false), hopLine(7, 0, "a7", 12, 520, 521, 522, false)},
+	}
+	assert.Equal(t, 2, chainVictim(logs, 2, 3), "processes 1 and 2 run two chains each; 2 began one the latest; 3 joined")
+	assert.Equal(t, 3, chainVictim(logs, 2, -1), "three chains")
+	logs[2][1].Duplicate = true
+	assert.Equal(t, 1, chainVictim(logs, 2, 3), "a duplicate is no hop committed")
+	assert.Equal(t, -1, chainVictim([][]deliveryLine{{hopLine(1, 2, "a1", 1, 100, 0, 101, false)}}, 2, -1), "every chain done")
+}
