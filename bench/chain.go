@@ -252,8 +252,9 @@ func chainVictim(logs [][]deliveryLine, hops, joiner int) int {
 // them, so b handles the even hops and a the odd ones. The ids end in random digits, so
 // that a pair is in one relay process's partitions or in two as chance has it: ids that
 // differ only in one letter, "chain1-a" and "chain1-b", hash to partitions that differ
-// modulo 4 (FNV-1a keeps the low bits of every byte apart), and relays that share the
-// partitions by their number modulo 2 or 4 would never hold both.
+// modulo 4 (FNV-1a keeps the low bits of every byte apart), and relays that shared the
+// partitions by their number modulo 2 or 4 (the rule before rendezvous hashing) would never
+// hold both.
 //
 // Placed, each b is named into its a's partition among partitions (execstore.PlaceWith), as
 // an engine keeps a saga's executions together.
