@@ -10,12 +10,12 @@ import "hash/fnv"
 // Rendezvous hashing with bounded loads. Each member has a score for each partition,
 // shareScore(member, p). The members in name order have capacities parts/n, the first
 // parts%n of them one more. Partition after partition, from 0, each goes to the member of
-// the highest score that has capacity left (of equal scores, the first in name order). So every relay that lists the same members
-// computes the same shares, the shares are at most one apart, and a relay that joins or
-// leaves moves few partitions besides its own: over random names, 64 partitions and 1 to 8
-// relays, a join or a leave moves 1.29 times the partitions the share gained or lost holds
-// (TestShareMovesFewPartitions), where the rule before it, the (p mod n)-th member, moved
-// 4.48 times as many.
+// the highest score that has capacity left (of equal scores, the first in name order). So
+// every relay that lists the same members computes the same shares, the shares are at most
+// one apart, and a relay that joins or leaves moves few partitions besides its own: over
+// random names, 64 partitions and 1 to 8 relays, a join or a leave moves 1.29 times the
+// partitions the share gained or lost holds (TestShareMovesFewPartitions), where the rule
+// before it, the (p mod n)-th member, moved 4.48 times as many.
 func shareOf(members []string, parts int, member string) map[int]bool {
 	n := len(members)
 	capacity := make([]int, n)
