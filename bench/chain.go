@@ -106,12 +106,8 @@ func (e *environment) runChains(ctx context.Context, cfg config, stamp string) (
 // spread or placed; 0 when there is none.
 func (c *chainReport) chainMean(processes int, placed bool) time.Duration {
 	for _, r := range c.runs {
-		if r.processes == processes && r.placed == placed && !r.faults && len(r.measure.chainTimes) > 0 {
-			var sum time.Duration
-			for _, d := range r.measure.chainTimes {
-				sum += d
-			}
-			return sum / time.Duration(len(r.measure.chainTimes))
+		if r.processes == processes && r.placed == placed && !r.faults {
+			return r.measure.meanChainTime()
 		}
 	}
 	return 0
@@ -441,6 +437,18 @@ type chainMeasure struct {
 	// entries are the outbox entries handed to a handler, handlerCalls the calls, of which
 	// duplicates found their event processed and failed failed.
 	entries, handlerCalls, duplicates, failed int
+}
+
+// meanChainTime is the mean of the chains' times; 0 when none was measured.
+func (m chainMeasure) meanChainTime() time.Duration {
+	if len(m.chainTimes) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range m.chainTimes {
+		sum += d
+	}
+	return sum / time.Duration(len(m.chainTimes))
 }
 
 // measureChains returns the latencies the logs give for chains 1…chains of hops hops, whose

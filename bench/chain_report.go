@@ -107,11 +107,7 @@ func (c *chainReport) rows() []chainResult {
 			StoreCommandsByName: r.cost.storeCommands, LeaseCommandsByName: r.cost.leaseCommands,
 			PollIntervalMs: millis(deliveryPoll), WallS: round(r.wall.Seconds(), 3), Server: c.server, ChecksPassed: true}
 		if len(m.chainTimes) > 0 {
-			var sum time.Duration
-			for _, d := range m.chainTimes {
-				sum += d
-			}
-			row.ChainMeanS = round((sum / time.Duration(len(m.chainTimes))).Seconds(), 3)
+			row.ChainMeanS = round(m.meanChainTime().Seconds(), 3)
 			row.ChainMaxS = round(sortedDurations(m.chainTimes)[len(m.chainTimes)-1].Seconds(), 3)
 		}
 		if r.cost.commandsComplete && m.entries > 0 {

@@ -198,7 +198,10 @@
 //     the dropped hold still in a handler comes ahead of its execution's items queued behind
 //     it, and takes them back to the store with it when it fails. A partition taken again
 //     after the relay's own lease of it ran out counts as a re-take (Stats.ReTakes), not a
-//     take-over.
+//     take-over. The share rule decides only which partitions a relay asks for: relays that
+//     list different members, or follow different rules, may want the same partition, and the
+//     lease gives it to one of them; a partition nobody wants while the members disagree
+//     waits for the next look that agrees.
 //   - Nothing pending is left unread: a relay scans every partition it holds at least every
 //     PollInterval while it may hand the partition's items out and has room (at most Batch
 //     items in flight). A poll that finds nothing it may scan (no partition held, or every
