@@ -36,6 +36,13 @@ const (
 	// for it (the Coalescer's bound), a commit's mark is not written: its holder's poll finds
 	// it.
 	boardBatch = 1024
+	// boardCarryBytes bounds the events (and their targets) of one commit whose outbox
+	// entries a mark carries, so that their holder hands them out with no read;
+	// boardCarryKeep bounds the carried commits a holder's record keeps of each writer. A
+	// mark that carries none, or whose entries the record no longer keeps, owes a targeted
+	// read.
+	boardCarryBytes = 1024
+	boardCarryKeep  = 16
 	// boardHedgeWrite is the least wait before a write of marks is sent again (hedge.Calls):
 	// a second push doubles the marks it carries, which their holder skips.
 	boardHedgeWrite = 100 * time.Millisecond
@@ -45,7 +52,11 @@ const (
 // executions collection of the database named after the store's with "_wakes" appended:
 //
 //	{_id: holder, k: kind, p: [partitions], a: look-ahead seconds, at: published (Unix seconds),
-//	 w: {writer: [{s: seq, i: execution id, f: fire time, v: version}, … the last boardKeep]}}
+//	 w: {writer: [{s: seq, i: execution id, f: fire time, v: version}, … the last boardKeep]},
+//	 c: {writer: [{s: seq, a: committed at, o: [{q: seq, t: target, e: event}, …]}, … the last boardCarryKeep]}}
+//
+// c carries the outbox entries of the marks of a holder of the outbox whose commits wrote
+// boardCarryBytes or less (wake.Mark's Outbox), by their marks' seq.
 //
 // A relay publishes its record (Publish) and reads its marks (Marks). A commit that won
 // and wrote something to relay is noted (note); a writer of marks gathers the notes while
@@ -66,9 +77,56 @@ type board struct {
 
 // boardNote is a won commit the board may wake a holder for.
 type boardNote struct {
-	id   string
-	part int
-	note wakeNote
+	id     string
+	part   int
+	note   wakeNote
+	outbox []execstore.OutboxEntry // what a mark to the outbox's holder carries; nil for none
+}
+
+// carriedDoc is one commit's outbox entries in a holder's record (c), by its mark's seq.
+type carriedDoc struct {
+	Seq     int64             `bson:"s"`
+	At      time.Time         `bson:"a"`
+	Entries []carriedEntryDoc `bson:"o"`
+}
+
+// carriedEntryDoc is one carried outbox entry.
+type carriedEntryDoc struct {
+	Seq    int64  `bson:"q"`
+	Target string `bson:"t,omitempty"`
+	Event  []byte `bson:"e"`
+}
+
+// carriedOf is what a mark's record carries of outbox.
+func carriedOf(seq int64, outbox []execstore.OutboxEntry) carriedDoc {
+	d := carriedDoc{Seq: seq, At: outbox[0].CommittedAt, Entries: make([]carriedEntryDoc, len(outbox))}
+	for i, e := range outbox {
+		d.Entries[i] = carriedEntryDoc{Seq: e.Seq, Target: e.TargetID, Event: e.Event}
+	}
+	return d
+}
+
+// attach sets the Outbox of the marks of one writer that carried holds, by seq.
+func attach(marks []wake.Mark, carried []carriedDoc) {
+	if len(carried) == 0 {
+		return
+	}
+	bySeq := make(map[int64]carriedDoc, len(carried))
+	for _, d := range carried {
+		bySeq[d.Seq] = d
+	}
+	for i := range marks {
+		d, ok := bySeq[marks[i].Seq]
+		if !ok || len(d.Entries) == 0 {
+			continue
+		}
+		out := make([]execstore.OutboxEntry, len(d.Entries))
+		for j, e := range d.Entries {
+			out[j] = execstore.OutboxEntry{Seq: e.Seq, SourceID: marks[i].ID, Version: marks[i].Version,
+				TargetID: e.Target, Event: append([]byte{}, e.Event...), CommittedAt: d.At.UTC()}
+		}
+		marks[i].Outbox = out
+	}
 }
 
 // holding is one holder's record, as the writers read it.
@@ -134,13 +192,18 @@ func (b *board) Publish(ctx context.Context, holder string, h wake.Holding) (err
 func (b *board) Marks(ctx context.Context, holder string) (map[string][]wake.Mark, error) {
 	return hedge.Call(ctx, &b.s.wakeCalls.marks, func(ctx context.Context) (map[string][]wake.Mark, error) {
 		var doc struct {
-			W map[string][]wake.Mark `bson:"w"`
+			W map[string][]wake.Mark  `bson:"w"`
+			C map[string][]carriedDoc `bson:"c"`
 		}
-		err := b.coll.FindOne(withOperation(ctx, opWake), bson.D{{Key: "_id", Value: holder}}, options.FindOne().SetProjection(bson.D{{Key: "w", Value: 1}})).Decode(&doc)
+		err := b.coll.FindOne(withOperation(ctx, opWake), bson.D{{Key: "_id", Value: holder}},
+			options.FindOne().SetProjection(bson.D{{Key: "w", Value: 1}, {Key: "c", Value: 1}})).Decode(&doc)
 		if errors.Is(err, mongo.ErrNoDocuments) {
 			err = nil
 		}
 		b.s.stats.record(opWake, err)
+		for w, ms := range doc.W {
+			attach(ms, doc.C[w])
+		}
 		return doc.W, err
 	})
 }
@@ -165,7 +228,12 @@ func (b *board) note(n wakeNote) {
 	owed := time.Since(b.readAt) >= boardRefresh || len(b.owed(part, n, time.Now())) > 0
 	b.mu.Unlock()
 	if owed {
-		b.out.TrySubmit(boardNote{id: id, part: part, note: n})
+		bn := boardNote{id: id, part: part, note: n}
+		if n.emitted {
+			bn.outbox = n.outboxOf(boardCarryBytes)
+		}
+		bn.note.emits = nil // the caller's: not read after this
+		b.out.TrySubmit(bn)
 	}
 }
 
@@ -196,6 +264,7 @@ func (b *board) write(notes []boardNote) {
 		return
 	}
 	marks := map[string][]wake.Mark{}
+	carried := map[string][]carriedDoc{}
 	var order []string
 	b.mu.Lock()
 	for _, n := range notes {
@@ -208,6 +277,9 @@ func (b *board) write(notes []boardNote) {
 			if b.holders[wake.Timers][n.part].holder == h {
 				m.FireAt = n.note.fireAt
 			}
+			if len(n.outbox) > 0 && b.holders[wake.Outbox][n.part].holder == h {
+				carried[h] = append(carried[h], carriedOf(m.Seq, n.outbox))
+			}
 			marks[h] = append(marks[h], m)
 		}
 	}
@@ -217,8 +289,11 @@ func (b *board) write(notes []boardNote) {
 	}
 	models := make([]mongo.WriteModel, len(order))
 	for i, h := range order {
-		models[i] = mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: h}}).SetUpdate(bson.D{{Key: "$push", Value: bson.D{
-			{Key: "w." + b.writer, Value: bson.D{{Key: "$each", Value: marks[h]}, {Key: "$slice", Value: -boardKeep}}}}}})
+		push := bson.D{{Key: "w." + b.writer, Value: bson.D{{Key: "$each", Value: marks[h]}, {Key: "$slice", Value: -boardKeep}}}}
+		if c := carried[h]; len(c) > 0 {
+			push = append(push, bson.E{Key: "c." + b.writer, Value: bson.D{{Key: "$each", Value: c}, {Key: "$slice", Value: -boardCarryKeep}}})
+		}
+		models[i] = mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: h}}).SetUpdate(bson.D{{Key: "$push", Value: push}})
 	}
 	// Hedged: a second push of the same marks, applied late, adds Seqs the holder took
 	// already (wake.Cursor skips them). Each send has its own timeout: the one not taken runs
@@ -242,7 +317,7 @@ func (b *board) write(notes []boardNote) {
 // published last is taken.
 func (b *board) read(ctx context.Context, now time.Time) bool {
 	cur, err := b.coll.Find(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$gte", Value: unix(now.Add(-boardStale))}}}},
-		options.Find().SetProjection(bson.D{{Key: "w", Value: 0}}))
+		options.Find().SetProjection(bson.D{{Key: "w", Value: 0}, {Key: "c", Value: 0}}))
 	if err == nil {
 		var docs []holdingDoc
 		if err = cur.All(ctx, &docs); err == nil {

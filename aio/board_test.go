@@ -57,7 +57,11 @@ func TestBoardMarksTheHoldersOfOtherProcesses(t *testing.T) {
 		return len(outbox) == 1 && len(timers) == 1
 	}, 30*time.Second, 5*time.Millisecond, "the commit marks both holders")
 	for _, ms := range outbox {
-		assert.Equal(t, []wake.Mark{{Seq: 1, ID: "both", Version: 1}}, readOnce(ms), "the Relay's holder: the commit that wrote an entry, and the version it created")
+		ms = readOnce(ms)
+		require.Len(t, ms, 1)
+		assert.NotEmpty(t, ms[0].Outbox, "a small commit's entries are carried")
+		ms[0].Outbox = nil
+		assert.Equal(t, []wake.Mark{{Seq: 1, ID: "both", Version: 1}}, ms, "the Relay's holder: the commit that wrote an entry, and the version it created")
 	}
 	for _, ms := range timers {
 		ms = readOnce(ms)
@@ -92,6 +96,66 @@ func TestBoardMarksTheHoldersOfOtherProcesses(t *testing.T) {
 	require.NoError(t, err)
 	for _, ms := range outbox {
 		assert.Len(t, readOnce(ms), 1, "the holder that published first lost the partitions to the one that published last")
+	}
+}
+
+// A mark to the Relay's holder carries the outbox entries of a commit whose events are
+// small, as PendingOutbox returns them, and none of a commit whose events are not; a mark
+// to the Sweeper's holder carries none.
+func TestBoardCarriesSmallCommitsEntries(t *testing.T) {
+	ctx := context.Background()
+	store, _ := aiotest.Open(t, srv.URI, aio.Options{Connection: server.Connection{Database: testDatabase(t)}})
+	b := wake.BoardOf(store)
+	all := make([]int, store.Partitions())
+	for p := range all {
+		all[p] = p
+	}
+	require.NoError(t, b.Publish(ctx, "far-outbox", wake.Holding{Kind: wake.Outbox, Parts: all}))
+	require.NoError(t, b.Publish(ctx, "far-timers", wake.Holding{Kind: wake.Timers, Parts: all, Ahead: 60}))
+	commit := func(id string, c execstore.Commit) {
+		t.Helper()
+		exe := &execstore.Execution{ID: id, DefinitionID: "board", Status: execstore.Running}
+		_, err := store.Commit(ctx, exe, execstore.Commit{})
+		require.NoError(t, err)
+		_, err = store.Commit(ctx, exe, c)
+		require.NoError(t, err)
+	}
+	commit("small", execstore.Commit{Emits: []execstore.Emit{{TargetID: "x", Event: []byte("e1")}, {Event: []byte("no target")}, {TargetID: "y", Event: []byte{0, 1, 2}}},
+		Timers: []execstore.TimerOp{execstore.ScheduleTimer("soon", time.Now().Add(time.Second))}})
+	commit("large", execstore.Commit{Emits: []execstore.Emit{{TargetID: "x", Event: make([]byte, 2000)}}})
+
+	var marks []wake.Mark
+	require.Eventually(t, func() bool {
+		m, err := b.Marks(ctx, "far-outbox")
+		require.NoError(t, err)
+		marks = nil
+		for _, ms := range m {
+			marks = append(marks, readOnce(ms)...)
+		}
+		return len(marks) == 2
+	}, 30*time.Second, 5*time.Millisecond, "both commits mark the Relay's holder")
+	pending, err := store.PendingOutbox(ctx, 0)
+	require.NoError(t, err)
+	want := map[string][]execstore.OutboxEntry{}
+	for _, e := range pending {
+		want[e.SourceID] = append(want[e.SourceID], e)
+	}
+	byID := map[string]wake.Mark{}
+	for _, m := range marks {
+		byID[m.ID] = m
+	}
+	require.Len(t, want["small"], 3)
+	assert.Equal(t, want["small"], byID["small"].Outbox, "carried as PendingOutbox returns them")
+	assert.EqualValues(t, 2, byID["small"].Version)
+	assert.Nil(t, byID["large"].Outbox, "a commit whose events are large is read by its holder")
+	assert.EqualValues(t, 2, byID["large"].Version)
+
+	timers, err := b.Marks(ctx, "far-timers")
+	require.NoError(t, err)
+	for _, ms := range timers {
+		for _, m := range ms {
+			assert.Nil(t, m.Outbox, "the Sweeper's holder is told of a timer, with no entries")
+		}
 	}
 }
 

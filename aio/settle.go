@@ -63,6 +63,9 @@ func (s *Store) settle(e *ending, c caller, exe *execstore.Execution, version, t
 	}
 	if won { // 4
 		e.note.version = version
+		if !waits {
+			e.note.emits = nil // the caller may be changing them: the board carries nothing
+		}
 		s.wake(e.note)
 	}
 	if !waits {

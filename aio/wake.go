@@ -1,6 +1,8 @@
 package aio
 
 import (
+	"time"
+
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/contract"
 	"github.com/execstore/execstore/internal/wake"
@@ -19,6 +21,12 @@ type wakeNote struct {
 	fireAt  float64
 	flight  *wake.InFlight  // the commit's Begin on the sinks; nil when none is subscribed
 	wrote   *wake.Committed // what the commit hands the sinks if it wins; nil without flight
+	// What the board may carry to the holder of the execution's outbox (outboxOf): the
+	// commit's emits, their seqs and its time. emits is the caller's: read only while the
+	// caller waits for the outcome, and cleared before it is answered otherwise.
+	emits []execstore.Emit
+	seqs  []int64
+	at    time.Time
 }
 
 // noteOf returns the wake-up note of commit c.
@@ -37,6 +45,7 @@ func noteOf(c *execstore.Commit) wakeNote {
 // commit can reach the server, then end exactly once.
 func (s *Store) begin(n *wakeNote, exe *execstore.Execution, c *execstore.Commit, seqs ops.Seqs) {
 	n.id = exe.ID
+	n.emits, n.seqs, n.at = c.Emits, seqs.Outbox, seqs.At
 	if n.flight = s.signal.Begin(exe.ID); n.flight != nil {
 		n.wrote = committedOf(exe, c, seqs)
 	}
@@ -76,6 +85,26 @@ func committedOf(exe *execstore.Execution, c *execstore.Commit, seqs ops.Seqs) *
 		}
 	}
 	return w
+}
+
+// outboxOf returns the outbox entries the commit noted n wrote, as committedOf does, when
+// their events take at most limit bytes in all; nil when they take more, or it wrote none.
+func (n wakeNote) outboxOf(limit int) []execstore.OutboxEntry {
+	size := 0
+	for _, e := range n.emits {
+		if size += len(e.Event) + len(e.TargetID); size > limit {
+			return nil
+		}
+	}
+	if len(n.emits) == 0 || len(n.seqs) != len(n.emits) {
+		return nil
+	}
+	out := make([]execstore.OutboxEntry, len(n.emits))
+	for i, e := range n.emits {
+		out[i] = execstore.OutboxEntry{Seq: n.seqs[i], SourceID: n.id, Version: n.version,
+			TargetID: e.TargetID, Event: append([]byte{}, e.Event...), CommittedAt: n.at}
+	}
+	return out
 }
 
 // registerWake makes the store's commits wake the relays of its namespace: its database and

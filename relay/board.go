@@ -90,6 +90,8 @@ func (s *session[T, K]) woken(fresh []wake.Mark, missed bool) {
 	horizon := contract.StoredTime(s.r.opts.Clock().Add(s.lookAhead()))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	n := s.fl.begin() // what a mark carries is decided as a scan begun now would be
+	defer s.fl.finish(n)
 	owed := missed
 	for _, m := range fresh {
 		// A hold not handing out for now (its lease's renewal late) is owed the read all the
@@ -105,6 +107,8 @@ func (s *session[T, K]) woken(fresh []wake.Mark, missed bool) {
 			h.sources.soil(m.ID, s.fl.epoch)
 		case h.sources.knows(m.ID, m.Version):
 			continue
+		case s.takeMarked(h, m, n):
+			continue
 		default:
 			h.sources.mark(m.ID, s.fl.epoch, m.Version)
 		}
@@ -117,4 +121,31 @@ func (s *session[T, K]) woken(fresh []wake.Mark, missed bool) {
 	if owed {
 		poke(s.rescan)
 	}
+}
+
+// takeMarked takes the outbox entries mark m carries under h, with no read, and reports
+// whether it did: when h hands out, the entries' source allows it (sources.mayTakeMark),
+// flight.decide at epoch n hands every one of them out, and there is room. The caller holds
+// mu.
+func (s *session[T, K]) takeMarked(h *hold, m wake.Mark, n uint64) bool {
+	if len(m.Outbox) == 0 || !s.handing(h) || !h.sources.mayTakeMark(m.ID, m.Version) {
+		return false
+	}
+	items := s.r.kind.carried(m)
+	if len(items) != len(m.Outbox) || s.pacing()+len(items) > 2*s.r.opts.Batch {
+		return false
+	}
+	now, asOf := time.Now(), s.r.opts.Clock()
+	for _, item := range items {
+		if s.fl.decide(s.r.kind.key(item), s.r.kind.lane(item), n, now) != hand {
+			return false
+		}
+	}
+	h.sources.committed(m.ID, m.Version)
+	h.sources.sawItems(m.ID, m.Version)
+	for _, item := range items {
+		s.take(h, item, asOf)
+		s.r.stats.handedOver.Add(1)
+	}
+	return true
 }

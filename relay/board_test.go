@@ -78,6 +78,50 @@ func TestBoardWakesAnotherProcess(t *testing.T) {
 	t.Logf("woken: Relay %d, Sweeper %d", last["outbox"].Woken, last["timers"].Woken)
 }
 
+// A relay process that read an execution's first commit takes the entries of its next
+// ones from their marks, with no read: the marks carry them.
+func TestBoardCarriesEntriesToAnotherProcess(t *testing.T) {
+	var opts aio.Options
+	opts.Database = testserver.Database(t, "relay")
+	store, _ := aiotest.Open(t, srv.URI, opts)
+	leasesDB := testserver.Collection(t, srv.URI, opts.Database+"_leases", "idempotency").Database()
+	t.Cleanup(func() { _ = leasesDB.Drop(context.Background()) })
+	dir, err := os.MkdirTemp("", "relay-board-*")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the relay process's logs are in %s", dir)
+		} else {
+			_ = os.RemoveAll(dir)
+		}
+	})
+	c := startRelayProcess(t, "p1", opts.Database, dir, idleLeases.lease, envChildPoll+"=1h")
+	n := store.Partitions()
+	eventually(t, func() bool {
+		last := lastStats(c.current())
+		return last["outbox"].Partitions == n
+	}, "the relay process holds every partition")
+
+	e := newEmitter(t, store)
+	const sources, waves = 10, 4
+	for w := range waves {
+		for i := range sources {
+			e.emit(fmt.Sprintf("src-%d", i), "dst", "ev")
+		}
+		eventually(t, func() bool { return c.count("deliver") == (w+1)*sources },
+			"the relay process delivers wave %d", w)
+	}
+	eventually(t, func() bool {
+		last := lastStats(c.current())["outbox"]
+		return last.HandedOver+last.Targeted+last.Scans > 0
+	}, "a stats line after the deliveries")
+	require.NoError(t, c.stop())
+	last := lastStats(c.lines(t))["outbox"]
+	t.Logf("Relay: handed over %d, targeted reads %d, scans %d", last.HandedOver, last.Targeted, last.Scans)
+	assert.GreaterOrEqual(t, last.HandedOver, int64(1), "entries taken from the marks that carried them")
+	assert.Equal(t, waves*sources, c.count("deliver"), "each entry delivered once")
+}
+
 // lastStats is the last "stats" line of each relay of a process's log, by Of.
 func lastStats(lines []logLine) map[string]logLine {
 	last := map[string]logLine{}

@@ -289,11 +289,19 @@
 //     scan. What other processes commit to the partitions is found by the reads their marks
 //     ask for, and by the polls' scans of the partitions.
 //   - A mark only hastens. A mark names an execution, and the version its commit created; the
-//     relay reads it as a local commit not handed over, and decides nothing from the mark
-//     itself. A relay that knows the execution up to that version already (a scan read it,
-//     or it handed the commit's items over) owes no read for the mark, and a scan that reads
-//     the execution at that version or later, whenever it began, pays the read the mark
-//     owed (entries; a timer's mark is paid by a scan begun after it). A mark lost (the write
+//     relay reads it as a local commit not handed over. A relay that knows the execution up
+//     to that version already (a scan read it, or it handed the commit's items over) owes no
+//     read for the mark, and a scan that reads the execution at that version or later,
+//     whenever it began, pays the read the mark owed (entries; a timer's mark is paid by a
+//     scan begun after it). A mark to a Relay may also carry the outbox entries its commit
+//     wrote (aio's board carries a commit's whose events are small; a mark is written only
+//     once its commit won). The relay takes them with no read only when its hold hands out,
+//     it knows the execution up to the version before (every earlier entry is in flight or
+//     no longer pending), no scan or hand-over of the hold read that version or a later one
+//     (none of them was handed out already: an ack from before the mark was read may be
+//     forgotten, so the version read decides, not the epoch), and flight.decide, at an epoch
+//     begun as the marks are read, hands every one out. That is what a targeted read sent
+//     then would hand out. Otherwise the mark owes the read. A mark lost (the write
 //     failed, the store's intake was full), late, written to a holder that no longer holds
 //     the partition, never written (a store that read the holders before the relay published,
 //     up to a second), or more marks between two reads than the document keeps (64 per

@@ -84,6 +84,8 @@ type logLine struct {
 	LeasesLost int64 `json:"leasesLost,omitempty"`
 	Scans      int64 `json:"scans,omitempty"`
 	Woken      int64 `json:"woken,omitempty"`
+	Targeted   int64 `json:"targeted,omitempty"`
+	HandedOver int64 `json:"handedOver,omitempty"`
 }
 
 // processLog appends lines to a file opened with O_APPEND, each with one write: a process
@@ -280,7 +282,8 @@ func TestProcessChild(t *testing.T) {
 		now := time.Now().UnixNano()
 		for of, s := range map[string]relay.Stats{"outbox": r.Stats(), "timers": sw.Stats()} {
 			log.write(logLine{Kind: "stats", Of: of, Holding: s.Holding, Partitions: partitionsHeld(s),
-				TakeOvers: s.TakeOvers, ReTakes: reTakes(s), LeasesLost: s.LeasesLost, Scans: s.Scans, Woken: s.Woken, End: now})
+				TakeOvers: s.TakeOvers, ReTakes: reTakes(s), LeasesLost: s.LeasesLost, Scans: s.Scans, Woken: s.Woken,
+				Targeted: s.Targeted, HandedOver: s.HandedOver, End: now})
 		}
 	}
 	wg.Go(func() {

@@ -33,6 +33,8 @@ type kind[T any, K comparable] interface {
 	read(ctx context.Context, ids []string, now time.Time, ahead time.Duration, limit int) (scanned[T], error)
 	// handed returns the items c wrote that are due by horizon, in a scan's order.
 	handed(c *wake.Committed, horizon time.Time) []T
+	// carried returns the items mark m carries, in a scan's order.
+	carried(m wake.Mark) []T
 	gone(c *wake.Committed, item T) bool // c removed item (a timer cancelled or re-armed)
 	// fired returns the handler's context, and the fired timer it holds (nil for none).
 	fired(ctx context.Context, item T) (context.Context, *wake.FiredTimer)
@@ -451,6 +453,11 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only
 			}
 		case hand:
 			s.take(h, item, now)
+		}
+	}
+	for h, srcs := range latest {
+		for src, v := range srcs {
+			h.sources.sawItems(src, v)
 		}
 	}
 	if !capped && !res.full {

@@ -134,6 +134,7 @@ func (k outboxKind) read(ctx context.Context, ids []string, _ time.Time, _ time.
 }
 
 func (outboxKind) handed(c *wake.Committed, _ time.Time) []execstore.OutboxEntry { return c.Outbox }
+func (outboxKind) carried(m wake.Mark) []execstore.OutboxEntry                   { return m.Outbox }
 func (outboxKind) gone(*wake.Committed, execstore.OutboxEntry) bool              { return false }
 
 // fired is nil: an entry's ack rides in a commit through the store's own AckOutbox.

@@ -53,6 +53,7 @@ type simPlan struct {
 	leaseMode simLeaseMode
 	oneLate   bool // leasesOneLate: the late renewal was drawn
 	maxAtt    int  // the relays' MaxAttempts
+	batch     int  // the Relays' Batch
 	pause     bool // EXECSTORE_SIM_PAUSE: processes may pause past their leases
 }
 
@@ -84,6 +85,13 @@ func (p *simPlan) pauses() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pause && !p.calm && p.leaseMode == leasesChaotic
+}
+
+// faulty reports whether faults are still drawn: not once the run is calm.
+func (p *simPlan) faulty() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.calm
 }
 
 func (p *simPlan) setCalm() {

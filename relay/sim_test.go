@@ -29,7 +29,9 @@ import (
 // restarted (their partitions handed over), paused past their leases after a handler's
 // failure (EXECSTORE_SIM_PAUSE); a MaxAttempts of 2 to 4 per seed; handlers that fail for a
 // while, for ever, for good, panic, or ignore their context; revives, re-arms and cancels;
-// partitions changing hands; a relay of another partition count. The history of the run is
+// partitions changing hands; a relay of another partition count; marks on a board (simBoard)
+// lost, late, carrying the entries or not, to holders that may no longer hold the partition.
+// The history of the run is
 // then checked against every promise of the package doc (simCheck).
 //
 //	EXECSTORE_SIM_SEEDS=N   runs seeds 1…N (default 200)
@@ -110,6 +112,7 @@ type simRun struct {
 	plan  *simPlan
 	store *memstore.Store
 	lease *memstore.Leases
+	board *simBoard
 	hist  *simHistory
 
 	mu        sync.Mutex
@@ -130,6 +133,10 @@ type simRun struct {
 func simulate(t *testing.T, seed uint64) ([]string, []simEvent) {
 	plan := &simPlan{rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), lease: simLease}
 	plan.maxAtt = 2 + plan.intn(3) // small: items that fail for ever die within a hand-over or two
+	plan.batch = 16 // the Relays'; the Sweepers' is 16
+	if plan.chance(0.5) {
+		plan.batch = 1 + plan.intn(4) // scans cut by their limit: they hand out items and learn nothing
+	}
 	plan.pause = os.Getenv("EXECSTORE_SIM_PAUSE") != ""
 	plan.leaseMode = simLeaseMode(seed % 8)
 	if plan.leaseMode > leasesQuietMode {
@@ -141,6 +148,8 @@ func simulate(t *testing.T, seed uint64) ([]string, []simEvent) {
 		behaviour: map[string]simBehaviour{}, calls: map[string]int{}, failures: map[string]int{},
 		revived: map[string]bool{}, rearmed: map[string]bool{}, exes: map[string]*execstore.Execution{}, lost: map[string]int64{}}
 	defer func() { _ = run.store.Close(context.Background()) }()
+	run.board = newSimBoard(plan)
+	defer wake.Of(run.store).Subscribe(run.board)()
 
 	procs := 2 + plan.intn(2)
 	crashes := plan.leaseMode == leasesChaotic
@@ -217,13 +226,17 @@ func (r *simRun) process(name string, local bool, crashes bool, chaosOver <-chan
 				wake.Register(st, sig)
 			}
 		}
+		wake.RegisterBoard(st, r.board) // every process's relays are woken by the marks
+		defer wake.RegisterBoard(st, nil)
 		lz := &simLeases{inner: r.lease, p: p}
 		ctx, cancel := context.WithCancel(context.Background())
 		r.mu.Lock()
 		r.cancels = append(r.cancels, cancel)
 		r.mu.Unlock()
 		var wg sync.WaitGroup
-		rl := relay.New(st, r.outboxHandler(relayName, p), r.options(relayName, lz))
+		ro := r.options(relayName, lz)
+		ro.Batch = r.plan.batch
+		rl := relay.New(st, r.outboxHandler(relayName, p), ro)
 		sw := relay.NewSweeper(st, r.timerHandler(sweeperName, p), r.options(sweeperName, lz))
 		wg.Go(func() { r.runOne(ctx, relayName, rl) })
 		wg.Go(func() { r.runOne(ctx, sweeperName, sw) })

@@ -19,14 +19,49 @@ const sourcesLimit = 1 << 14
 // clears soiled and makes it known up to the latest commit it read. A complete scan that
 // read the source at version v or later clears marked(v), whenever it began: it read what
 // commit v left pending. A hold starts knowing none.
+//
+// Apart, read holds the latest version of each source whose items a scan of the hold read,
+// complete or not, or a hand-over took: a mark that carries the items of commit v is taken
+// only when the source is known(v-1) and nothing read v or later (mayTakeMark), since no
+// epoch of the relay's was open when that commit was sent.
 type sources struct {
 	known  map[string]int64  // source → the version up to which nothing is pending outside the flight
 	soiled map[string]uint64 // source → the epoch at which some of its items were left in the store
 	marked map[string]int64  // source soiled by marks alone → the latest version they named
+	read   map[string]int64  // source → the latest version whose items were read or taken
 }
 
 func newSources() sources {
-	return sources{known: map[string]int64{}, soiled: map[string]uint64{}, marked: map[string]int64{}}
+	return sources{known: map[string]int64{}, soiled: map[string]uint64{}, marked: map[string]int64{}, read: map[string]int64{}}
+}
+
+// mayTakeMark reports whether the items a mark carries of the commit of src creating version
+// may be taken: src is not soiled, is known up to the version before (so every earlier item
+// is in flight or no longer pending), and no scan or hand-over read that version or a later
+// one (so none of its items was handed out already, by a scan whose answer came before the
+// mark, acked since, and forgotten). A source's first commit is not taken from a mark: a new
+// hold knows nothing, and the scans it sent may have read it.
+func (s *sources) mayTakeMark(src string, version int64) bool {
+	if _, ok := s.soiled[src]; ok || version < 2 {
+		return false
+	}
+	last, ok := s.known[src]
+	return ok && last == version-1 && s.read[src] < version
+}
+
+// sawItems records that items of src written up to version were read by a scan or taken.
+func (s *sources) sawItems(src string, version int64) {
+	if len(s.read) >= sourcesLimit {
+		s.forgetAll()
+	}
+	s.read[src] = max(s.read[src], version)
+}
+
+// forgetAll forgets what is known and read of every source: their next commits are found by
+// a scan, and no mark's items are taken until one is known again.
+func (s *sources) forgetAll() {
+	clear(s.known)
+	clear(s.read)
 }
 
 // mayHandOver reports whether a commit of src creating version may be handed over. When the
@@ -52,7 +87,7 @@ func (s *sources) knows(src string, version int64) bool {
 // committed records a won commit of src creating version, handed over or not.
 func (s *sources) committed(src string, version int64) {
 	if len(s.known) >= sourcesLimit {
-		clear(s.known)
+		s.forgetAll()
 	}
 	s.known[src] = max(s.known[src], version)
 }

@@ -18,8 +18,8 @@ type Stats struct {
 	// Woken counts the executions commits through stores of other processes marked on the
 	// store's board (Options.WakeInterval) that this relay read at once, by their ids.
 	Woken int64
-	// HandedOver counts items taken from commits through a store of this process, with no
-	// scan.
+	// HandedOver counts items taken with no scan: from commits through a store of this
+	// process, or from the marks of other processes' commits that carried them.
 	HandedOver int64
 	// Skipped counts items a scan returned that were in flight, or whose ack completed after
 	// the scan began. They are never handed out twice.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"reflect"
 	"sync"
+
+	"github.com/execstore/execstore"
 )
 
 // Kind is what a holder delivers: a Relay's outbox entries and spawn intents, or a
@@ -21,11 +23,15 @@ const (
 // one holder, from 1. FireAt is the earliest timer the commit armed (contract.StoredTime),
 // for a holder of Timers; 0 for one of Outbox. Version is the version the commit created: a
 // holder that knows the execution up to it has read what the mark tells of already.
+// Outbox is what the commit wrote for a holder of Outbox, when the board carried it (small
+// enough): its entries in emit order, every field set as PendingOutbox returns it; nil when
+// not carried.
 type Mark struct {
-	Seq     int64   `bson:"s"`
-	ID      string  `bson:"i"`
-	FireAt  float64 `bson:"f,omitempty"`
-	Version int64   `bson:"v,omitempty"` // 0 when not known
+	Seq     int64                   `bson:"s"`
+	ID      string                  `bson:"i"`
+	FireAt  float64                 `bson:"f,omitempty"`
+	Version int64                   `bson:"v,omitempty"` // 0 when not known
+	Outbox  []execstore.OutboxEntry `bson:"-"`
 }
 
 // Holding is what a holder publishes on a Board: its kind, the partitions it holds, and how
@@ -45,7 +51,9 @@ type Holding struct {
 // What always holds: a board only hastens. A mark that is lost, late, written to a holder
 // that no longer holds the partition, or never written (a store that read the holders before
 // this one published) delays a delivery until the holder's next poll, which reads the store
-// itself. Nothing is decided by what a board says.
+// itself. A mark is written only once its commit won, so the entries it carries are the
+// commit's as the store holds them; whether they are still pending is the holder's to decide
+// (package relay), as for a hand-over.
 type Board interface {
 	// Publish records holder's holding, and when it was published: stores read it at most
 	// once a second, so a partition taken is woken within a second or so. A holding of no

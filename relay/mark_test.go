@@ -1,0 +1,98 @@
+package relay
+
+import (
+	"testing"
+	"testing/synctest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/wake"
+)
+
+// markOf is the mark another process's store writes of commit c, carrying its entries
+// when carry is set.
+func markOf(c *wake.Committed, seq int64, carry bool) wake.Mark {
+	m := wake.Mark{Seq: seq, ID: c.ExecutionID, Version: c.Version}
+	if carry {
+		m.Outbox = c.Outbox
+	}
+	return m
+}
+
+// A mark that carries its commit's entries is taken with no read once the relay knows the
+// execution up to the version before; the execution's first commit, and a mark that
+// carries nothing, are read. In virtual time.
+func TestMarkCarryingEntriesIsTakenWithNoRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newOutboxHarness(t)
+		b.hold("S", b.lease())
+		c1 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
+		b.s.woken([]wake.Mark{markOf(c1, 1, true)}, false)
+		assert.Zero(t, b.held(), "the first commit is read: a new hold knows nothing")
+		assert.Equal(t, []string{"S"}, b.read())
+		b.settledAll()
+
+		c2 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
+		b.s.woken([]wake.Mark{markOf(c2, 2, true)}, false)
+		assert.Nil(t, b.read(), "S is known up to c1: c2's entry is taken from its mark")
+		b.settledAll()
+
+		c3 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
+		b.s.woken([]wake.Mark{markOf(c3, 3, false)}, false)
+		assert.Zero(t, b.held(), "a mark that carries nothing owes a read")
+		assert.Equal(t, []string{"S"}, b.read())
+		b.settledAll()
+
+		assert.Equal(t, []string{entryName(c1), entryName(c2), entryName(c3)}, b.handled())
+		assert.EqualValues(t, 2, b.r.stats.targeted.Load())
+		assert.EqualValues(t, 1, b.r.stats.handedOver.Load())
+	})
+}
+
+// A scan cut by its limit that read a commit's entry hands it out without learning the
+// execution; once the entry is acked and its record forgotten, the commit's mark, late,
+// must not hand it out again: the version read decides. In virtual time.
+func TestMarkOfACommitAScanReadIsNotTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newHarness(t, func(s execstore.Store) kind[execstore.OutboxEntry, entryKey] { return outboxKind{store: s} }, Options{Batch: 1})
+		b.hold("S", b.lease())
+		c1 := b.emit("S", "T", false) // handed over: S is known up to it
+		b.settledAll()
+		c2 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
+		b.scan() // returns c2's entry alone, its limit: cut, it teaches nothing of S
+		b.settledAll()
+		b.s.mu.Lock()
+		known := b.s.holds[b.r.partOf("S")].sources.known["S"]
+		b.s.mu.Unlock()
+		require.EqualValues(t, 1, known, "the cut scan did not teach S's version")
+
+		b.s.woken([]wake.Mark{markOf(c2, 1, true)}, false)
+		assert.Zero(t, b.held(), "c2's entry, acked, is not taken from its mark again")
+		b.read()
+		b.settledAll()
+		assert.Equal(t, []string{entryName(c1), entryName(c2)}, b.handled(), "each entry once")
+	})
+}
+
+// A mark's entries wait, as a scan's would, while their execution's earlier entry is held
+// back for a retry: the mark owes a read, and the read delivers both in order. In virtual
+// time.
+func TestMarkIsNotTakenWhileItsExecutionWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newOutboxHarness(t)
+		b.hold("S", b.lease())
+		result, entered := b.gate(nextItem)
+		c1 := b.emit("S", "T", false)
+		<-entered
+		result <- assert.AnError
+		settleUntil(t, func() bool { return b.held() == 0 }, "c1 released")
+		c2 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
+		b.s.woken([]wake.Mark{markOf(c2, 1, true)}, false)
+		assert.Zero(t, b.held(), "c2 is not taken ahead of c1")
+		settleUntil(t, func() bool { return len(b.read()) > 0 && b.held() > 0 }, "the read after the back-off")
+		b.settledAll()
+		assert.Equal(t, []string{entryName(c1), entryName(c1), entryName(c2)}, b.handled())
+	})
+}

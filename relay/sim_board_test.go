@@ -1,0 +1,154 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/wake"
+)
+
+// simBoard is the simulation's wake.Board: every won commit through the memstore marks the
+// holders of its execution's partition, as aio's board does for the commits of other
+// processes, and every process's relays read it. Its faults: marks dropped, late (in order),
+// written to a holder that no longer holds the partition (it goes by holdings read up to a
+// second ago), carrying the outbox entries or not, and reads that fail. Process p0's
+// commits are also handed over in memory: its relays get both.
+type simBoard struct {
+	plan *simPlan
+
+	mu       sync.Mutex
+	holdings map[string]simHolding // by holder
+	view     map[string]simHolding // the holdings as last read, at viewAt
+	viewAt   time.Time
+	marks    map[string][]simMark // by holder, oldest first, visibleAt never decreasing
+	seq      map[string]int64
+}
+
+type simHolding struct {
+	h  wake.Holding
+	at time.Time
+}
+
+type simMark struct {
+	m         wake.Mark
+	visibleAt time.Time
+}
+
+const (
+	simBoardWriter = "engine"
+	simBoardKeep   = 64
+)
+
+func newSimBoard(plan *simPlan) *simBoard {
+	return &simBoard{plan: plan, holdings: map[string]simHolding{}, marks: map[string][]simMark{}, seq: map[string]int64{}}
+}
+
+var errSimBoard = errors.New("sim: board read failed")
+
+func (b *simBoard) Publish(_ context.Context, holder string, h wake.Holding) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(h.Parts) == 0 {
+		delete(b.holdings, holder)
+		return nil
+	}
+	b.holdings[holder] = simHolding{h: wake.Holding{Kind: h.Kind, Parts: slices.Clone(h.Parts), Ahead: h.Ahead}, at: time.Now()}
+	return nil
+}
+
+func (b *simBoard) Marks(_ context.Context, holder string) (map[string][]wake.Mark, error) {
+	if b.plan.faulty() && b.plan.chance(0.05) {
+		return nil, errSimBoard
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	var out []wake.Mark
+	for _, sm := range b.marks[holder] {
+		if sm.visibleAt.After(now) {
+			break
+		}
+		out = append(out, sm.m)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return map[string][]wake.Mark{simBoardWriter: out}, nil
+}
+
+func (b *simBoard) Withdraw(_ context.Context, holder string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.holdings, holder)
+	delete(b.marks, holder)
+	delete(b.seq, holder)
+	return nil
+}
+
+// Begin implements wake.Sink: the board marks only won commits.
+func (b *simBoard) Begin(string) any { return nil }
+
+// End implements wake.Sink: a won commit marks the holders of its partition, as the board
+// last read them.
+func (b *simBoard) End(id string, _ any, c *wake.Committed) {
+	if c == nil {
+		return
+	}
+	part := execstore.PartitionOf(id, simParts)
+	var fireAt float64
+	armed := false
+	for _, t := range c.Timers {
+		if at := contract.StoredTime(t.FireAt); !t.Cancel && (!armed || at < fireAt) {
+			armed, fireAt = true, at
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	if now.Sub(b.viewAt) >= time.Second {
+		b.view, b.viewAt = maps.Clone(b.holdings), now
+	}
+	latest := map[wake.Kind]string{}
+	latestAt := map[wake.Kind]time.Time{}
+	for holder, h := range b.view {
+		if slices.Contains(h.h.Parts, part) && h.at.After(latestAt[h.h.Kind]) {
+			latest[h.h.Kind], latestAt[h.h.Kind] = holder, h.at
+		}
+	}
+	for kind, holder := range latest {
+		m := wake.Mark{ID: id, Version: c.Version}
+		switch {
+		case kind == wake.Outbox && len(c.Outbox) > 0:
+			if b.plan.chance(0.8) {
+				m.Outbox = c.Outbox
+			}
+		case kind == wake.Timers && armed:
+			m.FireAt = fireAt
+		default:
+			continue
+		}
+		if b.plan.faulty() && b.plan.chance(0.15) {
+			continue // lost
+		}
+		b.seq[holder]++
+		m.Seq = b.seq[holder]
+		visible := now
+		if b.plan.faulty() && b.plan.chance(0.3) {
+			visible = now.Add(b.plan.upTo(300 * time.Millisecond))
+		}
+		if ms := b.marks[holder]; len(ms) > 0 && ms[len(ms)-1].visibleAt.After(visible) {
+			visible = ms[len(ms)-1].visibleAt
+		}
+		ms := append(b.marks[holder], simMark{m: m, visibleAt: visible})
+		if len(ms) > simBoardKeep {
+			ms = ms[len(ms)-simBoardKeep:]
+		}
+		b.marks[holder] = ms
+	}
+}
