@@ -133,7 +133,7 @@ type simRun struct {
 func simulate(t *testing.T, seed uint64) ([]string, []simEvent) {
 	plan := &simPlan{rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), lease: simLease}
 	plan.maxAtt = 2 + plan.intn(3) // small: items that fail for ever die within a hand-over or two
-	plan.batch = 16 // the Relays'; the Sweepers' is 16
+	plan.batch = 16                // the Relays'; the Sweepers' is 16
 	if plan.chance(0.5) {
 		plan.batch = 1 + plan.intn(4) // scans cut by their limit: they hand out items and learn nothing
 	}
