@@ -46,7 +46,9 @@ type chainRun struct {
 	measure chainMeasure
 	cost    deliveryCost
 	wall    time.Duration // from the seeds' commits to every hop acked
-	checks  []check
+	// relayStats sums the processes' last "stats" lines: HandedOver, Targeted and Woken.
+	relayStats deliveryLine
+	checks     []check
 }
 
 // The chains of a run with faults are as many times longer than -chain's as make the
@@ -175,6 +177,7 @@ func (e *environment) chain(ctx context.Context, cfg config, db string, run chai
 	run.measure = measureChains(l, seeds, cfg.chains, run.hops)
 	run.cost = costOf(l, from.UnixNano(), to.UnixNano())
 	run.wall = to.Sub(from)
+	run.relayStats = lastStatsSum(l)
 	run.checks = chainChecks(l, stored, cfg.chains, run.hops, pending, run.kill, waitErr, stopErr)
 	return run, nil
 }
@@ -649,4 +652,20 @@ func faultsMidChain(logs [][]deliveryLine, by map[hopKey][]chainHandling, kill c
 			tookHandedOver, takenOver)
 	}
 	return c
+}
+
+// lastStatsSum sums HandedOver, Targeted and Woken over the last "stats" line of each log.
+func lastStatsSum(logs [][]deliveryLine) deliveryLine {
+	var sum deliveryLine
+	for _, lines := range logs {
+		for i := len(lines) - 1; i >= 0; i-- {
+			if l := lines[i]; l.Kind == "stats" {
+				sum.HandedOver += l.HandedOver
+				sum.Targeted += l.Targeted
+				sum.Woken += l.Woken
+				break
+			}
+		}
+	}
+	return sum
 }

@@ -71,11 +71,18 @@ type chainResult struct {
 	// waited for (their loads and commits) over Events: the critical path.
 	StoreCommandsByOperation map[string]int64 `json:"store_commands_by_operation,omitempty"`
 	HandlerCommandsPerEvent  *float64         `json:"handler_commands_per_event,omitempty"`
-	PollIntervalMs           float64          `json:"poll_interval_ms"` // the relays' PollInterval
-	WallS                    float64          `json:"wall_s"`
-	Server                   string           `json:"server"`
-	ChecksPassed             bool             `json:"checks_passed"`
-	FailedChecks             []string         `json:"failed_checks,omitempty"`
+	// RelayHandedOver, RelayTargeted and RelayWoken are the relays' Stats of those names,
+	// summed over the processes' last: the entries taken with no read (handed over in a
+	// process, or carried by a mark), the targeted reads, and the executions marks made
+	// them read.
+	RelayHandedOver int64    `json:"relay_handed_over"`
+	RelayTargeted   int64    `json:"relay_targeted"`
+	RelayWoken      int64    `json:"relay_woken"`
+	PollIntervalMs  float64  `json:"poll_interval_ms"` // the relays' PollInterval
+	WallS           float64  `json:"wall_s"`
+	Server          string   `json:"server"`
+	ChecksPassed    bool     `json:"checks_passed"`
+	FailedChecks    []string `json:"failed_checks,omitempty"`
 }
 
 // rows returns the report's rows, one a run.
@@ -105,6 +112,7 @@ func (c *chainReport) rows() []chainResult {
 			WithinP50Ms: median(m.within), SeedP50Ms: ms(m.seeds, 50),
 			Events: m.entries, HandlerCalls: m.handlerCalls, Duplicates: m.duplicates, FailedCalls: m.failed,
 			StoreCommandsByName: r.cost.storeCommands, LeaseCommandsByName: r.cost.leaseCommands,
+			RelayHandedOver: r.relayStats.HandedOver, RelayTargeted: r.relayStats.Targeted, RelayWoken: r.relayStats.Woken,
 			PollIntervalMs: millis(deliveryPoll), WallS: round(r.wall.Seconds(), 3), Server: c.server, ChecksPassed: true}
 		if len(m.chainTimes) > 0 {
 			row.ChainMeanS = round(m.meanChainTime().Seconds(), 3)

@@ -364,3 +364,14 @@ func TestChainVictim(t *testing.T) {
 	assert.Equal(t, 1, chainVictim(logs, 2, 3), "a duplicate is no hop committed")
 	assert.Equal(t, -1, chainVictim([][]deliveryLine{{hopLine(1, 2, "a1", 1, 100, 0, 101, false)}}, 2, -1), "every chain done")
 }
+
+// The relays' Stats in a chain row are each process's last "stats" line, summed.
+func TestLastStatsSum(t *testing.T) {
+	logs := [][]deliveryLine{
+		{{Kind: "stats", HandedOver: 1, Targeted: 9, Woken: 9}, {Kind: "deliver"}, {Kind: "stats", HandedOver: 5, Targeted: 2, Woken: 3}, {Kind: "deliver"}},
+		{{Kind: "stats", HandedOver: 7, Targeted: 1, Woken: 1}},
+		{{Kind: "deliver"}},
+	}
+	sum := lastStatsSum(logs)
+	assert.Equal(t, [3]int64{12, 3, 4}, [3]int64{sum.HandedOver, sum.Targeted, sum.Woken})
+}

@@ -64,6 +64,12 @@ type deliveryLine struct {
 	// Skipped is the relay's Stats.Skipped on a "stats" line: the items its scans returned
 	// while they were in flight.
 	Skipped int64 `json:"skipped,omitempty"`
+	// HandedOver, Targeted and Woken are the relay's Stats of those names on a "stats" line:
+	// the items it took with no scan (its process's commits, marks that carried them), its
+	// targeted reads, and the executions marks made it read.
+	HandedOver int64 `json:"handedOver,omitempty"`
+	Targeted   int64 `json:"targeted,omitempty"`
+	Woken      int64 `json:"woken,omitempty"`
 	// Chain and Hop name a "hop" line's event. Emitted is when its commit returned, having
 	// emitted the chain's next hop (0: it emitted none); Duplicate says the dedupe answer
 	// found the event processed, and nothing was committed; Refused is what the handler's
@@ -208,7 +214,7 @@ func deliveryProcess() int {
 	stats := func(last bool) {
 		st := r.Stats()
 		l := deliveryLine{Kind: "stats", End: time.Now().UnixNano(), LeasesLost: st.LeasesLost, TakeOvers: st.TakeOvers, ReTakes: reTakes(st),
-			Skipped: st.Skipped}
+			Skipped: st.Skipped, HandedOver: st.HandedOver, Targeted: st.Targeted, Woken: st.Woken}
 		if last {
 			l.Commands, l.LeaseCommands = storeCmds.snapshot().since(storeFrom), leaseCmds.snapshot().since(leaseFrom)
 			l.Operations = storeCmds.operations().since(opsFrom)
