@@ -109,11 +109,11 @@ func (k timerKind) read(ctx context.Context, ids []string, now time.Time, ahead 
 	return scanned[execstore.DueTimer]{items: timers, full: len(timers) >= limit}, err
 }
 
-// handed returns the timers c armed that fire by horizon, as the scans return them, but
-// those a later operation of c replaced. Later ones are left to the scans.
 // carried is none: a mark carries no timers.
 func (timerKind) carried(wake.Mark) []execstore.DueTimer { return nil }
 
+// handed returns the timers c armed that fire by horizon, as the scans return them, but
+// those a later operation of c replaced. Later ones are left to the scans.
 func (timerKind) handed(c *wake.Committed, horizon time.Time) []execstore.DueTimer {
 	var out []execstore.DueTimer
 	for i, t := range c.Timers {
