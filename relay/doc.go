@@ -96,9 +96,10 @@
 // concurrent acks sends them as one write. A batch of timers is one DeleteTimers. Scans
 // overlap delivery: the next one is sent as soon as at most Options.Batch items are in flight,
 // those waiting for their ack counting only beyond 2×Batch of them (a store may hold an ack
-// until a later commit carries it): at most 4×Batch items are in flight. Timers whose fire
-// time came while they waited in memory do not count: only a scan sent after it confirms them,
-// so however many wait, that scan is sent.
+// until a later commit carries it): at most 4×Batch items are in flight, besides timers come
+// due in memory. Those do not count: only a scan sent after their fire time confirms them, so
+// however many wait, that scan is sent, and takes the items its result holds before them
+// (earlier fire times) until 2×Batch others count, so that the next holds them.
 //
 // With Options.CommitRemovesTimer, a timer's handler that commits on the timer's execution
 // with the context it was given, through an aio store of this process, removes the timer with

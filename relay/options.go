@@ -75,8 +75,9 @@ type Options struct {
 	// in lanes or in handlers; those awaiting their ack count only beyond 2×Batch of them,
 	// since a store may hold an ack a while; timers come due in memory, which wait for the
 	// scan that confirms them, not at all). It asks for every item in flight plus Batch
-	// more, and takes new ones until 2×Batch count. At most 4×Batch items are in flight at
-	// once. Scanning thus overlaps delivery, and never piles it up. Default 256.
+	// more, and takes new ones until 2×Batch count (those come due in memory, again, not
+	// at all). At most 4×Batch items are in flight at once, besides timers come due in
+	// memory. Scanning thus overlaps delivery, and never piles it up. Default 256.
 	Batch int
 	// Lease, when set, makes the relays of many processes share the delivery through
 	// leases in this lease store: an idem store (*idem.Store), or memstore.Leases in tests.

@@ -161,11 +161,20 @@ func (s *session[T, K]) scannable() ([]int, map[int]*hold) {
 }
 
 // room reports whether a scan may be sent: at most Batch items pace, the unconfirmed not
-// counted, since more than Batch of them would hold back for ever the scan they need.
+// counted (scanPacing).
 func (s *session[T, K]) room() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pacing()-s.fl.count[unconfirmed] <= s.r.opts.Batch
+	return s.scanPacing() <= s.r.opts.Batch
+}
+
+// scanPacing is pacing without the unconfirmed items: those wait for a scan to confirm
+// them, and the scan's result may hold other items before them (earlier fire times), so
+// counting them would hold back for ever both the scan they need (room) and the taking of
+// the items before them (admit), which makes room for them in its next result. The caller
+// holds mu.
+func (s *session[T, K]) scanPacing() int {
+	return s.pacing() - s.fl.count[unconfirmed]
 }
 
 // pacing is the number of items in flight that pace the scans and hand-overs: those settling
@@ -389,7 +398,8 @@ func (s *session[T, K]) recordBacklog(handing map[*hold]bool, except map[string]
 }
 
 // admit takes the items of scan n, sent at now, as flight.decide says, until 2×Batch items
-// pace (capped), for the holds of the scan's send still handing out. A complete scan tells
+// pace, the unconfirmed not counted (capped; scanPacing), for the holds of the scan's send
+// still handing out. A complete scan tells
 // their sources, and cancels the due unconfirmed items it did not return: a commit removed
 // them. A scan that left out the sources except tells nothing of them.
 func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only, except map[string]bool, res scanned[T]) (capped bool) {
@@ -432,7 +442,7 @@ func (s *session[T, K]) admit(n uint64, now time.Time, holds map[int]*hold, only
 			}
 			continue
 		}
-		if s.pacing() >= 2*s.r.opts.Batch {
+		if s.scanPacing() >= 2*s.r.opts.Batch {
 			capped = true
 			break
 		}

@@ -53,7 +53,7 @@ type simPlan struct {
 	leaseMode simLeaseMode
 	oneLate   bool // leasesOneLate: the late renewal was drawn
 	maxAtt    int  // the relays' MaxAttempts
-	batch     int  // the Relays' Batch
+	batch     int  // the relays' and sweepers' Batch
 	pause     bool // EXECSTORE_SIM_PAUSE: processes may pause past their leases
 }
 

@@ -133,9 +133,11 @@ type simRun struct {
 func simulate(t *testing.T, seed uint64) ([]string, []simEvent) {
 	plan := &simPlan{rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), lease: simLease}
 	plan.maxAtt = 2 + plan.intn(3) // small: items that fail for ever die within a hand-over or two
-	plan.batch = 16                // the Relays'; the Sweepers' is 16
+	plan.batch = 16
 	if plan.chance(0.5) {
-		plan.batch = 1 + plan.intn(4) // scans cut by their limit: they hand out items and learn nothing
+		// Scans cut by their limit: they hand out entries and learn nothing, and a
+		// Sweeper's confirmations wait behind earlier timers.
+		plan.batch = 1 + plan.intn(4)
 	}
 	plan.pause = os.Getenv("EXECSTORE_SIM_PAUSE") != ""
 	plan.leaseMode = simLeaseMode(seed % 8)
@@ -234,9 +236,7 @@ func (r *simRun) process(name string, local bool, crashes bool, chaosOver <-chan
 		r.cancels = append(r.cancels, cancel)
 		r.mu.Unlock()
 		var wg sync.WaitGroup
-		ro := r.options(relayName, lz)
-		ro.Batch = r.plan.batch
-		rl := relay.New(st, r.outboxHandler(relayName, p), ro)
+		rl := relay.New(st, r.outboxHandler(relayName, p), r.options(relayName, lz))
 		sw := relay.NewSweeper(st, r.timerHandler(sweeperName, p), r.options(sweeperName, lz))
 		wg.Go(func() { r.runOne(ctx, relayName, rl) })
 		wg.Go(func() { r.runOne(ctx, sweeperName, sw) })
@@ -344,7 +344,7 @@ func (r *simRun) options(name string, lz relay.Leases) relay.Options {
 	}
 	return relay.Options{
 		Logger: logger,
-		Lease:  lz, LeaseDuration: simLease, PollInterval: 500 * time.Millisecond, Lanes: 4, Batch: 16,
+		Lease:  lz, LeaseDuration: simLease, PollInterval: 500 * time.Millisecond, Lanes: 4, Batch: r.plan.batch,
 		RetryMin: 50 * time.Millisecond, RetryMax: time.Second, StopTimeout: time.Second, MaxAttempts: r.plan.maxAtt,
 		DeadCountInterval: -1,
 		OnDead: func(ev relay.DeadEvent) {
