@@ -19,21 +19,7 @@ import (
 // the timer that this process commits once its first scans are done: the commits wake it
 // through the store's board, and nothing else could within the test's wait.
 func TestBoardWakesAnotherProcess(t *testing.T) {
-	var opts aio.Options
-	opts.Database = testserver.Database(t, "relay")
-	store, _ := aiotest.Open(t, srv.URI, opts)
-	leasesDB := testserver.Collection(t, srv.URI, opts.Database+"_leases", "idempotency").Database()
-	t.Cleanup(func() { _ = leasesDB.Drop(context.Background()) })
-	dir, err := os.MkdirTemp("", "relay-board-*")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the relay process's logs are in %s", dir)
-		} else {
-			_ = os.RemoveAll(dir)
-		}
-	})
-	c := startRelayProcess(t, "p1", opts.Database, dir, idleLeases.lease, envChildPoll+"=1h")
+	store, c := startBoardProcess(t)
 	n := store.Partitions()
 	// Settled: both hold every partition, and their scans stopped (the ones the takes asked
 	// for are done; the next poll is an hour away).
@@ -81,21 +67,7 @@ func TestBoardWakesAnotherProcess(t *testing.T) {
 // A relay process that read an execution's first commit takes the entries of its next
 // ones from their marks, with no read: the marks carry them.
 func TestBoardCarriesEntriesToAnotherProcess(t *testing.T) {
-	var opts aio.Options
-	opts.Database = testserver.Database(t, "relay")
-	store, _ := aiotest.Open(t, srv.URI, opts)
-	leasesDB := testserver.Collection(t, srv.URI, opts.Database+"_leases", "idempotency").Database()
-	t.Cleanup(func() { _ = leasesDB.Drop(context.Background()) })
-	dir, err := os.MkdirTemp("", "relay-board-*")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the relay process's logs are in %s", dir)
-		} else {
-			_ = os.RemoveAll(dir)
-		}
-	})
-	c := startRelayProcess(t, "p1", opts.Database, dir, idleLeases.lease, envChildPoll+"=1h")
+	store, c := startBoardProcess(t)
 	n := store.Partitions()
 	eventually(t, func() bool {
 		last := lastStats(c.current())
@@ -120,6 +92,26 @@ func TestBoardCarriesEntriesToAnotherProcess(t *testing.T) {
 	t.Logf("Relay: handed over %d, targeted reads %d, scans %d", last.HandedOver, last.Targeted, last.Scans)
 	assert.GreaterOrEqual(t, last.HandedOver, int64(1), "entries taken from the marks that carried them")
 	assert.Equal(t, waves*sources, c.count("deliver"), "each entry delivered once")
+}
+
+// startBoardProcess opens a store on a database of its own, and starts a relay process on
+// it whose Relay and Sweeper poll once an hour: only the board wakes them.
+func startBoardProcess(t *testing.T) (*aio.Store, *relayProcess) {
+	var opts aio.Options
+	opts.Database = testserver.Database(t, "relay")
+	store, _ := aiotest.Open(t, srv.URI, opts)
+	leasesDB := testserver.Collection(t, srv.URI, opts.Database+"_leases", "idempotency").Database()
+	t.Cleanup(func() { _ = leasesDB.Drop(context.Background()) })
+	dir, err := os.MkdirTemp("", "relay-board-*")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the relay process's logs are in %s", dir)
+		} else {
+			_ = os.RemoveAll(dir)
+		}
+	})
+	return store, startRelayProcess(t, "p1", opts.Database, dir, idleLeases.lease, envChildPoll+"=1h")
 }
 
 // lastStats is the last "stats" line of each relay of a process's log, by Of.

@@ -151,6 +151,19 @@ func (b *harness[T, K]) emit(source, target string, unknown bool) *wake.Committe
 	return c
 }
 
+// failOnce commits one outbox entry of source to target through this process, and fails
+// its handler's first call: it returns once the entry is released, left in the store.
+func (b *harness[T, K]) failOnce(source, target string) *wake.Committed {
+	b.t.Helper()
+	// Gated before the commit: its hand-over may reach the handler before emit returns.
+	result, entered := b.gate(nextItem)
+	c := b.emit(source, target, false)
+	<-entered
+	result <- errors.New("failed once")
+	settleUntil(b.t, func() bool { return b.held() == 0 }, "the entry released")
+	return c
+}
+
 // scan sends one scan of every partition held, as the dispatcher does.
 func (b *harness[T, K]) scan() {
 	b.s.mu.Lock()

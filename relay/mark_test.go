@@ -83,11 +83,7 @@ func TestMarkIsNotTakenWhileItsExecutionWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newOutboxHarness(t)
 		b.hold("S", b.lease())
-		result, entered := b.gate(nextItem)
-		c1 := b.emit("S", "T", false)
-		<-entered
-		result <- assert.AnError
-		settleUntil(t, func() bool { return b.held() == 0 }, "c1 released")
+		c1 := b.failOnce("S", "T")
 		c2 := b.commit("S", execstore.Commit{Emits: []execstore.Emit{{TargetID: "T", Event: []byte("e")}}})
 		b.s.woken([]wake.Mark{markOf(c2, 1, true)}, false)
 		assert.Zero(t, b.held(), "c2 is not taken ahead of c1")

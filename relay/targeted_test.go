@@ -106,12 +106,7 @@ func TestTargetedReadDeliversAReleasedItemAgainFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newOutboxHarness(t)
 		b.hold("S", b.lease())
-		// Gated before the commit: its hand-over may reach the handler before emit returns.
-		result, entered := b.gate(nextItem)
-		e1 := b.emit("S", "T", false)
-		<-entered
-		result <- errors.New("failed once")
-		settleUntil(t, func() bool { return b.held() == 0 }, "e1 released")
+		e1 := b.failOnce("S", "T")
 		e2 := b.emit("S", "T", false)
 		assert.Zero(t, b.held(), "e2 not handed over ahead of e1")
 		time.Sleep(10 * time.Millisecond) // the back-off (RetryMax 5ms)
