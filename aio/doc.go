@@ -223,7 +223,11 @@
 //     write locks one document, so no two writers wait on each other in a cycle. The
 //     holders' documents are read at most once a second, only while the store commits
 //     something to relay. A mark only hastens a delivery: one not written costs a poll, and
-//     nothing is acked on a mark's account.
+//     nothing is acked on a mark's account. A mark to a Relay's holder may carry the
+//     commit's outbox entries (its events and targets 1 KiB or less), pushed in the same
+//     statement to the writer's own list of carried entries, by the mark's seq: they are
+//     what the commit wrote, since the mark follows the won commit, and the relay decides
+//     whether they are still pending (package relay).
 //   - The commands of a wake-up are hedged (Stats.Hedged): a write of marks, a relay's read
 //     of its marks and a targeted read (PendingOutboxOf, DueTimersOf) that has not answered
 //     within four times the median latency of its kind (at least 25ms; 100ms for a write) is

@@ -119,7 +119,8 @@
 // lease): the relay publishes the partitions it holds there, every commit that wrote entries
 // (or armed a timer within the Sweeper's look-ahead) leaves their holder a mark naming its
 // execution, and the relay reads its marks every Options.WakeInterval, one find of one
-// document by its id, and reads the executions marked at once, by their ids (Stats.Woken).
+// document by its id, and reads the executions marked at once, by their ids (Stats.Woken),
+// or takes the entries a mark carries with no read when it may (see "A mark only hastens").
 // A scan is sent when the relay starts, after it takes a partition, every PollInterval (for
 // the commits no mark told of), after a full scan, when a failed execution's back-off is
 // over, after a local commit whose items could not be handed over, when marks name
