@@ -65,14 +65,8 @@ func (n wakeNote) end(won bool) {
 // PendingOutbox, PendingSpawns and DueTimers read it back. It shares nothing with c.
 func committedOf(exe *execstore.Execution, c *execstore.Commit, seqs ops.Seqs) *wake.Committed {
 	version := exe.Version + 1
-	w := &wake.Committed{ExecutionID: exe.ID, Version: version, Timers: contract.HeldTimerOps(c.Timers)}
-	if len(c.Emits) > 0 {
-		w.Outbox = make([]execstore.OutboxEntry, len(c.Emits))
-		for i, e := range c.Emits {
-			w.Outbox[i] = execstore.OutboxEntry{Seq: seqs.Outbox[i], SourceID: exe.ID, Version: version,
-				TargetID: e.TargetID, Event: append([]byte{}, e.Event...), CommittedAt: seqs.At}
-		}
-	}
+	w := &wake.Committed{ExecutionID: exe.ID, Version: version, Timers: contract.HeldTimerOps(c.Timers),
+		Outbox: outboxEntries(exe.ID, version, c.Emits, seqs.Outbox, seqs.At)}
 	if len(c.Spawns) > 0 {
 		w.Spawns = make([]execstore.SpawnEntry, len(c.Spawns))
 		for i, sp := range c.Spawns {
@@ -87,8 +81,24 @@ func committedOf(exe *execstore.Execution, c *execstore.Commit, seqs ops.Seqs) *
 	return w
 }
 
-// outboxOf returns the outbox entries the commit noted n wrote, as committedOf does, when
-// their events take at most limit bytes in all; nil when they take more, or it wrote none.
+// outboxEntries are the outbox entries a commit of execution id creating version wrote of
+// emits, with seqs, at: as PendingOutbox reads them back, sharing nothing with emits. nil
+// for none.
+func outboxEntries(id string, version int64, emits []execstore.Emit, seqs []int64, at time.Time) []execstore.OutboxEntry {
+	if len(emits) == 0 {
+		return nil
+	}
+	out := make([]execstore.OutboxEntry, len(emits))
+	for i, e := range emits {
+		out[i] = execstore.OutboxEntry{Seq: seqs[i], SourceID: id, Version: version,
+			TargetID: e.TargetID, Event: append([]byte{}, e.Event...), CommittedAt: at}
+	}
+	return out
+}
+
+// outboxOf returns the outbox entries the commit noted n wrote (outboxEntries), when their
+// events and targets take at most limit bytes in all; nil when they take more, or it wrote
+// none.
 func (n wakeNote) outboxOf(limit int) []execstore.OutboxEntry {
 	size := 0
 	for _, e := range n.emits {
@@ -96,15 +106,7 @@ func (n wakeNote) outboxOf(limit int) []execstore.OutboxEntry {
 			return nil
 		}
 	}
-	if len(n.emits) == 0 || len(n.seqs) != len(n.emits) {
-		return nil
-	}
-	out := make([]execstore.OutboxEntry, len(n.emits))
-	for i, e := range n.emits {
-		out[i] = execstore.OutboxEntry{Seq: n.seqs[i], SourceID: n.id, Version: n.version,
-			TargetID: e.TargetID, Event: append([]byte{}, e.Event...), CommittedAt: n.at}
-	}
-	return out
+	return outboxEntries(n.id, n.version, n.emits, n.seqs, n.at)
 }
 
 // registerWake makes the store's commits wake the relays of its namespace: its database and

@@ -21,7 +21,7 @@ const sourcesLimit = 1 << 14
 // commit v left pending. A hold starts knowing none.
 //
 // Apart, read holds the latest version of each source whose items a scan of the hold read,
-// complete or not, or a hand-over took: a mark that carries the items of commit v is taken
+// complete or not, or that a mark's entries brought: a mark that carries the items of commit v is taken
 // only when the source is known(v-1) and nothing read v or later (mayTakeMark), since no
 // epoch of the relay's was open when that commit was sent.
 type sources struct {
@@ -37,9 +37,9 @@ func newSources() sources {
 
 // mayTakeMark reports whether the items a mark carries of the commit of src creating version
 // may be taken: src is not soiled, is known up to the version before (so every earlier item
-// is in flight or no longer pending), and no scan or hand-over read that version or a later
+// is in flight or no longer pending), and no scan or mark brought that version or a later
 // one (so none of its items was handed out already, by a scan whose answer came before the
-// mark, acked since, and forgotten). A source's first commit is not taken from a mark: a new
+// mark, acked since, and forgotten; a hand-over of it made the source known up to it). A source's first commit is not taken from a mark: a new
 // hold knows nothing, and the scans it sent may have read it.
 func (s *sources) mayTakeMark(src string, version int64) bool {
 	if _, ok := s.soiled[src]; ok || version < 2 {
@@ -49,7 +49,8 @@ func (s *sources) mayTakeMark(src string, version int64) bool {
 	return ok && last == version-1 && s.read[src] < version
 }
 
-// sawItems records that items of src written up to version were read by a scan or taken.
+// sawItems records that items of src written up to version were read by a scan, or taken
+// from a mark.
 func (s *sources) sawItems(src string, version int64) {
 	if len(s.read) >= sourcesLimit {
 		s.forgetAll()
