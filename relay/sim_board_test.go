@@ -16,9 +16,10 @@ import (
 // simBoard is the simulation's wake.Board: every won commit through the memstore marks the
 // holders of its execution's partition, as aio's board does for the commits of other
 // processes, and every process's relays read it. Its faults: marks dropped, late (in order),
-// written to a holder that no longer holds the partition (it goes by holdings read up to a
-// second ago), carrying the outbox entries or not, and reads that fail. Process p0's
-// commits are also handed over in memory: its relays get both.
+// pushed twice (a hedged write applied by both its sends), written to a holder that no
+// longer holds the partition (it goes by holdings read up to a second ago), carrying the
+// outbox entries or not, and reads that fail. Process p0's commits are also handed over in
+// memory: its relays get both.
 type simBoard struct {
 	plan *simPlan
 
@@ -146,6 +147,9 @@ func (b *simBoard) End(id string, _ any, c *wake.Committed) {
 			visible = ms[len(ms)-1].visibleAt
 		}
 		ms := append(b.marks[holder], simMark{m: m, visibleAt: visible})
+		if b.plan.faulty() && b.plan.chance(0.1) { // a hedged push applied twice, the second copy now or later
+			ms = append(ms, simMark{m: m, visibleAt: visible.Add(b.plan.upTo(100 * time.Millisecond))})
+		}
 		if len(ms) > simBoardKeep {
 			ms = ms[len(ms)-simBoardKeep:]
 		}

@@ -110,16 +110,17 @@ func (c *Cursor) Next(marks map[string][]Mark) (fresh []Mark, missed bool) {
 	}
 	for w, ms := range marks {
 		last := c.seen[w]
-		for i, m := range ms {
-			if m.Seq <= last {
+		if len(ms) > 0 && ms[0].Seq > last+1 {
+			missed = true
+		}
+		for _, m := range ms {
+			if m.Seq <= last { // read before, or pushed again by a hedged write
 				continue
 			}
-			if i == 0 && m.Seq > last+1 {
-				missed = true
-			}
 			fresh = append(fresh, m)
-			c.seen[w] = max(c.seen[w], m.Seq)
+			last = m.Seq
 		}
+		c.seen[w] = last
 	}
 	for w := range c.seen {
 		if _, ok := marks[w]; !ok {

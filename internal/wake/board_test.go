@@ -53,6 +53,14 @@ func TestCursor(t *testing.T) {
 	fresh, missed = c.Next(map[string][]wake.Mark{"w": marks(1, 2, 3, 1, 2, 4)})
 	assert.Equal(t, marks(4), fresh)
 	assert.False(t, missed)
+
+	// Both copies of a hedged write may be read at once, in one read.
+	c = wake.Cursor{}
+	fresh, missed = c.Next(map[string][]wake.Mark{"w": marks(1, 2, 1, 2)})
+	assert.Equal(t, marks(1, 2), fresh, "a mark pushed twice before the first read is read once")
+	assert.False(t, missed)
+	fresh, _ = c.Next(map[string][]wake.Mark{"w": marks(1, 2, 1, 2, 3, 4, 3, 4)})
+	assert.Equal(t, marks(3, 4), fresh, "and so is one pushed twice between two reads")
 }
 
 // HoldLocally marks a holder as this process's until its func is called.
