@@ -16,31 +16,33 @@ const boardRepublish = 10 * time.Second
 // WakeInterval<<boardIdleShift (4×) while its reads find none.
 const boardIdleShift = 2
 
+// boardSpacing is how many times as long as a round of the board took (its publish and its
+// read) the next round waits, at least: a server that answers slowly is busy, and a
+// holder's rounds then take at most a fifth of its time, however slow the server.
+const boardSpacing = 4
+
+// boardWatch is what a session's watch of the board keeps from one round to the next.
+type boardWatch struct {
+	holder      string
+	cursor      wake.Cursor
+	published   []int // the partitions last published, nil before the first
+	publishedAt time.Time
+	idle        int // rounds in a row that found no mark, up to boardIdleShift
+}
+
 // watchBoard is the session's side of the store's board (wake.Board), on a goroutine of its
-// own until stop: it publishes the partitions it hands out when they changed (and every
-// boardRepublish), and reads the marks the commits of other processes left it, one read by
-// its id, every WakeInterval; each read that finds none doubles the wait, up to
-// WakeInterval<<boardIdleShift, and one that finds some, or partitions that changed, bring it
-// back. A mark owes its execution a targeted read, as a local commit not handed over does;
-// marks missed (more than the board keeps came between two reads) owe a scan of the
-// partitions. Its record is withdrawn at the end.
+// own until stop, in rounds (boardRound). Its record is withdrawn at the end.
 func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 	r := s.r
-	holder := r.member + "/" + string(r.boardKind)
-	defer wake.HoldLocally(holder)()
+	w := &boardWatch{holder: r.member + "/" + string(r.boardKind)}
+	defer wake.HoldLocally(w.holder)()
 	tick := time.NewTimer(r.opts.WakeInterval)
 	defer tick.Stop()
-	var (
-		cursor      wake.Cursor
-		published   []int
-		publishedAt time.Time
-		idle        int // reads in a row that found no mark, up to boardIdleShift
-	)
 	defer func() {
-		if len(published) > 0 {
+		if len(w.published) > 0 {
 			releaseCtx, cancel := s.releaseCtx()
 			defer cancel()
-			_ = r.board.Withdraw(releaseCtx, holder)
+			_ = r.board.Withdraw(releaseCtx, w.holder)
 		}
 	}()
 	for {
@@ -51,34 +53,54 @@ func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 			return
 		case <-tick.C:
 		}
-		tick.Reset(r.opts.WakeInterval << idle)
-		idle = min(idle+1, boardIdleShift)
-		s.mu.Lock()
-		parts, _ := s.scannable()
-		s.mu.Unlock()
-		if !slices.Equal(parts, published) || time.Since(publishedAt) >= boardRepublish {
-			h := wake.Holding{Kind: r.boardKind, Parts: parts, Ahead: s.lookAhead().Seconds()}
-			if err := r.board.Publish(s.sessionCtx, holder, h); err != nil {
-				continue // the polls deliver: a board only hastens
+		tick.Reset(s.boardRound(w))
+	}
+}
+
+// boardRound publishes the partitions the session hands out when they changed (and every
+// boardRepublish), and reads the marks the commits of other processes left it, one read by
+// its id. A mark owes its execution a targeted read, as a local commit not handed over does;
+// marks missed (more than the board keeps came between two reads) owe a scan of the
+// partitions. It returns the wait before the next round: WakeInterval, doubled for each
+// round in a row that found no mark and no change of partitions (up to boardIdleShift), and
+// at least boardSpacing times as long as this round's calls took.
+func (s *session[T, K]) boardRound(w *boardWatch) time.Duration {
+	r := s.r
+	start := time.Now()
+	found := s.publishBoard(w)
+	if len(w.published) > 0 {
+		if marks, err := r.board.Marks(s.sessionCtx, w.holder); err == nil {
+			if fresh, missed := w.cursor.Next(marks); len(fresh) > 0 || missed {
+				s.woken(fresh, missed)
+				found = true
 			}
-			if !slices.Equal(parts, published) {
-				idle = 0
-			}
-			published, publishedAt = parts, time.Now()
-		}
-		if len(published) == 0 {
-			continue
-		}
-		marks, err := r.board.Marks(s.sessionCtx, holder)
-		if err != nil {
-			continue
-		}
-		if fresh, missed := cursor.Next(marks); len(fresh) > 0 || missed {
-			s.woken(fresh, missed)
-			idle = 0
-			tick.Reset(r.opts.WakeInterval)
 		}
 	}
+	if found {
+		w.idle = 0
+	} else {
+		w.idle = min(w.idle+1, boardIdleShift)
+	}
+	return max(r.opts.WakeInterval<<w.idle, boardSpacing*time.Since(start))
+}
+
+// publishBoard publishes the partitions the session hands out when they changed since the
+// last publish, or boardRepublish passed, and reports whether they changed. A publish that
+// fails is tried again at the next round: the polls deliver meanwhile.
+func (s *session[T, K]) publishBoard(w *boardWatch) (changed bool) {
+	s.mu.Lock()
+	parts, _ := s.scannable()
+	s.mu.Unlock()
+	changed = !slices.Equal(parts, w.published)
+	if !changed && time.Since(w.publishedAt) < boardRepublish {
+		return false
+	}
+	h := wake.Holding{Kind: s.r.boardKind, Parts: parts, Ahead: s.lookAhead().Seconds()}
+	if err := s.r.board.Publish(s.sessionCtx, w.holder, h); err != nil {
+		return false
+	}
+	w.published, w.publishedAt = parts, time.Now()
+	return changed
 }
 
 // woken owes a targeted read of the executions marked fresh whose partitions the session

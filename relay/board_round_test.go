@@ -1,0 +1,89 @@
+package relay
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/execstore/execstore/internal/wake"
+)
+
+// pacedBoard is a wake.Board whose calls take took each, in virtual time, and whose marks
+// are those its writer pushed.
+type pacedBoard struct {
+	took time.Duration
+
+	mu        sync.Mutex
+	marks     []wake.Mark
+	reads     int
+	published []int
+}
+
+func (b *pacedBoard) Publish(_ context.Context, _ string, h wake.Holding) error {
+	time.Sleep(b.took)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.published = h.Parts
+	return nil
+}
+
+func (b *pacedBoard) Marks(context.Context, string) (map[string][]wake.Mark, error) {
+	time.Sleep(b.took)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.reads++
+	return map[string][]wake.Mark{"w": b.marks}, nil
+}
+
+func (b *pacedBoard) Withdraw(context.Context, string) error { return nil }
+
+func (b *pacedBoard) push(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.marks = append(b.marks, wake.Mark{Seq: int64(len(b.marks) + 1), ID: id})
+}
+
+// A round of the board waits WakeInterval after one that found a mark or published a change,
+// doubles the wait while rounds find nothing, up to 4×, and comes back at the next mark.
+// In virtual time.
+func TestBoardRoundBacksOffWhileIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newOutboxHarness(t)
+		b.hold("S", b.lease())
+		board := &pacedBoard{}
+		b.r.board = board
+		w := &boardWatch{holder: "h"}
+		wi := b.r.opts.WakeInterval
+		assert.Equal(t, wi, b.s.boardRound(w), "the first round publishes the partitions held")
+		assert.NotEmpty(t, board.published)
+		assert.Equal(t, 2*wi, b.s.boardRound(w), "a round that found nothing")
+		assert.Equal(t, 4*wi, b.s.boardRound(w))
+		assert.Equal(t, 4*wi, b.s.boardRound(w), "backed off as far as it goes")
+		board.push("S")
+		assert.Equal(t, wi, b.s.boardRound(w), "a mark brings it back")
+		assert.Equal(t, 5, board.reads, "a round reads once")
+	})
+}
+
+// A server slow to answer spaces the rounds: the wait after a round is at least four times
+// as long as the round's calls took, so that a holder's reads take at most a fifth of its
+// time on a busy server. In virtual time.
+func TestBoardRoundSpacesReadsOfASlowServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newOutboxHarness(t)
+		b.hold("S", b.lease())
+		board := &pacedBoard{took: 100 * time.Millisecond}
+		b.r.board = board
+		w := &boardWatch{holder: "h"}
+		assert.Equal(t, 800*time.Millisecond, b.s.boardRound(w), "a publish and a read of 100ms each")
+		board.push("S")
+		assert.Equal(t, 400*time.Millisecond, b.s.boardRound(w), "a read of 100ms that found a mark")
+
+		board.took = time.Millisecond
+		assert.Equal(t, 2*b.r.opts.WakeInterval, b.s.boardRound(w), "the server answers fast again")
+	})
+}
