@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/internal/contract"
+	"github.com/execstore/execstore/internal/latency"
 	"github.com/execstore/execstore/internal/wake"
 )
 
@@ -16,10 +17,16 @@ const boardRepublish = 10 * time.Second
 // WakeInterval<<boardIdleShift (4×) while its reads find none.
 const boardIdleShift = 2
 
-// boardSpacing is how many times as long as a round of the board took (its publish and its
-// read) the next round waits, at least: a server that answers slowly is busy, and a
-// holder's rounds then take at most a fifth of its time, however slow the server.
-const boardSpacing = 4
+// boardSpacing is how many times as long as the rounds of the board take (their publish
+// and their read: the median of the last boardRoundsKept, once boardRoundsKnown came) a
+// round waits before the next, at least: a server that answers slowly for a while is busy,
+// and a holder's rounds then take at most a fifth of its time, however slow the server. One
+// slow answer does not move the median: a single stalled read costs no wake-up's latency.
+const (
+	boardSpacing     = 4
+	boardRoundsKept  = 8
+	boardRoundsKnown = 3
+)
 
 // boardWatch is what a session's watch of the board keeps from one round to the next.
 type boardWatch struct {
@@ -28,13 +35,18 @@ type boardWatch struct {
 	published   []int // the partitions last published, nil before the first
 	publishedAt time.Time
 	idle        int // rounds in a row that found no mark, up to boardIdleShift
+	rounds      latency.Window
+}
+
+func newBoardWatch(holder string) *boardWatch {
+	return &boardWatch{holder: holder, rounds: latency.Window{Size: boardRoundsKept, Min: boardRoundsKnown}}
 }
 
 // watchBoard is the session's side of the store's board (wake.Board), on a goroutine of its
 // own until stop, in rounds (boardRound). Its record is withdrawn at the end.
 func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 	r := s.r
-	w := &boardWatch{holder: r.member + "/" + string(r.boardKind)}
+	w := newBoardWatch(r.member + "/" + string(r.boardKind))
 	defer wake.HoldLocally(w.holder)()
 	tick := time.NewTimer(r.opts.WakeInterval)
 	defer tick.Stop()
@@ -63,7 +75,7 @@ func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 // marks missed (more than the board keeps came between two reads) owe a scan of the
 // partitions. It returns the wait before the next round: WakeInterval, doubled for each
 // round in a row that found no mark and no change of partitions (up to boardIdleShift), and
-// at least boardSpacing times as long as this round's calls took.
+// at least boardSpacing times as long as the rounds take.
 func (s *session[T, K]) boardRound(w *boardWatch) time.Duration {
 	r := s.r
 	start := time.Now()
@@ -81,7 +93,9 @@ func (s *session[T, K]) boardRound(w *boardWatch) time.Duration {
 	} else {
 		w.idle = min(w.idle+1, boardIdleShift)
 	}
-	return max(r.opts.WakeInterval<<w.idle, boardSpacing*time.Since(start))
+	w.rounds.Observe(time.Since(start))
+	took, _ := w.rounds.Median()
+	return max(r.opts.WakeInterval<<w.idle, boardSpacing*took)
 }
 
 // publishBoard publishes the partitions the session hands out when they changed since the

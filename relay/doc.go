@@ -131,9 +131,10 @@
 // one document per holder. What it costs: a relay that holds partitions reads its document
 // once per WakeInterval while marks come, backing off to once per 4×WakeInterval (80ms by
 // default) while its reads find none, and writes it when its partitions change and every 10s.
-// A server slow to answer spaces the reads further: a relay waits at least four times as long
-// as its last read (and write) took before the next, so that on a busy server its reads take
-// at most a fifth of its time and leave room for the leases' renewals. A
+// A server slow to answer for a while spaces the reads further: a relay waits at least four
+// times as long as its reads (and writes) of the board take, the median of the last 8, so
+// that on a busy server its reads take at most a fifth of its time and leave room for the
+// leases' renewals; one slow read does not space them. A
 // store that commits reads the holders' documents at most once a second, only while it
 // commits something to relay, and writes the marks of the commits of one round trip in one
 // bulk write, one statement per holder: while one write is in flight, the next gathers.

@@ -20,9 +20,10 @@ package hedge
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
+
+	"github.com/execstore/execstore/internal/latency"
 )
 
 // The delay before a second send: delayFactor times the median of the recent answers'
@@ -33,8 +34,6 @@ const (
 	// tail.
 	DefaultFloor = 25 * time.Millisecond
 	delayFactor  = 4
-	window       = 32 // the latencies the median is taken over
-	minSamples   = 8  // below this many, the delay is Floor
 )
 
 // Calls is one kind of call's recent latencies, from which it sets the delay of a hedge.
@@ -44,10 +43,10 @@ type Calls struct {
 
 	running sync.WaitGroup // the sends not ended
 
+	latencies latency.Window // the answers' latencies
+
 	mu     sync.Mutex
-	recent [window]time.Duration // a ring of the answers' latencies
-	n      int                   // latencies recorded, all time
-	hedged int64                 // second sends made
+	hedged int64 // second sends made
 }
 
 // Delay is how long a call waits for its first answer before a second send: 4 times the
@@ -57,14 +56,10 @@ func (c *Calls) Delay() time.Duration {
 	if floor <= 0 {
 		floor = DefaultFloor
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n < minSamples {
-		return floor
+	if m, ok := c.latencies.Median(); ok {
+		return max(floor, delayFactor*m)
 	}
-	s := slices.Clone(c.recent[:min(c.n, window)])
-	slices.Sort(s)
-	return max(floor, delayFactor*s[len(s)/2])
+	return floor
 }
 
 // Wait waits until every send made has ended, the ones not taken too.
@@ -75,14 +70,6 @@ func (c *Calls) Hedged() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.hedged
-}
-
-// observe records the latency of an answer.
-func (c *Calls) observe(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.recent[c.n%window] = d
-	c.n++
 }
 
 func (c *Calls) hedge() {
@@ -106,7 +93,7 @@ func Call[T any](ctx context.Context, c *Calls, send func(context.Context) (T, e
 		start := time.Now()
 		v, err := send(ctx)
 		if err == nil {
-			c.observe(time.Since(start))
+			c.latencies.Observe(time.Since(start))
 		}
 		out <- answer[T]{v, err}
 	}

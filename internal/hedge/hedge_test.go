@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/execstore/execstore/internal/latency"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -132,20 +134,20 @@ func TestNoSecondSendAfterTheContextEnded(t *testing.T) {
 func TestDelayFollowsTheMedian(t *testing.T) {
 	var r Calls
 	assert.Equal(t, DefaultFloor, r.Delay(), "no latency known: the floor")
-	for range minSamples - 1 {
-		r.observe(20 * time.Millisecond)
+	for range latency.DefaultMin - 1 {
+		r.latencies.Observe(20 * time.Millisecond)
 	}
 	assert.Equal(t, DefaultFloor, r.Delay(), "fewer than 8 known: the floor")
-	r.observe(20 * time.Millisecond)
+	r.latencies.Observe(20 * time.Millisecond)
 	assert.Equal(t, 80*time.Millisecond, r.Delay(), "4 times the median")
-	for range window {
-		r.observe(time.Millisecond)
+	for range latency.DefaultSize {
+		r.latencies.Observe(time.Millisecond)
 	}
 	assert.Equal(t, DefaultFloor, r.Delay(), "the old latencies left the window; never below the floor")
 	r.Floor = time.Millisecond
 	assert.Equal(t, 4*time.Millisecond, r.Delay())
-	for i := range window {
-		r.observe(time.Duration(i+1) * time.Millisecond) // 1..32ms: the median is 17ms
+	for i := range latency.DefaultSize {
+		r.latencies.Observe(time.Duration(i+1) * time.Millisecond) // 1..32ms: the median is 17ms
 	}
 	assert.Equal(t, 68*time.Millisecond, r.Delay())
 }
