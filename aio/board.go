@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -288,6 +289,7 @@ func (b *board) write(notes []boardNote) {
 	if len(order) == 0 {
 		return
 	}
+	slices.Sort(order) // every store locks the holders' records in one order (package doc)
 	models := make([]mongo.WriteModel, len(order))
 	for i, h := range order {
 		push := bson.D{{Key: "w." + b.writer, Value: bson.D{{Key: "$each", Value: marks[h]}, {Key: "$slice", Value: -boardKeep}}}}

@@ -2,11 +2,16 @@ package aio_test
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	mongoevent "go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/aio"
@@ -171,4 +176,62 @@ func readOnce(ms []wake.Mark) []wake.Mark {
 func TestBoardDisabled(t *testing.T) {
 	store, _ := aiotest.Open(t, srv.URI, aio.Options{Connection: server.Connection{Database: testDatabase(t)}, DisableRemoteWakes: true})
 	assert.Nil(t, wake.BoardOf(store))
+}
+
+// A write of marks lists its statements by holder, whatever order its commits needed them
+// in: every process's writes lock the same holders' documents, and on an engine that locks
+// rows in statement order, two writes in different orders would wait on each other.
+func TestBoardWritesMarksInHolderOrder(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var writes [][]string // the holders of each update command sent to the board
+	monitor := &mongoevent.CommandMonitor{Started: func(_ context.Context, e *mongoevent.CommandStartedEvent) {
+		if e.CommandName != "update" || !strings.HasSuffix(e.DatabaseName, "_wakes") {
+			return
+		}
+		vals, err := e.Command.Lookup("updates").Array().Values()
+		if err != nil {
+			return
+		}
+		var holders []string
+		for _, v := range vals {
+			if v.Document().Lookup("u", "$push").Type == bson.TypeEmbeddedDocument {
+				holders = append(holders, v.Document().Lookup("q", "_id").StringValue())
+			}
+		}
+		if len(holders) > 0 {
+			mu.Lock()
+			writes = append(writes, holders)
+			mu.Unlock()
+		}
+	}}
+	store, _ := aiotest.Open(t, srv.URI, aio.Options{Connection: server.Connection{Database: testDatabase(t),
+		ClientOptions: options.Client().SetMonitor(monitor)}})
+	b := wake.BoardOf(store)
+	all := make([]int, store.Partitions())
+	for p := range all {
+		all[p] = p
+	}
+	// A commit marks the Relay's holder first, then the Sweeper's: their names sort the
+	// other way.
+	require.NoError(t, b.Publish(ctx, "z-outbox", wake.Holding{Kind: wake.Outbox, Parts: all}))
+	require.NoError(t, b.Publish(ctx, "a-timers", wake.Holding{Kind: wake.Timers, Parts: all, Ahead: 60}))
+	exe := &execstore.Execution{ID: "both", DefinitionID: "board", Status: execstore.Running}
+	_, err := store.Commit(ctx, exe, execstore.Commit{Emits: []execstore.Emit{{TargetID: "x", Event: []byte("e")}},
+		Timers: []execstore.TimerOp{execstore.ScheduleTimer("soon", time.Now().Add(10*time.Second))}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		a, err := b.Marks(ctx, "a-timers")
+		require.NoError(t, err)
+		z, err := b.Marks(ctx, "z-outbox")
+		require.NoError(t, err)
+		return len(a) == 1 && len(z) == 1
+	}, 30*time.Second, 5*time.Millisecond, "the commit marks both holders")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, writes)
+	for _, holders := range writes {
+		assert.Equal(t, []string{"a-timers", "z-outbox"}, holders, "one write, its statements by holder")
+	}
 }

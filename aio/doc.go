@@ -81,10 +81,14 @@
 //     engine's unique violation) is a conflict with nothing written. A seq block is taken by
 //     a findAndModify of the counter's existing document, itself created by an insert. No
 //     write is an upsert whose filter is the _id alone.
-//   - Every bulk write (group commit, coalesced acks, timer deletes) sends its statements
-//     ordered by _id. So two bulks, of this process or of another, never wait on each
-//     other's row locks in a cycle, however many are in flight (Options.MaxBatchesInFlight). A statement the server rolled back for a lock conflict
-//     was not applied, and is settled as such: a group commit reads it back and runs it alone.
+//   - Every bulk write (group commit, coalesced acks, timer deletes, a write of marks on the
+//     board) sends its statements ordered by _id. So two bulks, of this process or of
+//     another, never wait on each other's row locks in a cycle, however many are in flight
+//     (Options.MaxBatchesInFlight). Every process's writes of marks lock the same few
+//     holders' documents: ordered by first need, on DocumentDB under 256 chains at 4
+//     processes, they timed out behind each other and lost most marks (docs/performance.md).
+//     A statement the server rolled back for a lock conflict was not applied, and is settled
+//     as such: a group commit reads it back and runs it alone.
 //   - On the FerretDB profile, the acks written alone, or the timer deletes of one path, that
 //     go out together are merged into updateMany statements, since FerretDB 1.x reads the
 //     whole collection for every statement whose filter is not an _id alone. Each names its
@@ -237,9 +241,9 @@
 //     in either order with the writes after it, pushes again marks whose Seq its holder reads
 //     once (wake.Cursor skips them), or pushes older marks out of the 64 kept, which the
 //     holder takes for marks missed: a scan. The second send of a write is the same bulk
-//     write, its $push statements in the same order, each locking one holder's document: on
-//     a row-locking engine it waits for the first's locks, never in a cycle, and on MongoDB
-//     each $push is atomic. The send not taken ends with its task, or with the store for a
+//     write, its $push statements in the same order (by holder), each locking one holder's
+//     document: on a row-locking engine it waits for the first's locks, never in a cycle, and
+//     on MongoDB each $push is atomic. The send not taken ends with its task, or with the store for a
 //     write; Close waits for it.
 //   - Close stops new calls (execstore.ErrClosed), drains queued and in-flight work within its
 //     context, and leaves no goroutine behind.
