@@ -75,13 +75,16 @@ func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 // marks missed (more than the board keeps came between two reads) owe a scan of the
 // partitions. It returns the wait before the next round: WakeInterval, doubled for each
 // round in a row that found no mark and no change of partitions (up to boardIdleShift), and
-// at least boardSpacing times as long as the rounds take.
+// at least boardSpacing times as long as the rounds' calls to the board take (not what the
+// relay does with the marks: a relay busy with them is not a busy server).
 func (s *session[T, K]) boardRound(w *boardWatch) time.Duration {
 	r := s.r
-	start := time.Now()
-	found := s.publishBoard(w)
+	found, calls := s.publishBoard(w)
 	if len(w.published) > 0 {
-		if marks, err := r.board.Marks(s.sessionCtx, w.holder); err == nil {
+		start := time.Now()
+		marks, err := r.board.Marks(s.sessionCtx, w.holder)
+		calls += time.Since(start)
+		if err == nil {
 			if fresh, missed := w.cursor.Next(marks); len(fresh) > 0 || missed {
 				s.woken(fresh, missed)
 				found = true
@@ -93,28 +96,32 @@ func (s *session[T, K]) boardRound(w *boardWatch) time.Duration {
 	} else {
 		w.idle = min(w.idle+1, boardIdleShift)
 	}
-	w.rounds.Observe(time.Since(start))
+	w.rounds.Observe(calls)
 	took, _ := w.rounds.Median()
 	return max(r.opts.WakeInterval<<w.idle, boardSpacing*took)
 }
 
 // publishBoard publishes the partitions the session hands out when they changed since the
-// last publish, or boardRepublish passed, and reports whether they changed. A publish that
-// fails is tried again at the next round: the polls deliver meanwhile.
-func (s *session[T, K]) publishBoard(w *boardWatch) (changed bool) {
+// last publish, or boardRepublish passed, and reports whether they changed and how long the
+// publish took. A publish that fails is tried again at the next round: the polls deliver
+// meanwhile.
+func (s *session[T, K]) publishBoard(w *boardWatch) (changed bool, took time.Duration) {
 	s.mu.Lock()
 	parts, _ := s.scannable()
 	s.mu.Unlock()
 	changed = !slices.Equal(parts, w.published)
 	if !changed && time.Since(w.publishedAt) < boardRepublish {
-		return false
+		return false, 0
 	}
 	h := wake.Holding{Kind: s.r.boardKind, Parts: parts, Ahead: s.lookAhead().Seconds()}
-	if err := s.r.board.Publish(s.sessionCtx, w.holder, h); err != nil {
-		return false
+	start := time.Now()
+	err := s.r.board.Publish(s.sessionCtx, w.holder, h)
+	took = time.Since(start)
+	if err != nil {
+		return false, took
 	}
 	w.published, w.publishedAt = parts, time.Now()
-	return changed
+	return changed, took
 }
 
 // woken owes a targeted read of the executions marked fresh whose partitions the session

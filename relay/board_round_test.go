@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/wake"
 )
 
@@ -103,4 +104,26 @@ func TestBoardRoundSpacesReadsOfASlowServer(t *testing.T) {
 		board.push("S")
 		assert.Equal(t, wi, b.s.boardRound(w), "the server answers fast again")
 	})
+}
+
+// Only the calls to the board space the rounds: a relay slow to take its marks (its session
+// busy) is not a busy server. In real time (a goroutine waiting for a mutex does not let
+// virtual time pass): the session is held 300ms at each round's start, the board answers at
+// once, and the wait stays WakeInterval (200ms) unless the calls took 50ms.
+func TestBoardRoundIsNotSpacedByTheRelaysOwnWork(t *testing.T) {
+	b := newHarness(t, func(s execstore.Store) kind[execstore.OutboxEntry, entryKey] { return outboxKind{store: s} },
+		Options{WakeInterval: 200 * time.Millisecond})
+	b.hold("S", b.lease())
+	board := &pacedBoard{}
+	b.r.board = board
+	w := newBoardWatch("h")
+	for range boardRoundsKnown + 1 {
+		board.push("S")
+		b.s.mu.Lock()
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			b.s.mu.Unlock()
+		}()
+		assert.Equal(t, 200*time.Millisecond, b.s.boardRound(w))
+	}
 }
