@@ -28,10 +28,7 @@ func TestBoardMarksTheHoldersOfOtherProcesses(t *testing.T) {
 	store, _ := aiotest.Open(t, srv.URI, aio.Options{Connection: server.Connection{Database: testDatabase(t)}})
 	b := wake.BoardOf(store)
 	require.NotNil(t, b, "an aio store offers a board")
-	all := make([]int, store.Partitions())
-	for p := range all {
-		all[p] = p
-	}
+	all := allPartitions(store)
 	require.NoError(t, b.Publish(ctx, "far-outbox", wake.Holding{Kind: wake.Outbox, Parts: all}))
 	require.NoError(t, b.Publish(ctx, "far-timers", wake.Holding{Kind: wake.Timers, Parts: all, Ahead: 60}))
 
@@ -111,10 +108,7 @@ func TestBoardCarriesSmallCommitsEntries(t *testing.T) {
 	ctx := context.Background()
 	store, _ := aiotest.Open(t, srv.URI, aio.Options{Connection: server.Connection{Database: testDatabase(t)}})
 	b := wake.BoardOf(store)
-	all := make([]int, store.Partitions())
-	for p := range all {
-		all[p] = p
-	}
+	all := allPartitions(store)
 	require.NoError(t, b.Publish(ctx, "far-outbox", wake.Holding{Kind: wake.Outbox, Parts: all}))
 	require.NoError(t, b.Publish(ctx, "far-timers", wake.Holding{Kind: wake.Timers, Parts: all, Ahead: 60}))
 	commit := func(id string, c execstore.Commit) {
@@ -208,10 +202,7 @@ func TestBoardWritesMarksInHolderOrder(t *testing.T) {
 	store, _ := aiotest.Open(t, srv.URI, aio.Options{Connection: server.Connection{Database: testDatabase(t),
 		ClientOptions: options.Client().SetMonitor(monitor)}})
 	b := wake.BoardOf(store)
-	all := make([]int, store.Partitions())
-	for p := range all {
-		all[p] = p
-	}
+	all := allPartitions(store)
 	// A commit marks the Relay's holder first, then the Sweeper's: their names sort the
 	// other way.
 	require.NoError(t, b.Publish(ctx, "z-outbox", wake.Holding{Kind: wake.Outbox, Parts: all}))
@@ -234,4 +225,13 @@ func TestBoardWritesMarksInHolderOrder(t *testing.T) {
 	for _, holders := range writes {
 		assert.Equal(t, []string{"a-timers", "z-outbox"}, holders, "one write, its statements by holder")
 	}
+}
+
+// allPartitions lists every partition of store.
+func allPartitions(store *aio.Store) []int {
+	all := make([]int, store.Partitions())
+	for p := range all {
+		all[p] = p
+	}
+	return all
 }
