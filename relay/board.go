@@ -76,7 +76,8 @@ func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 // partitions. It returns the wait before the next round: WakeInterval, doubled for each
 // round in a row that found no mark and no change of partitions (up to boardIdleShift), and
 // at least boardSpacing times as long as the rounds' calls to the board take (not what the
-// relay does with the marks: a relay busy with them is not a busy server).
+// relay does with the marks: a relay busy with them is not a busy server), up to
+// PollInterval: a server that stalled for a while is read again as soon as a poll would.
 func (s *session[T, K]) boardRound(w *boardWatch) time.Duration {
 	r := s.r
 	found, calls := s.publishBoard(w)
@@ -98,7 +99,7 @@ func (s *session[T, K]) boardRound(w *boardWatch) time.Duration {
 	}
 	w.rounds.Observe(calls)
 	took, _ := w.rounds.Median()
-	return max(r.opts.WakeInterval<<w.idle, boardSpacing*took)
+	return max(r.opts.WakeInterval<<w.idle, min(boardSpacing*took, r.opts.PollInterval))
 }
 
 // publishBoard publishes the partitions the session hands out when they changed since the

@@ -96,8 +96,15 @@ func TestBoardRoundSpacesReadsOfASlowServer(t *testing.T) {
 		board.push("S")
 		assert.Equal(t, 400*time.Millisecond, b.s.boardRound(w))
 
+		board.took = time.Second
+		for range 3 {
+			board.push("S")
+			b.s.boardRound(w)
+		}
+		assert.Equal(t, b.r.opts.PollInterval, b.s.boardRound(w), "a stalled server: read again a PollInterval later, as a poll would")
+
 		board.took = time.Millisecond
-		for range 4 {
+		for range 7 {
 			board.push("S")
 			b.s.boardRound(w)
 		}
