@@ -36,6 +36,7 @@ type boardWatch struct {
 	publishedAt time.Time
 	idle        int // rounds in a row that found no mark, up to boardIdleShift
 	rounds      latency.Window
+	nextRound   time.Time // when the next round is due (boardTick)
 }
 
 func newBoardWatch(holder string) *boardWatch {
@@ -43,7 +44,8 @@ func newBoardWatch(holder string) *boardWatch {
 }
 
 // watchBoard is the session's side of the store's board (wake.Board), on a goroutine of its
-// own until stop, in rounds (boardRound). Its record is withdrawn at the end.
+// own until stop, in ticks (boardTick) and rounds (boardRound). Its record is withdrawn at
+// the end.
 func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 	r := s.r
 	w := newBoardWatch(r.member + "/" + string(r.boardKind))
@@ -65,8 +67,22 @@ func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 			return
 		case <-tick.C:
 		}
-		tick.Reset(s.boardRound(w))
+		tick.Reset(s.boardTick(w))
 	}
+}
+
+// boardTick runs a round when one is due, and otherwise publishes the partitions if they
+// changed: reads spaced on a slow server (boardRound) must not keep a partition taken
+// meanwhile unpublished, since stores mark only the holders they read. It returns the wait
+// before the next tick: WakeInterval, or less when a round comes due sooner.
+func (s *session[T, K]) boardTick(w *boardWatch) time.Duration {
+	now := time.Now()
+	if !now.Before(w.nextRound) {
+		w.nextRound = now.Add(s.boardRound(w))
+	} else if changed, _ := s.publishBoard(w); changed {
+		w.idle = 0
+	}
+	return min(s.r.opts.WakeInterval, max(time.Until(w.nextRound), 0))
 }
 
 // boardRound publishes the partitions the session hands out when they changed (and every

@@ -2,12 +2,14 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/wake"
@@ -133,4 +135,32 @@ func TestBoardRoundIsNotSpacedByTheRelaysOwnWork(t *testing.T) {
 		}()
 		assert.Equal(t, 200*time.Millisecond, b.s.boardRound(w))
 	}
+}
+
+// While a slow server spaces the rounds, a partition taken between two is published at the
+// next tick, a WakeInterval later, with no read: stores mark only the holders they read. In
+// virtual time.
+func TestBoardTickPublishesWhileRoundsAreSpaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newOutboxHarness(t)
+		b.hold("S", b.lease())
+		board := &pacedBoard{took: 100 * time.Millisecond}
+		b.r.board = board
+		w := newBoardWatch("h")
+		wi := b.r.opts.WakeInterval
+		for range boardRoundsKnown {
+			board.push("S")
+			time.Sleep(b.s.boardTick(w))
+		}
+		require.Greater(t, time.Until(w.nextRound), wi, "rounds spaced past the tick")
+		reads := board.reads
+		other := "T"
+		for i := 0; b.r.partOf(other) == b.r.partOf("S"); i++ {
+			other = fmt.Sprintf("T%d", i)
+		}
+		b.hold(other, b.lease())
+		assert.Equal(t, wi, b.s.boardTick(w), "the next tick, before the round")
+		assert.ElementsMatch(t, []int{b.r.partOf("S"), b.r.partOf(other)}, board.published, "the partition taken, published")
+		assert.Equal(t, reads, board.reads, "no read before the round is due")
+	})
 }

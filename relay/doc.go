@@ -135,7 +135,8 @@
 // times as long as its calls to the board (reads, and writes) take, the median of the last
 // 8, so that on a busy server its reads take at most a fifth of its time and leave room for
 // the leases' renewals (never further than PollInterval); one slow read does not space
-// them, nor does the relay's own work. A
+// them, nor does the relay's own work, and partitions it takes meanwhile are published a
+// WakeInterval later all the same. A
 // store that commits reads the holders' documents at most once a second, only while it
 // commits something to relay, and writes the marks of the commits of one round trip in one
 // bulk write, one statement per holder: while one write is in flight, the next gathers.
