@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -70,7 +71,7 @@ func TestExecutionsSorted(t *testing.T) {
 			require.Empty(t, s.CreatedAt+s.UpdatedAt)
 		} else {
 			require.NotEmpty(t, s.CreatedAt, s.ID)
-			require.GreaterOrEqual(t, s.UpdatedAt, s.CreatedAt, s.ID)
+			require.False(t, instant(t, s.UpdatedAt).Before(instant(t, s.CreatedAt)), s.ID)
 		}
 	}
 	reversed := ids(byID)
@@ -88,7 +89,7 @@ func TestExecutionsSorted(t *testing.T) {
 		require.Len(t, up, len(byID), field)
 		require.Equal(t, "order-4", up[0].ID, "%s: no time comes first", field)
 		require.True(t, slices.IsSortedFunc(up[1:], func(a, b inspect.ExecutionSummary) int {
-			if c := strings.Compare(at(a), at(b)); c != 0 {
+			if c := instant(t, at(a)).Compare(instant(t, at(b))); c != 0 {
 				return c
 			}
 			return strings.Compare(a.ID, b.ID)
@@ -127,4 +128,14 @@ func TestExecutionsSorted(t *testing.T) {
 	for name := range m.commands() {
 		require.Contains(t, readCommands, name, "sent %q, not a read", name)
 	}
+}
+
+// instant is the time a listing wrote as at. Times are compared as instants, never as text: a
+// time on a whole second is written without its milliseconds, so "…:25Z" sorts after
+// "…:25.002Z" as a string.
+func instant(t *testing.T, at string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339Nano, at)
+	require.NoError(t, err, at)
+	return v
 }
