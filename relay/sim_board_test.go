@@ -15,10 +15,11 @@ import (
 
 // simBoard is the simulation's wake.Board: every won commit through the memstore marks the
 // holders of its execution's partition, as aio's board does for the commits of other
-// processes, and every process's relays read it. Its faults: marks dropped, late (in order),
-// pushed twice (a hedged write applied by both its sends), written to a holder that no
-// longer holds the partition (it goes by holdings read up to a second ago), carrying the
-// outbox entries or not, and reads that fail. Process p0's commits are also handed over in
+// processes, and every process's relays read it. Its faults: marks dropped (half of them
+// with their Seq spent, as a write that failed), late (in order), pushed twice (a hedged
+// write applied by both its sends), written to a holder that no longer holds the partition
+// (it goes by holdings read up to a second ago), carrying the outbox entries or not, and
+// reads that fail. Process p0's commits are also handed over in
 // memory: its relays get both.
 type simBoard struct {
 	plan *simPlan
@@ -135,6 +136,9 @@ func (b *simBoard) End(id string, _ any, c *wake.Committed) {
 			continue
 		}
 		if b.plan.faulty() && b.plan.chance(0.15) {
+			if b.plan.chance(0.5) {
+				b.seq[holder]++ // a write of marks that failed: its Seq is spent, a gap the holder sees
+			}
 			continue // lost
 		}
 		b.seq[holder]++

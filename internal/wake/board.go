@@ -101,21 +101,22 @@ type Cursor struct {
 }
 
 // Next returns the marks not read before, and whether some may be missing: a writer's
-// oldest mark kept is past the one after the last read (the writer wrote more than the
-// board keeps between two reads). A writer met for the first time has all its marks new: a
-// holder's record starts with none.
+// fresh mark is past the one after the last it read (the writer wrote more than the board
+// keeps between two reads, or a write of marks failed), wherever it stands among the marks
+// kept, since a hedged write applied late pushes again Seqs read before. A writer met for
+// the first time has all its marks new: a holder's record starts with none.
 func (c *Cursor) Next(marks map[string][]Mark) (fresh []Mark, missed bool) {
 	if c.seen == nil {
 		c.seen = map[string]int64{}
 	}
 	for w, ms := range marks {
 		last := c.seen[w]
-		if len(ms) > 0 && ms[0].Seq > last+1 {
-			missed = true
-		}
 		for _, m := range ms {
 			if m.Seq <= last { // read before, or pushed again by a hedged write
 				continue
+			}
+			if m.Seq > last+1 {
+				missed = true
 			}
 			fresh = append(fresh, m)
 			last = m.Seq

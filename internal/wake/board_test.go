@@ -61,6 +61,17 @@ func TestCursor(t *testing.T) {
 	assert.False(t, missed)
 	fresh, _ = c.Next(map[string][]wake.Mark{"w": marks(1, 2, 1, 2, 3, 4, 3, 4)})
 	assert.Equal(t, marks(3, 4), fresh, "and so is one pushed twice between two reads")
+
+	// A copy applied late may stand first among the marks kept while the writer's next
+	// marks were pushed out: those are missed all the same.
+	c = wake.Cursor{}
+	_, _ = c.Next(map[string][]wake.Mark{"w": marks(1, 2, 3)})
+	fresh, missed = c.Next(map[string][]wake.Mark{"w": marks(1, 2, 3, 6, 7)})
+	assert.Equal(t, marks(6, 7), fresh)
+	assert.True(t, missed, "4 and 5 were pushed out below the copy of 1 to 3")
+	fresh, missed = c.Next(map[string][]wake.Mark{"w": marks(1, 2, 3, 6, 7, 9)})
+	assert.Equal(t, marks(9), fresh)
+	assert.True(t, missed, "8's write failed")
 }
 
 // HoldLocally marks a holder as this process's until its func is called.
