@@ -41,11 +41,12 @@ func (w *Window) Observe(d time.Duration) {
 	w.n++
 }
 
-// Median returns the median of the latest latencies, and whether enough came for one.
+// Median returns the median of the latest latencies (of an even number, the upper of the
+// two middle ones), and whether enough came for one.
 func (w *Window) Median() (time.Duration, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	size := cmp.Or(max(w.Size, 0), DefaultSize)
+	size := len(w.recent) // as Observe made it: Size read at the first
 	if w.n == 0 || w.n < min(cmp.Or(max(w.Min, 0), DefaultMin), size) {
 		return 0, false
 	}
