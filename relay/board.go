@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"slices"
 	"time"
 
@@ -18,10 +19,11 @@ const boardRepublish = 10 * time.Second
 const boardIdleShift = 2
 
 // boardSpacing is how many times as long as the rounds of the board take (their publish
-// and their read: the median of the last boardRoundsKept, once boardRoundsKnown came) a
-// round waits before the next, at least: a server that answers slowly for a while is busy,
-// and a holder's rounds then take at most a fifth of its time, however slow the server. One
-// slow answer does not move the median: a single stalled read costs no wake-up's latency.
+// and their read: the median of the last boardRoundsKept, once boardRoundsKnown came) the
+// wait after a round's end is, at least: a server that answers slowly for a while is busy,
+// and a holder's rounds then take at most a fifth of its time, unless they take more than a
+// quarter of PollInterval (the wait stops at PollInterval). One slow answer does not move
+// the median: a single stalled read costs no wake-up's latency.
 const (
 	boardSpacing     = 4
 	boardRoundsKept  = 8
@@ -37,6 +39,9 @@ type boardWatch struct {
 	idle        int // rounds in a row that found no mark, up to boardIdleShift
 	rounds      latency.Window
 	nextRound   time.Time // when the next round is due (boardTick)
+	// publishFailed is set when the last publish failed: the ticks between rounds leave the
+	// next try to the next round, so a server that refuses is not asked every WakeInterval.
+	publishFailed bool
 }
 
 func newBoardWatch(holder string) *boardWatch {
@@ -72,34 +77,48 @@ func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 }
 
 // boardTick runs a round when one is due, and otherwise publishes the partitions if they
-// changed: reads spaced on a slow server (boardRound) must not keep a partition taken
-// meanwhile unpublished, since stores mark only the holders they read. It returns the wait
-// before the next tick: WakeInterval, or less when a round comes due sooner.
+// changed since the last publish (unless it failed: the round tries again): reads spaced on
+// a slow server (boardRound) must not keep a partition taken meanwhile unpublished, since
+// stores mark only the holders they read. The next round is due at the later of the round's
+// period after its start and its gap after its end. It returns the wait before the next
+// tick: WakeInterval, or less when a round comes due sooner.
 func (s *session[T, K]) boardTick(w *boardWatch) time.Duration {
-	now := time.Now()
-	if !now.Before(w.nextRound) {
-		w.nextRound = now.Add(s.boardRound(w))
-	} else if changed, _ := s.publishBoard(w); changed {
+	start := time.Now()
+	if !start.Before(w.nextRound) {
+		period, gap := s.boardRound(w)
+		w.nextRound = later(start.Add(period), time.Now().Add(gap))
+	} else if changed, _ := s.publishBoard(w, false); changed {
 		w.idle = 0
 	}
 	return min(s.r.opts.WakeInterval, max(time.Until(w.nextRound), 0))
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // boardRound publishes the partitions the session hands out when they changed (and every
 // boardRepublish), and reads the marks the commits of other processes left it, one read by
 // its id. A mark owes its execution a targeted read, as a local commit not handed over does;
 // marks missed (more than the board keeps came between two reads) owe a scan of the
-// partitions. It returns the wait before the next round: WakeInterval, doubled for each
-// round in a row that found no mark and no change of partitions (up to boardIdleShift), and
-// at least boardSpacing times as long as the rounds' calls to the board take (not what the
-// relay does with the marks: a relay busy with them is not a busy server), up to
-// PollInterval: a server that stalled for a while is read again as soon as a poll would.
-func (s *session[T, K]) boardRound(w *boardWatch) time.Duration {
+// partitions. It returns when the next round is due: period after this one's start,
+// WakeInterval doubled for each round in a row that found no mark and no change of
+// partitions (up to boardIdleShift); and gap after its end, boardSpacing times as long as
+// the rounds' calls to the board take (not what the relay does with the marks: a relay busy
+// with them is not a busy server), up to PollInterval: a server that stalled for a while is
+// read again as soon as a poll would. Each call is bounded by PollInterval (boardCallCtx).
+func (s *session[T, K]) boardRound(w *boardWatch) (period, gap time.Duration) {
 	r := s.r
-	found, calls := s.publishBoard(w)
+	found, calls := s.publishBoard(w, true)
 	if len(w.published) > 0 {
 		start := time.Now()
-		marks, err := r.board.Marks(s.sessionCtx, w.holder)
+		readCtx, cancel := s.boardCallCtx()
+		marks, err := r.board.Marks(readCtx, w.holder)
+		cancel()
 		calls += time.Since(start)
 		if err == nil {
 			if fresh, missed := w.cursor.Next(marks); len(fresh) > 0 || missed {
@@ -115,26 +134,37 @@ func (s *session[T, K]) boardRound(w *boardWatch) time.Duration {
 	}
 	w.rounds.Observe(calls)
 	took, _ := w.rounds.Median()
-	return max(r.opts.WakeInterval<<w.idle, min(boardSpacing*took, r.opts.PollInterval))
+	return r.opts.WakeInterval << w.idle, min(boardSpacing*took, r.opts.PollInterval)
+}
+
+// boardCallCtx is the context of one call to the board: the session's, bounded by
+// PollInterval, so that a stalled server holds the watch (and the partitions it publishes)
+// no longer than a poll would wait.
+func (s *session[T, K]) boardCallCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.sessionCtx, s.r.opts.PollInterval)
 }
 
 // publishBoard publishes the partitions the session hands out when they changed since the
-// last publish, or boardRepublish passed, and reports whether they changed and how long the
-// publish took. A publish that fails is tried again at the next round: the polls deliver
-// meanwhile.
-func (s *session[T, K]) publishBoard(w *boardWatch) (changed bool, took time.Duration) {
+// last publish that succeeded, and in a round (round) when boardRepublish passed since it
+// too; between rounds, not after a publish that failed. It reports whether they changed and
+// how long the publish took. A publish that fails is tried again at the next round: the
+// polls deliver meanwhile.
+func (s *session[T, K]) publishBoard(w *boardWatch, round bool) (changed bool, took time.Duration) {
 	s.mu.Lock()
 	parts, _ := s.scannable()
 	s.mu.Unlock()
 	changed = !slices.Equal(parts, w.published)
-	if !changed && time.Since(w.publishedAt) < boardRepublish {
+	due := changed && (round || !w.publishFailed) || round && time.Since(w.publishedAt) >= boardRepublish
+	if !due {
 		return false, 0
 	}
 	h := wake.Holding{Kind: s.r.boardKind, Parts: parts, Ahead: s.lookAhead().Seconds()}
 	start := time.Now()
-	err := s.r.board.Publish(s.sessionCtx, w.holder, h)
+	publishCtx, cancel := s.boardCallCtx()
+	err := s.r.board.Publish(publishCtx, w.holder, h)
+	cancel()
 	took = time.Since(start)
-	if err != nil {
+	if w.publishFailed = err != nil; w.publishFailed {
 		return false, took
 	}
 	w.published, w.publishedAt = parts, time.Now()

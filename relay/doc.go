@@ -131,13 +131,14 @@
 // one document per holder. What it costs: a relay that holds partitions reads its document
 // once per WakeInterval while marks come, backing off to once per 4×WakeInterval (80ms by
 // default) while its reads find none, and writes it when its partitions change and every 10s.
-// A server slow to answer for a while spaces the reads further: a relay waits at least four
-// times as long as its calls to the board (reads, and writes) take, the median of the last
-// 8, so that on a busy server its reads take at most a fifth of its time and leave room for
-// the leases' renewals (never further than PollInterval); one slow read does not space
-// them, nor does the relay's own work, and partitions it takes meanwhile are published a
-// WakeInterval later all the same. A
-// store that commits reads the holders' documents at most once a second, only while it
+// A server slow to answer for a while spaces the reads further: after a round (its publish,
+// when due, and its read) a relay waits at least four times as long as its calls to the
+// board take, the median of the last 8, so that on a busy server its reads take at most a
+// fifth of its time and leave room for the leases' renewals (the wait stops at
+// PollInterval, and each call to the board is bounded by PollInterval); one slow read does
+// not space them, nor does the relay's own work. Partitions it takes meanwhile are published
+// at its next tick, a WakeInterval later, unless a call to the board is under way or the
+// last publish failed (the next round tries again). A store that commits reads the holders' documents at most once a second, only while it
 // commits something to relay, and writes the marks of the commits of one round trip in one
 // bulk write, one statement per holder: while one write is in flight, the next gathers.
 //
@@ -313,9 +314,13 @@
 //     failed, the store's intake was full), late, written to a holder that no longer holds
 //     the partition, never written (a store that read the holders before the relay published,
 //     up to a second), or more marks between two reads than the document keeps (64 per
-//     store: a scan of the partitions that leaves nothing out follows), delays a delivery
-//     until a poll at most (three, see above), which reads the partitions themselves. Of two holders that list a partition (one
-//     handing it over, one taking it), the stores mark the one that published last.
+//     store), delays a delivery
+//     until a poll at most (three, see above), which reads the partitions themselves. A
+//     store numbers its marks to each holder (wake.Mark's Seq): a gap in what the holder reads
+//     (marks pushed out of the document, or a write of marks that failed followed by one that
+//     did not) is marks missed, and a scan of the partitions that leaves nothing out follows.
+//     Of two holders that list a partition (one handing it over, one taking it), the stores
+//     mark the one that published last.
 //   - A timer cancelled before its fire time does not fire: a timer read ahead, or handed
 //     over, waits in memory, and is handed out only once a scan sent at or after its fire time
 //     returns it. A complete scan that does not return it drops it (Stats.Cancelled): a commit
