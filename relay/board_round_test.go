@@ -183,27 +183,41 @@ func TestBoardRoundIsNotSpacedByTheRelaysOwnWork(t *testing.T) {
 	}
 }
 
+// spacedWatch returns a harness holding execution S's partition, whose board's calls take
+// 100ms, and a watch of it whose rounds are spaced (their median known): the next is due
+// 400ms after the last. Call it in a synctest bubble.
+func spacedWatch(t *testing.T) (*harness[execstore.OutboxEntry, entryKey], *pacedBoard, *boardWatch) {
+	b := newOutboxHarness(t)
+	b.hold("S", b.lease())
+	board := &pacedBoard{took: 100 * time.Millisecond}
+	b.r.board = board
+	w := newBoardWatch("h")
+	for range boardRoundsKnown {
+		board.push("S")
+		time.Sleep(b.s.boardTick(w))
+	}
+	return b, board, w
+}
+
+// otherThanS is an execution id in another partition than S's.
+func otherThanS(b *harness[execstore.OutboxEntry, entryKey]) string {
+	other := "T"
+	for i := 0; b.r.partOf(other) == b.r.partOf("S"); i++ {
+		other = fmt.Sprintf("T%d", i)
+	}
+	return other
+}
+
 // While a slow server spaces the rounds, a partition taken between two is published at the
 // next tick, a WakeInterval later, with no read: stores mark only the holders they read. In
 // virtual time.
 func TestBoardTickPublishesWhileRoundsAreSpaced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newOutboxHarness(t)
-		b.hold("S", b.lease())
-		board := &pacedBoard{took: 100 * time.Millisecond}
-		b.r.board = board
-		w := newBoardWatch("h")
+		b, board, w := spacedWatch(t)
 		wi := b.r.opts.WakeInterval
-		for range boardRoundsKnown {
-			board.push("S")
-			time.Sleep(b.s.boardTick(w))
-		}
 		require.Greater(t, time.Until(w.nextRound), wi, "rounds spaced past the tick")
 		reads := board.reads
-		other := "T"
-		for i := 0; b.r.partOf(other) == b.r.partOf("S"); i++ {
-			other = fmt.Sprintf("T%d", i)
-		}
+		other := otherThanS(b)
 		b.hold(other, b.lease())
 		assert.Equal(t, wi, b.s.boardTick(w), "the next tick, before the round")
 		assert.ElementsMatch(t, []int{b.r.partOf("S"), b.r.partOf(other)}, board.published, "the partition taken, published")
@@ -215,20 +229,9 @@ func TestBoardTickPublishesWhileRoundsAreSpaced(t *testing.T) {
 // tries it, and publishes once the server takes it. In virtual time.
 func TestBoardTickLeavesAFailedPublishToTheRound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newOutboxHarness(t)
-		b.hold("S", b.lease())
-		board := &pacedBoard{took: 100 * time.Millisecond}
-		b.r.board = board
-		w := newBoardWatch("h")
-		for range boardRoundsKnown {
-			board.push("S")
-			time.Sleep(b.s.boardTick(w))
-		}
+		b, board, w := spacedWatch(t)
 		require.Greater(t, time.Until(w.nextRound), 2*b.r.opts.WakeInterval, "rounds spaced past two ticks")
-		other := "T"
-		for i := 0; b.r.partOf(other) == b.r.partOf("S"); i++ {
-			other = fmt.Sprintf("T%d", i)
-		}
+		other := otherThanS(b)
 		b.hold(other, b.lease())
 		board.publishFail = errors.New("refused")
 		publishes := board.publishes
