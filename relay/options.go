@@ -51,8 +51,8 @@ type Options struct {
 	// or the sole lease) over a store with a board (aio's) reads the wake-ups the commits of
 	// other processes left it there: one read of one document by its id. While its reads find
 	// none it backs off to one every 4×WakeInterval, and comes back at the first it finds;
-	// and it waits at least four times as long as its reads take (their median: a busy
-	// server), up to PollInterval. A
+	// and after each read it waits at least four times as long as its reads take (their
+	// median: a busy server), up to PollInterval. A
 	// commit to an execution of a partition it holds is then delivered within about
 	// WakeInterval, not a PollInterval later, and a timer armed in one fires on time. The
 	// relay also publishes the partitions it holds there when they change, and every 10s.
