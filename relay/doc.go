@@ -138,9 +138,10 @@
 // PollInterval, and each call to the board is bounded by PollInterval); one slow read does
 // not space them, nor does the relay's own work. Partitions it takes meanwhile are published
 // at its next tick, a WakeInterval later, unless a call to the board is under way or the
-// last publish failed (the next round tries again). A store that commits reads the holders' documents at most once a second, only while it
-// commits something to relay, and writes the marks of the commits of one round trip in one
-// bulk write, one statement per holder: while one write is in flight, the next gathers.
+// last publish failed (the next round tries again). A store that commits reads the holders'
+// documents at most once a second, only while it commits something to relay, and writes the
+// marks of the commits of one round trip in one bulk write, one statement per holder: while
+// one write is in flight, the next gathers.
 //
 // A scan owed for the relay's own reasons (an execution's back-off over, a local commit not
 // handed over, items held back, timers come due) reads only the executions it is owed for, by
@@ -314,12 +315,11 @@
 //     failed, the store's intake was full), late, written to a holder that no longer holds
 //     the partition, never written (a store that read the holders before the relay published,
 //     up to a second), or more marks between two reads than the document keeps (64 per
-//     store), delays a delivery
-//     until a poll at most (three, see above), which reads the partitions themselves. A
-//     store numbers its marks to each holder (wake.Mark's Seq): a gap in what the holder reads
-//     (marks pushed out of the document, or a write of marks that failed followed by one that
-//     did not) is marks missed, and a scan of the partitions that leaves nothing out follows.
-//     Of two holders that list a partition (one handing it over, one taking it), the stores
+//     store), delays a delivery until a poll at most (three, see above), which reads the
+//     partitions themselves. A store numbers its marks to each holder (wake.Mark's Seq): a
+//     gap in what the holder reads (marks pushed out of the document, or a write of marks
+//     that failed followed by one that did not) is marks missed, and a scan of the
+//     partitions that leaves nothing out follows. Of two holders that list a partition (one handing it over, one taking it), the stores
 //     mark the one that published last.
 //   - A timer cancelled before its fire time does not fire: a timer read ahead, or handed
 //     over, waits in memory, and is handed out only once a scan sent at or after its fire time
