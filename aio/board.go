@@ -48,6 +48,13 @@ const (
 	// boardHedgeWrite is the least wait before a write of marks is sent again (hedge.Calls):
 	// a second push doubles the marks it carries, which their holder skips.
 	boardHedgeWrite = 100 * time.Millisecond
+	// boardStreamAwait is how long a getMore of a holder's change stream waits for a change
+	// (maxAwaitTimeMS): an idle stream costs the server one getMore this often.
+	boardStreamAwait = time.Second
+	// boardStreamRetry is how long a store goes by a server's refusal of a change stream
+	// before it asks again: a server without them (a standalone server, FerretDB, DocumentDB)
+	// is sent one refused aggregate per store this often.
+	boardStreamRetry = time.Minute
 )
 
 // board is the store's wake.Board: one record per holder, in the collection named as the
@@ -60,7 +67,9 @@ const (
 // c carries the outbox entries of the marks of a holder of the outbox whose commits wrote
 // boardCarryBytes or less (wake.Mark's Outbox), by their marks' seq.
 //
-// A relay publishes its record (Publish) and reads its marks (Marks). A commit that won
+// A relay publishes its record (Publish) and reads its marks (Marks); where the server has
+// change streams, it also follows its record (Follow), and reads its marks when a change
+// comes rather than at an interval. A commit that won
 // and wrote something to relay is noted (note); a writer of marks gathers the notes while
 // its previous write is in flight, reads the holdings when what it knows of them is older
 // than boardRefresh, and pushes each holder's marks onto its record, in one bulk write.
@@ -75,6 +84,11 @@ type board struct {
 	readAt   time.Time                     // when the holdings were read; zero: read them again
 	seqs     map[string]int64              // holder → the last Seq written to it
 	purgedAt time.Time                     // when Publish last removed old records
+	// refusedAt is when the server last refused a change stream; zero when it has not.
+	refusedAt time.Time
+
+	follows        sync.WaitGroup // the goroutines of Follow, ended by their ctx or the store's stop
+	followsStopped bool           // set by stopFollows: Follow starts no more
 }
 
 // boardNote is a won commit the board may wake a holder for.
@@ -208,6 +222,83 @@ func (b *board) Marks(ctx context.Context, holder string) (map[string][]wake.Mar
 		}
 		return doc.W, err
 	})
+}
+
+// Follow implements wake.Follower with a change stream on holder's record: an aggregate
+// with $changeStream (followPipeline), which changes nothing. A server that refuses it (a
+// command error: it has no change streams, as a standalone server) is not asked again for
+// boardStreamRetry, and the channel closes with no receive. The stream ends with ctx, the
+// store's stop, or a failure the driver does not resume from; each getMore waits up to
+// boardStreamAwait, and its events carry nothing but their resume token.
+func (b *board) Follow(ctx context.Context, holder string) <-chan struct{} {
+	changed := make(chan struct{}, 1)
+	b.mu.Lock()
+	refused := !b.refusedAt.IsZero() && time.Since(b.refusedAt) < boardStreamRetry
+	if refused || b.followsStopped {
+		b.mu.Unlock()
+		close(changed)
+		return changed
+	}
+	b.follows.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.follows.Done()
+		defer close(changed)
+		b.follow(ctx, holder, changed)
+	}()
+	return changed
+}
+
+// stopFollows waits for the streams of Follow, which the store's stop ends, and starts no
+// more.
+func (b *board) stopFollows() {
+	b.mu.Lock()
+	b.followsStopped = true
+	b.mu.Unlock()
+	b.follows.Wait()
+}
+
+// follow runs Follow's stream until it ends.
+func (b *board) follow(ctx context.Context, holder string, changed chan<- struct{}) {
+	streamCtx, cancel := context.WithCancel(withOperation(ctx, opWake))
+	defer cancel()
+	defer context.AfterFunc(b.s.stop, cancel)()
+	cs, err := b.coll.Watch(streamCtx, followPipeline(holder), options.ChangeStream().SetMaxAwaitTime(boardStreamAwait))
+	if err != nil {
+		if se := mongo.ServerError(nil); errors.As(err, &se) {
+			b.mu.Lock()
+			b.refusedAt = time.Now()
+			b.mu.Unlock()
+			return
+		}
+		b.s.stats.record(opWake, err)
+		return
+	}
+	b.s.stats.record(opWake, nil)
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(streamCtx), b.s.opts.SettleTimeout)
+		defer cancel()
+		_ = cs.Close(closeCtx) // kills the server's cursor
+	}()
+	changed <- struct{}{} // open: the buffer is empty
+	for cs.Next(streamCtx) {
+		select {
+		case changed <- struct{}{}:
+		default: // a receive is owed already
+		}
+	}
+}
+
+// followPipeline is the pipeline of holder's change stream: the writes to its record, each
+// event cut to its resume token.
+func followPipeline(holder string) mongo.Pipeline {
+	return mongo.Pipeline{
+		{{Key: "$match", Value: bson.D{
+			{Key: "documentKey._id", Value: holder},
+			{Key: "operationType", Value: bson.D{{Key: "$in", Value: bson.A{"insert", "update", "replace"}}}},
+		}}},
+		{{Key: "$project", Value: bson.D{{Key: "_id", Value: 1}}}},
+	}
 }
 
 // Withdraw implements wake.Board.

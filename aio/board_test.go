@@ -2,6 +2,7 @@ package aio_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -234,4 +235,75 @@ func allPartitions(store *aio.Store) []int {
 		all[p] = p
 	}
 	return all
+}
+
+// A holder follows its record (wake.Follower) with a change stream, asked for by one
+// aggregate that changes nothing. On a server that has change streams, the channel receives
+// once the stream is open and again after a write to the record, and closes with the
+// holder's context. On one that refuses (a standalone server, FerretDB, DocumentDB), it
+// closes with no receive, and the store does not ask again for a while: the next Follow
+// sends nothing.
+func TestBoardFollowAsksForAChangeStream(t *testing.T) {
+	var mu sync.Mutex
+	var aggregates []bson.Raw // the aggregates sent to the board
+	monitor := &mongoevent.CommandMonitor{Started: func(_ context.Context, e *mongoevent.CommandStartedEvent) {
+		if e.CommandName == "aggregate" && strings.HasSuffix(e.DatabaseName, "_wakes") {
+			mu.Lock()
+			aggregates = append(aggregates, append(bson.Raw(nil), e.Command...))
+			mu.Unlock()
+		}
+	}}
+	db := testDatabase(t)
+	store, _ := aiotest.Open(t, srv.URI, aio.Options{Connection: server.Connection{Database: db,
+		ClientOptions: options.Client().SetMonitor(monitor)}})
+	f, ok := wake.BoardOf(store).(wake.Follower)
+	require.True(t, ok, "an aio store's board follows its records")
+	sent := func() []bson.Raw {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(aggregates)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changed := f.Follow(ctx, "h-outbox")
+	_, open := <-changed
+	require.Len(t, sent(), 1, "one aggregate")
+	cmd := sent()[0]
+	assert.Equal(t, "executions", cmd.Lookup("aggregate").StringValue())
+	assert.Equal(t, db+"_wakes", cmd.Lookup("$db").StringValue())
+	assert.Equal(t, bson.TypeEmbeddedDocument, cmd.Lookup("cursor").Type)
+	var got struct {
+		Pipeline []bson.D `bson:"pipeline"`
+	}
+	require.NoError(t, bson.Unmarshal(cmd, &got))
+	want := []bson.D{
+		{{Key: "$changeStream", Value: bson.D{}}},
+		{{Key: "$match", Value: bson.D{
+			{Key: "documentKey._id", Value: "h-outbox"},
+			{Key: "operationType", Value: bson.D{{Key: "$in", Value: bson.A{"insert", "update", "replace"}}}},
+		}}},
+		{{Key: "$project", Value: bson.D{{Key: "_id", Value: int32(1)}}}},
+	}
+	assert.Equal(t, want, got.Pipeline, "the stream: the writes to the holder's record, each event cut to its resume token")
+
+	if !open {
+		t.Logf("the server refused the change stream: %s", srv.URI)
+		again := f.Follow(ctx, "h-timers")
+		_, open = <-again
+		assert.False(t, open, "the refusal holds")
+		assert.Len(t, sent(), 1, "the store does not ask again at once")
+		return
+	}
+	b := wake.BoardOf(store)
+	require.NoError(t, b.Publish(ctx, "h-outbox", wake.Holding{Kind: wake.Outbox, Parts: []int{0}}))
+	select {
+	case _, open = <-changed:
+		assert.True(t, open, "a write to the record")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no receive after a write to the record")
+	}
+	cancel()
+	for range changed { // closes with ctx
+	}
 }

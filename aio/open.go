@@ -252,6 +252,9 @@ func (s *Store) Close(ctx context.Context) error {
 	}
 	s.stopNow()
 	s.wakeCalls.wait() // hedged sends not taken: their contexts ended with their tasks or stop
+	if s.board != nil {
+		s.board.stopFollows() // the relays' change streams: ended by stop
+	}
 	wake.Unregister(s)
 	wake.RegisterBoard(s, nil)
 	s.outboxSeq.Close()

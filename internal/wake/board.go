@@ -66,6 +66,21 @@ type Board interface {
 	Withdraw(ctx context.Context, holder string) error
 }
 
+// Follower is a Board that can also tell a holder when its record changed, where the server
+// can push (a change stream, on a replica set or a sharded cluster), so that the holder reads
+// its marks then rather than at an interval. Follow returns a channel that receives once
+// the push is set up, and then after changes of holder's record; it has a buffer of one, so
+// many changes may give one receive. The channel is closed when the push ends: the server
+// refused it (it has none), a call failed, or ctx ended; Follow may be called again.
+//
+// A receive only says "read your marks": what a holder takes goes by Marks, as without one.
+// A receive lost, late or spurious (the holder's own Publish changes its record too) only
+// delays or costs a read.
+type Follower interface {
+	Board
+	Follow(ctx context.Context, holder string) <-chan struct{}
+}
+
 // boards holds the boards stores offer, by store.
 var boards = struct {
 	mu sync.Mutex
