@@ -18,6 +18,10 @@ const boardRepublish = 10 * time.Second
 // WakeInterval<<boardIdleShift (4×) while its reads find none.
 const boardIdleShift = 2
 
+// boardRefollow is how long a session waits before it follows the board's changes again
+// (wake.Follower) after the push ended or was refused.
+const boardRefollow = 10 * time.Second
+
 // boardSpacing is how many times as long as the rounds of the board take (their publish
 // and their read: the median of the last boardRoundsKept, once boardRoundsKnown came) the
 // wait after a round's end is, at least: a server that answers slowly for a while is busy,
@@ -39,6 +43,13 @@ type boardWatch struct {
 	idle        int // rounds in a row that found no mark, up to boardIdleShift
 	rounds      latency.Window
 	nextRound   time.Time // when the next round is due (boardTick)
+	spacedUntil time.Time // the end of the last round and its gap: no round is due before
+	// follow is the board's push of the changes of the holder's record (wake.Follower) while
+	// it runs, nil otherwise; following is set once it is open. The rounds then come at each
+	// change (spaced as ever) and once per PollInterval, rather than every WakeInterval.
+	follow    <-chan struct{}
+	following bool
+	followAt  time.Time // when to follow again: boardRefollow after the last try
 	// publishFailed is set when the last publish failed: the ticks between rounds leave the
 	// next try to the next round, so a server that refuses is not asked every WakeInterval.
 	publishFailed bool
@@ -64,16 +75,49 @@ func (s *session[T, K]) watchBoard(stop <-chan struct{}) {
 			_ = r.board.Withdraw(releaseCtx, w.holder)
 		}
 	}()
+	followCtx, endFollow := context.WithCancel(s.sessionCtx)
+	defer func() {
+		endFollow()
+		if w.follow != nil {
+			for range w.follow { // the push's goroutine ends with followCtx
+			}
+		}
+	}()
 	for {
+		s.followBoard(followCtx, w)
 		select {
 		case <-stop:
 			return
 		case <-s.sessionCtx.Done():
 			return
 		case <-tick.C:
+		case _, open := <-w.follow:
+			w.changed(open, time.Now())
 		}
 		tick.Reset(s.boardTick(w))
 	}
+}
+
+// followBoard follows the changes of the holder's record when the board can push them and
+// boardRefollow passed since the last try.
+func (s *session[T, K]) followBoard(ctx context.Context, w *boardWatch) {
+	f, ok := s.r.board.(wake.Follower)
+	if !ok || w.follow != nil || time.Now().Before(w.followAt) {
+		return
+	}
+	w.follow, w.followAt = f.Follow(ctx, w.holder), time.Now().Add(boardRefollow)
+}
+
+// changed takes a receive of the board's push at now (open false: the push ended): a round
+// is due at once, spaced after the last as ever. The first receive says the push is open;
+// marks written before it opened are read by that round too.
+func (w *boardWatch) changed(open bool, now time.Time) {
+	if open {
+		w.following = true
+	} else {
+		w.follow, w.following = nil, false
+	}
+	w.nextRound = later(now, w.spacedUntil)
 }
 
 // boardTick runs a round when one is due, and otherwise publishes the partitions if they
@@ -86,7 +130,8 @@ func (s *session[T, K]) boardTick(w *boardWatch) time.Duration {
 	start := time.Now()
 	if !start.Before(w.nextRound) {
 		period, gap := s.boardRound(w)
-		w.nextRound = later(start.Add(period), time.Now().Add(gap))
+		w.spacedUntil = time.Now().Add(gap)
+		w.nextRound = later(start.Add(period), w.spacedUntil)
 	} else if changed, _ := s.publishBoard(w, false); changed {
 		w.idle = 0
 	}
@@ -107,10 +152,11 @@ func later(a, b time.Time) time.Time {
 // marks missed (more than the board keeps came between two reads) owe a scan of the
 // partitions. It returns when the next round is due: period after this one's start,
 // WakeInterval doubled for each round in a row that found no mark and no change of
-// partitions (up to boardIdleShift); and gap after its end, boardSpacing times as long as
-// the rounds' calls to the board take (not what the relay does with the marks: a relay busy
-// with them is not a busy server), up to PollInterval: a server that stalled for a while is
-// read again as soon as a poll would. Each call is bounded by PollInterval (boardCallCtx).
+// partitions (up to boardIdleShift), or PollInterval while the board pushes the changes of
+// the record (a change brings the next round sooner: changed); and gap after its end,
+// boardSpacing times as long as the rounds' calls to the board take (not what the relay does
+// with the marks: a relay busy with them is not a busy server), up to PollInterval: a server
+// that stalled for a while is read again as soon as a poll would. Each call is bounded by PollInterval (boardCallCtx).
 func (s *session[T, K]) boardRound(w *boardWatch) (period, gap time.Duration) {
 	r := s.r
 	found, calls := s.publishBoard(w, true)
@@ -134,7 +180,11 @@ func (s *session[T, K]) boardRound(w *boardWatch) (period, gap time.Duration) {
 	}
 	w.rounds.Observe(calls)
 	took, _ := w.rounds.Median()
-	return r.opts.WakeInterval << w.idle, min(boardSpacing*took, r.opts.PollInterval)
+	gap = min(boardSpacing*took, r.opts.PollInterval)
+	if w.following {
+		return r.opts.PollInterval, gap
+	}
+	return r.opts.WakeInterval << w.idle, gap
 }
 
 // boardCallCtx is the context of one call to the board: the session's, bounded by

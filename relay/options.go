@@ -56,8 +56,10 @@ type Options struct {
 	// commit to an execution of a partition it holds is then delivered within about
 	// WakeInterval, not a PollInterval later, and a timer armed in one fires on time. The
 	// relay also publishes the partitions it holds there when they change, and every 10s.
-	// Polls stay: a wake-up lost or late only delays. Default 20ms; negative: none, the relay
-	// polls only.
+	// Where the server pushes the changes of the relay's wake-ups (a change stream, on a
+	// MongoDB replica set), the relay reads them when one comes, and otherwise once per
+	// PollInterval. Polls stay: a wake-up lost or late only delays. Default 20ms; negative:
+	// none, the relay polls only.
 	WakeInterval time.Duration
 	// ScanGap is the least time between the starts of two scans that commits not handed
 	// over or retries ask for. Under a stream of such commits, each scan then gathers what

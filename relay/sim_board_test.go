@@ -21,6 +21,10 @@ import (
 // (it goes by holdings read up to a second ago), carrying the outbox entries or not, and
 // reads that fail. Process p0's commits are also handed over in
 // memory: its relays get both.
+//
+// It also pushes the changes of a holder's record (wake.Follower), as a change stream would:
+// at each mark when it becomes visible, and at each Publish. Its faults: a Follow refused, a
+// push that ends while the holder runs, changes not pushed.
 type simBoard struct {
 	plan *simPlan
 
@@ -30,6 +34,7 @@ type simBoard struct {
 	viewAt   time.Time
 	marks    map[string][]simMark // by holder, oldest first, visibleAt never decreasing
 	seq      map[string]int64
+	follows  map[string][]chan struct{} // the pushes running, by holder
 }
 
 type simHolding struct {
@@ -48,7 +53,60 @@ const (
 )
 
 func newSimBoard(plan *simPlan) *simBoard {
-	return &simBoard{plan: plan, holdings: map[string]simHolding{}, marks: map[string][]simMark{}, seq: map[string]int64{}}
+	return &simBoard{plan: plan, holdings: map[string]simHolding{}, marks: map[string][]simMark{}, seq: map[string]int64{},
+		follows: map[string][]chan struct{}{}}
+}
+
+// Follow implements wake.Follower. A push ends with ctx, or, drawn, up to 2s after it began.
+func (b *simBoard) Follow(ctx context.Context, holder string) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	if b.plan.faulty() && b.plan.chance(0.2) {
+		close(ch) // refused, or its aggregate failed
+		return ch
+	}
+	ch <- struct{}{} // open
+	b.mu.Lock()
+	b.follows[holder] = append(b.follows[holder], ch)
+	b.mu.Unlock()
+	ended := make(chan struct{})
+	if b.plan.faulty() && b.plan.chance(0.3) {
+		time.AfterFunc(b.plan.upTo(2*time.Second), func() { b.endFollow(holder, ch, ended) })
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			b.endFollow(holder, ch, ended)
+		case <-ended:
+		}
+	}()
+	return ch
+}
+
+// endFollow ends the push on ch, once: its channel and ended are closed.
+func (b *simBoard) endFollow(holder string, ch chan struct{}, ended chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := slices.Index(b.follows[holder], ch)
+	if i < 0 {
+		return
+	}
+	b.follows[holder] = slices.Delete(b.follows[holder], i, i+1)
+	close(ch)
+	close(ended)
+}
+
+// pushChange tells holder's pushes that its record changed, unless the change is not pushed
+// (drawn). The caller holds mu.
+func (b *simBoard) pushChange(holder string) {
+	if b.plan.faulty() && b.plan.chance(0.1) {
+		return
+	}
+	for _, ch := range b.follows[holder] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 var errSimBoard = errors.New("sim: board read failed")
@@ -61,6 +119,7 @@ func (b *simBoard) Publish(_ context.Context, holder string, h wake.Holding) err
 		return nil
 	}
 	b.holdings[holder] = simHolding{h: wake.Holding{Kind: h.Kind, Parts: slices.Clone(h.Parts), Ahead: h.Ahead}, at: time.Now()}
+	b.pushChange(holder)
 	return nil
 }
 
@@ -158,5 +217,14 @@ func (b *simBoard) End(id string, _ any, c *wake.Committed) {
 			ms = ms[len(ms)-simBoardKeep:]
 		}
 		b.marks[holder] = ms
+		if wait := visible.Sub(now); wait > 0 {
+			time.AfterFunc(wait, func() {
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				b.pushChange(holder)
+			})
+		} else {
+			b.pushChange(holder)
+		}
 	}
 }
