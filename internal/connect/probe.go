@@ -22,10 +22,19 @@ import (
 // InvalidOptions, CommandNotSupported, InvalidPipelineOperator, NotImplemented, APIStrictError
 // (a client with a strict Stable API is refused what the API leaves out), MongoDB's "use of
 // undefined variable" (17276: $$NOW before 4.2) and "unrecognized pipeline stage" (40324:
-// $documents before 5.1). Any other failure (network, authentication, a deadline, a server
-// that is not primary) is no answer about the feature: the probe fails.
+// $documents before 5.1), and "$changeStream only on replica sets" (40573: a standalone
+// server). Any other failure (network, authentication, a deadline, a server that is not
+// primary) is no answer about the feature: the probe fails.
 var refusalCodes = map[int32]bool{2: true, 9: true, 14: true, 20: true, 59: true, 72: true,
-	115: true, 168: true, 238: true, codeAPIStrictError: true, 17276: true, 40324: true}
+	115: true, 168: true, 238: true, codeAPIStrictError: true, 17276: true, 40324: true, 40573: true}
+
+// IsRefusal reports whether err, from a command sent with ctx, is the server refusing a
+// command it does not serve as written: an error reply of refusalCodes, while ctx lasts, and
+// not a lost connection or a deadline.
+func IsRefusal(ctx context.Context, err error) bool {
+	var ce mongo.CommandError
+	return errors.As(err, &ce) && refusalCodes[ce.Code] && ctx.Err() == nil && !mongo.IsNetworkError(err) && !mongo.IsTimeout(err)
+}
 
 // matchesNothing is the filter of every probe: no document has an _id in an empty list.
 var matchesNothing = bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{}}}}}
@@ -125,7 +134,7 @@ func probe(ctx context.Context, f server.Feature, db *mongo.Database, cmd bson.D
 		return server.Probe{Feature: f, Refusal: refused.Error()}, nil
 	}
 	var ce mongo.CommandError
-	if errors.As(err, &ce) && refusalCodes[ce.Code] && ctx.Err() == nil && !mongo.IsNetworkError(err) && !mongo.IsTimeout(err) {
+	if IsRefusal(ctx, err) && errors.As(err, &ce) {
 		return server.Probe{Feature: f, Refusal: fmt.Sprintf("(%s) %s", ce.Name, ce.Message)}, nil
 	}
 	return server.Probe{}, fmt.Errorf("execstore: probing the server for %s: %w", f, err)

@@ -2,6 +2,7 @@ package connect
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -125,4 +126,32 @@ func TestProbeWithoutAnswerFails(t *testing.T) {
 	assert.ErrorContains(t, err, "probing the server for $$NOW in update pipelines")
 	_, err = ProbeNowInReads(context.Background(), db)
 	assert.Error(t, err)
+}
+
+// A refusal is an error reply of the codes with which a server refuses what it does not
+// serve, while the caller's context lasts; a lost connection, a deadline, a server stepping
+// down or the caller's own end is no answer about the feature.
+func TestIsRefusal(t *testing.T) {
+	ctx := context.Background()
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want bool
+	}{
+		{"a standalone server's $changeStream", ctx, mongo.CommandError{Code: 40573, Name: "Location40573"}, true},
+		{"DocumentDB's $changeStream", ctx, mongo.CommandError{Code: 115, Name: "CommandNotSupported"}, true},
+		{"FerretDB's $changeStream", ctx, mongo.CommandError{Code: 238, Name: "NotImplemented"}, true},
+		{"wrapped", ctx, fmt.Errorf("open: %w", mongo.CommandError{Code: 40324}), true},
+		{"a lost connection", ctx, mongo.CommandError{Code: 238, Labels: []string{"NetworkError"}}, false},
+		{"a server stepping down", ctx, mongo.CommandError{Code: 11602, Name: "InterruptedDueToReplStateChange"}, false},
+		{"not primary", ctx, mongo.CommandError{Code: 10107, Name: "NotWritablePrimary"}, false},
+		{"the caller's context ended", ended, mongo.CommandError{Code: 238}, false},
+		{"a deadline", ctx, context.DeadlineExceeded, false},
+		{"no error", ctx, nil, false},
+	} {
+		assert.Equal(t, c.want, IsRefusal(c.ctx, c.err), c.name)
+	}
 }
