@@ -15,6 +15,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/batch"
+	"github.com/execstore/execstore/internal/connect"
 	"github.com/execstore/execstore/internal/hedge"
 	"github.com/execstore/execstore/internal/wake"
 )
@@ -53,7 +54,8 @@ const (
 	boardStreamAwait = time.Second
 	// boardStreamRetry is how long a store goes by a server's refusal of a change stream
 	// before it asks again: a server without them (a standalone server, FerretDB, DocumentDB)
-	// is sent one refused aggregate per store this often.
+	// is sent a refused aggregate about this often per store (and once by each holder that
+	// asks before the first refusal came).
 	boardStreamRetry = time.Minute
 )
 
@@ -225,10 +227,13 @@ func (b *board) Marks(ctx context.Context, holder string) (map[string][]wake.Mar
 }
 
 // Follow implements wake.Follower with a change stream on holder's record: an aggregate
-// with $changeStream (followPipeline), which changes nothing. A server that refuses it (a
-// command error: it has no change streams, as a standalone server) is not asked again for
-// boardStreamRetry, and the channel closes with no receive. The stream ends with ctx, the
-// store's stop, or a failure the driver does not resume from; each getMore waits up to
+// with $changeStream (followPipeline), which changes nothing. A server that refuses it (an
+// error reply of connect.IsRefusal: it has no change streams, as a standalone server) is
+// not asked again for boardStreamRetry; a failure (a lost connection, a deadline, a server
+// that is not primary) is no answer, and the holder's next Follow asks again. Either way the
+// channel closes with no receive. The stream ends with ctx, the store's stop, or a failure
+// the driver does not resume from: the channel is closed first, then the server's cursor
+// killed, within SettleTimeout unless the store stops. Each getMore waits up to
 // boardStreamAwait, and its events carry nothing but their resume token.
 func (b *board) Follow(ctx context.Context, holder string) <-chan struct{} {
 	changed := make(chan struct{}, 1)
@@ -243,7 +248,6 @@ func (b *board) Follow(ctx context.Context, holder string) <-chan struct{} {
 	b.mu.Unlock()
 	go func() {
 		defer b.follows.Done()
-		defer close(changed)
 		b.follow(ctx, holder, changed)
 	}()
 	return changed
@@ -258,28 +262,25 @@ func (b *board) stopFollows() {
 	b.follows.Wait()
 }
 
-// follow runs Follow's stream until it ends.
+// follow runs Follow's stream until it ends, and closes changed.
 func (b *board) follow(ctx context.Context, holder string, changed chan<- struct{}) {
 	streamCtx, cancel := context.WithCancel(withOperation(ctx, opWake))
 	defer cancel()
 	defer context.AfterFunc(b.s.stop, cancel)()
 	cs, err := b.coll.Watch(streamCtx, followPipeline(holder), options.ChangeStream().SetMaxAwaitTime(boardStreamAwait))
 	if err != nil {
-		if se := mongo.ServerError(nil); errors.As(err, &se) {
+		close(changed)
+		switch {
+		case connect.IsRefusal(streamCtx, err):
 			b.mu.Lock()
 			b.refusedAt = time.Now()
 			b.mu.Unlock()
-			return
+		case streamCtx.Err() == nil: // not a stop
+			b.s.stats.record(opWake, err)
 		}
-		b.s.stats.record(opWake, err)
 		return
 	}
 	b.s.stats.record(opWake, nil)
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(streamCtx), b.s.opts.SettleTimeout)
-		defer cancel()
-		_ = cs.Close(closeCtx) // kills the server's cursor
-	}()
 	changed <- struct{}{} // open: the buffer is empty
 	for cs.Next(streamCtx) {
 		select {
@@ -287,6 +288,10 @@ func (b *board) follow(ctx context.Context, holder string, changed chan<- struct
 		default: // a receive is owed already
 		}
 	}
+	close(changed) // the holder need not wait for the kill
+	killCtx, cancelKill := context.WithTimeout(withOperation(b.s.stop, opWake), b.s.opts.SettleTimeout)
+	defer cancelKill()
+	_ = cs.Close(killCtx) // kills the server's cursor; a client that disconnects ends its sessions' cursors too
 }
 
 // followPipeline is the pipeline of holder's change stream: the writes to its record, each

@@ -235,9 +235,10 @@
 //   - A holder may follow its own document with a change stream (the board is a
 //     wake.Follower): an aggregate with $changeStream whose $match names that document
 //     alone, on the server's answer and not its name. A server that refuses it (a command
-//     error: no change streams) is not asked again by the store for a minute. The stream
-//     only tells the holder when to read: its events carry their resume tokens alone, it
-//     writes nothing, and Close ends every stream before it returns.
+//     reply saying it does not serve it, not a lost connection) is not asked again by the
+//     store for a minute. The stream only tells the holder when to read: its events carry
+//     their resume tokens alone, it writes nothing, and Close ends every stream before it
+//     returns.
 //   - The commands of a wake-up are hedged (Stats.Hedged): a write of marks, a relay's read
 //     of its marks and a targeted read (PendingOutboxOf, DueTimersOf) that has not answered
 //     within four times the median latency of its kind (at least 25ms; 100ms for a write) is
