@@ -43,7 +43,9 @@ type boardWatch struct {
 	idle        int // rounds in a row that found no mark, up to boardIdleShift
 	rounds      latency.Window
 	nextRound   time.Time // when the next round is due (boardTick)
-	spacedUntil time.Time // the end of the last round and its gap: no round is due before
+	// spacedUntil is when the next round may come at the soonest, pushed changes or not: a
+	// WakeInterval after the last round's start, and its gap after its end.
+	spacedUntil time.Time
 	// follow is the board's push of the changes of the holder's record (wake.Follower) while
 	// it runs, nil otherwise; following is set once it is open. The rounds then come at each
 	// change (spaced as ever) and once per PollInterval, rather than every WakeInterval.
@@ -110,13 +112,17 @@ func (s *session[T, K]) followBoard(ctx context.Context, w *boardWatch) {
 
 // changed takes a receive of the board's push at now (open false: the push ended): a round
 // is due at once, spaced after the last as ever. The first receive says the push is open;
-// marks written before it opened are read by that round too.
+// marks written before it opened are read by that round too. A push that ends having never
+// opened (refused) changes nothing: the rounds kept their interval.
 func (w *boardWatch) changed(open bool, now time.Time) {
-	if open {
-		w.following = true
-	} else {
+	if !open {
+		was := w.following
 		w.follow, w.following = nil, false
+		if !was {
+			return
+		}
 	}
+	w.following = open
 	w.nextRound = later(now, w.spacedUntil)
 }
 
@@ -130,7 +136,7 @@ func (s *session[T, K]) boardTick(w *boardWatch) time.Duration {
 	start := time.Now()
 	if !start.Before(w.nextRound) {
 		period, gap := s.boardRound(w)
-		w.spacedUntil = time.Now().Add(gap)
+		w.spacedUntil = later(start.Add(s.r.opts.WakeInterval), time.Now().Add(gap))
 		w.nextRound = later(start.Add(period), w.spacedUntil)
 	} else if changed, _ := s.publishBoard(w, false); changed {
 		w.idle = 0
@@ -195,16 +201,16 @@ func (s *session[T, K]) boardCallCtx() (context.Context, context.CancelFunc) {
 }
 
 // publishBoard publishes the partitions the session hands out when they changed since the
-// last publish that succeeded, and in a round (round) when boardRepublish passed since it
-// too; between rounds, not after a publish that failed. It reports whether they changed and
-// how long the publish took. A publish that fails is tried again at the next round: the
-// polls deliver meanwhile.
+// last publish that succeeded, or boardRepublish passed since it (whatever the rounds' period:
+// PollInterval while following); between rounds (round false), not after a publish that
+// failed. It reports whether they changed and how long the publish took. A publish that
+// fails is tried again at the next round: the polls deliver meanwhile.
 func (s *session[T, K]) publishBoard(w *boardWatch, round bool) (changed bool, took time.Duration) {
 	s.mu.Lock()
 	parts, _ := s.scannable()
 	s.mu.Unlock()
 	changed = !slices.Equal(parts, w.published)
-	due := changed && (round || !w.publishFailed) || round && time.Since(w.publishedAt) >= boardRepublish
+	due := (changed || time.Since(w.publishedAt) >= boardRepublish) && (round || !w.publishFailed)
 	if !due {
 		return false, 0
 	}

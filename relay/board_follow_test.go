@@ -75,8 +75,10 @@ func (b *pacedBoard) readCount() int {
 }
 
 // watching runs the session's watch of the board on a goroutine until the test ends, once
-// it followed the board, and returns a func that counts the reads of the marks made within d from now.
-func watching(t *testing.T, b *harness[execstore.OutboxEntry, entryKey], board *followingBoard) (readsWithin func(d time.Duration) int) {
+// it followed the board, and returns a func that counts the reads of the marks that come of
+// do (nil: nothing) and within d after it. The count starts before do: the watch runs in
+// parallel with the test, and may read before do returns.
+func watching(t *testing.T, b *harness[execstore.OutboxEntry, entryKey], board *followingBoard) (readsOf func(do func(), d time.Duration) int) {
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -87,8 +89,11 @@ func watching(t *testing.T, b *harness[execstore.OutboxEntry, entryKey], board *
 		<-done
 	})
 	synctest.Wait() // the watch's first Follow
-	return func(d time.Duration) int {
+	return func(do func(), d time.Duration) int {
 		before := board.readCount()
+		if do != nil {
+			do()
+		}
 		time.Sleep(d)
 		synctest.Wait()
 		return board.readCount() - before
@@ -96,10 +101,10 @@ func watching(t *testing.T, b *harness[execstore.OutboxEntry, entryKey], board *
 }
 
 // Where the board pushes the changes of the holder's record (wake.Follower), the watch
-// follows it: a change is read at once, and while the record does not change the watch
-// reads it once per PollInterval, not every WakeInterval. When the push ends, the reads come
-// back every WakeInterval or so, and the watch follows again boardRefollow after its last
-// try. The push's goroutine ends with the watch (the bubble would not end otherwise). In
+// follows it: a change is read at once (no sooner than WakeInterval after the last read
+// began), and while the record does not change the watch reads it once per PollInterval,
+// not every WakeInterval. When the push ends, the reads come back every WakeInterval or so,
+// and the watch follows again boardRefollow after its last try. The push's goroutine ends with the watch (the bubble would not end otherwise). In
 // virtual time.
 func TestBoardWatchFollowsWhereTheBoardPushes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -108,30 +113,30 @@ func TestBoardWatchFollowsWhereTheBoardPushes(t *testing.T) {
 		b.hold("S", ls)
 		board := &followingBoard{}
 		b.r.board = board
-		readsWithin := watching(t, b, board)
+		readsOf := watching(t, b, board)
 		wi, poll := b.r.opts.WakeInterval, b.r.opts.PollInterval
 
-		assert.GreaterOrEqual(t, readsWithin(time.Second), int(time.Second/(4*wi)), "before the push is open, a read every WakeInterval or so")
+		assert.GreaterOrEqual(t, readsOf(nil, time.Second), int(time.Second/(4*wi)), "before the push is open, a read every WakeInterval or so")
 		require.Equal(t, 1, board.followCount(), "followed from the start")
 
-		board.change() // open
-		assert.Equal(t, 1, readsWithin(0), "the push open: a read at once, for the marks written before it")
+		assert.Equal(t, 1, readsOf(board.change, 0), "the push open: a read at once, for the marks written before it")
 		for range 2 {
 			resume(ls)
-			assert.Equal(t, 5, readsWithin(5*poll), "while nothing changes, a read per PollInterval")
+			assert.Equal(t, 5, readsOf(nil, 5*poll), "while nothing changes, a read per PollInterval")
 		}
 		for range 3 {
-			board.change()
-			assert.Equal(t, 1, readsWithin(0), "a change is read at once")
 			time.Sleep(wi)
+			assert.Equal(t, 1, readsOf(board.change, 0), "a change is read at once")
 		}
+		assert.Zero(t, readsOf(board.change, wi-time.Millisecond), "a change read no sooner than WakeInterval after the last read began")
+		assert.Equal(t, 1, readsOf(nil, time.Millisecond), "a change read WakeInterval after the last read began")
 
 		resume(ls)
-		board.end() // over boardRefollow after the first try
-		assert.Equal(t, 1, readsWithin(0), "the push ended: a read at once")
+		time.Sleep(wi)
+		assert.Equal(t, 1, readsOf(board.end, 0), "the push ended (over boardRefollow after the first try): a read at once")
 		assert.Equal(t, 2, board.followCount(), "followed again at once")
-		board.end() // just after its try
-		assert.GreaterOrEqual(t, readsWithin(time.Second), int(time.Second/(4*wi)), "the push ended: a read every WakeInterval or so again")
+		// Ended just after its try: back on the interval.
+		assert.GreaterOrEqual(t, readsOf(board.end, time.Second), int(time.Second/(4*wi)), "the push ended: a read every WakeInterval or so again")
 		assert.Equal(t, 2, board.followCount(), "not followed again before boardRefollow")
 		for range 2 {
 			resume(ls)
@@ -140,8 +145,7 @@ func TestBoardWatchFollowsWhereTheBoardPushes(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, 3, board.followCount(), "followed again boardRefollow after the last try")
 		resume(ls)
-		board.end() // the watch ends while it follows nothing too
-		readsWithin(0)
+		readsOf(board.end, 0) // the watch ends while it follows nothing too
 	})
 }
 
@@ -155,21 +159,64 @@ func TestBoardWatchSpacesTheReadsOfChanges(t *testing.T) {
 		b.hold("S", ls)
 		board := &followingBoard{pacedBoard: pacedBoard{took: 100 * time.Millisecond}}
 		b.r.board = board
-		readsWithin := watching(t, b, board)
-		board.change() // open
-		require.Equal(t, 1, readsWithin(300*time.Millisecond), "the push open, read")
+		readsOf := watching(t, b, board)
+		require.Equal(t, 1, readsOf(board.change, 300*time.Millisecond), "the push open, read")
 		for range boardRoundsKnown {
-			board.change()
-			require.Equal(t, 1, readsWithin(300*time.Millisecond), "a change, read")
+			require.Equal(t, 1, readsOf(board.change, 300*time.Millisecond), "a change, read")
 		}
-		board.change()
-		readsWithin(150 * time.Millisecond) // its round's read ended 50ms ago
-		board.change()
-		require.Equal(t, 1, readsWithin(500*time.Millisecond), "a change, read")
+		readsOf(board.change, 150*time.Millisecond) // its round's read ended 50ms ago
+		require.Equal(t, 1, readsOf(board.change, 500*time.Millisecond), "a change, read")
 		board.mu.Lock()
 		spans := board.readSpans
 		board.mu.Unlock()
 		last, before := spans[len(spans)-1], spans[len(spans)-2]
 		assert.Equal(t, boardSpacing*board.took, last[0].Sub(before[1]), "the change read once the gap passed")
 	})
+}
+
+// While following, the rounds come once per PollInterval when nothing changes, but the
+// partitions are still published every boardRepublish: stores go by a record published
+// within 30s, and a PollInterval of a minute must not let it lapse. In virtual time.
+func TestBoardWatchRepublishesWhileFollowing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newHarness(t, func(s execstore.Store) kind[execstore.OutboxEntry, entryKey] { return outboxKind{store: s} },
+			Options{PollInterval: 45 * time.Second})
+		ls := b.lease()
+		b.hold("S", ls)
+		board := &followingBoard{}
+		b.r.board = board
+		readsOf := watching(t, b, board)
+		readsOf(board.change, 0) // open
+		board.mu.Lock()
+		publishes := board.publishes
+		board.mu.Unlock()
+		for range 12 {
+			resume(ls)
+			readsOf(nil, 5*time.Second)
+		}
+		board.mu.Lock()
+		defer board.mu.Unlock()
+		assert.Equal(t, publishes+6, board.publishes, "a publish every boardRepublish over 60s")
+	})
+}
+
+// A push that ends without having opened (the server refused it) leaves the rounds as they
+// were; one that ends after it opened brings a round at once, back on the interval.
+func TestBoardWatchChangedByAPushThatNeverOpened(t *testing.T) {
+	now := time.Now()
+	w := newBoardWatch("h")
+	w.follow, w.nextRound = make(chan struct{}), now.Add(time.Second)
+	w.changed(false, now)
+	assert.Nil(t, w.follow)
+	assert.Equal(t, now.Add(time.Second), w.nextRound, "refused: no round for it")
+
+	w.follow = make(chan struct{})
+	w.changed(true, now)
+	assert.True(t, w.following)
+	assert.Equal(t, now, w.nextRound, "open: a round at once")
+	w.nextRound = now.Add(time.Second)
+	w.changed(false, now)
+	assert.False(t, w.following)
+	assert.Nil(t, w.follow)
+	assert.Equal(t, now, w.nextRound, "ended after it opened: a round at once")
 }

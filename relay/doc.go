@@ -146,16 +146,17 @@
 // Where the server has change streams (a MongoDB replica set or sharded cluster), the relay
 // also follows its document with one (aio's board is a wake.Follower), chosen by what the
 // server does: the stream is opened by an aggregate with $changeStream, which changes
-// nothing, and a server that refuses it (a standalone server, FerretDB, DocumentDB) is asked
-// again a minute later, by one store's aggregate (the relay tries every 10s, and the store
-// answers from what it knows). While the stream is open, the relay reads its marks when a
-// change of its document comes, spaced after the last read as above, and otherwise once per
-// PollInterval, rather than every WakeInterval: what it costs then is one getMore per second
-// while the document does not change (each waits up to a second for a change), and one read
-// of the document per change, or per gap of a busy server, whose events carry nothing but
-// their resume token. When the stream ends, the relay reads every WakeInterval again and
-// follows again 10s after its last try. A change pushed, lost or late only hastens or delays
-// a read, as a mark does.
+// nothing, and a server that refuses it (an error reply saying it does not serve it: a
+// standalone server, FerretDB, DocumentDB) is asked again about a minute later (the relay
+// tries every 10s, and the store answers from the refusal it holds). While the stream is
+// open, the relay reads its marks when a change of its document comes, no sooner than
+// WakeInterval after its last read began and spaced after it as above, and otherwise once
+// per PollInterval; it still publishes its partitions every 10s. What it costs then: one
+// getMore per second while the document does not change (each waits up to a second for a
+// change, holding one of the client's connections), and at most one read of the document
+// per WakeInterval while changes come, whose events carry nothing but their resume token.
+// When the stream ends, the relay reads every WakeInterval again and follows again 10s after
+// its last try. A change pushed, lost or late only hastens or delays a read, as a mark does.
 //
 // A scan owed for the relay's own reasons (an execution's back-off over, a local commit not
 // handed over, items held back, timers come due) reads only the executions it is owed for, by

@@ -57,8 +57,8 @@ type Options struct {
 	// WakeInterval, not a PollInterval later, and a timer armed in one fires on time. The
 	// relay also publishes the partitions it holds there when they change, and every 10s.
 	// Where the server pushes the changes of the relay's wake-ups (a change stream, on a
-	// MongoDB replica set), the relay reads them when one comes, and otherwise once per
-	// PollInterval. Polls stay: a wake-up lost or late only delays. Default 20ms; negative:
+	// MongoDB replica set), the relay reads them when one comes (at most once per
+	// WakeInterval), and otherwise once per PollInterval. Polls stay: a wake-up lost or late only delays. Default 20ms; negative:
 	// none, the relay polls only.
 	WakeInterval time.Duration
 	// ScanGap is the least time between the starts of two scans that commits not handed
