@@ -71,10 +71,10 @@ const (
 //
 // A relay publishes its record (Publish) and reads its marks (Marks); where the server has
 // change streams, it also follows its record (Follow), and reads its marks when a change
-// comes rather than at an interval. A commit that won
-// and wrote something to relay is noted (note); a writer of marks gathers the notes while
-// its previous write is in flight, reads the holdings when what it knows of them is older
-// than boardRefresh, and pushes each holder's marks onto its record, in one bulk write.
+// comes rather than at an interval. A commit that won and wrote something to relay is noted
+// (note); a writer of marks gathers the notes while its previous write is in flight, reads
+// the holdings when what it knows of them is older than boardRefresh, and pushes each
+// holder's marks onto its record, in one bulk write.
 type board struct {
 	s      *Store
 	coll   *mongo.Collection

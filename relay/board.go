@@ -162,7 +162,8 @@ func later(a, b time.Time) time.Time {
 // the record (a change brings the next round sooner: changed); and gap after its end,
 // boardSpacing times as long as the rounds' calls to the board take (not what the relay does
 // with the marks: a relay busy with them is not a busy server), up to PollInterval: a server
-// that stalled for a while is read again as soon as a poll would. Each call is bounded by PollInterval (boardCallCtx).
+// that stalled for a while is read again as soon as a poll would. Each call is bounded by
+// PollInterval (boardCallCtx).
 func (s *session[T, K]) boardRound(w *boardWatch) (period, gap time.Duration) {
 	r := s.r
 	found, calls := s.publishBoard(w, true)
@@ -201,9 +202,9 @@ func (s *session[T, K]) boardCallCtx() (context.Context, context.CancelFunc) {
 }
 
 // publishBoard publishes the partitions the session hands out when they changed since the
-// last publish that succeeded, or boardRepublish passed since it (whatever the rounds' period:
-// PollInterval while following); between rounds (round false), not after a publish that
-// failed. It reports whether they changed and how long the publish took. A publish that
+// last publish that succeeded, or boardRepublish passed since it (whatever the rounds'
+// period: PollInterval while following); between rounds (round false), not after a publish
+// that failed. It reports whether they changed and how long the publish took. A publish that
 // fails is tried again at the next round: the polls deliver meanwhile.
 func (s *session[T, K]) publishBoard(w *boardWatch, round bool) (changed bool, took time.Duration) {
 	s.mu.Lock()
