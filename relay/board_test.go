@@ -9,17 +9,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/execstore/execstore/aio"
 	"github.com/execstore/execstore/internal/aiotest"
 	"github.com/execstore/execstore/internal/testserver"
+	"github.com/execstore/execstore/internal/wake"
 )
 
 // A relay process whose Relay and Sweeper poll once an hour delivers the entries and fires
-// the timer that this process commits once its first scans are done: the commits wake it
-// through the store's board, and nothing else could within the test's wait.
+// the timer that this process commits once its first scans are done and the board lists its
+// partitions: the commits wake it through the store's board, and nothing else could within
+// the test's wait.
 func TestBoardWakesAnotherProcess(t *testing.T) {
-	store, c := startBoardProcess(t)
+	store, board, c := startBoardProcess(t)
 	n := store.Partitions()
 	// Settled: both hold every partition, and their scans stopped (the ones the takes asked
 	// for are done; the next poll is an hour away).
@@ -39,6 +43,7 @@ func TestBoardWakesAnotherProcess(t *testing.T) {
 		}
 		return settled
 	}, "the relay process holds every partition and stops scanning")
+	boardLists(t, board, n, wake.Outbox, wake.Timers)
 
 	e := newEmitter(t, store)
 	const entries = 20
@@ -65,14 +70,16 @@ func TestBoardWakesAnotherProcess(t *testing.T) {
 }
 
 // A relay process that read an execution's first commit takes the entries of its next
-// ones from their marks, with no read: the marks carry them.
+// ones from their marks, with no read: the marks carry them. The board lists its partitions
+// before the first commit.
 func TestBoardCarriesEntriesToAnotherProcess(t *testing.T) {
-	store, c := startBoardProcess(t)
+	store, board, c := startBoardProcess(t)
 	n := store.Partitions()
 	eventually(t, func() bool {
 		last := lastStats(c.current())
 		return last["outbox"].Partitions == n
 	}, "the relay process holds every partition")
+	boardLists(t, board, n, wake.Outbox)
 
 	e := newEmitter(t, store)
 	const sources, waves = 10, 4
@@ -95,11 +102,12 @@ func TestBoardCarriesEntriesToAnotherProcess(t *testing.T) {
 }
 
 // startBoardProcess opens a store on a database of its own, and starts a relay process on
-// it whose Relay and Sweeper poll once an hour: only the board wakes them.
-func startBoardProcess(t *testing.T) (*aio.Store, *relayProcess) {
+// it whose Relay and Sweeper poll once an hour: only the board wakes them. It returns the
+// board's database too.
+func startBoardProcess(t *testing.T) (*aio.Store, *mongo.Database, *relayProcess) {
 	var opts aio.Options
 	opts.Database = testserver.Database(t, "relay")
-	store, _ := aiotest.Open(t, srv.URI, opts)
+	store, db := aiotest.Open(t, srv.URI, opts)
 	leasesDB := testserver.Collection(t, srv.URI, opts.Database+"_leases", "idempotency").Database()
 	t.Cleanup(func() { _ = leasesDB.Drop(context.Background()) })
 	dir, err := os.MkdirTemp("", "relay-board-*")
@@ -111,7 +119,45 @@ func startBoardProcess(t *testing.T) (*aio.Store, *relayProcess) {
 			_ = os.RemoveAll(dir)
 		}
 	})
-	return store, startRelayProcess(t, "p1", opts.Database, dir, idleLeases.lease, envChildPoll+"=1h")
+	board := db.Client().Database(opts.Database + "_wakes")
+	return store, board, startRelayProcess(t, "p1", opts.Database, dir, idleLeases.lease, envChildPoll+"=1h")
+}
+
+// boardLists waits until a holder of each of kinds lists all n partitions in board (aio's
+// records: k, the kind; p, the partitions). A relay publishes a partition it took at its
+// next tick or round, and a store marks only the holders its read of the board found: a
+// commit between the take and that read is found by a poll, an hour away here.
+func boardLists(t *testing.T, board *mongo.Database, n int, kinds ...wake.Kind) {
+	t.Helper()
+	eventually(t, func() bool {
+		names, err := board.ListCollectionNames(bg, bson.D{})
+		if err != nil {
+			return false
+		}
+		listed := map[wake.Kind]bool{}
+		for _, name := range names {
+			cur, err := board.Collection(name).Find(bg, bson.D{})
+			if err != nil {
+				return false
+			}
+			var records []struct {
+				Kind  wake.Kind `bson:"k"`
+				Parts []int     `bson:"p"`
+			}
+			if cur.All(bg, &records) != nil {
+				return false
+			}
+			for _, r := range records {
+				listed[r.Kind] = listed[r.Kind] || len(r.Parts) == n
+			}
+		}
+		for _, k := range kinds {
+			if !listed[k] {
+				return false
+			}
+		}
+		return true
+	}, "the board lists the %d partitions of %v", n, kinds)
 }
 
 // lastStats is the last "stats" line of each relay of a process's log, by Of.
