@@ -63,11 +63,14 @@ const (
 // executions collection of the database named after the store's with "_wakes" appended:
 //
 //	{_id: holder, k: kind, p: [partitions], a: look-ahead seconds, at: published (Unix seconds),
-//	 w: {writer: [{s: seq, i: execution id, f: fire time, v: version}, … the last boardKeep]},
+//	 g: the holder's generation (wake.Holding's Gen),
+//	 w: {writer: [{s: seq, i: execution id, f: fire time, v: version, g: generation}, … the last boardKeep]},
 //	 c: {writer: [{s: seq, a: committed at, o: [{q: seq, t: target, e: event}, …]}, … the last boardCarryKeep]}}
 //
 // c carries the outbox entries of the marks of a holder of the outbox whose commits wrote
-// boardCarryBytes or less (wake.Mark's Outbox), by their marks' seq.
+// boardCarryBytes or less (wake.Mark's Outbox), by their marks' seq. Such a mark names the
+// holder's generation (g) when the holding the writer went by was first known before the
+// commit was sent (wake.Mark's Gen).
 //
 // A relay publishes its record (Publish) and reads its marks (Marks); where the server has
 // change streams, it also follows its record (Follow), and reads its marks when a change
@@ -147,11 +150,15 @@ func attach(marks []wake.Mark, carried []carriedDoc) {
 	}
 }
 
-// holding is one holder's record, as the writers read it.
+// holding is one holder's record, as the writers read it. knownAt is when a read that
+// returned it (its holder and Gen) was first answered: a commit sent after that was sent
+// after the holder published its Gen.
 type holding struct {
-	holder string
-	ahead  float64 // seconds
-	at     float64
+	holder  string
+	ahead   float64 // seconds
+	at      float64
+	gen     int64
+	knownAt time.Time
 }
 
 // holdingDoc is a record's published part.
@@ -161,6 +168,7 @@ type holdingDoc struct {
 	Parts  []int     `bson:"p"`
 	Ahead  float64   `bson:"a"`
 	At     float64   `bson:"at"`
+	Gen    int64     `bson:"g"`
 }
 
 func newBoard(s *Store) *board {
@@ -189,7 +197,7 @@ func (b *board) Publish(ctx context.Context, holder string, h wake.Holding) (err
 	defer func() { b.s.stats.record(opWake, err) }()
 	now := time.Now()
 	_, err = b.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: holder}},
-		bson.D{{Key: "$set", Value: holdingDoc{Holder: holder, Kind: h.Kind, Parts: h.Parts, Ahead: h.Ahead, At: unix(now)}}},
+		bson.D{{Key: "$set", Value: holdingDoc{Holder: holder, Kind: h.Kind, Parts: h.Parts, Ahead: h.Ahead, At: unix(now), Gen: h.Gen}}},
 		options.UpdateOne().SetUpsert(true))
 	if err != nil {
 		return err
@@ -375,8 +383,11 @@ func (b *board) write(notes []boardNote) {
 			if b.holders[wake.Timers][n.part].holder == h {
 				m.FireAt = n.note.fireAt
 			}
-			if len(n.outbox) > 0 && b.holders[wake.Outbox][n.part].holder == h {
+			if o := b.holders[wake.Outbox][n.part]; len(n.outbox) > 0 && o.holder == h {
 				carried[h] = append(carried[h], carriedOf(m.Seq, n.outbox))
+				if !n.note.begun.IsZero() && o.knownAt.Before(n.note.begun) {
+					m.Gen = o.gen
+				}
 			}
 			marks[h] = append(marks[h], m)
 		}
@@ -420,15 +431,16 @@ func (b *board) read(ctx context.Context, now time.Time) bool {
 	if err == nil {
 		var docs []holdingDoc
 		if err = cur.All(ctx, &docs); err == nil {
-			b.learn(docs, now)
+			b.learn(docs, now, time.Now())
 		}
 	}
 	b.s.stats.record(opWake, err)
 	return err == nil
 }
 
-// learn takes what docs, read at now, say of the holdings.
-func (b *board) learn(docs []holdingDoc, now time.Time) {
+// learn takes what docs, read at now and answered at answered, say of the holdings. A
+// holding read before with the same holder and Gen keeps when it was first known.
+func (b *board) learn(docs []holdingDoc, now, answered time.Time) {
 	holders := map[wake.Kind]map[int]holding{wake.Outbox: {}, wake.Timers: {}}
 	for _, d := range docs {
 		byPart := holders[d.Kind]
@@ -437,11 +449,19 @@ func (b *board) learn(docs []holdingDoc, now time.Time) {
 		}
 		for _, p := range d.Parts {
 			if h, ok := byPart[p]; !ok || h.at < d.At {
-				byPart[p] = holding{holder: d.Holder, ahead: d.Ahead, at: d.At}
+				byPart[p] = holding{holder: d.Holder, ahead: d.Ahead, at: d.At, gen: d.Gen, knownAt: answered}
 			}
 		}
 	}
 	b.mu.Lock()
+	for kind, byPart := range holders {
+		for p, h := range byPart {
+			if was, ok := b.holders[kind][p]; ok && was.holder == h.holder && was.gen == h.gen {
+				h.knownAt = was.knownAt
+				byPart[p] = h
+			}
+		}
+	}
 	b.holders, b.readAt = holders, now
 	b.mu.Unlock()
 }

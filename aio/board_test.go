@@ -159,6 +159,47 @@ func TestBoardCarriesSmallCommitsEntries(t *testing.T) {
 	}
 }
 
+// A mark that carries entries names the holder's generation only when the store read that
+// holding before the commit was sent: the first commit after a holding changed (the store
+// read it after, to find the holder) carries its entries with no generation, and the next
+// names it.
+func TestBoardNamesTheGenerationReadBeforeTheCommit(t *testing.T) {
+	ctx := context.Background()
+	store, _ := aiotest.Open(t, srv.URI, aio.Options{Connection: server.Connection{Database: testDatabase(t)}})
+	b := wake.BoardOf(store)
+	all := allPartitions(store)
+	var seen int
+	next := func(id string) wake.Mark {
+		t.Helper()
+		exe := &execstore.Execution{ID: id, DefinitionID: "board", Status: execstore.Running}
+		_, err := store.Commit(ctx, exe, execstore.Commit{Emits: []execstore.Emit{{TargetID: "x", Event: []byte("e")}}})
+		require.NoError(t, err)
+		var marks []wake.Mark
+		require.Eventually(t, func() bool {
+			m, err := b.Marks(ctx, "far-outbox")
+			require.NoError(t, err)
+			marks = nil
+			for _, ms := range m {
+				marks = append(marks, readOnce(ms)...)
+			}
+			return len(marks) == seen+1
+		}, 30*time.Second, 5*time.Millisecond, "the commit of %s marks the holder", id)
+		seen++
+		m := marks[len(marks)-1]
+		require.Equal(t, id, m.ID)
+		require.NotEmpty(t, m.Outbox, "a small commit's entries are carried")
+		return m
+	}
+	require.NoError(t, b.Publish(ctx, "far-outbox", wake.Holding{Kind: wake.Outbox, Parts: all, Gen: 7}))
+	assert.Zero(t, next("a").Gen, "the store read the holding after the commit was sent")
+	assert.EqualValues(t, 7, next("b").Gen, "the holding was read before")
+
+	require.NoError(t, b.Publish(ctx, "far-outbox", wake.Holding{Kind: wake.Outbox, Parts: all, Gen: 8}))
+	time.Sleep(1100 * time.Millisecond) // the store goes by what it read for a second
+	assert.Zero(t, next("c").Gen, "the new generation was read after the commit was sent")
+	assert.EqualValues(t, 8, next("d").Gen)
+}
+
 // readOnce is what a holder reads of one writer's marks ms (wake.Cursor): each Seq once. A
 // hedged write of marks may have pushed them twice.
 func readOnce(ms []wake.Mark) []wake.Mark {

@@ -27,6 +27,7 @@ type wakeNote struct {
 	emits []execstore.Emit
 	seqs  []int64
 	at    time.Time
+	begun time.Time // when the commit was about to be sent (begin)
 }
 
 // noteOf returns the wake-up note of commit c.
@@ -44,7 +45,7 @@ func noteOf(c *execstore.Commit) wakeNote {
 // Only when a sink is subscribed does it work out what the commit writes. Call it before the
 // commit can reach the server, then end exactly once.
 func (s *Store) begin(n *wakeNote, exe *execstore.Execution, c *execstore.Commit, seqs ops.Seqs) {
-	n.id = exe.ID
+	n.id, n.begun = exe.ID, time.Now()
 	n.emits, n.seqs, n.at = c.Emits, seqs.Outbox, seqs.At
 	if n.flight = s.signal.Begin(exe.ID); n.flight != nil {
 		n.wrote = committedOf(exe, c, seqs)

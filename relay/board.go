@@ -36,13 +36,16 @@ const (
 
 // boardWatch is what a session's watch of the board keeps from one round to the next.
 type boardWatch struct {
-	holder      string
-	cursor      wake.Cursor
-	published   []int // the partitions last published, nil before the first
-	publishedAt time.Time
-	idle        int // rounds in a row that found no mark, up to boardIdleShift
-	rounds      latency.Window
-	nextRound   time.Time // when the next round is due (boardTick)
+	holder    string
+	cursor    wake.Cursor
+	published []int // the partitions last published, nil before the first
+	// publishedGen is the generation last published (wake.Holding's Gen): the latest the
+	// session drew then.
+	publishedGen int64
+	publishedAt  time.Time
+	idle         int // rounds in a row that found no mark, up to boardIdleShift
+	rounds       latency.Window
+	nextRound    time.Time // when the next round is due (boardTick)
 	// spacedUntil is when the next round may come at the soonest, pushed changes or not: a
 	// WakeInterval after the last round's start, and its gap after its end.
 	spacedUntil time.Time
@@ -201,21 +204,23 @@ func (s *session[T, K]) boardCallCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(s.sessionCtx, s.r.opts.PollInterval)
 }
 
-// publishBoard publishes the partitions the session hands out when they changed since the
-// last publish that succeeded, or boardRepublish passed since it (whatever the rounds'
-// period: PollInterval while following); between rounds (round false), not after a publish
-// that failed. It reports whether they changed and how long the publish took. A publish that
-// fails is tried again at the next round: the polls deliver meanwhile.
+// publishBoard publishes the partitions the session hands out, and its latest generation
+// (wake.Holding's Gen), when either changed since the last publish that succeeded, or
+// boardRepublish passed since it (whatever the rounds' period: PollInterval while
+// following); between rounds (round false), not after a publish that failed. It reports
+// whether they changed and how long the publish took. A publish that fails is tried again
+// at the next round: the polls deliver meanwhile.
 func (s *session[T, K]) publishBoard(w *boardWatch, round bool) (changed bool, took time.Duration) {
 	s.mu.Lock()
 	parts, _ := s.scannable()
+	gen := s.gens.cur
 	s.mu.Unlock()
-	changed = !slices.Equal(parts, w.published)
+	changed = !slices.Equal(parts, w.published) || gen != w.publishedGen
 	due := (changed || time.Since(w.publishedAt) >= boardRepublish) && (round || !w.publishFailed)
 	if !due {
 		return false, 0
 	}
-	h := wake.Holding{Kind: s.r.boardKind, Parts: parts, Ahead: s.lookAhead().Seconds()}
+	h := wake.Holding{Kind: s.r.boardKind, Parts: parts, Ahead: s.lookAhead().Seconds(), Gen: gen}
 	start := time.Now()
 	publishCtx, cancel := s.boardCallCtx()
 	err := s.r.board.Publish(publishCtx, w.holder, h)
@@ -224,7 +229,7 @@ func (s *session[T, K]) publishBoard(w *boardWatch, round bool) (changed bool, t
 	if w.publishFailed = err != nil; w.publishFailed {
 		return false, took
 	}
-	w.published, w.publishedAt = parts, time.Now()
+	w.published, w.publishedGen, w.publishedAt = parts, gen, time.Now()
 	return changed, took
 }
 
@@ -275,7 +280,7 @@ func (s *session[T, K]) woken(fresh []wake.Mark, missed bool) {
 // flight.decide at epoch n hands every one of them out, and there is room. The caller holds
 // mu.
 func (s *session[T, K]) takeMarked(h *hold, m wake.Mark, n uint64) bool {
-	if len(m.Outbox) == 0 || !s.handing(h) || !h.sources.mayTakeMark(m.ID, m.Version) {
+	if len(m.Outbox) == 0 || !s.handing(h) || !h.sources.mayTakeMark(m.ID, m.Version, m.Gen) {
 		return false
 	}
 	items := s.r.kind.carried(m)

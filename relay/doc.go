@@ -321,20 +321,29 @@
 //     scan begun after it). A mark to a Relay may also carry the outbox entries its commit
 //     wrote (aio's board carries a commit's whose events are small; a mark is written only
 //     once its commit won). The relay takes them with no read only when its hold hands out,
-//     it knows the execution up to the version before (every earlier entry is in flight or
-//     no longer pending), no scan or hand-over of the hold read that version or a later one
-//     (none of them was handed out already: an ack from before the mark was read may be
-//     forgotten, so the version read decides, not the epoch), and flight.decide, at an epoch
-//     begun as the marks are read, hands every one out. That is what a targeted read sent
-//     then would hand out. Otherwise the mark owes the read. A mark lost (the write
-//     failed, the store's intake was full), late, written to a holder that no longer holds
-//     the partition, never written (a store that read the holders before the relay published,
-//     up to a second), or more marks between two reads than the document keeps (64 per
-//     store), delays a delivery until a poll at most (three, see above), which reads the
-//     partitions themselves. A store numbers its marks to each holder (wake.Mark's Seq): a
-//     gap in what the holder reads (marks pushed out of the document, or a write of marks
-//     that failed followed by one that did not) is marks missed, and a scan of the
-//     partitions that leaves nothing out follows. Of two holders that list a partition (one handing it over, one taking it), the stores
+//     the commit was sent while the hold held, it knows the execution up to the version
+//     before (every earlier entry is in flight or no longer pending), no scan or hand-over
+//     of the hold read that version or a later one (none of them was handed out already: an
+//     ack from before the mark was read may be forgotten, so the version read decides, not
+//     the epoch), and flight.decide, at an epoch begun as the marks are read, hands every one
+//     out. That is what a targeted read sent then would hand out. Otherwise the mark owes
+//     the read. The relay knows when a commit was sent by generations: it draws one, later
+//     than any before, when a hold begins (and when a hold forgets what it knew of its
+//     sources, past 16,384 of them) and publishes the latest with its partitions
+//     (wake.Holding's Gen); a store names it on a mark that carries entries only when it
+//     had read it before the commit was sent, and the relay takes the entries only for a
+//     generation at or after the hold's. A commit sent before the hold began may have been
+//     delivered and acked under an earlier hold, of this relay or another, whose records
+//     the hold does not have: its scans may know the execution only up to an earlier entry
+//     still pending. A mark lost (the write failed, the store's intake was full), late,
+//     written to a holder that no longer holds the partition, never written (a store that
+//     read the holders before the relay published, up to a second), or more marks between
+//     two reads than the document keeps (64 per store), delays a delivery until a poll at
+//     most (three, see above), which reads the partitions themselves. A store numbers its
+//     marks to each holder (wake.Mark's Seq): a gap in what the holder reads (marks pushed
+//     out of the document, or a write of marks that failed followed by one that did not) is
+//     marks missed, and a scan of the partitions that leaves nothing out follows. Of two
+//     holders that list a partition (one handing it over, one taking it), the stores
 //     mark the one that published last.
 //   - A timer cancelled before its fire time does not fire: a timer read ahead, or handed
 //     over, waits in memory, and is handed out only once a scan sent at or after its fire time

@@ -153,7 +153,7 @@ func TestFlight(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var stats counters
-			h := newHold(t.Context(), 0, nil)
+			h := newHold(t.Context(), 0, nil, &gens{})
 			f := newFlight[string, string](stepKind{}, &stats, 4, newRetries(time.Second, time.Minute), func(*hold) {})
 			var epochs []uint64
 			for i, st := range c.steps {
@@ -205,7 +205,7 @@ func TestFlight(t *testing.T) {
 // Once no scan or commit is open, a flight forgets every ack, move to dead and fence.
 func TestFlightForgets(t *testing.T) {
 	var stats counters
-	h := newHold(t.Context(), 0, nil)
+	h := newHold(t.Context(), 0, nil, &gens{})
 	f := newFlight[string, string](stepKind{}, &stats, 2, newRetries(time.Second, time.Minute), func(*hold) {})
 	n := f.begin()
 	c := f.begin()
@@ -235,7 +235,7 @@ func TestFlightForgets(t *testing.T) {
 // a lane is idle, whatever their keys hash to. With every lane busy, the least loaded.
 func TestLanesAssigned(t *testing.T) {
 	var stats counters
-	h := newHold(t.Context(), 0, nil)
+	h := newHold(t.Context(), 0, nil, &gens{})
 	f := newFlight[string, string](stepKind{}, &stats, 2, newRetries(time.Second, time.Minute), func(*hold) {})
 	check := func() {
 		t.Helper()

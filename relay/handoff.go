@@ -42,6 +42,7 @@ func (s *session[T, K]) End(id string, b any, c *wake.Committed) {
 	s.dropCancelled(c)
 	ok := from.h == h && s.handing(h) && h.sources.mayHandOver(id, c.Version, s.r.chained)
 	h.sources.committed(id, c.Version)
+	h.sources.sawItems(id, c.Version) // its items are handed over, or left for a read
 	items := s.r.kind.handed(c, s.r.opts.Clock().Add(s.lookAhead()))
 	if !ok || s.pacing()+len(items) > 2*s.r.opts.Batch {
 		s.owe(h, id)

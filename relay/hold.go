@@ -27,8 +27,10 @@ type hold struct {
 	sources    sources
 }
 
-func newHold(handlerBase context.Context, part int, ls *lease) *hold {
-	h := &hold{part: part, lease: ls, sources: newSources()}
+// newHold returns the hold of part under ls (nil: none), begun now: a generation of g is
+// drawn for it.
+func newHold(handlerBase context.Context, part int, ls *lease, g *gens) *hold {
+	h := &hold{part: part, lease: ls, sources: newSources(g)}
 	h.handlerCtx, h.cancel = context.WithCancelCause(handlerBase)
 	return h
 }

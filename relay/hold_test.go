@@ -46,7 +46,7 @@ func TestHoldStopsWhenItsLeaseStopsBeingLive(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ls := &lease{key: "k", dur: dur, base: time.Now()}
 				ls.until.Store(int64(dur))
-				h := newHold(context.Background(), 0, ls)
+				h := newHold(context.Background(), 0, ls, &gens{})
 				time.Sleep(time.Second)
 				want := tc.before(ls)
 				now := time.Now()
@@ -63,7 +63,7 @@ func TestHoldStopsWhenItsLeaseStopsBeingLive(t *testing.T) {
 	}
 	t.Run("no lease", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			h := newHold(context.Background(), 0, nil)
+			h := newHold(context.Background(), 0, nil, &gens{})
 			time.Sleep(time.Hour)
 			h.stop(time.Now())
 			assert.Equal(t, time.Now(), h.stoppedAt)

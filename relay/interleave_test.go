@@ -560,3 +560,13 @@ func TestItemsWaitWhileAFailureIsRecorded(t *testing.T) {
 		assert.Equal(t, []string{entryName(e1), entryName(e1), entryName(e2)}, b.handled())
 	})
 }
+
+// mark is the mark another process's store writes of commit c, carrying its entries when
+// carry is set, as it would now: naming the holder's current generation.
+func (b *harness[T, K]) mark(c *wake.Committed, seq int64, carry bool) wake.Mark {
+	m := markOf(c, seq, carry)
+	b.s.mu.Lock()
+	m.Gen = b.s.gens.cur
+	b.s.mu.Unlock()
+	return m
+}

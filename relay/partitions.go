@@ -96,7 +96,7 @@ func (s *session[T, K]) keepAssigning(leaseCtx context.Context) {
 
 // addHold makes partition p held under ls. The caller holds mu.
 func (s *session[T, K]) addHold(p int, ls *lease) *hold {
-	h := newHold(s.sessionCtx, p, ls)
+	h := newHold(s.sessionCtx, p, ls, &s.gens)
 	s.holds[p] = h
 	s.r.stats.partitions.Add(1)
 	s.r.stats.holding.Store(true)

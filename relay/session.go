@@ -51,6 +51,7 @@ type session[T any, K comparable] struct {
 	fl       *flight[T, K]
 	running  []bool        // by lane: a goroutine delivers its queue
 	holds    map[int]*hold // the partitions held now
+	gens     gens          // the generations of the holds, published on the board
 	member   *lease        // the relay's registration, nil until it is claimed
 	renewals renewals      // the renewals in flight, and whether the last failed (renew.go)
 	// claimsWaited is set when the last look claimed nothing for a late renewal: the next

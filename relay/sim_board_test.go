@@ -40,6 +40,9 @@ type simBoard struct {
 type simHolding struct {
 	h  wake.Holding
 	at time.Time
+	// knownAt, in the view, is when the view first held this holder's holding of its Gen: a
+	// commit begun after it names the Gen on the entries its mark carries.
+	knownAt time.Time
 }
 
 type simMark struct {
@@ -118,7 +121,7 @@ func (b *simBoard) Publish(_ context.Context, holder string, h wake.Holding) err
 		delete(b.holdings, holder)
 		return nil
 	}
-	b.holdings[holder] = simHolding{h: wake.Holding{Kind: h.Kind, Parts: slices.Clone(h.Parts), Ahead: h.Ahead}, at: time.Now()}
+	b.holdings[holder] = simHolding{h: wake.Holding{Kind: h.Kind, Parts: slices.Clone(h.Parts), Ahead: h.Ahead, Gen: h.Gen}, at: time.Now()}
 	b.pushChange(holder)
 	return nil
 }
@@ -152,12 +155,14 @@ func (b *simBoard) Withdraw(_ context.Context, holder string) error {
 	return nil
 }
 
-// Begin implements wake.Sink: the board marks only won commits.
-func (b *simBoard) Begin(string) any { return nil }
+// Begin implements wake.Sink: the board marks only won commits; it keeps when the commit
+// was about to be sent.
+func (b *simBoard) Begin(string) any { return time.Now() }
 
 // End implements wake.Sink: a won commit marks the holders of its partition, as the board
-// last read them.
-func (b *simBoard) End(id string, _ any, c *wake.Committed) {
+// last read them. The entries a mark carries name the holder's Gen when the view held it
+// before the commit began.
+func (b *simBoard) End(id string, begun any, c *wake.Committed) {
 	if c == nil {
 		return
 	}
@@ -173,8 +178,17 @@ func (b *simBoard) End(id string, _ any, c *wake.Committed) {
 	defer b.mu.Unlock()
 	now := time.Now()
 	if now.Sub(b.viewAt) >= time.Second {
-		b.view, b.viewAt = maps.Clone(b.holdings), now
+		view := maps.Clone(b.holdings)
+		for holder, h := range view {
+			h.knownAt = now
+			if was, ok := b.view[holder]; ok && was.h.Gen == h.h.Gen {
+				h.knownAt = was.knownAt
+			}
+			view[holder] = h
+		}
+		b.view, b.viewAt = view, now
 	}
+	begunAt, _ := begun.(time.Time)
 	latest := map[wake.Kind]string{}
 	latestAt := map[wake.Kind]time.Time{}
 	for holder, h := range b.view {
@@ -188,6 +202,9 @@ func (b *simBoard) End(id string, _ any, c *wake.Committed) {
 		case kind == wake.Outbox && len(c.Outbox) > 0:
 			if b.plan.chance(0.8) {
 				m.Outbox = c.Outbox
+				if h := b.view[holder]; h.knownAt.Before(begunAt) {
+					m.Gen = h.h.Gen
+				}
 			}
 		case kind == wake.Timers && armed:
 			m.FireAt = fireAt

@@ -1,5 +1,7 @@
 package relay
 
+import "time"
+
 // sourcesLimit bounds the sources a hold knows the last commit of. Past it the hold forgets
 // them all: their next commits are found by a scan.
 const sourcesLimit = 1 << 14
@@ -21,28 +23,49 @@ const sourcesLimit = 1 << 14
 // commit v left pending. A hold starts knowing none.
 //
 // Apart, read holds the latest version of each source whose items a scan of the hold read,
-// complete or not, or that a mark's entries brought: a mark that carries the items of commit v is taken
-// only when the source is known(v-1) and nothing read v or later (mayTakeMark), since no
-// epoch of the relay's was open when that commit was sent.
+// complete or not, a hand-over brought, or a mark's entries brought: a mark that carries the
+// items of commit v is taken only when the source is known(v-1), nothing read v or later,
+// and the commit was sent after the hold began (mayTakeMark). A hold's record of what it
+// read, or the version it knows, cannot say whether an earlier hold of the relay handed
+// those items out, nor whether its own did before it forgot all (forgetAll): since names
+// the least generation (wake.Holding's Gen, gens) of the marks it takes, one drawn when the
+// hold began and drawn again when it forgets all.
 type sources struct {
 	known  map[string]int64  // source → the version up to which nothing is pending outside the flight
 	soiled map[string]uint64 // source → the epoch at which some of its items were left in the store
 	marked map[string]int64  // source soiled by marks alone → the latest version they named
 	read   map[string]int64  // source → the latest version whose items were read or taken
+	gens   *gens             // the relay's generations
+	since  int64             // the least generation of a mark whose items are taken
 }
 
-func newSources() sources {
-	return sources{known: map[string]int64{}, soiled: map[string]uint64{}, marked: map[string]int64{}, read: map[string]int64{}}
+// gens are the generations a session publishes (wake.Holding's Gen), under its lock: cur is
+// the latest drawn, a new one at least one more and at least the Unix time in nanoseconds,
+// so that the generations of a holder grow across its runs too.
+type gens struct{ cur int64 }
+
+// next draws a generation, later than any drawn before.
+func (g *gens) next() int64 {
+	g.cur = max(g.cur+1, time.Now().UnixNano())
+	return g.cur
 }
 
-// mayTakeMark reports whether the items a mark carries of the commit of src creating version
-// may be taken: src is not soiled, is known up to the version before (so every earlier item
-// is in flight or no longer pending), and no scan or mark brought that version or a later
-// one (so none of its items was handed out already, by a scan whose answer came before the
-// mark, acked since, and forgotten; a hand-over of it made the source known up to it). A source's first commit is not taken from a mark: a new
-// hold knows nothing, and the scans it sent may have read it.
-func (s *sources) mayTakeMark(src string, version int64) bool {
-	if _, ok := s.soiled[src]; ok || version < 2 {
+// newSources returns what a hold begun now knows: nothing, and marks of commits sent after
+// the next generation of g.
+func newSources(g *gens) sources {
+	return sources{known: map[string]int64{}, soiled: map[string]uint64{}, marked: map[string]int64{}, read: map[string]int64{},
+		gens: g, since: g.next()}
+}
+
+// mayTakeMark reports whether the items a mark of generation gen carries of the commit of
+// src creating version may be taken: the commit was sent while the hold held (gen is since or
+// later), src is not soiled, is known up to the version before (so every earlier item is in
+// flight or no longer pending), and no scan, hand-over or mark of the hold brought that
+// version or a later one (so none of its items was handed out already, and acked since,
+// its record forgotten). A source's first commit is not taken from a mark: a new hold knows
+// nothing, and the scans it sent may have read it.
+func (s *sources) mayTakeMark(src string, version, gen int64) bool {
+	if _, ok := s.soiled[src]; ok || version < 2 || gen < s.since {
 		return false
 	}
 	last, ok := s.known[src]
@@ -59,10 +82,12 @@ func (s *sources) sawItems(src string, version int64) {
 }
 
 // forgetAll forgets what is known and read of every source: their next commits are found by
-// a scan, and no mark's items are taken until one is known again.
+// a scan, and the items of a mark are taken only when its commit was sent after now (a
+// generation drawn now, which the session publishes).
 func (s *sources) forgetAll() {
 	clear(s.known)
 	clear(s.read)
+	s.since = s.gens.next()
 }
 
 // mayHandOver reports whether a commit of src creating version may be handed over. When the

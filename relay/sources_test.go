@@ -13,8 +13,11 @@ func TestSources(t *testing.T) {
 		// "commit" (src, v: a won commit), "soil" (src at n), "forget" (src), "scan" (n:
 		// complete; latest src→v; partial, only and except as named), "may?" (src, v:
 		// chained; want), "knows?" (src, v; want), "mark" (src at n, v)
-		// "any?" (src, v: not chained; want)
+		// "any?" (src, v: not chained; want), "saw" (src, v: read or handed over),
+		// "forgetAll", "take?" (src, v, of the generation the hold began with plus gen; want),
+		// "take-now?" (src, v, of the latest generation drawn; want)
 		op      string
+		gen     int64
 		src     string
 		v       int64
 		n       uint64
@@ -89,12 +92,28 @@ func TestSources(t *testing.T) {
 		{"an unknown outcome forgets", []step{
 			{op: "commit", src: "a", v: 3}, {op: "forget", src: "a"}, {op: "may?", src: "a", v: 4, want: false},
 		}},
+		{"a mark is taken when the source is known up to the version before", []step{
+			{op: "commit", src: "a", v: 3}, {op: "take?", src: "a", v: 4, want: true}, {op: "take?", src: "a", v: 5, want: false},
+			{op: "take?", src: "b", v: 1, want: false},
+		}},
+		{"a mark of a commit sent before the hold began is not taken", []step{
+			{op: "commit", src: "a", v: 3}, {op: "take?", src: "a", v: 4, gen: -1, want: false}, {op: "take?", src: "a", v: 4, gen: 1, want: true},
+		}},
+		{"a mark of a version read or handed over is not taken, whatever the hold knows since", []step{
+			{op: "commit", src: "a", v: 4}, {op: "saw", src: "a", v: 4}, {op: "forget", src: "a"},
+			{op: "scan", n: 1, src: "a", v: 3}, {op: "knows?", src: "a", v: 3, want: true}, {op: "take?", src: "a", v: 4, want: false},
+		}},
+		{"forgetting all refuses the marks of commits sent before", []step{
+			{op: "commit", src: "a", v: 3}, {op: "forgetAll"},
+			{op: "scan", n: 1, src: "a", v: 3}, {op: "take?", src: "a", v: 4, want: false}, {op: "take-now?", src: "a", v: 4, want: true},
+		}},
 		{"timers: any commit of a clean source", []step{
 			{op: "any?", src: "a", v: 7, want: true}, {op: "soil", src: "a", n: 1}, {op: "any?", src: "a", v: 7, want: false},
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newSources()
+			s := newSources(&gens{})
+			first := s.since
 			set := func(names []string) map[string]bool {
 				if names == nil {
 					return nil
@@ -129,6 +148,14 @@ func TestSources(t *testing.T) {
 					assert.Equal(t, st.want, s.mayHandOver(st.src, st.v, true), "step %d", i)
 				case "knows?":
 					assert.Equal(t, st.want, s.knows(st.src, st.v), "step %d", i)
+				case "saw":
+					s.sawItems(st.src, st.v)
+				case "forgetAll":
+					s.forgetAll()
+				case "take?":
+					assert.Equal(t, st.want, s.mayTakeMark(st.src, st.v, first+st.gen), "step %d", i)
+				case "take-now?":
+					assert.Equal(t, st.want, s.mayTakeMark(st.src, st.v, s.since), "step %d", i)
 				case "any?":
 					assert.Equal(t, st.want, s.mayHandOver(st.src, st.v, false), "step %d", i)
 				}

@@ -25,22 +25,28 @@ const (
 // holder that knows the execution up to it has read what the mark tells of already.
 // Outbox is what the commit wrote for a holder of Outbox, when the board carried it (small
 // enough): its entries in emit order, every field set as PendingOutbox returns it; nil when
-// not carried.
+// not carried. Gen, of a mark that carries entries, is the holder's Holding.Gen the writer
+// read before the commit was sent; 0 when the writer read the holding only after.
 type Mark struct {
 	Seq     int64                   `bson:"s"`
 	ID      string                  `bson:"i"`
 	FireAt  float64                 `bson:"f,omitempty"`
 	Version int64                   `bson:"v,omitempty"` // 0 when not known
+	Gen     int64                   `bson:"g,omitempty"`
 	Outbox  []execstore.OutboxEntry `bson:"-"`
 }
 
 // Holding is what a holder publishes on a Board: its kind, the partitions it holds, and how
 // far ahead of now a timer's fire time must be for a wake-up to be worth sending (the
-// sweeper's scans read that far ahead: a later timer is found by its next poll).
+// sweeper's scans read that far ahead: a later timer is found by its next poll). Gen is the
+// holder's generation: it grows (at least) each time the holder takes a partition, so a
+// mark naming a Gen at or after the one a hold of the holder began with is of a commit sent
+// while that hold held (Mark.Gen).
 type Holding struct {
 	Kind  Kind
 	Parts []int
 	Ahead float64 // seconds; for Timers
+	Gen   int64
 }
 
 // Board wakes the relays and sweepers of other processes: each holder publishes what it
@@ -53,7 +59,9 @@ type Holding struct {
 // this one published) delays a delivery until the holder's next poll, which reads the store
 // itself. A mark is written only once its commit won, so the entries it carries are the
 // commit's as the store holds them; whether they are still pending is the holder's to decide
-// (package relay), as for a hand-over.
+// (package relay), as for a hand-over. A mark that carries entries names the holder's Gen
+// only when the writer had read that Gen before the commit was sent: its holder published
+// it, so the commit was sent after every hold the holder began up to then.
 type Board interface {
 	// Publish records holder's holding, and when it was published: stores read it at most
 	// once a second, so a partition taken is woken within a second or so. A holding of no
