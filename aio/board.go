@@ -69,8 +69,8 @@ const (
 //
 // c carries the outbox entries of the marks of a holder of the outbox whose commits wrote
 // boardCarryBytes or less (wake.Mark's Outbox), by their marks' seq. Such a mark names the
-// holder's generation (g) when the holding the writer went by was first known before the
-// commit was sent (wake.Mark's Gen).
+// holder's latest generation (g) a read of the holdings answered before the commit was
+// sent told the writer (wake.Mark's Gen).
 //
 // A relay publishes its record (Publish) and reads its marks (Marks); where the server has
 // change streams, it also follows its record (Follow), and reads its marks when a change
@@ -86,6 +86,7 @@ type board struct {
 
 	mu       sync.Mutex
 	holders  map[wake.Kind]map[int]holding // partition → its latest holding, by kind
+	gens     map[string][]genKnown         // holder → its latest generations known, oldest first
 	readAt   time.Time                     // when the holdings were read; zero: read them again
 	seqs     map[string]int64              // holder → the last Seq written to it
 	purgedAt time.Time                     // when Publish last removed old records
@@ -150,16 +151,25 @@ func attach(marks []wake.Mark, carried []carriedDoc) {
 	}
 }
 
-// holding is one holder's record, as the writers read it. knownAt is when a read that
-// returned it (its holder and Gen) was first answered: a commit sent after that was sent
-// after the holder published its Gen.
+// holding is one holder's record, as the writers read it.
 type holding struct {
-	holder  string
-	ahead   float64 // seconds
-	at      float64
-	gen     int64
-	knownAt time.Time
+	holder string
+	ahead  float64 // seconds
+	at     float64
 }
+
+// genKnown is a generation of a holder (wake.Holding's Gen) and when a read of the
+// holdings that returned it was first answered: a commit sent after that was sent after
+// the holder published it.
+type genKnown struct {
+	gen int64
+	at  time.Time
+}
+
+// boardGensKept is how many of each holder's latest generations a store keeps: a holder
+// that takes a partition draws a new one, and the commits sent before the store read it
+// name the one before.
+const boardGensKept = 2
 
 // holdingDoc is a record's published part.
 type holdingDoc struct {
@@ -385,9 +395,7 @@ func (b *board) write(notes []boardNote) {
 			}
 			if o := b.holders[wake.Outbox][n.part]; len(n.outbox) > 0 && o.holder == h {
 				carried[h] = append(carried[h], carriedOf(m.Seq, n.outbox))
-				if !n.note.begun.IsZero() && o.knownAt.Before(n.note.begun) {
-					m.Gen = o.gen
-				}
+				m.Gen = b.genBefore(h, n.note.begun)
 			}
 			marks[h] = append(marks[h], m)
 		}
@@ -422,6 +430,18 @@ func (b *board) write(notes []boardNote) {
 	}
 }
 
+// genBefore returns the latest generation of holder a read of the holdings answered before
+// begun told, or 0. The caller holds mu.
+func (b *board) genBefore(holder string, begun time.Time) int64 {
+	known := b.gens[holder]
+	for i := len(known) - 1; i >= 0 && !begun.IsZero(); i-- {
+		if known[i].at.Before(begun) {
+			return known[i].gen
+		}
+	}
+	return 0
+}
+
 // read reads the holdings published within boardStale of now, and reports whether it did.
 // Of two holders of one partition (one handing it over, one taking it), the one that
 // published last is taken.
@@ -438,8 +458,8 @@ func (b *board) read(ctx context.Context, now time.Time) bool {
 	return err == nil
 }
 
-// learn takes what docs, read at now and answered at answered, say of the holdings. A
-// holding read before with the same holder and Gen keeps when it was first known.
+// learn takes what docs, read at now and answered at answered, say of the holdings, and
+// the holders' generations: a generation known before keeps when it was first known.
 func (b *board) learn(docs []holdingDoc, now, answered time.Time) {
 	holders := map[wake.Kind]map[int]holding{wake.Outbox: {}, wake.Timers: {}}
 	for _, d := range docs {
@@ -449,19 +469,20 @@ func (b *board) learn(docs []holdingDoc, now, answered time.Time) {
 		}
 		for _, p := range d.Parts {
 			if h, ok := byPart[p]; !ok || h.at < d.At {
-				byPart[p] = holding{holder: d.Holder, ahead: d.Ahead, at: d.At, gen: d.Gen, knownAt: answered}
+				byPart[p] = holding{holder: d.Holder, ahead: d.Ahead, at: d.At}
 			}
 		}
 	}
 	b.mu.Lock()
-	for kind, byPart := range holders {
-		for p, h := range byPart {
-			if was, ok := b.holders[kind][p]; ok && was.holder == h.holder && was.gen == h.gen {
-				h.knownAt = was.knownAt
-				byPart[p] = h
-			}
+	gens := make(map[string][]genKnown, len(docs))
+	for _, d := range docs {
+		known := b.gens[d.Holder]
+		if len(known) == 0 || known[len(known)-1].gen < d.Gen {
+			known = append(known, genKnown{gen: d.Gen, at: answered})
+			known = known[max(len(known)-boardGensKept, 0):]
 		}
+		gens[d.Holder] = known
 	}
-	b.holders, b.readAt = holders, now
+	b.holders, b.gens, b.readAt = holders, gens, now
 	b.mu.Unlock()
 }

@@ -231,11 +231,11 @@
 //     commit's outbox entries (its events and targets 1 KiB or less), pushed in the same
 //     statement to the writer's own list of carried entries, by the mark's seq: they are
 //     what the commit wrote, since the mark follows the won commit, and the relay decides
-//     whether they are still pending (package relay). Such a mark names the holder's
-//     generation (wake.Holding's Gen) only when the store's read of the holdings that gave
-//     it was answered before the commit was sent (both times on this process's monotonic
-//     clock): the holder had published it by then, so the commit came after every hold the
-//     holder began before it.
+//     whether they are still pending (package relay). Such a mark names the holder's latest
+//     generation (wake.Holding's Gen) that a read of the holdings answered before the commit
+//     was sent told (both times on this process's monotonic clock), or none: the holder had
+//     published it by then, so the commit came after every hold the holder began before
+//     drawing it.
 //   - A holder may follow its own document with a change stream (the board is a
 //     wake.Follower): an aggregate with $changeStream whose $match names that document
 //     alone, on the server's answer and not its name. A server that refuses it (a command

@@ -31,6 +31,7 @@ type simBoard struct {
 	mu       sync.Mutex
 	holdings map[string]simHolding // by holder
 	view     map[string]simHolding // the holdings as last read, at viewAt
+	gens     map[string][]simGen   // by holder, the latest two generations the view held
 	viewAt   time.Time
 	marks    map[string][]simMark // by holder, oldest first, visibleAt never decreasing
 	seq      map[string]int64
@@ -40,9 +41,13 @@ type simBoard struct {
 type simHolding struct {
 	h  wake.Holding
 	at time.Time
-	// knownAt, in the view, is when the view first held this holder's holding of its Gen: a
-	// commit begun after it names the Gen on the entries its mark carries.
-	knownAt time.Time
+}
+
+// simGen is a holder's generation as the view first held it, at: the entries of a commit
+// begun after it carry it, unless a later one was known before the commit began.
+type simGen struct {
+	gen int64
+	at  time.Time
 }
 
 type simMark struct {
@@ -160,7 +165,7 @@ func (b *simBoard) Withdraw(_ context.Context, holder string) error {
 func (b *simBoard) Begin(string) any { return time.Now() }
 
 // End implements wake.Sink: a won commit marks the holders of its partition, as the board
-// last read them. The entries a mark carries name the holder's Gen when the view held it
+// last read them. The entries a mark carries name the holder's latest Gen the view held
 // before the commit began.
 func (b *simBoard) End(id string, begun any, c *wake.Committed) {
 	if c == nil {
@@ -178,15 +183,17 @@ func (b *simBoard) End(id string, begun any, c *wake.Committed) {
 	defer b.mu.Unlock()
 	now := time.Now()
 	if now.Sub(b.viewAt) >= time.Second {
-		view := maps.Clone(b.holdings)
-		for holder, h := range view {
-			h.knownAt = now
-			if was, ok := b.view[holder]; ok && was.h.Gen == h.h.Gen {
-				h.knownAt = was.knownAt
+		b.view, b.viewAt = maps.Clone(b.holdings), now
+		gens := map[string][]simGen{}
+		for holder, h := range b.view {
+			known := b.gens[holder]
+			if len(known) == 0 || known[len(known)-1].gen < h.h.Gen {
+				known = append(known, simGen{gen: h.h.Gen, at: now})
+				known = known[max(len(known)-2, 0):]
 			}
-			view[holder] = h
+			gens[holder] = known
 		}
-		b.view, b.viewAt = view, now
+		b.gens = gens
 	}
 	begunAt, _ := begun.(time.Time)
 	latest := map[wake.Kind]string{}
@@ -202,8 +209,11 @@ func (b *simBoard) End(id string, begun any, c *wake.Committed) {
 		case kind == wake.Outbox && len(c.Outbox) > 0:
 			if b.plan.chance(0.8) {
 				m.Outbox = c.Outbox
-				if h := b.view[holder]; h.knownAt.Before(begunAt) {
-					m.Gen = h.h.Gen
+				for i := len(b.gens[holder]) - 1; i >= 0; i-- {
+					if g := b.gens[holder][i]; g.at.Before(begunAt) {
+						m.Gen = g.gen
+						break
+					}
 				}
 			}
 		case kind == wake.Timers && armed:

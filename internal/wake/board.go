@@ -25,8 +25,8 @@ const (
 // holder that knows the execution up to it has read what the mark tells of already.
 // Outbox is what the commit wrote for a holder of Outbox, when the board carried it (small
 // enough): its entries in emit order, every field set as PendingOutbox returns it; nil when
-// not carried. Gen, of a mark that carries entries, is the holder's Holding.Gen the writer
-// read before the commit was sent; 0 when the writer read the holding only after.
+// not carried. Gen, of a mark that carries entries, is a Holding.Gen of the holder that the
+// writer had read before the commit was sent (its latest), or 0.
 type Mark struct {
 	Seq     int64                   `bson:"s"`
 	ID      string                  `bson:"i"`
@@ -59,9 +59,9 @@ type Holding struct {
 // this one published) delays a delivery until the holder's next poll, which reads the store
 // itself. A mark is written only once its commit won, so the entries it carries are the
 // commit's as the store holds them; whether they are still pending is the holder's to decide
-// (package relay), as for a hand-over. A mark that carries entries names the holder's Gen
-// only when the writer had read that Gen before the commit was sent: its holder published
-// it, so the commit was sent after every hold the holder began up to then.
+// (package relay), as for a hand-over. A mark that carries entries names only a Gen of the
+// holder that the writer had read before the commit was sent: the holder had published it,
+// so the commit was sent after every hold the holder began before drawing it.
 type Board interface {
 	// Publish records holder's holding, and when it was published: stores read it at most
 	// once a second, so a partition taken is woken within a second or so. A holding of no
