@@ -43,7 +43,9 @@ func newHarness[T any, K comparable](t *testing.T, k func(execstore.Store) kind[
 	b := &harness[T, K]{t: t, store: store, exes: map[string]*execstore.Execution{},
 		gates: map[string]chan error{}, entered: map[string]chan struct{}{}}
 	kd := k(store)
-	opts.RetryMin, opts.RetryMax = time.Millisecond, 5*time.Millisecond
+	if opts.RetryMin == 0 {
+		opts.RetryMin, opts.RetryMax = time.Millisecond, 5*time.Millisecond
+	}
 	b.r = newRunner[T, K](kd, store, b.handle, opts.withDefaults(relayLeaseKey), "relay", "deliver", wake.Outbox)
 	ctx := context.Background()
 	b.s = newSession(b.r, ctx)

@@ -102,7 +102,8 @@ func TestMarkIsNotTakenWhileItsExecutionWaits(t *testing.T) {
 // alone. In virtual time.
 func TestMarkFromBeforeTheHoldIsNotTaken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newOutboxHarness(t)
+		b := newHarness(t, func(s execstore.Store) kind[execstore.OutboxEntry, entryKey] { return outboxKind{store: s} },
+			Options{RetryMin: time.Second, RetryMax: time.Second})
 		h1 := b.hold("S", b.lease())
 		c1 := b.failOnce("S", "T1") // released: S/1 is pending, S soiled
 		c2 := b.emit("S", "T2", false)
@@ -115,8 +116,8 @@ func TestMarkFromBeforeTheHoldIsNotTaken(t *testing.T) {
 		b.s.removeHold(h1, errors.New("lost"))
 		b.s.mu.Unlock()
 		b.hold("S", b.lease())
-		time.Sleep(10 * time.Millisecond) // S/1's retry is due
-		b.scan()                          // reads S/1 alone: S/2 was acked
+		time.Sleep(2 * time.Second) // S/1's retry is due
+		b.scan()                    // reads S/1 alone: S/2 was acked
 		b.settledAll()
 
 		b.s.woken([]wake.Mark{stale}, false)

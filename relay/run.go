@@ -62,6 +62,7 @@ type runner[T any, K comparable] struct {
 	running bool
 	session *session[T, K] // the Run in progress's
 	done    chan struct{}  // closed when the Run in progress returns
+	gen     int64          // the latest generation the last Run drew (session.gens)
 }
 
 func newRunner[T any, K comparable](k kind[T, K], store execstore.Store, handler func(context.Context, T) error, opts Options,
@@ -142,13 +143,17 @@ func (r *runner[T, K]) run(ctx context.Context) error {
 		return ErrRunning
 	}
 	s := newSession(r, ctx)
+	s.gens.cur = r.gen // the generations grow across the runs of the relay's holder
 	done := make(chan struct{})
 	r.running, r.session, r.done = true, s, done
 	r.mu.Unlock()
 	defer func() {
 		s.abort()
+		s.mu.Lock()
+		gen := s.gens.cur
+		s.mu.Unlock()
 		r.mu.Lock()
-		r.running, r.session = false, nil
+		r.running, r.session, r.gen = false, nil, gen
 		r.mu.Unlock()
 		close(done)
 	}()
