@@ -126,12 +126,7 @@ func TestBoardCarriesSmallCommitsEntries(t *testing.T) {
 
 	var marks []wake.Mark
 	require.Eventually(t, func() bool {
-		m, err := b.Marks(ctx, "far-outbox")
-		require.NoError(t, err)
-		marks = nil
-		for _, ms := range m {
-			marks = append(marks, readOnce(ms)...)
-		}
+		marks = marksOf(t, b, "far-outbox")
 		return len(marks) == 2
 	}, 30*time.Second, 5*time.Millisecond, "both commits mark the Relay's holder")
 	pending, err := store.PendingOutbox(ctx, 0)
@@ -176,12 +171,7 @@ func TestBoardNamesTheGenerationReadBeforeTheCommit(t *testing.T) {
 		require.NoError(t, err)
 		var marks []wake.Mark
 		require.Eventually(t, func() bool {
-			m, err := b.Marks(ctx, "far-outbox")
-			require.NoError(t, err)
-			marks = nil
-			for _, ms := range m {
-				marks = append(marks, readOnce(ms)...)
-			}
+			marks = marksOf(t, b, "far-outbox")
 			return len(marks) == seen+1
 		}, 30*time.Second, 5*time.Millisecond, "the commit of %s marks the holder", id)
 		seen++
@@ -198,6 +188,18 @@ func TestBoardNamesTheGenerationReadBeforeTheCommit(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // the store goes by what it read for a second
 	assert.EqualValues(t, 7, next("c").Gen, "the new generation was read after the commit was sent")
 	assert.EqualValues(t, 8, next("d").Gen)
+}
+
+// marksOf is what holder reads of its marks on b, every writer's, each Seq once.
+func marksOf(t *testing.T, b wake.Board, holder string) []wake.Mark {
+	t.Helper()
+	m, err := b.Marks(context.Background(), holder)
+	require.NoError(t, err)
+	var marks []wake.Mark
+	for _, ms := range m {
+		marks = append(marks, readOnce(ms)...)
+	}
+	return marks
 }
 
 // readOnce is what a holder reads of one writer's marks ms (wake.Cursor): each Seq once. A
