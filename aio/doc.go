@@ -235,7 +235,10 @@
 //     generation (wake.Holding's Gen) that a read of the holdings answered before the commit
 //     was sent told (both times on this process's monotonic clock), or none: the holder had
 //     published it by then, so the commit came after every hold the holder began before
-//     drawing it.
+//     drawing it. A publish that lands between that read and the write of marks, from
+//     another process, only leaves the mark naming an older generation, which a hold begun
+//     since refuses (it reads instead); the records' writes are the same upsert and $push
+//     as without generations.
 //   - A holder may follow its own document with a change stream (the board is a
 //     wake.Follower): an aggregate with $changeStream whose $match names that document
 //     alone, on the server's answer and not its name. A server that refuses it (a command

@@ -1,7 +1,5 @@
 package relay
 
-import "time"
-
 // sourcesLimit bounds the sources a hold knows the last commit of. Past it the hold forgets
 // them all: their next commits are found by a scan.
 const sourcesLimit = 1 << 14
@@ -37,17 +35,6 @@ type sources struct {
 	read   map[string]int64  // source → the latest version whose items were read or taken
 	gens   *gens             // the relay's generations
 	since  int64             // the least generation of a mark whose items are taken
-}
-
-// gens are the generations a session publishes (wake.Holding's Gen), under its lock: cur is
-// the latest drawn, a new one at least one more and at least the Unix time in nanoseconds,
-// so that the generations of a holder grow across its runs too.
-type gens struct{ cur int64 }
-
-// next draws a generation, later than any drawn before.
-func (g *gens) next() int64 {
-	g.cur = max(g.cur+1, time.Now().UnixNano())
-	return g.cur
 }
 
 // newSources returns what a hold begun now knows: nothing, and marks of commits sent after
