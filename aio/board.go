@@ -249,7 +249,8 @@ func (b *board) Marks(ctx context.Context, holder string) (map[string][]wake.Mar
 // error reply of connect.IsRefusal: it has no change streams, as a standalone server) is
 // not asked again for boardStreamRetry; a failure (a lost connection, a deadline, a server
 // that is not primary) is no answer, and the holder's next Follow asks again. Either way the
-// channel closes with no receive. The stream ends with ctx, the store's stop, or a failure
+// channel closes with no receive, after the refusal is noted: a Follow that comes after a
+// close for a refusal sends nothing. The stream ends with ctx, the store's stop, or a failure
 // the driver does not resume from: the channel is closed first, then the server's cursor
 // killed, within SettleTimeout unless the store stops. Each getMore waits up to
 // boardStreamAwait, and its events carry nothing but their resume token.
@@ -287,7 +288,6 @@ func (b *board) follow(ctx context.Context, holder string, changed chan<- struct
 	defer context.AfterFunc(b.s.stop, cancel)()
 	cs, err := b.coll.Watch(streamCtx, followPipeline(holder), options.ChangeStream().SetMaxAwaitTime(boardStreamAwait))
 	if err != nil {
-		close(changed)
 		switch {
 		case connect.IsRefusal(streamCtx, err):
 			b.mu.Lock()
@@ -296,6 +296,7 @@ func (b *board) follow(ctx context.Context, holder string, changed chan<- struct
 		case streamCtx.Err() == nil: // not a stop
 			b.s.stats.record(opWake, err)
 		}
+		close(changed) // after the refusal is noted: a Follow that comes after the close sends nothing
 		return
 	}
 	b.s.stats.record(opWake, nil)
