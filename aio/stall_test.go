@@ -39,10 +39,14 @@ func TestCallersAnsweredOnTimeWhileServerStalls(t *testing.T) {
 	require.NoError(t, s.Save(bg, b))
 	proxy.Stalled.Store(true)
 
-	sentCtx, cancelSent := context.WithTimeout(bg, 300*time.Millisecond)
+	// a's context outlasts the wait for its batch to reach the proxy and b's whole wait, so b
+	// waits for the slot a holds however slowly the machine runs.
+	sentCtx, cancelSent := context.WithTimeout(bg, 3*time.Second)
 	defer cancelSent()
+	held := proxy.HeldRequests()
 	sent := s.CommitAsync(sentCtx, a, execstore.Commit{})
-	time.Sleep(50 * time.Millisecond) // a's batch is on the wire and holds the only slot
+	require.Eventually(t, func() bool { return proxy.HeldRequests() > held }, 2*time.Second, time.Millisecond,
+		"a's batch is on the wire and holds the only slot")
 
 	start := time.Now()
 	queuedCtx, cancelQueued := context.WithTimeout(bg, 200*time.Millisecond)
@@ -155,11 +159,13 @@ func TestConnectionResetAfterSend(t *testing.T) {
 				}
 				before := *e
 				prior := h.rawDoc(t, "e")
+				held := proxy.HeldRequests()
 				f := s.CommitAsync(bg, e, c)
 				if mode.answerOnly {
 					h.awaitVersion(t, "e", before.Version+1) // sent, and applied
 				} else {
-					time.Sleep(100 * time.Millisecond) // sent, and held by the proxy
+					require.Eventually(t, func() bool { return proxy.HeldRequests() > held }, 10*time.Second, time.Millisecond,
+						"round %d: sent, and held by the proxy", round)
 				}
 				proxy.CloseAll()
 				proxy.Stalled.Store(false)

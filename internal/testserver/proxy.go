@@ -103,7 +103,13 @@ type StallProxy struct {
 
 	stallOne atomic.Pointer[[]byte] // the pattern of the next request to hold; nil for none
 	released chan struct{}          // closed when the test ends
+	held     atomic.Int64           // reads of requests held so far
 }
+
+// HeldRequests is how many reads of requests the proxy has held so far (while Stalled, or
+// by StallRequestWith): a test that stalls the proxy and then sends a command waits for it
+// to grow, rather than for a while, to know the command reached the proxy and is held.
+func (p *StallProxy) HeldRequests() int64 { return p.held.Load() }
 
 // StallRequestWith holds the next request whose bytes contain pattern, and its connection,
 // until the test ends.
@@ -146,7 +152,11 @@ func (p *StallProxy) pipe(dst, src net.Conn, held *atomic.Bool, requests bool) {
 	for {
 		n, err := src.Read(buf)
 		if pattern := p.stallOne.Load(); requests && pattern != nil && bytes.Contains(buf[:n], *pattern) && p.stallOne.CompareAndSwap(pattern, nil) {
+			p.held.Add(1)
 			<-p.released
+		}
+		if requests && n > 0 && p.Stalled.Load() {
+			p.held.Add(1)
 		}
 		for n > 0 && (p.Stalled.Load() || held.Load()) {
 			time.Sleep(5 * time.Millisecond)
