@@ -342,7 +342,7 @@ func TestAckStopsWaitingOnceTheStoreIsIdle(t *testing.T) {
 func TestAckWaitsWhileACommitIsInFlight(t *testing.T) {
 	proxy, uri := proxied(t)
 	h := newHarness(t, aio.Options{})
-	s, err := aio.Open(bg, uri, aio.Options{DisableRemoteWakes: proxiedStall, AckWait: 20 * time.Second, // idle after 2s
+	s, err := aio.Open(bg, uri, aio.Options{DisableRemoteWakes: proxiedStall, AckWait: 40 * time.Second, // idle after 4s
 		Connection: server.Connection{Database: h.opts.Database}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close(bg) })
@@ -356,7 +356,10 @@ func TestAckWaitsWhileACommitIsInFlight(t *testing.T) {
 	require.Eventually(t, func() bool { return s.AcksWaiting() == 1 }, 5*time.Second, time.Millisecond, "the ack waits")
 	proxy.AnswersStalled.Store(true)
 	inFlight := s.CommitAsync(bg, o, execstore.Commit{}) // applied; its answer held
-	time.Sleep(3 * time.Second)                          // past the idle gap of 2s, short of AckWait
+	// Past the idle gap of 4s, short of AckWait. The ack's next look after it comes 4s after
+	// the first (the group commit was busy then): the source's commit below has about 3s to
+	// carry the ack before it.
+	time.Sleep(5 * time.Second)
 	assert.Equal(t, 1, s.AcksWaiting(), "the ack went alone while a commit was in flight")
 
 	proxy.AnswersStalled.Store(false)
@@ -380,7 +383,7 @@ func TestASourcesRemovalsGoAloneTogether(t *testing.T) {
 		t.Run(string(profile), func(t *testing.T) {
 			// The acks and the delete must all wait before the store is idle, a tenth of
 			// AckWait after its last commit: 200 ms was once too short on a busy machine.
-			h := newHarness(t, aio.Options{AckWait: 10 * time.Second, Connection: server.Connection{Profile: profile}})
+			h := newHarness(t, aio.Options{AckWait: 30 * time.Second, Connection: server.Connection{Profile: profile}})
 			exe := newExe("s")
 			mustCommit(t, h.store, exe, execstore.Commit{})
 			seqs, err := h.store.Commit(bg, exe, execstore.Commit{
@@ -397,6 +400,7 @@ func TestASourcesRemovalsGoAloneTogether(t *testing.T) {
 			second := ackAsync(t, h, bg, "s", seqs[1])
 			deleted := make(chan error, 1)
 			go func() { deleted <- h.store.DeleteTimers(bg, due) }()
+			require.Eventually(t, func() bool { return h.store.AcksWaiting() == 3 }, 5*time.Second, time.Millisecond, "the delete waits with the acks")
 			require.NoError(t, awaitAck(t, first))
 			require.NoError(t, awaitAck(t, second))
 			require.NoError(t, awaitAck(t, deleted))
