@@ -100,8 +100,8 @@ func touchesTimer(c *execstore.Commit, path string) bool {
 func (k carried) won(s *Store) {
 	s.carrier.carried(k.acks)
 	if k.fired != nil {
+		s.stats.timersCarried.Add(1) // counted before the sweeper hears of it
 		k.fired.Removed(k.take)
-		s.stats.timersCarried.Add(1)
 	}
 }
 
