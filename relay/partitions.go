@@ -140,16 +140,20 @@ func (s *session[T, K]) lose(h *hold, cause error) {
 	if ls := h.lease; ls != nil {
 		s.lost[h.part] = ls.claimedAt
 	}
+	// The sole lease is counted and logged with its last hold (h is still held here). The
+	// loss is counted before Stats says the partition is no longer held.
+	shared := s.r.offer != nil && len(s.holds) > 1
+	if !shared {
+		s.r.stats.leasesLost.Add(1)
+	}
 	// It stopped handing items out when its lease stopped being live, if that was earlier
 	// (hold.stop).
 	s.removeHold(h, cause)
-	shared := s.r.offer != nil && len(s.holds) > 0 // the sole lease: counted and logged with its last hold
 	s.mu.Unlock()
 	s.r.opts.OnPartition(PartitionEvent{Partition: h.part, Held: false, At: h.stoppedAt, Local: h.stoppedAt})
 	if shared {
 		return
 	}
-	s.r.stats.leasesLost.Add(1)
 	s.r.opts.Logger.Warn("relay: lease lost: this relay no longer delivers the partition; its handlers' context is cancelled, "+
 		"what it left pending is delivered by the partition's next holder (this relay claims it again at its next look "+
 		"if it is still its share); if this repeats, the lease server answers too slowly for LeaseDuration: raise "+
@@ -393,18 +397,22 @@ func (s *session[T, K]) took(p int, ls *lease, prev time.Time) bool {
 	own, ok := s.lost[p]
 	reTake := ls.takeOver && ok && !prev.IsZero() && prev.Sub(own).Abs() < r.opts.LeaseDuration/2
 	delete(s.lost, p)
+	r.stats.leases.Add(1) // counted before Stats says the partition is held
+	switch {
+	case reTake:
+		r.stats.reTakes.Add(1)
+	case ls.takeOver:
+		r.stats.takeOvers.Add(1)
+	}
 	s.addHold(p, ls)
 	s.wideOwed = true
 	s.mu.Unlock()
 	poke(s.renewWake) // a claim answered late is owed its renewal at once
-	r.stats.leases.Add(1)
 	switch {
 	case reTake:
-		r.stats.reTakes.Add(1)
 		r.opts.Logger.Info("relay: lease taken again after this relay's own lease of it ran out: the partition is delivered here again",
 			"key", ls.key, "partition", p)
 	case ls.takeOver:
-		r.stats.takeOvers.Add(1)
 		r.opts.Logger.Info("relay: lease taken over from a holder whose lease had lapsed: the partition's pending items are delivered here from now on",
 			"key", ls.key, "partition", p)
 	}

@@ -61,16 +61,16 @@ func (s *session[T, K]) assignSole(leaseCtx context.Context) error {
 		return nil
 	}
 	s.standingBy = false
+	r.stats.leases.Add(1) // counted before Stats says Holding
+	if ls.takeOver {
+		r.stats.takeOvers.Add(1)
+	}
 	s.mu.Lock() // held even when answered too late or stopping: handing says, releaseAll ends
 	for p := range r.parts {
 		s.addHold(p, ls)
 	}
 	s.wideOwed = true
 	s.mu.Unlock()
-	r.stats.leases.Add(1)
-	if ls.takeOver {
-		r.stats.takeOvers.Add(1)
-	}
 	poke(s.renewWake)
 	poke(s.rescan)
 	return nil
