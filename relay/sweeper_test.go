@@ -162,7 +162,9 @@ func TestSweeperHandOver(t *testing.T) {
 		em := newEmitter(t, store)
 		em.schedule("x", "Now", nowFireTime().Add(-time.Second))
 		settleUntil(t, func() bool { return sw.Stats().Acked == 1 }, "the due timer handed over and fired")
-		em.schedule("y", "Soon", nowFireTime().Add(200*time.Millisecond))
+		// Due 2s after it is armed: a commit and its hand-over, however slow, end before, so the
+		// timer waits in memory for its fire time and its confirming look.
+		em.schedule("y", "Soon", nowFireTime().Add(2*time.Second))
 		settleUntil(t, func() bool { return sw.Stats().Acked == 2 }, "the timer due soon fired")
 		require.NoError(t, stop())
 		assert.EqualValues(t, 2, sw.Stats().HandedOver)
